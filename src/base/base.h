@@ -1,0 +1,192 @@
+/* base.h - the foundation every other module stands on: string slices, arenas with stage
+ * lifetimes, interned names, a growable byte buffer, a u64 hash map, and errors with a source
+ * location. Owns: memory and error plumbing. Does not own: anything HLO-specific.
+ * Invariant: nothing here calls exit() or abort(); failures are reported through SlStatus. */
+#ifndef SHARDLENS_BASE_H
+#define SHARDLENS_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SL_COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
+/* For "cannot happen" conditions that a release build must survive: true when it happened. */
+#define SL_NEVER(cond) (!!(cond))
+
+/* ---- string slices ------------------------------------------------------------------ */
+
+typedef struct SlStr {
+    const char *ptr;
+    size_t len;
+} SlStr;
+
+#define SL_STR_ARG(s) (int)(s).len, (s).ptr
+SlStr sl_str(const char *cstr);
+bool sl_str_eq(SlStr a, SlStr b);
+bool sl_str_eq_cstr(SlStr a, const char *cstr);
+
+/* ---- errors --------------------------------------------------------------------------- */
+
+typedef enum SlStatus {
+    SL_OK = 0,
+    SL_ERR_PARSE,       /* malformed HLO text */
+    SL_ERR_INVALID,     /* well-formed but inconsistent: shape, sharding, mesh */
+    SL_ERR_UNSUPPORTED, /* valid input we do not handle yet */
+    SL_ERR_IO,
+    SL_ERR_NOMEM,
+    SL_ERR_DB,       /* sqlite failure; msg carries sqlite3_errmsg() */
+    SL_ERR_INTERNAL, /* a broken invariant in our code: a bug */
+} SlStatus;
+
+typedef struct SlSrcLoc {
+    const char *path; /* NULL when unknown; not owned */
+    uint32_t line;    /* 1-based; 0 when unknown */
+    uint32_t col;     /* 1-based; 0 when unknown */
+} SlSrcLoc;
+
+#define SL_ERROR_MSG_BYTES 512
+typedef struct SlError {
+    SlStatus status; /* SL_OK until the first failure */
+    SlSrcLoc loc;
+    char msg[SL_ERROR_MSG_BYTES];
+} SlError;
+
+/* Records the error unless one is already recorded (the first error wins), and returns `st`:
+ *   return sl_fail(err, SL_ERR_PARSE, loc, "expected ']', got '%.*s'", SL_STR_ARG(tok)); */
+SlStatus sl_fail(SlError *err, SlStatus st, SlSrcLoc loc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+const char *sl_status_name(SlStatus st);
+
+/* ---- arenas --------------------------------------------------------------------------- */
+
+/* A bump allocator freed all at once. Failure is sticky: once an allocation fails every later
+ * one returns NULL and sl_arena_failed() is true, so stages check once at their boundary. */
+typedef struct SlArenaChunk SlArenaChunk;
+typedef struct SlArena {
+    SlArenaChunk *head; /* current chunk; older chunks hang off it */
+    size_t total_bytes; /* bytes reserved from the heap, for memory reports */
+    bool failed;
+} SlArena;
+
+/* A position in an arena to roll back to (scratch use). */
+typedef struct SlArenaMark {
+    SlArenaChunk *chunk;
+    size_t used;
+} SlArenaMark;
+
+#define SL_ARENA_CHUNK_BYTES ((size_t)64 * 1024)
+
+void sl_arena_init(SlArena *a);
+void sl_arena_fini(SlArena *a);
+void *sl_arena_alloc(SlArena *a, size_t size, size_t align); /* zeroed; NULL on failure */
+void *sl_arena_alloc_array(SlArena *a, size_t n, size_t size, size_t align); /* overflow-checked */
+char *sl_arena_strndup(SlArena *a, const char *s, size_t n);                 /* NUL-terminated */
+void *sl_arena_memdup(SlArena *a, const void *p, size_t size, size_t align);
+bool sl_arena_failed(const SlArena *a);
+SlArenaMark sl_arena_mark(const SlArena *a);
+void sl_arena_release(SlArena *a, SlArenaMark m); /* frees everything allocated after m */
+
+#define SL_NEW(a, T) ((T *)sl_arena_alloc((a), sizeof(T), _Alignof(T)))
+#define SL_NEW_ARRAY(a, T, n) ((T *)sl_arena_alloc_array((a), (n), sizeof(T), _Alignof(T)))
+#define SL_DUP_ARRAY(a, T, p, n)                                                               \
+    ((T *)sl_arena_memdup((a), (p), (size_t)(n) * sizeof(T), _Alignof(T)))
+
+/* ---- interned names ------------------------------------------------------------------- */
+
+/* An interned string: equal text <=> equal pointer. The record lives in the interner's arena. */
+typedef struct SlSymRec {
+    uint32_t len;
+    uint32_t hash;
+    char text[]; /* NUL-terminated */
+} SlSymRec;
+typedef const SlSymRec *SlSym;
+
+typedef struct SlInterner {
+    SlArena *arena; /* records are allocated here; not owned */
+    SlSym *slots;   /* open addressing, heap; power-of-two capacity */
+    size_t cap, count;
+} SlInterner;
+
+void sl_interner_init(SlInterner *in, SlArena *arena);
+void sl_interner_fini(SlInterner *in);
+SlSym sl_intern(SlInterner *in, SlStr s); /* NULL only on allocation failure */
+SlSym sl_intern_cstr(SlInterner *in, const char *s);
+static inline SlStr
+sl_sym_str(SlSym s)
+{
+    SlStr r = {s ? s->text : "", s ? s->len : 0};
+    return r;
+}
+static inline const char *
+sl_sym_cstr(SlSym s)
+{
+    return s ? s->text : "";
+}
+
+/* ---- growable byte buffer (heap) ----------------------------------------------------- */
+
+typedef struct SlBuf {
+    char *data; /* always NUL-terminated when len > 0 or after any append */
+    size_t len, cap;
+    bool failed; /* sticky allocation failure */
+} SlBuf;
+
+void sl_buf_init(SlBuf *b);
+void sl_buf_fini(SlBuf *b);
+void sl_buf_clear(SlBuf *b);
+void sl_buf_append(SlBuf *b, const char *p, size_t n);
+void sl_buf_puts(SlBuf *b, const char *s);
+void sl_buf_putc(SlBuf *b, char c);
+void sl_buf_put_str(SlBuf *b, SlStr s);
+void sl_buf_put_i64(SlBuf *b, int64_t v);
+void sl_buf_printf(SlBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sl_buf_vprintf(SlBuf *b, const char *fmt, va_list ap);
+static inline SlStr
+sl_buf_str(const SlBuf *b)
+{
+    SlStr r = {b->data ? b->data : "", b->len};
+    return r;
+}
+
+/* ---- growable array (heap) ------------------------------------------------------------ */
+
+typedef struct SlVec {
+    void *data;
+    size_t len, cap; /* in elements */
+} SlVec;
+
+/* Makes room for one more element of `elem_size` bytes; returns false on allocation failure. */
+bool sl_vec_grow(SlVec *v, size_t elem_size);
+void sl_vec_fini(SlVec *v);
+#define SL_VEC_PUSH(v, T, x)                                                                   \
+    (sl_vec_grow((v), sizeof(T)) ? (((T *)(v)->data)[(v)->len++] = (x), true) : false)
+#define SL_VEC_AT(v, T, i) (((T *)(v)->data)[i])
+
+/* ---- u64 -> u64 hash map (heap) -------------------------------------------------------- */
+
+/* Keys are any u64 except SL_MAP_EMPTY (pointers cast through uintptr_t are fine). Iteration
+ * order is unspecified: never let it reach output. */
+#define SL_MAP_EMPTY UINT64_MAX
+typedef struct SlMap {
+    uint64_t *keys;
+    uint64_t *vals;
+    size_t cap, count;
+} SlMap;
+
+void sl_map_init(SlMap *m);
+void sl_map_fini(SlMap *m);
+bool sl_map_put(SlMap *m, uint64_t key, uint64_t val); /* false on allocation failure */
+bool sl_map_get(const SlMap *m, uint64_t key, uint64_t *val);
+#define SL_MAP_KEY(p) ((uint64_t)(uintptr_t)(p))
+
+uint64_t sl_hash_bytes(const void *p, size_t n);
+
+/* ---- files ---------------------------------------------------------------------------- */
+
+/* Reads a whole file ("-" = stdin) into a heap buffer with a trailing NUL. */
+SlStatus sl_file_read(const char *path, SlBuf *out, SlError *err);
+/* Writes atomically: a temporary file beside `path`, then rename; "-" writes stdout. */
+SlStatus sl_file_write_atomic(const char *path, const char *data, size_t n, SlError *err);
+
+#endif

@@ -1,0 +1,6 @@
+/* placeholder until the CLI lands */
+int
+main(void)
+{
+    return 0;
+}

@@ -1,0 +1,23 @@
+/* hlo.h - HLO text in and out (hlo-text.md). Owns: the lexer, the parser and the canonical
+ * printer. Does not own: the IR's construction rules (src/ir) or sharding text (src/sharding,
+ * called for `sharding=` values). Invariant: print(parse(print(parse(x)))) == print(parse(x))
+ * byte for byte. */
+#ifndef SHARDLENS_HLO_H
+#define SHARDLENS_HLO_H
+
+#include "base/base.h"
+#include "ir/ir.h"
+
+/* Parses a whole module. `path` is used for error locations only. The module and everything it
+ * points to live in `arena`; names are interned in `names`. On error `*out` is NULL and `err`
+ * holds FILE:LINE:COL and a message. */
+SlStatus hlo_parse(SlArena *arena, SlInterner *names, SlStr text, const char *path,
+                   IrModule **out, SlError *err);
+
+/* Canonical text of a module / one instruction line (without indentation or newline). */
+void hlo_print_module(const IrModule *m, SlBuf *out);
+void hlo_print_instr(const IrInstr *i, SlBuf *out);
+/* One attribute's value text as it appears after `key=`. */
+void hlo_print_attr_value(const IrAttr *a, SlBuf *out);
+
+#endif

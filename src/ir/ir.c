@@ -1,0 +1,657 @@
+/* ir.c - opcode/type/attribute tables, shapes, and construction of modules, computations and
+ * instructions. Owns: the only allocation paths for IR nodes. Invariant: every node lives in the
+ * module arena; side tables on the heap are released by ir_module_fini(). */
+#include "ir/ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- tables ---- */
+
+static const struct {
+    const char *name;
+    uint32_t bits;
+    char kind;
+} k_dtypes[] = {
+#define IR_DTYPE(e, name, bits, kind) {name, bits, kind},
+#include "ir/ir_types.def"
+#undef IR_DTYPE
+};
+
+static const struct {
+    const char *name;
+    IrOpFamily family;
+    int arity;
+} k_ops[] = {
+#define IR_OP(e, name, family, arity) {name, IR_FAM_##family, arity},
+#include "ir/ir_ops.def"
+#undef IR_OP
+};
+
+static const struct {
+    const char *name;
+    IrAttrKind kind;
+} k_attrs[] = {
+#define IR_ATTR(e, name, kind) {name, IR_AK_##kind},
+#include "ir/ir_attrs.def"
+#undef IR_ATTR
+    {"", IR_AK_RAW},
+};
+
+const char *
+ir_dtype_name(IrDtype t)
+{
+    return (unsigned)t < IR_DT_COUNT ? k_dtypes[t].name : "invalid";
+}
+
+uint32_t
+ir_dtype_bits(IrDtype t)
+{
+    return (unsigned)t < IR_DT_COUNT ? k_dtypes[t].bits : 0;
+}
+
+char
+ir_dtype_kind(IrDtype t)
+{
+    return (unsigned)t < IR_DT_COUNT ? k_dtypes[t].kind : 'O';
+}
+
+bool
+ir_dtype_from_name(SlStr s, IrDtype *out)
+{
+    for (unsigned i = 1; i < IR_DT_COUNT; i++) {
+        if (i == IR_DT_TUPLE)
+            continue;
+        if (sl_str_eq_cstr(s, k_dtypes[i].name)) {
+            *out = (IrDtype)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *
+ir_op_name(IrOp op)
+{
+    return (unsigned)op < IR_OP_COUNT ? k_ops[op].name : "unknown-op";
+}
+
+IrOpFamily
+ir_op_family(IrOp op)
+{
+    return (unsigned)op < IR_OP_COUNT ? k_ops[op].family : IR_FAM_OTHER;
+}
+
+int
+ir_op_arity(IrOp op)
+{
+    return (unsigned)op < IR_OP_COUNT ? k_ops[op].arity : -1;
+}
+
+bool
+ir_op_from_name(SlStr s, IrOp *out)
+{
+    /* Linear scan over ~150 short names; the parser caches results per interned symbol. */
+    for (unsigned i = 0; i < IR_OP_COUNT; i++) {
+        if (sl_str_eq_cstr(s, k_ops[i].name)) {
+            *out = (IrOp)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool
+ir_op_is_elementwise(IrOp op)
+{
+    return ir_op_family(op) == IR_FAM_ELEMENTWISE;
+}
+
+const char *
+ir_attr_name(IrAttrKey k)
+{
+    return (unsigned)k < IR_ATTR_COUNT ? k_attrs[k].name : "";
+}
+
+IrAttrKind
+ir_attr_kind(IrAttrKey k)
+{
+    return (unsigned)k < IR_ATTR_COUNT ? k_attrs[k].kind : IR_AK_RAW;
+}
+
+IrAttrKey
+ir_attr_key_from_name(SlStr s)
+{
+    for (unsigned i = 0; i < IR_ATTR_OTHER; i++)
+        if (sl_str_eq_cstr(s, k_attrs[i].name))
+            return (IrAttrKey)i;
+    return IR_ATTR_OTHER;
+}
+
+/* ---- shapes ---- */
+
+bool
+ir_shape_is_tuple(const IrShape *s)
+{
+    return s->dtype == IR_DT_TUPLE;
+}
+
+bool
+ir_shape_is_array(const IrShape *s)
+{
+    return s->dtype != IR_DT_TUPLE && s->dtype != IR_DT_TOKEN && s->dtype != IR_DT_OPAQUE &&
+           s->dtype != IR_DT_INVALID;
+}
+
+int64_t
+ir_shape_elem_count(const IrShape *s)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < s->rank; i++)
+        n *= s->dims[i];
+    return n;
+}
+
+int64_t
+ir_shape_byte_size(const IrShape *s)
+{
+    if (ir_shape_is_tuple(s)) {
+        int64_t total = 0;
+        for (uint32_t i = 0; i < s->n_elems; i++)
+            total += ir_shape_byte_size(&s->elems[i]);
+        return total;
+    }
+    uint32_t bits = ir_dtype_bits(s->dtype);
+    if (bits == 0)
+        return 0;
+    int64_t bytes_per = bits < 8 ? 1 : bits / 8; /* GSPMD counts sub-byte types as whole bytes */
+    return ir_shape_elem_count(s) * bytes_per;
+}
+
+bool
+ir_shape_equal(const IrShape *a, const IrShape *b, bool compare_layout)
+{
+    if (a->dtype != b->dtype || a->rank != b->rank || a->n_elems != b->n_elems)
+        return false;
+    for (uint32_t i = 0; i < a->rank; i++) {
+        if (a->dims[i] != b->dims[i])
+            return false;
+        uint8_t ka = a->dim_kinds ? a->dim_kinds[i] : 0, kb = b->dim_kinds ? b->dim_kinds[i] : 0;
+        if (ka != kb)
+            return false;
+    }
+    if (compare_layout && !sl_str_eq(a->layout, b->layout))
+        return false;
+    for (uint32_t i = 0; i < a->n_elems; i++)
+        if (!ir_shape_equal(&a->elems[i], &b->elems[i], compare_layout))
+            return false;
+    return true;
+}
+
+uint32_t
+ir_shape_leaf_count(const IrShape *s)
+{
+    if (!ir_shape_is_tuple(s))
+        return 1;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->n_elems; i++)
+        n += ir_shape_leaf_count(&s->elems[i]);
+    return n;
+}
+
+static const IrShape *
+leaf_walk(const IrShape *s, uint32_t *left)
+{
+    if (!ir_shape_is_tuple(s)) {
+        if (*left == 0)
+            return s;
+        (*left)--;
+        return NULL;
+    }
+    for (uint32_t i = 0; i < s->n_elems; i++) {
+        const IrShape *r = leaf_walk(&s->elems[i], left);
+        if (r)
+            return r;
+    }
+    return NULL;
+}
+
+const IrShape *
+ir_shape_leaf(const IrShape *s, uint32_t leaf)
+{
+    return leaf_walk(s, &leaf);
+}
+
+IrShape
+ir_shape_make(SlArena *a, IrDtype t, const int64_t *dims, uint32_t rank)
+{
+    IrShape s = {0};
+    s.dtype = t;
+    s.rank = rank;
+    if (rank)
+        s.dims = SL_DUP_ARRAY(a, int64_t, dims, rank);
+    return s;
+}
+
+IrShape
+ir_shape_clone(SlArena *a, const IrShape *src)
+{
+    IrShape s = *src;
+    if (src->rank) {
+        s.dims = SL_DUP_ARRAY(a, int64_t, src->dims, src->rank);
+        if (src->dim_kinds)
+            s.dim_kinds = SL_DUP_ARRAY(a, uint8_t, src->dim_kinds, src->rank);
+    }
+    if (src->n_elems) {
+        s.elems = SL_NEW_ARRAY(a, IrShape, src->n_elems);
+        if (s.elems)
+            for (uint32_t i = 0; i < src->n_elems; i++)
+                s.elems[i] = ir_shape_clone(a, &src->elems[i]);
+    }
+    return s;
+}
+
+IrShape
+ir_shape_with_dims(SlArena *a, const IrShape *src, const int64_t *dims)
+{
+    IrShape s = ir_shape_clone(a, src);
+    if (s.dims)
+        memcpy(s.dims, dims, s.rank * sizeof(int64_t));
+    return s;
+}
+
+void
+ir_shape_print(const IrShape *s, bool with_layout, SlBuf *out)
+{
+    if (ir_shape_is_tuple(s)) {
+        sl_buf_putc(out, '(');
+        for (uint32_t i = 0; i < s->n_elems; i++) {
+            if (i)
+                sl_buf_puts(out, ", ");
+            ir_shape_print(&s->elems[i], with_layout, out);
+        }
+        sl_buf_putc(out, ')');
+        return;
+    }
+    sl_buf_puts(out, ir_dtype_name(s->dtype));
+    sl_buf_putc(out, '[');
+    for (uint32_t i = 0; i < s->rank; i++) {
+        if (i)
+            sl_buf_putc(out, ',');
+        uint8_t k = s->dim_kinds ? s->dim_kinds[i] : IR_DIM_STATIC;
+        if (k == IR_DIM_UNBOUNDED) {
+            sl_buf_putc(out, '?');
+            continue;
+        }
+        if (k == IR_DIM_BOUNDED)
+            sl_buf_puts(out, "<=");
+        sl_buf_put_i64(out, s->dims[i]);
+    }
+    sl_buf_putc(out, ']');
+    if (with_layout && s->layout.len)
+        sl_buf_put_str(out, s->layout);
+}
+
+/* ---- iota device arrays ---- */
+
+int64_t
+ir_iota_count(const IrIota *io)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < io->n_dims; i++)
+        n *= io->dims[i];
+    return n;
+}
+
+void
+ir_iota_expand(const IrIota *io, int64_t *out)
+{
+    int64_t n = ir_iota_count(io);
+    uint32_t r = io->n_reshape;
+    for (int64_t lin = 0; lin < n; lin++) {
+        /* `lin` indexes the transposed array; peel coordinates from the last transposed axis,
+         * whose extent is reshape[perm[j]], and place them at source axis perm[j]. */
+        int64_t rem = lin;
+        int64_t src_idx[64] = {0};
+        for (uint32_t jj = r; jj-- > 0;) {
+            int64_t axis = io->perm ? io->perm[jj] : (int64_t)jj;
+            int64_t ext = io->reshape[axis];
+            src_idx[axis] = rem % ext;
+            rem /= ext;
+        }
+        int64_t v = 0;
+        for (uint32_t a = 0; a < r; a++)
+            v = v * io->reshape[a] + src_idx[a];
+        out[lin] = v;
+    }
+}
+
+/* ---- modules ---- */
+
+IrModule *
+ir_module_new(SlArena *arena, SlInterner *names, SlSym name)
+{
+    IrModule *m = SL_NEW(arena, IrModule);
+    if (!m)
+        return NULL;
+    m->arena = arena;
+    m->names = names;
+    m->name = name;
+    sl_map_init(&m->name_counters);
+    return m;
+}
+
+void
+ir_module_fini(IrModule *m)
+{
+    if (m)
+        sl_map_fini(&m->name_counters);
+}
+
+/* Grows an arena array to hold one more element (doubling; the old block is abandoned). */
+static bool
+grow(SlArena *a, void **arr, uint32_t n, uint32_t *cap, size_t elem, size_t align)
+{
+    if (n < *cap)
+        return true;
+    uint32_t ncap = *cap ? *cap * 2 : 4;
+    void *p = sl_arena_alloc_array(a, ncap, elem, align);
+    if (!p)
+        return false;
+    if (n)
+        memcpy(p, *arr, (size_t)n * elem);
+    *arr = p;
+    *cap = ncap;
+    return true;
+}
+
+static int64_t
+header_int(const IrModule *m, const char *key)
+{
+    const IrHeaderAttr *h = ir_module_find_header(m, key);
+    if (!h)
+        return 1;
+    int64_t v = 0;
+    for (size_t i = 0; i < h->value.len; i++) {
+        char c = h->value.ptr[i];
+        if (c < '0' || c > '9')
+            return 1;
+        v = v * 10 + (c - '0');
+    }
+    return h->value.len ? v : 1;
+}
+
+int64_t
+ir_module_num_partitions(const IrModule *m)
+{
+    return header_int(m, "num_partitions");
+}
+
+int64_t
+ir_module_replica_count(const IrModule *m)
+{
+    return header_int(m, "replica_count");
+}
+
+const IrHeaderAttr *
+ir_module_find_header(const IrModule *m, const char *key)
+{
+    for (uint32_t i = 0; i < m->n_header; i++)
+        if (sl_str_eq_cstr(sl_sym_str(m->header[i].key), key))
+            return &m->header[i];
+    return NULL;
+}
+
+SlStatus
+ir_module_set_header(IrModule *m, const char *key, SlStr value)
+{
+    char *copy = sl_arena_strndup(m->arena, value.ptr, value.len);
+    if (!copy)
+        return SL_ERR_NOMEM;
+    SlStr v = {copy, value.len};
+    for (uint32_t i = 0; i < m->n_header; i++) {
+        if (sl_str_eq_cstr(sl_sym_str(m->header[i].key), key)) {
+            m->header[i].value = v;
+            return SL_OK;
+        }
+    }
+    SlSym k = sl_intern_cstr(m->names, key);
+    if (!k || !grow(m->arena, (void **)&m->header, m->n_header, &m->cap_header,
+                    sizeof(IrHeaderAttr), _Alignof(IrHeaderAttr)))
+        return SL_ERR_NOMEM;
+    m->header[m->n_header].key = k;
+    m->header[m->n_header].value = v;
+    m->n_header++;
+    return SL_OK;
+}
+
+IrComputation *
+ir_module_find_computation(const IrModule *m, SlSym name)
+{
+    for (uint32_t i = 0; i < m->n_comps; i++)
+        if (m->comps[i]->name == name)
+            return m->comps[i];
+    return NULL;
+}
+
+/* Splits "foo.12" into base "foo" and suffix 12; no numeric suffix gives -1. */
+static int64_t
+split_suffix(SlStr s, SlStr *base)
+{
+    size_t i = s.len;
+    while (i > 0 && s.ptr[i - 1] >= '0' && s.ptr[i - 1] <= '9')
+        i--;
+    if (i == s.len || i == 0 || s.ptr[i - 1] != '.' || s.len - i > 15) {
+        *base = s;
+        return -1;
+    }
+    base->ptr = s.ptr;
+    base->len = i - 1;
+    int64_t v = 0;
+    for (size_t k = i; k < s.len; k++)
+        v = v * 10 + (s.ptr[k] - '0');
+    return v;
+}
+
+/* name_counters maps a base symbol to 1 + the highest suffix seen (0 = base itself seen). */
+void
+ir_module_reserve_name(IrModule *m, SlSym name)
+{
+    SlStr base;
+    int64_t suffix = split_suffix(sl_sym_str(name), &base);
+    SlSym b = suffix < 0 ? name : sl_intern(m->names, base);
+    if (!b)
+        return;
+    uint64_t next = 0;
+    bool seen = sl_map_get(&m->name_counters, SL_MAP_KEY(b), &next);
+    uint64_t want = suffix < 0 ? 1 : (uint64_t)suffix + 1;
+    if (!seen || want > next)
+        sl_map_put(&m->name_counters, SL_MAP_KEY(b), want);
+}
+
+SlSym
+ir_module_unique_name(IrModule *m, SlStr want)
+{
+    SlStr base;
+    if (split_suffix(want, &base) < 0)
+        base = want;
+    SlSym b = sl_intern(m->names, base);
+    if (!b)
+        return NULL;
+    uint64_t next = 0;
+    if (!sl_map_get(&m->name_counters, SL_MAP_KEY(b), &next)) {
+        sl_map_put(&m->name_counters, SL_MAP_KEY(b), 1);
+        return b;
+    }
+    if (next == 0)
+        next = 1;
+    char tmp[32];
+    SlBuf buf;
+    sl_buf_init(&buf);
+    sl_buf_put_str(&buf, base);
+    int n = snprintf(tmp, sizeof(tmp), ".%llu", (unsigned long long)next);
+    sl_buf_append(&buf, tmp, (size_t)n);
+    SlSym r = buf.failed ? NULL : sl_intern(m->names, sl_buf_str(&buf));
+    sl_buf_fini(&buf);
+    sl_map_put(&m->name_counters, SL_MAP_KEY(b), next + 1);
+    return r;
+}
+
+IrComputation *
+ir_computation_new(IrModule *m, SlSym name)
+{
+    IrComputation *c = SL_NEW(m->arena, IrComputation);
+    if (!c)
+        return NULL;
+    c->name = name;
+    c->id = m->next_comp_id++;
+    return c;
+}
+
+SlStatus
+ir_module_add_computation(IrModule *m, IrComputation *c)
+{
+    if (!grow(m->arena, (void **)&m->comps, m->n_comps, &m->cap_comps, sizeof(IrComputation *),
+              _Alignof(IrComputation *)))
+        return SL_ERR_NOMEM;
+    m->comps[m->n_comps++] = c;
+    if (c->is_entry)
+        m->entry = c;
+    return SL_OK;
+}
+
+SlStatus
+ir_computation_add_instr(IrComputation *c, IrModule *m, IrInstr *i)
+{
+    if (!grow(m->arena, (void **)&c->instrs, c->n_instrs, &c->cap_instrs, sizeof(IrInstr *),
+              _Alignof(IrInstr *)))
+        return SL_ERR_NOMEM;
+    c->instrs[c->n_instrs++] = i;
+    i->parent = c;
+    return SL_OK;
+}
+
+uint32_t
+ir_computation_param_count(const IrComputation *c)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < c->n_instrs; i++)
+        if (c->instrs[i]->op == IR_OP_PARAMETER)
+            n++;
+    return n;
+}
+
+IrInstr *
+ir_computation_param(const IrComputation *c, int64_t number)
+{
+    for (uint32_t i = 0; i < c->n_instrs; i++)
+        if (c->instrs[i]->op == IR_OP_PARAMETER && c->instrs[i]->parameter_number == number)
+            return c->instrs[i];
+    return NULL;
+}
+
+IrInstr *
+ir_instr_new(IrModule *m, IrOp op, const IrShape *shape, IrInstr *const *operands,
+             uint32_t n_operands)
+{
+    IrInstr *i = SL_NEW(m->arena, IrInstr);
+    if (!i)
+        return NULL;
+    i->op = op;
+    i->id = m->next_instr_id++;
+    if (shape)
+        i->shape = *shape;
+    if (n_operands) {
+        i->operands = SL_DUP_ARRAY(m->arena, IrInstr *, operands, n_operands);
+        if (!i->operands)
+            return NULL;
+    }
+    i->n_operands = n_operands;
+    return i;
+}
+
+IrAttr *
+ir_instr_add_attr(IrModule *m, IrInstr *i, IrAttrKey key)
+{
+    uint32_t cap = i->cap_attrs;
+    if (i->n_attrs == UINT16_MAX)
+        return NULL;
+    if (!grow(m->arena, (void **)&i->attrs, i->n_attrs, &cap, sizeof(IrAttr), _Alignof(IrAttr)))
+        return NULL;
+    i->cap_attrs = (uint16_t)(cap > UINT16_MAX ? UINT16_MAX : cap);
+    IrAttr *a = &i->attrs[i->n_attrs++];
+    memset(a, 0, sizeof(*a));
+    a->key = key;
+    return a;
+}
+
+const IrAttr *
+ir_instr_find_attr(const IrInstr *i, IrAttrKey key)
+{
+    for (uint32_t k = 0; k < i->n_attrs; k++)
+        if (i->attrs[k].key == key)
+            return &i->attrs[k];
+    return NULL;
+}
+
+IrAttr *
+ir_instr_find_attr_mut(IrInstr *i, IrAttrKey key)
+{
+    for (uint32_t k = 0; k < i->n_attrs; k++)
+        if (i->attrs[k].key == key)
+            return &i->attrs[k];
+    return NULL;
+}
+
+void
+ir_instr_remove_attr(IrInstr *i, IrAttrKey key)
+{
+    uint32_t w = 0;
+    for (uint32_t k = 0; k < i->n_attrs; k++)
+        if (i->attrs[k].key != key)
+            i->attrs[w++] = i->attrs[k];
+    i->n_attrs = (uint16_t)w;
+}
+
+const struct ShdSharding *
+ir_instr_sharding(const IrInstr *i)
+{
+    const IrAttr *a = ir_instr_find_attr(i, IR_ATTR_SHARDING);
+    return a ? a->u.sharding : NULL;
+}
+
+const IrMetadata *
+ir_instr_metadata(const IrInstr *i)
+{
+    const IrAttr *a = ir_instr_find_attr(i, IR_ATTR_METADATA);
+    return a ? a->u.metadata : NULL;
+}
+
+bool
+ir_instr_int_attr(const IrInstr *i, IrAttrKey key, int64_t *out)
+{
+    const IrAttr *a = ir_instr_find_attr(i, key);
+    if (!a)
+        return false;
+    *out = a->u.i;
+    return true;
+}
+
+uint32_t
+ir_instr_ints_attr(const IrInstr *i, IrAttrKey key, const int64_t **values)
+{
+    const IrAttr *a = ir_instr_find_attr(i, key);
+    if (!a) {
+        *values = NULL;
+        return 0;
+    }
+    *values = a->u.ints.v;
+    return a->u.ints.n;
+}
+
+IrComputation *
+ir_instr_called(const IrInstr *i, IrAttrKey key)
+{
+    const IrAttr *a = ir_instr_find_attr(i, key);
+    return a ? a->u.comp : NULL;
+}

@@ -1,0 +1,234 @@
+/* ir.h - the HLO IR: modules, computations, instructions, shapes and typed attributes.
+ * Owns: the in-memory form of a module and the only ways to build one (the parser and the
+ * partitioner both construct through ir_*_new / ir_*_add). Does not own: text (src/hlo),
+ * sharding semantics (src/sharding; the IR only carries an opaque ShdSharding pointer).
+ * Lifetime: everything of a module lives in the arena given to ir_module_new(). Operand links
+ * are pointers inside one module; `id` numbers instructions in creation order, for stable
+ * output and for cross-references from traces. */
+#ifndef SHARDLENS_IR_H
+#define SHARDLENS_IR_H
+
+#include "base/base.h"
+
+struct ShdSharding; /* src/sharding: opaque here */
+
+typedef enum IrDtype {
+#define IR_DTYPE(e, name, bits, kind) IR_DT_##e,
+#include "ir/ir_types.def"
+#undef IR_DTYPE
+    IR_DT_COUNT
+} IrDtype;
+
+typedef enum IrOp {
+#define IR_OP(e, name, family, arity) IR_OP_##e,
+#include "ir/ir_ops.def"
+#undef IR_OP
+    IR_OP_COUNT
+} IrOp;
+
+typedef enum IrOpFamily {
+    IR_FAM_PARAMETER, IR_FAM_CONSTANT, IR_FAM_IOTA, IR_FAM_PARTITION_ID, IR_FAM_ELEMENTWISE,
+    IR_FAM_BITCAST_CONVERT, IR_FAM_OPT_BARRIER, IR_FAM_BROADCAST, IR_FAM_RESHAPE,
+    IR_FAM_TRANSPOSE, IR_FAM_SLICE, IR_FAM_CONCATENATE, IR_FAM_PAD, IR_FAM_DYNAMIC_SLICE,
+    IR_FAM_DYNAMIC_UPDATE_SLICE, IR_FAM_REVERSE, IR_FAM_REDUCE, IR_FAM_REDUCE_WINDOW,
+    IR_FAM_SELECT_AND_SCATTER, IR_FAM_SORT, IR_FAM_DOT, IR_FAM_CONVOLUTION, IR_FAM_GATHER,
+    IR_FAM_SCATTER, IR_FAM_CHOLESKY, IR_FAM_TRIANGULAR_SOLVE, IR_FAM_TUPLE,
+    IR_FAM_GET_TUPLE_ELEMENT, IR_FAM_WHILE, IR_FAM_CONDITIONAL, IR_FAM_CALL, IR_FAM_CUSTOM_CALL,
+    IR_FAM_ALL_REDUCE, IR_FAM_COLLECTIVE, IR_FAM_COLLECTIVE_PERMUTE, IR_FAM_SIDE_EFFECT,
+    IR_FAM_RNG, IR_FAM_OTHER,
+} IrOpFamily;
+
+typedef enum IrAttrKey {
+#define IR_ATTR(e, name, kind) IR_ATTR_##e,
+#include "ir/ir_attrs.def"
+#undef IR_ATTR
+    IR_ATTR_OTHER, /* any other key: kept with its verbatim value */
+    IR_ATTR_COUNT
+} IrAttrKey;
+
+typedef enum IrAttrKind {
+    IR_AK_INT, IR_AK_BOOL, IR_AK_INTS, IR_AK_INT_LISTS, IR_AK_REPLICA_GROUPS, IR_AK_COMP,
+    IR_AK_COMPS, IR_AK_IDENT, IR_AK_STRING, IR_AK_SLICE, IR_AK_PADDING, IR_AK_WINDOW,
+    IR_AK_DIM_LABELS, IR_AK_SHARDING, IR_AK_METADATA, IR_AK_FRONTEND, IR_AK_RAW,
+} IrAttrKind;
+
+/* ---- tables ---- */
+const char *ir_dtype_name(IrDtype t);
+uint32_t ir_dtype_bits(IrDtype t); /* 0 for token/opaque/tuple */
+char ir_dtype_kind(IrDtype t);     /* 'F','S','U','P','C','T','O','X' as in ir_types.def */
+bool ir_dtype_from_name(SlStr s, IrDtype *out);
+const char *ir_op_name(IrOp op);
+IrOpFamily ir_op_family(IrOp op);
+int ir_op_arity(IrOp op); /* -1: variadic */
+bool ir_op_from_name(SlStr s, IrOp *out);
+bool ir_op_is_elementwise(IrOp op);
+const char *ir_attr_name(IrAttrKey k);
+IrAttrKind ir_attr_kind(IrAttrKey k);
+IrAttrKey ir_attr_key_from_name(SlStr s); /* IR_ATTR_OTHER when not in the table */
+
+/* ---- shapes ---- */
+typedef enum IrDimKind { IR_DIM_STATIC = 0, IR_DIM_BOUNDED = 1, IR_DIM_UNBOUNDED = 2 } IrDimKind;
+
+typedef struct IrShape {
+    IrDtype dtype;          /* IR_DT_TUPLE for tuples */
+    uint32_t rank;          /* arrays: number of dims; 0 for scalars and tuples */
+    int64_t *dims;          /* rank entries; for bounded dims the bound */
+    uint8_t *dim_kinds;     /* rank IrDimKind entries, or NULL when all static */
+    SlStr layout;           /* verbatim "{1,0}" text incl. braces; empty when absent */
+    uint32_t n_elems;       /* tuples: number of element shapes */
+    struct IrShape *elems;  /* tuples: n_elems shapes */
+} IrShape;
+
+bool ir_shape_is_tuple(const IrShape *s);
+bool ir_shape_is_array(const IrShape *s); /* not tuple, token or opaque */
+int64_t ir_shape_elem_count(const IrShape *s);       /* arrays only; 1 for scalars */
+int64_t ir_shape_byte_size(const IrShape *s);        /* sum over tuple leaves; whole bytes */
+bool ir_shape_equal(const IrShape *a, const IrShape *b, bool compare_layout);
+uint32_t ir_shape_leaf_count(const IrShape *s);      /* array leaves in pre-order */
+const IrShape *ir_shape_leaf(const IrShape *s, uint32_t leaf); /* pre-order leaf */
+IrShape ir_shape_make(SlArena *a, IrDtype t, const int64_t *dims, uint32_t rank);
+IrShape ir_shape_clone(SlArena *a, const IrShape *s); /* deep copy */
+/* A copy with new dims and, when the rank matches, the same layout text. */
+IrShape ir_shape_with_dims(SlArena *a, const IrShape *s, const int64_t *dims);
+void ir_shape_print(const IrShape *s, bool with_layout, SlBuf *out);
+
+/* ---- typed attribute values ---- */
+typedef struct IrSliceDim { int64_t start, limit, stride; } IrSliceDim;
+typedef struct IrPadDim { int64_t lo, hi, interior; } IrPadDim;
+typedef struct IrWindowDim {
+    int64_t size, stride, pad_lo, pad_hi, lhs_dilate, rhs_dilate;
+    bool reversal;
+} IrWindowDim;
+
+/* An iota device array: iota(prod(reshape)) viewed as `reshape`, transposed by `perm`, then
+ * read row-major as `dims`. Shared by iota replica groups and iota tile assignments. */
+typedef struct IrIota {
+    uint32_t n_dims;
+    int64_t *dims;
+    uint32_t n_reshape;
+    int64_t *reshape;
+    int64_t *perm; /* n_reshape entries; identity when NULL */
+} IrIota;
+int64_t ir_iota_count(const IrIota *io);
+/* Writes all ir_iota_count() device ids in row-major order of `dims`. */
+void ir_iota_expand(const IrIota *io, int64_t *out);
+
+typedef struct IrReplicaGroups {
+    bool is_iota;          /* printed as [G,M]<=[..]T(..) */
+    IrIota iota;           /* when is_iota: dims = {G, M} */
+    uint32_t n_groups;     /* list form: number of groups (0 = "{}", all devices) */
+    uint32_t *group_sizes; /* list form */
+    int64_t *ids;          /* list form: concatenated groups */
+} IrReplicaGroups;
+
+typedef struct IrMetadata {
+    SlStr raw;            /* the whole "{...}" text, reprinted verbatim */
+    SlStr op_type, op_name, source_file; /* unquoted contents; empty when absent */
+    int64_t source_line;  /* 0 when absent */
+} IrMetadata;
+
+typedef struct IrFrontendAttr { SlSym key; SlStr value; /* verbatim, quotes included */ } IrFrontendAttr;
+
+struct IrComputation;
+typedef struct IrAttr {
+    IrAttrKey key;
+    SlSym other_key; /* IR_ATTR_OTHER only: the attribute name */
+    union {
+        int64_t i;                         /* INT */
+        bool b;                            /* BOOL */
+        struct { uint32_t n; int64_t *v; } ints;               /* INTS */
+        struct { uint32_t n; uint32_t *sizes; int64_t *v; } lists; /* INT_LISTS */
+        IrReplicaGroups groups;            /* REPLICA_GROUPS */
+        struct IrComputation *comp;        /* COMP */
+        struct { uint32_t n; struct IrComputation **v; } comps; /* COMPS */
+        SlStr text;                        /* IDENT, STRING (quotes included), DIM_LABELS, RAW, OTHER */
+        struct { uint32_t n; IrSliceDim *v; } slice;  /* SLICE */
+        struct { uint32_t n; IrPadDim *v; } pad;      /* PADDING */
+        struct { uint32_t n; IrWindowDim *v; } window; /* WINDOW */
+        const struct ShdSharding *sharding; /* SHARDING */
+        const IrMetadata *metadata;          /* METADATA */
+        struct { uint32_t n; IrFrontendAttr *v; } frontend; /* FRONTEND */
+    } u;
+} IrAttr;
+
+/* ---- instructions, computations, modules ---- */
+typedef struct IrComputation IrComputation;
+typedef struct IrModule IrModule;
+
+typedef struct IrInstr {
+    SlSym name;
+    IrOp op;
+    uint32_t id;                /* creation order within the module */
+    IrShape shape;
+    struct IrInstr **operands;
+    uint32_t n_operands;
+    uint16_t n_attrs, cap_attrs;
+    IrAttr *attrs;              /* in print order */
+    IrComputation *parent;
+    int64_t parameter_number;   /* parameter only */
+    SlStr literal;              /* constant only: verbatim literal text */
+    const struct IrInstr *derived_from; /* emitted instructions: the source instruction */
+} IrInstr;
+
+struct IrComputation {
+    SlSym name;
+    uint32_t id;
+    bool is_entry;
+    IrInstr **instrs;           /* in order; operands precede users */
+    uint32_t n_instrs, cap_instrs;
+    IrInstr *root;              /* NULL until set; the last instruction when unmarked */
+    SlStr execution_thread;     /* verbatim string incl. quotes; empty when absent */
+};
+
+typedef struct IrHeaderAttr { SlSym key; SlStr value; /* verbatim */ } IrHeaderAttr;
+
+struct IrModule {
+    SlArena *arena;             /* not owned */
+    SlInterner *names;          /* not owned */
+    SlSym name;
+    IrHeaderAttr *header;       /* module attributes in print order, num_partitions included */
+    uint32_t n_header, cap_header;
+    IrComputation **comps;      /* callees before callers */
+    uint32_t n_comps, cap_comps;
+    IrComputation *entry;
+    uint32_t next_instr_id, next_comp_id;
+    SlMap name_counters;        /* unique-name bookkeeping (heap): call ir_module_fini */
+};
+
+IrModule *ir_module_new(SlArena *arena, SlInterner *names, SlSym name);
+void ir_module_fini(IrModule *m); /* frees the heap side tables; the arena holds the rest */
+int64_t ir_module_num_partitions(const IrModule *m); /* 1 when absent */
+int64_t ir_module_replica_count(const IrModule *m);  /* 1 when absent */
+const IrHeaderAttr *ir_module_find_header(const IrModule *m, const char *key);
+/* Sets (or appends) a header attribute with a verbatim value. */
+SlStatus ir_module_set_header(IrModule *m, const char *key, SlStr value);
+IrComputation *ir_module_find_computation(const IrModule *m, SlSym name);
+
+/* Returns `base` if unused in the module, else `base.N` with the next free N (XLA style). */
+SlSym ir_module_unique_name(IrModule *m, SlStr base);
+/* Records a name read from text so later unique names avoid it. */
+void ir_module_reserve_name(IrModule *m, SlSym name);
+
+IrComputation *ir_computation_new(IrModule *m, SlSym name); /* not yet listed in the module */
+SlStatus ir_module_add_computation(IrModule *m, IrComputation *c); /* appends to comps */
+SlStatus ir_computation_add_instr(IrComputation *c, IrModule *m, IrInstr *i);
+uint32_t ir_computation_param_count(const IrComputation *c);
+IrInstr *ir_computation_param(const IrComputation *c, int64_t number); /* NULL if absent */
+
+/* A new instruction with copied operand array; name NULL until set; not yet in a computation. */
+IrInstr *ir_instr_new(IrModule *m, IrOp op, const IrShape *shape, IrInstr *const *operands,
+                      uint32_t n_operands);
+/* Appends an attribute slot with `key` and returns it for the caller to fill (NULL on OOM). */
+IrAttr *ir_instr_add_attr(IrModule *m, IrInstr *i, IrAttrKey key);
+const IrAttr *ir_instr_find_attr(const IrInstr *i, IrAttrKey key);
+IrAttr *ir_instr_find_attr_mut(IrInstr *i, IrAttrKey key);
+void ir_instr_remove_attr(IrInstr *i, IrAttrKey key);
+/* Shorthands over find_attr. */
+const struct ShdSharding *ir_instr_sharding(const IrInstr *i); /* NULL when none */
+const IrMetadata *ir_instr_metadata(const IrInstr *i);        /* NULL when none */
+bool ir_instr_int_attr(const IrInstr *i, IrAttrKey key, int64_t *out);
+/* INTS attribute as (n, values); n = 0 and values NULL when absent. */
+uint32_t ir_instr_ints_attr(const IrInstr *i, IrAttrKey key, const int64_t **values);
+IrComputation *ir_instr_called(const IrInstr *i, IrAttrKey key); /* COMP attribute or NULL */
+
+#endif

@@ -1,0 +1,2 @@
+/* placeholder until its module lands */
+typedef int sl_placeholder_sharding;

@@ -1,0 +1,148 @@
+/* shd.h - the sharding value type and its algebra (gspmd.md §A, §B).
+ * Owns: parsing/printing `sharding={...}` text, tile-assignment arithmetic, and every helper
+ * that derives one sharding from another. Does not own: emitting HLO (src/spmd).
+ * Values are immutable once built and live in the arena passed to the constructor; helpers
+ * that derive a new sharding allocate the result in the arena they are given. A tiled
+ * sharding always carries its materialized device array; `iota` is kept when the array is
+ * known to be an iota so that printing reproduces the V2 form. */
+#ifndef SHARDLENS_SHD_H
+#define SHARDLENS_SHD_H
+
+#include "base/base.h"
+#include "ir/ir.h"
+
+typedef enum ShdKind {
+    SHD_REPLICATED, SHD_MAXIMAL, SHD_MANUAL, SHD_UNKNOWN, SHD_UNREDUCED, SHD_TILED, SHD_TUPLE,
+} ShdKind;
+
+/* Types of trailing tile-assignment dims, in XLA's normalized order. */
+typedef enum ShdSubgroup { SHD_SUB_MANUAL, SHD_SUB_UNREDUCED, SHD_SUB_REPLICATED } ShdSubgroup;
+
+typedef struct ShdSharding {
+    ShdKind kind;
+    int64_t device;         /* MAXIMAL: the device */
+    uint32_t n_tile_dims;   /* TILED: data dims + subgroup dims */
+    int64_t *tile_dims;     /* TILED: shards per dim */
+    int64_t *devices;       /* TILED: product(tile_dims) ids, row-major */
+    bool has_iota;          /* TILED: `iota` describes `devices` (print as <=[..]) */
+    IrIota iota;
+    uint32_t n_subgroups;   /* TILED: trailing dims that are subgroups */
+    ShdSubgroup *subgroups; /* n_subgroups types; a lone REPLICATED = last_tile_dim_replicate */
+    uint32_t n_leaves;      /* TUPLE: leaf shardings in pre-order */
+    const struct ShdSharding **leaves;
+    int shard_group_kind;   /* 0 none, 1 shard_as, 2 shard_like */
+    int64_t shard_group_id;
+    SlStr metadata;         /* verbatim " metadata={...}" payload text, reprinted; may be empty */
+} ShdSharding;
+
+/* ---- text ---- */
+/* Parses the text after `sharding=` (a balanced "{...}"); `loc` is where `text` starts, so
+ * errors point into the source file. */
+SlStatus shd_parse(SlArena *a, SlStr text, SlSrcLoc loc, const ShdSharding **out, SlError *err);
+void shd_print(const ShdSharding *s, SlBuf *out); /* canonical XLA text, braces included */
+
+/* ---- constructors ---- */
+const ShdSharding *shd_replicated(SlArena *a);
+const ShdSharding *shd_manual(SlArena *a);
+const ShdSharding *shd_maximal(SlArena *a, int64_t device);
+/* Tiled from dims and a row-major device array (copied); subgroup types may be NULL. Recovers
+ * an iota description when the array is one, and applies XLA's normalization (A.4). */
+const ShdSharding *shd_tiled(SlArena *a, const int64_t *tile_dims, uint32_t n_tile_dims,
+                             const int64_t *devices, const ShdSubgroup *subgroups,
+                             uint32_t n_subgroups);
+/* Tiled over iota(prod dims) in row-major order: `{devices=[dims]<=[N]}`. */
+const ShdSharding *shd_tiled_iota(SlArena *a, const int64_t *tile_dims, uint32_t n_tile_dims,
+                                  const ShdSubgroup *subgroups, uint32_t n_subgroups);
+const ShdSharding *shd_tuple(SlArena *a, const ShdSharding *const *leaves, uint32_t n);
+
+/* ---- predicates ---- */
+bool shd_equal(const ShdSharding *a, const ShdSharding *b); /* ignores metadata */
+bool shd_is_replicated(const ShdSharding *s);   /* tuples: every leaf */
+bool shd_is_maximal(const ShdSharding *s);
+bool shd_is_manual(const ShdSharding *s);
+bool shd_is_tile_maximal(const ShdSharding *s); /* replicated or maximal (or manual/unknown) */
+bool shd_is_tiled(const ShdSharding *s);        /* TILED incl. partial and subgroups */
+bool shd_has_partial_replication(const ShdSharding *s);
+bool shd_is_manual_subgroup(const ShdSharding *s);
+bool shd_unique_device(const ShdSharding *s, int64_t *device); /* maximal (tuples: all same) */
+
+/* ---- queries on tiled shardings ---- */
+uint32_t shd_data_rank(const ShdSharding *s);        /* n_tile_dims - n_subgroups */
+int64_t shd_dim_shards(const ShdSharding *s, uint32_t dim); /* 1 for non-tiled */
+int64_t shd_num_tiles(const ShdSharding *s);         /* product over data dims */
+int64_t shd_replication_factor(const ShdSharding *s); /* size of the REPLICATED subgroup, or 1 */
+int64_t shd_device_count(const ShdSharding *s);      /* product of all tile dims */
+/* Tile coordinates (data dims only) of `device`; false if the device is not in the array. */
+bool shd_tile_index(const ShdSharding *s, int64_t device, int64_t *index_out);
+/* Local (per-device) shape: ceil(D_i / n_i) per data dim; tuples per leaf. */
+IrShape shd_tile_shape(SlArena *a, const IrShape *full, const ShdSharding *s);
+/* Offset and valid extent of `device`'s tile along `dim` (A.5). */
+int64_t shd_tile_offset(const ShdSharding *s, const IrShape *full, uint32_t dim, int64_t device);
+int64_t shd_tile_extent(const ShdSharding *s, const IrShape *full, uint32_t dim, int64_t device);
+bool shd_evenly_partitions(const ShdSharding *s, const IrShape *full);
+/* The sharding of tuple leaf `leaf` (pre-order); a non-tuple sharding applies to every leaf. */
+const ShdSharding *shd_leaf(const ShdSharding *s, uint32_t leaf);
+/* Validates against a shape and a device count: ids < num_devices, each used once, tile rank
+ * fits the shape's rank, tuple leaf count matches. */
+SlStatus shd_check(const ShdSharding *s, const IrShape *shape, int64_t num_devices, SlSrcLoc loc,
+                   SlError *err);
+
+/* ---- algebra (gspmd.md §B); results in `a`, NULL when "none" ---- */
+const ShdSharding *shd_partially_replicate_dims(SlArena *a, const ShdSharding *s,
+                                                const int64_t *dims, uint32_t n);
+const ShdSharding *shd_partially_replicate_all_except(SlArena *a, const ShdSharding *s,
+                                                      const int64_t *keep, uint32_t n);
+const ShdSharding *shd_remove_dims(SlArena *a, const ShdSharding *s, const int64_t *dims,
+                                   uint32_t n); /* listed dims must be unsharded */
+/* Inserts unsharded data dims so that the result has data rank `new_rank`; `positions` (sorted,
+ * in result numbering) are the new dims. */
+const ShdSharding *shd_insert_dims(SlArena *a, const ShdSharding *s, const int64_t *positions,
+                                   uint32_t n);
+const ShdSharding *shd_transpose(SlArena *a, const ShdSharding *s, const int64_t *perm);
+/* src_to_tgt[i] = target dim of source dim i or -1; see gspmd.md B.4. */
+const ShdSharding *shd_transpose_collapsed(SlArena *a, const ShdSharding *s,
+                                           const int64_t *src_to_tgt, uint32_t src_rank,
+                                           uint32_t tgt_rank);
+const ShdSharding *shd_reshape(SlArena *a, const IrShape *from, const IrShape *to,
+                               const ShdSharding *s); /* B.5 ReshapeSharding */
+const ShdSharding *shd_propagate_through_reshape(SlArena *a, const IrShape *from,
+                                                 const IrShape *to, const ShdSharding *s);
+const ShdSharding *shd_reverse(SlArena *a, const ShdSharding *s, const int64_t *dims, uint32_t n);
+const ShdSharding *shd_move_and_merge_tiles(SlArena *a, const ShdSharding *s, uint32_t src,
+                                            uint32_t tgt);
+const ShdSharding *shd_split_dim(SlArena *a, const ShdSharding *s, uint32_t dim, int64_t major);
+const ShdSharding *shd_merge_dims(SlArena *a, const ShdSharding *s, uint32_t dim);
+const ShdSharding *shd_partial_replicate_reshard_compatible(SlArena *a,
+                                                            const ShdSharding *partial,
+                                                            const ShdSharding *target);
+bool shd_can_reshard_with_collective_permute(const ShdSharding *a, const ShdSharding *b);
+/* B.11: fills up to `cap` (source, target) pairs; returns the count, 0 when not applicable. */
+uint32_t shd_all_to_all_dims(const ShdSharding *from, const ShdSharding *to, int64_t *src_dims,
+                             int64_t *tgt_dims, uint32_t cap);
+const ShdSharding *shd_all_to_all_sharding(SlArena *a, const ShdSharding *s, uint32_t src,
+                                           uint32_t tgt);
+
+/* ---- device groups (B.9) ---- */
+typedef struct ShdGrouped {
+    int64_t n_groups, group_size;
+    int64_t *device_groups;         /* [n_groups][group_size] */
+    uint32_t n_group_dims;
+    int64_t *group_dims;            /* tile dims that define the groups */
+    int64_t *group_dim_sizes;
+    const ShdSharding *inner;       /* over in-group indices 0..group_size-1 */
+} ShdGrouped;
+
+/* shards_per_dim may be NULL (= all shards of each dim form groups). */
+ShdGrouped shd_group_on_dims(SlArena *a, const ShdSharding *s, const int64_t *dims, uint32_t n,
+                             const int64_t *shards_per_dim);
+const ShdSharding *shd_ungroup(SlArena *a, const ShdGrouped *g);
+/* Adopts `ref`'s device groups, permuting x's inner ids when the groups match as sets. */
+ShdGrouped shd_align_groups_with(SlArena *a, const ShdGrouped *x, const ShdGrouped *ref);
+
+/* Replica groups for a collective over the tile dims `dims` of `s`: each group = devices that
+ * agree on every tile coordinate except those dims, ordered by tile index along them (G.3).
+ * Fills `out` with list groups and, when expressible, the iota form XLA would print. */
+SlStatus shd_replica_groups_for_dims(SlArena *a, const ShdSharding *s, const int64_t *dims,
+                                     uint32_t n, IrReplicaGroups *out);
+
+#endif

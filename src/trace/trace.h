@@ -1,0 +1,75 @@
+/* trace.h - the trace sink: the only channel from the partitioner to anything that records
+ * what it did. Owns: the event vocabulary. The partitioner includes this header and nothing
+ * about SQLite; sinks (null, memory, sqlite) implement the callbacks. Events arrive in the
+ * order the partitioner makes its choices, which is deterministic for a given input.
+ * Pointers in events are valid only during the callback (copy what you keep). */
+#ifndef SHARDLENS_TRACE_H
+#define SHARDLENS_TRACE_H
+
+#include "base/base.h"
+#include "ir/ir.h"
+#include "sharding/shd.h"
+
+/* A number or a string compared by a decision (e.g. {"lhs_bytes", 4096} or
+ * {"threshold_mib", 256}); exactly one of `str` (non-NULL) or `num` is meaningful. */
+typedef struct TraceKV {
+    const char *key;
+    double num;
+    const char *str;
+} TraceKV;
+
+typedef struct TraceDecision {
+    const IrInstr *instr;      /* the source instruction being partitioned */
+    const char *handler;       /* "dot", "reduce", "default", ... */
+    const char *strategy;      /* the chosen strategy, e.g. "group_on_contracting" */
+    const char *reason;        /* one plain sentence: why this one */
+    const char *const *alternatives; /* strategies considered and not taken */
+    uint32_t n_alternatives;
+    const TraceKV *numbers;    /* the numbers compared */
+    uint32_t n_numbers;
+} TraceDecision;
+
+typedef struct TraceReshard {
+    const IrInstr *requester;  /* the source instruction whose handler asked */
+    const IrInstr *value;      /* the local (emitted) instruction being resharded */
+    const ShdSharding *from, *to;
+    const char *method;        /* "all-gather", "all-to-all", "collective-permute",
+                                  "dynamic-slice", "all-reduce", "copy", "cache-hit", ... */
+    const IrInstr *result;     /* the emitted result */
+    uint32_t seq;              /* 1-based number of this reshard in the run */
+} TraceReshard;
+
+typedef struct TraceCollective {
+    const IrInstr *instr;      /* the emitted collective */
+    const IrInstr *source;     /* the source instruction it derives from */
+    uint32_t reshard_seq;      /* the reshard that caused it, 0 if none */
+    const char *cause;         /* "reshard", "reduce", "dot", "windowed-einsum", ... */
+} TraceCollective;
+
+typedef struct TraceWindowedLoop {
+    const IrInstr *dot;        /* the source dot/convolution */
+    const IrInstr *loop;       /* the emitted while */
+    const char *variant;       /* "all-gather", "reduce-scatter", "bidirectional", ... */
+    int64_t iterations;
+    int64_t bytes_per_iteration; /* bytes each device permutes per iteration */
+} TraceWindowedLoop;
+
+typedef struct TraceSink TraceSink;
+typedef struct TraceSinkOps {
+    void (*emit)(TraceSink *s, const IrInstr *out, const IrInstr *source);
+    void (*decision)(TraceSink *s, const TraceDecision *d);
+    void (*reshard)(TraceSink *s, const TraceReshard *r);
+    void (*collective)(TraceSink *s, const TraceCollective *c);
+    void (*windowed_loop)(TraceSink *s, const TraceWindowedLoop *w);
+    void (*warning)(TraceSink *s, const IrInstr *source, const char *message);
+} TraceSinkOps;
+
+struct TraceSink {
+    const TraceSinkOps *ops; /* any callback may be NULL */
+    void *self;
+};
+
+/* A sink that drops everything; stands in when tracing is off, so callers never test NULL. */
+TraceSink *trace_null_sink(void);
+
+#endif
