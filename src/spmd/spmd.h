@@ -1,0 +1,47 @@
+/* spmd.h - the SPMD partitioner (gspmd.md §C-§G, seeds/000). Owns: rewriting a sharded module
+ * into the per-device module. Does not own: text (src/hlo), recording (it only talks to a
+ * TraceSink). Every emitted instruction goes through one choke (SpmdBuilder::AddInstruction)
+ * and every change of sharding through Reshard. */
+#ifndef SHARDLENS_SPMD_H
+#define SHARDLENS_SPMD_H
+
+#include "base/base.h"
+#include "ir/ir.h"
+#include "trace/trace.h"
+
+/* Options by XLA's SpmdPartitionerOptions names; defaults follow XLA's library defaults. */
+typedef struct SpmdOptions {
+    int64_t num_partitions;                      /* 0: take the module header's */
+    int64_t threshold_for_windowed_einsum_mib;   /* 256 */
+    int64_t total_bytes_windowed_einsum_threshold_mib; /* 0 = unset */
+    int64_t max_windowed_einsum_iteration;       /* 32 */
+    bool unroll_windowed_einsum;
+    bool bidirectional_windowed_einsum;
+    bool enable_windowed_einsum_for_all_gather;    /* true */
+    bool enable_windowed_einsum_for_reduce_scatter; /* true */
+    bool bidirectional_decomposed_windowed_einsum;
+    bool choose_faster_windowed_einsum_over_mem;
+    bool allow_module_signature_change;          /* true */
+    bool cache_all_gather;                       /* true */
+    bool skip_checking_windowed_einsum_users;
+    bool enable_experimental_all_to_all_windowed_einsum; /* false */
+    bool partial_windowed_einsum;
+    int64_t report_instruction_count;            /* 5 */
+    const char *preferred_gather_partition_methods;  /* verbatim, NULL = XLA default */
+    const char *preferred_scatter_partition_methods; /* verbatim, NULL = XLA default */
+} SpmdOptions;
+
+void spmd_options_init(SpmdOptions *o);
+/* Sets one option from "KEY=VALUE" text; unknown keys and bad values are SL_ERR_INVALID. */
+SlStatus spmd_options_set(SpmdOptions *o, SlStr key_eq_value, SlError *err);
+/* Writes "key=value" lines for every option, in a fixed order (for help and traces). */
+void spmd_options_print(const SpmdOptions *o, SlBuf *out);
+
+/* Partitions `in` into a new module allocated in `out_arena` (names interned in `in`'s
+ * interner). Emits events to `sink` (never NULL: use trace_null_sink()). Returns
+ * SL_ERR_INVALID for inconsistent shardings and SL_ERR_UNSUPPORTED for constructs it cannot
+ * partition, naming the instruction in `err`. */
+SlStatus spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink,
+                        SlArena *out_arena, IrModule **out, SlError *err);
+
+#endif
