@@ -231,4 +231,10 @@ bool ir_instr_int_attr(const IrInstr *i, IrAttrKey key, int64_t *out);
 uint32_t ir_instr_ints_attr(const IrInstr *i, IrAttrKey key, const int64_t **values);
 IrComputation *ir_instr_called(const IrInstr *i, IrAttrKey key); /* COMP attribute or NULL */
 
+/* ---- checking (check.c) ---- */
+/* Structural checks and shape inference for the opcodes the partitioner handles (hlo-text.md
+ * §12): every declared shape must equal the inferred one. Names the offending instruction and
+ * its computation in `err` (loc unknown: the IR keeps no source positions). */
+SlStatus ir_module_check(const IrModule *m, SlError *err);
+
 #endif
