@@ -168,6 +168,7 @@ typedef struct IrInstr {
     int64_t parameter_number;   /* parameter only */
     SlStr literal;              /* constant only: verbatim literal text */
     const struct IrInstr *derived_from; /* emitted instructions: the source instruction */
+    uint32_t src_line, src_col; /* where the parser read it (1-based); 0 when built in memory */
 } IrInstr;
 
 struct IrComputation {
@@ -234,7 +235,7 @@ IrComputation *ir_instr_called(const IrInstr *i, IrAttrKey key); /* COMP attribu
 /* ---- checking (check.c) ---- */
 /* Structural checks and shape inference for the opcodes the partitioner handles (hlo-text.md
  * §12): every declared shape must equal the inferred one. Names the offending instruction and
- * its computation in `err` (loc unknown: the IR keeps no source positions). */
-SlStatus ir_module_check(const IrModule *m, SlError *err);
+ * its computation in `err`, located at the instruction's src_line/src_col in `path`. */
+SlStatus ir_module_check(const IrModule *m, const char *path, SlError *err);
 
 #endif
