@@ -1,2 +1,787 @@
-/* placeholder until its module lands */
-typedef int sl_placeholder_parser;
+/* parser.c - HLO text to IR (hlo-text.md §3-§7): module header, computations, instructions,
+ * shapes and literals. Owns: the grammar above the attribute level, name scoping and error
+ * locations. Does not own: attribute values (attrs.c), sharding text (src/sharding), the IR's
+ * construction rules (src/ir). Invariants: everything the module points to is copied into the
+ * arena (the input buffer may go away); the first error wins and stops the parse. */
+#include "hlo/hlo.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "hlo/hlo_int.h"
+
+/* ---- plumbing ---- */
+
+void
+hlo_advance(HloParser *P)
+{
+    hlo_lex_next(&P->lx, &P->tok);
+}
+
+static const char *
+tok_desc(const HloTok *t, char *buf, size_t cap)
+{
+    if (t->kind == HLO_TOK_EOF)
+        return "end of input";
+    size_t n = t->text.len;
+    const char *prefix = t->kind == HLO_TOK_NAME ? "%" : "";
+    const char *suffix = t->kind == HLO_TOK_ATTR ? "=" : "";
+    const size_t max_shown = 40;
+    bool cut = n > max_shown;
+    if (cut)
+        n = max_shown;
+    char shown[64];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 1 < sizeof(shown); i++) {
+        char c = t->text.ptr[i];
+        shown[k++] = (c == '\0' || c == '\n') ? ' ' : c;
+    }
+    shown[k] = '\0';
+    snprintf(buf, cap, "'%s%s%s%s'", prefix, shown, suffix, cut ? "..." : "");
+    return buf;
+}
+
+SlStatus
+hlo_fail_tok(HloParser *P, SlStatus st, const HloTok *t, const char *fmt, ...)
+{
+    char msg[SL_ERROR_MSG_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return sl_fail(P->err, st, hlo_tok_loc(&P->lx, t), "%s", msg);
+}
+
+SlStatus
+hlo_fail_here(HloParser *P, SlStatus st, const char *fmt, ...)
+{
+    char msg[SL_ERROR_MSG_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return sl_fail(P->err, st, hlo_lex_here(&P->lx), "%s", msg);
+}
+
+SlStatus
+hlo_expected(HloParser *P, const char *what)
+{
+    char buf[96];
+    const HloTok *t = &P->tok;
+    if (t->kind == HLO_TOK_BAD)
+        return hlo_fail_tok(P, SL_ERR_PARSE, t, "expected %s, got %s %s", what, t->bad,
+                            tok_desc(t, buf, sizeof(buf)));
+    return hlo_fail_tok(P, SL_ERR_PARSE, t, "expected %s, got %s", what,
+                        tok_desc(t, buf, sizeof(buf)));
+}
+
+SlStr
+hlo_dup(HloParser *P, SlStr s)
+{
+    SlStr r = {NULL, s.len};
+    char *p = sl_arena_alloc(P->arena, s.len + 1, 1);
+    if (p) {
+        memcpy(p, s.ptr, s.len);
+        r.ptr = p;
+    }
+    return r;
+}
+
+SlSym
+hlo_intern(HloParser *P, SlStr s)
+{
+    return sl_intern(P->names, s);
+}
+
+static SlStatus
+nomem(HloParser *P)
+{
+    return hlo_fail_tok(P, SL_ERR_NOMEM, &P->tok, "out of memory");
+}
+
+static bool
+tok_is(const HloTok *t, HloTokKind k, const char *text)
+{
+    return t->kind == k && sl_str_eq_cstr(t->text, text);
+}
+
+static char
+peek_char(const HloParser *P)
+{
+    return P->lx.p < P->lx.end ? *P->lx.p : '\0';
+}
+
+static SlStatus
+expect(HloParser *P, HloTokKind k, const char *what)
+{
+    if (P->tok.kind != k)
+        return hlo_expected(P, what);
+    hlo_advance(P);
+    return SL_OK;
+}
+
+/* ---- caches ---- */
+
+HloWord *
+hlo_word_slot(HloWord *table, SlStr text)
+{
+    const unsigned char *p = (const unsigned char *)text.ptr;
+    size_t n = text.len;
+    uint32_t h = (uint32_t)n * 131u;
+    if (n)
+        h += p[0] * 31u + p[n - 1] * 7u + p[n / 2] + p[n / 3] * 3u;
+    HloWord *w = &table[(h ^ (h >> 8)) & (HLO_WORD_SLOTS - 1)];
+    if (w->sym && (w->sym->len != n || memcmp(w->sym->text, text.ptr, n) != 0))
+        w->sym = NULL;
+    return w;
+}
+
+static SlStatus
+lookup_op(HloParser *P, IrOp *op)
+{
+    HloWord *w = hlo_word_slot(P->ops, P->tok.text);
+    if (w->sym) {
+        *op = (IrOp)w->val;
+        return SL_OK;
+    }
+    if (!ir_op_from_name(P->tok.text, op))
+        return hlo_fail_tok(P, SL_ERR_PARSE, &P->tok, "unknown opcode '%.*s'",
+                            SL_STR_ARG(P->tok.text));
+    if (!(w->sym = hlo_intern(P, P->tok.text)))
+        return nomem(P);
+    w->val = (uint32_t)*op;
+    return SL_OK;
+}
+
+/* The layout text at the cursor ('{' ... '}'), shared with a recent identical one. */
+static SlStatus
+parse_layout(HloParser *P, SlStr *out)
+{
+    const char *start = P->lx.p, *why = NULL;
+    if (!hlo_lex_scan_balanced(&P->lx, &why))
+        return hlo_fail_here(P, SL_ERR_PARSE, "bad layout: %s", why);
+    SlStr text = {start, (size_t)(P->lx.p - start)};
+    for (uint32_t k = 0; k < HLO_RECENT; k++) {
+        if (sl_str_eq(P->recent_layout[k], text)) {
+            *out = P->recent_layout[k];
+            return SL_OK;
+        }
+    }
+    if (!(*out = hlo_dup(P, text)).ptr)
+        return nomem(P);
+    P->recent_layout[P->next_layout++ % HLO_RECENT] = *out;
+    return SL_OK;
+}
+
+/* ---- shapes ---- */
+
+static const struct {
+    const char *name;
+    size_t len;
+} k_dtype_names[] = {
+#define IR_DTYPE(e, name, bits, kind) {name, sizeof(name) - 1},
+#include "ir/ir_types.def"
+#undef IR_DTYPE
+};
+
+static bool
+dtype_lookup(SlStr s, IrDtype *out)
+{
+    for (unsigned i = 1; i < SL_COUNTOF(k_dtype_names); i++) {
+        if (i == IR_DT_TUPLE || k_dtype_names[i].len != s.len ||
+            k_dtype_names[i].name[0] != s.ptr[0])
+            continue;
+        if (memcmp(k_dtype_names[i].name, s.ptr, s.len) == 0) {
+            *out = (IrDtype)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool
+at_shape(const HloParser *P)
+{
+    return P->tok.kind == HLO_TOK_LPAREN || (P->tok.kind == HLO_TOK_IDENT && peek_char(P) == '[');
+}
+
+static SlStatus parse_shape(HloParser *P, IrShape *out);
+
+/* tuple_shape := '(' (shape (',' shape)*)? ')' */
+static SlStatus
+parse_tuple_shape(HloParser *P, IrShape *out)
+{
+    if (P->depth >= HLO_MAX_DEPTH)
+        return hlo_fail_tok(P, SL_ERR_PARSE, &P->tok, "tuple shapes nested too deeply");
+    P->depth++;
+    hlo_advance(P);
+    size_t base = P->shapes.len;
+    SlStatus st = SL_OK;
+    if (P->tok.kind != HLO_TOK_RPAREN) {
+        for (;;) {
+            IrShape e;
+            if ((st = parse_shape(P, &e)) != SL_OK)
+                return st;
+            if (!SL_VEC_PUSH(&P->shapes, IrShape, e))
+                return nomem(P);
+            if (P->tok.kind != HLO_TOK_COMMA)
+                break;
+            hlo_advance(P);
+        }
+    }
+    if ((st = expect(P, HLO_TOK_RPAREN, "',' or ')' in tuple shape")) != SL_OK)
+        return st;
+    memset(out, 0, sizeof(*out));
+    out->dtype = IR_DT_TUPLE;
+    out->n_elems = (uint32_t)(P->shapes.len - base);
+    if (out->n_elems) {
+        out->elems = SL_DUP_ARRAY(P->arena, IrShape, &SL_VEC_AT(&P->shapes, IrShape, base),
+                                  out->n_elems);
+        if (!out->elems)
+            return nomem(P);
+    }
+    P->shapes.len = base;
+    P->depth--;
+    return SL_OK;
+}
+
+/* array_shape := PRIMTYPE '[' (dim (',' dim)*)? ']' layout?
+ * dim := INT | '<=' INT | '?'     layout := '{' ... '}' (directly after ']', kept verbatim) */
+static SlStatus
+parse_array_shape(HloParser *P, IrShape *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!dtype_lookup(P->tok.text, &out->dtype))
+        return hlo_fail_tok(P, SL_ERR_PARSE, &P->tok, "unknown primitive type '%.*s'",
+                            SL_STR_ARG(P->tok.text));
+    hlo_advance(P); /* '[' */
+    hlo_advance(P);
+    int64_t dims[HLO_MAX_RANK];
+    uint8_t kinds[HLO_MAX_RANK];
+    uint32_t rank = 0;
+    bool dynamic = false;
+    while (P->tok.kind != HLO_TOK_RSQUARE) {
+        if (rank == HLO_MAX_RANK)
+            return hlo_fail_tok(P, SL_ERR_UNSUPPORTED, &P->tok, "rank above %d",
+                                HLO_MAX_RANK);
+        if (rank > 0) {
+            if (P->tok.kind != HLO_TOK_COMMA)
+                return hlo_expected(P, "',' or ']' in shape");
+            hlo_advance(P);
+        }
+        kinds[rank] = IR_DIM_STATIC;
+        if (P->tok.kind == HLO_TOK_QUESTION) {
+            kinds[rank] = IR_DIM_UNBOUNDED;
+            dims[rank++] = -1;
+            dynamic = true;
+            hlo_advance(P);
+            continue;
+        }
+        if (P->tok.kind == HLO_TOK_LEQ) {
+            kinds[rank] = IR_DIM_BOUNDED;
+            dynamic = true;
+            hlo_advance(P);
+        }
+        if (P->tok.kind != HLO_TOK_INT || P->tok.ival < 0)
+            return hlo_expected(P, "a dimension size");
+        dims[rank++] = P->tok.ival;
+        hlo_advance(P);
+    }
+    out->rank = rank;
+    if (rank) {
+        out->dims = SL_DUP_ARRAY(P->arena, int64_t, dims, rank);
+        if (!out->dims)
+            return nomem(P);
+        if (dynamic && !(out->dim_kinds = SL_DUP_ARRAY(P->arena, uint8_t, kinds, rank)))
+            return nomem(P);
+    }
+    SlStatus st;
+    if (peek_char(P) == '{' && (st = parse_layout(P, &out->layout)) != SL_OK)
+        return st;
+    hlo_advance(P);
+    return SL_OK;
+}
+
+/* shape := array_shape | tuple_shape */
+static SlStatus
+parse_shape(HloParser *P, IrShape *out)
+{
+    if (P->tok.kind == HLO_TOK_LPAREN)
+        return parse_tuple_shape(P, out);
+    if (P->tok.kind == HLO_TOK_IDENT && peek_char(P) == '[')
+        return parse_array_shape(P, out);
+    return hlo_expected(P, "a shape");
+}
+
+/* ---- instructions ---- */
+
+/* A recently defined instruction of this computation spelled `name`, or NULL (then the
+ * name map decides). */
+static IrInstr *
+find_recent(HloParser *P, SlStr name)
+{
+    for (uint32_t k = 0; k < HLO_RECENT; k++) {
+        IrInstr *i = P->recent_instr[k];
+        if (i && i->name->len == name.len && memcmp(i->name->text, name.ptr, name.len) == 0)
+            return i;
+    }
+    return NULL;
+}
+
+/* operands := (shape? NAME (',' shape? NAME)*)?   (the '(' is the current token) */
+static SlStatus
+parse_operands(HloParser *P)
+{
+    P->operands.len = 0;
+    hlo_advance(P);
+    if (P->tok.kind == HLO_TOK_RPAREN)
+        return SL_OK;
+    for (;;) {
+        SlStatus st;
+        if (at_shape(P)) {
+            IrShape ignored; /* older dumps repeat the operand's shape */
+            if ((st = parse_shape(P, &ignored)) != SL_OK)
+                return st;
+        }
+        if (P->tok.kind != HLO_TOK_NAME && P->tok.kind != HLO_TOK_IDENT)
+            return hlo_expected(P, "an operand name");
+        IrInstr *op = find_recent(P, P->tok.text);
+        if (!op) {
+            SlSym s = hlo_intern(P, P->tok.text);
+            uint64_t v;
+            if (!s)
+                return nomem(P);
+            if (sl_map_get(&P->instrs, SL_MAP_KEY(s), &v))
+                op = (IrInstr *)(uintptr_t)v;
+            if (!op || op->parent != P->comp)
+                return hlo_fail_tok(P, SL_ERR_INVALID, &P->tok, "undefined operand '%s'",
+                                    sl_sym_cstr(s));
+        }
+        if (!SL_VEC_PUSH(&P->operands, IrInstr *, op))
+            return nomem(P);
+        hlo_advance(P);
+        if (P->tok.kind == HLO_TOK_BAD && P->tok.text.len && P->tok.text.ptr[0] == '#')
+            return hlo_fail_tok(P, SL_ERR_UNSUPPORTED, &P->tok,
+                                "compact get-tuple-element operands ('#i') are not supported");
+        if (P->tok.kind == HLO_TOK_RPAREN)
+            return SL_OK;
+        if ((st = expect(P, HLO_TOK_COMMA, "',' or ')' after operand")) != SL_OK)
+            return st;
+    }
+}
+
+/* literal := everything between the parentheses of constant(...), brackets balanced; kept
+ * verbatim without surrounding whitespace. The '(' is the current token. */
+static SlStatus
+parse_literal(HloParser *P, SlStr *out)
+{
+    const char *why = NULL;
+    P->lx.p = P->tok.text.ptr; /* rescan from '(' (same line, so line tracking holds) */
+    if (!hlo_lex_scan_balanced(&P->lx, &why))
+        return hlo_fail_here(P, SL_ERR_PARSE, "bad constant literal: %s", why);
+    const char *s = P->tok.text.ptr + 1, *e = P->lx.p - 1;
+    while (s < e && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r'))
+        s++;
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+        e--;
+    SlStr text = {s, (size_t)(e - s)};
+    *out = hlo_dup(P, text);
+    if (!out->ptr)
+        return nomem(P);
+    hlo_advance(P);
+    return SL_OK;
+}
+
+/* Shapes that hand-written HLO may omit (hlo-text.md §5): elementwise ops, tuple and
+ * get-tuple-element. Everything else must spell its shape. */
+static SlStatus
+infer_shape(HloParser *P, IrInstr *ins, const HloTok *op_tok)
+{
+    IrInstr **ops = ins->operands;
+    uint32_t n = ins->n_operands;
+    switch (ins->op) {
+    case IR_OP_TUPLE:
+        ins->shape.dtype = IR_DT_TUPLE;
+        ins->shape.n_elems = n;
+        if (n && !(ins->shape.elems = SL_NEW_ARRAY(P->arena, IrShape, n)))
+            return nomem(P);
+        for (uint32_t k = 0; k < n; k++)
+            ins->shape.elems[k] = ops[k]->shape;
+        return SL_OK;
+    case IR_OP_GET_TUPLE_ELEMENT: {
+        int64_t idx;
+        if (n == 1 && ir_instr_int_attr(ins, IR_ATTR_INDEX, &idx) &&
+            ir_shape_is_tuple(&ops[0]->shape) && idx >= 0 &&
+            idx < (int64_t)ops[0]->shape.n_elems) {
+            ins->shape = ops[0]->shape.elems[idx];
+            return SL_OK;
+        }
+        break;
+    }
+    case IR_OP_CONVERT:
+    case IR_OP_BITCAST_CONVERT:
+    case IR_OP_STOCHASTIC_CONVERT:
+        break;
+    case IR_OP_SELECT:
+    case IR_OP_CLAMP:
+        if (n == 3) {
+            ins->shape = ops[1]->shape;
+            return SL_OK;
+        }
+        break;
+    case IR_OP_OPT_BARRIER:
+        if (n == 1) {
+            ins->shape = ops[0]->shape;
+            return SL_OK;
+        }
+        break;
+    default:
+        if (ir_op_is_elementwise(ins->op) && n > 0 && ir_shape_is_array(&ops[0]->shape)) {
+            ins->shape = ops[0]->shape;
+            if (ins->op == IR_OP_COMPARE)
+                ins->shape.dtype = IR_DT_PRED;
+            return SL_OK;
+        }
+        break;
+    }
+    return hlo_fail_tok(P, SL_ERR_PARSE, op_tok, "expected a shape before opcode '%s'",
+                        ir_op_name(ins->op));
+}
+
+static bool
+sym_is_defined_here(const HloParser *P, SlSym s)
+{
+    uint64_t v;
+    return sl_map_get(&P->instrs, SL_MAP_KEY(s), &v) &&
+           ((const IrInstr *)(uintptr_t)v)->parent == P->comp;
+}
+
+/* instruction := 'ROOT'? NAME '=' shape? OPCODE '(' operands ')' (',' ATTR value)* */
+static SlStatus
+parse_instr(HloParser *P)
+{
+    SlStatus st;
+    HloTok first = P->tok;
+    bool is_root = tok_is(&P->tok, HLO_TOK_IDENT, "ROOT");
+    if (is_root)
+        hlo_advance(P);
+    HloTok name_tok = P->tok;
+    if (name_tok.kind != HLO_TOK_NAME && name_tok.kind != HLO_TOK_IDENT &&
+        name_tok.kind != HLO_TOK_ATTR)
+        return hlo_expected(P, "an instruction name");
+    hlo_advance(P);
+    if (name_tok.kind != HLO_TOK_ATTR && (st = expect(P, HLO_TOK_EQUAL, "'='")) != SL_OK)
+        return st;
+    SlSym name = hlo_intern(P, name_tok.text);
+    if (!name)
+        return nomem(P);
+    if (sym_is_defined_here(P, name))
+        return hlo_fail_tok(P, SL_ERR_INVALID, &name_tok,
+                            "duplicate instruction name '%s' in computation '%s'",
+                            sl_sym_cstr(name), sl_sym_cstr(P->comp->name));
+
+    IrShape shape = {0};
+    bool has_shape = at_shape(P);
+    if (has_shape && (st = parse_shape(P, &shape)) != SL_OK)
+        return st;
+    if (P->tok.kind != HLO_TOK_IDENT)
+        return hlo_expected(P, has_shape ? "an opcode" : "a shape or an opcode");
+    HloTok op_tok = P->tok;
+    IrOp op;
+    if ((st = lookup_op(P, &op)) != SL_OK)
+        return st;
+    hlo_advance(P);
+    if (P->tok.kind != HLO_TOK_LPAREN)
+        return hlo_expected(P, "'(' after the opcode");
+
+    SlStr literal = {0};
+    int64_t param_no = 0;
+    P->operands.len = 0;
+    if (op == IR_OP_CONSTANT) {
+        if ((st = parse_literal(P, &literal)) != SL_OK)
+            return st;
+    } else if (op == IR_OP_PARAMETER) {
+        hlo_advance(P);
+        if (P->tok.kind != HLO_TOK_INT || P->tok.ival < 0)
+            return hlo_expected(P, "a parameter number");
+        param_no = P->tok.ival;
+        hlo_advance(P);
+        if ((st = expect(P, HLO_TOK_RPAREN, "')'")) != SL_OK)
+            return st;
+    } else {
+        if ((st = parse_operands(P)) != SL_OK)
+            return st;
+        hlo_advance(P);
+    }
+
+    IrInstr *ins = ir_instr_new(P->m, op, &shape, (IrInstr *const *)P->operands.data,
+                                (uint32_t)P->operands.len);
+    if (!ins)
+        return nomem(P);
+    ins->name = name;
+    ins->literal = literal;
+    ins->parameter_number = param_no;
+    ins->src_line = first.line;
+    ins->src_col = first.col;
+    P->attrs.len = 0;
+    while (P->tok.kind == HLO_TOK_COMMA) {
+        hlo_advance(P);
+        if (P->tok.kind != HLO_TOK_ATTR)
+            return hlo_expected(P, "an attribute 'name='");
+        if (P->attrs.len == UINT16_MAX)
+            return hlo_fail_tok(P, SL_ERR_UNSUPPORTED, &P->tok, "too many attributes");
+        if ((st = hlo_parse_attr(P, ins)) != SL_OK)
+            return st;
+    }
+    if (P->attrs.len) {
+        ins->attrs = SL_DUP_ARRAY(P->arena, IrAttr, P->attrs.data, P->attrs.len);
+        if (!ins->attrs)
+            return nomem(P);
+        ins->n_attrs = ins->cap_attrs = (uint16_t)P->attrs.len;
+    }
+    if (!has_shape && (st = infer_shape(P, ins, &op_tok)) != SL_OK)
+        return st;
+    if (ir_computation_add_instr(P->comp, P->m, ins) != SL_OK ||
+        !sl_map_put(&P->instrs, SL_MAP_KEY(name), SL_MAP_KEY(ins)))
+        return nomem(P);
+    ir_module_reserve_name(P->m, name);
+    P->recent_instr[P->next_instr++ % HLO_RECENT] = ins;
+    if (is_root) {
+        if (P->comp->root)
+            return hlo_fail_tok(P, SL_ERR_INVALID, &first,
+                                "second ROOT in computation '%s' (first: '%s')",
+                                sl_sym_cstr(P->comp->name), sl_sym_cstr(P->comp->root->name));
+        P->comp->root = ins;
+    }
+    return SL_OK;
+}
+
+/* ---- computations ---- */
+
+/* signature := '(' (PARAM ':' shape (',' PARAM ':' shape)*)? ')' '->' shape   (checked for
+ * form only: the printer derives it from the parameters and the root) */
+static SlStatus
+skip_signature(HloParser *P)
+{
+    SlStatus st;
+    hlo_advance(P);
+    if (P->tok.kind != HLO_TOK_RPAREN) {
+        for (;;) {
+            if (P->tok.kind != HLO_TOK_IDENT && P->tok.kind != HLO_TOK_NAME)
+                return hlo_expected(P, "a parameter name");
+            hlo_advance(P);
+            if ((st = expect(P, HLO_TOK_COLON, "':' after the parameter name")) != SL_OK)
+                return st;
+            IrShape ignored;
+            if ((st = parse_shape(P, &ignored)) != SL_OK)
+                return st;
+            if (P->tok.kind != HLO_TOK_COMMA)
+                break;
+            hlo_advance(P);
+        }
+    }
+    if ((st = expect(P, HLO_TOK_RPAREN, "',' or ')' in the signature")) != SL_OK ||
+        (st = expect(P, HLO_TOK_ARROW, "'->'")) != SL_OK)
+        return st;
+    IrShape ignored;
+    return parse_shape(P, &ignored);
+}
+
+/* computation := 'ENTRY'? NAME signature? '{' instruction+ '}' (',' 'execution_thread=' STR)? */
+static SlStatus
+parse_computation(HloParser *P, const HloTok **first_entry, HloTok *entry_tok)
+{
+    SlStatus st;
+    HloTok first = P->tok;
+    bool is_entry = tok_is(&P->tok, HLO_TOK_IDENT, "ENTRY");
+    if (is_entry) {
+        if (*first_entry)
+            return hlo_fail_tok(P, SL_ERR_INVALID, &first,
+                                "second ENTRY computation (first at line %u)",
+                                (*first_entry)->line);
+        *entry_tok = first;
+        *first_entry = entry_tok;
+        hlo_advance(P);
+    }
+    HloTok name_tok = P->tok;
+    if (name_tok.kind != HLO_TOK_NAME && name_tok.kind != HLO_TOK_IDENT)
+        return hlo_expected(P, is_entry ? "a computation name" : "a computation");
+    SlSym name = hlo_intern(P, name_tok.text);
+    if (!name)
+        return nomem(P);
+    if (sl_map_get(&P->comps, SL_MAP_KEY(name), NULL))
+        return hlo_fail_tok(P, SL_ERR_INVALID, &name_tok, "duplicate computation name '%s'",
+                            sl_sym_cstr(name));
+    hlo_advance(P);
+    if (P->tok.kind == HLO_TOK_LPAREN && (st = skip_signature(P)) != SL_OK)
+        return st;
+    if ((st = expect(P, HLO_TOK_LBRACE, "'{' to open the computation")) != SL_OK)
+        return st;
+
+    IrComputation *c = ir_computation_new(P->m, name);
+    if (!c)
+        return nomem(P);
+    c->is_entry = is_entry;
+    P->comp = c;
+    memset(P->recent_instr, 0, sizeof(P->recent_instr));
+    while (P->tok.kind != HLO_TOK_RBRACE) {
+        if (P->tok.kind == HLO_TOK_EOF)
+            return hlo_expected(P, "'}' to close the computation");
+        if ((st = parse_instr(P)) != SL_OK)
+            return st;
+    }
+    if (c->n_instrs == 0)
+        return hlo_expected(P, "an instruction");
+    if (!c->root)
+        c->root = c->instrs[c->n_instrs - 1];
+    hlo_advance(P);
+    if (P->tok.kind == HLO_TOK_COMMA) {
+        hlo_advance(P);
+        if (!tok_is(&P->tok, HLO_TOK_ATTR, "execution_thread"))
+            return hlo_expected(P, "'execution_thread='");
+        hlo_advance(P);
+        if (P->tok.kind != HLO_TOK_STRING)
+            return hlo_expected(P, "a quoted thread name");
+        if (!(c->execution_thread = hlo_dup(P, P->tok.text)).ptr)
+            return nomem(P);
+        hlo_advance(P);
+    }
+    if (ir_module_add_computation(P->m, c) != SL_OK ||
+        !sl_map_put(&P->comps, SL_MAP_KEY(name), SL_MAP_KEY(c)))
+        return nomem(P);
+    ir_module_reserve_name(P->m, name);
+    P->comp = NULL;
+    return SL_OK;
+}
+
+/* ---- module ---- */
+
+/* header := ('HloModule' NAME (',' ATTR value)*)?    values kept verbatim, in order; like
+ * XLA, a module may start directly with its computations (it is then named "module") */
+static SlStatus
+parse_header(HloParser *P)
+{
+    if (!tok_is(&P->tok, HLO_TOK_IDENT, "HloModule")) {
+        if (!tok_is(&P->tok, HLO_TOK_IDENT, "ENTRY") && P->tok.kind != HLO_TOK_NAME &&
+            P->tok.kind != HLO_TOK_IDENT)
+            return hlo_expected(P, "'HloModule' or a computation");
+        P->m->name = sl_intern_cstr(P->names, "module");
+        return P->m->name ? SL_OK : nomem(P);
+    }
+    hlo_advance(P);
+    if (P->tok.kind != HLO_TOK_IDENT && P->tok.kind != HLO_TOK_NAME)
+        return hlo_expected(P, "a module name");
+    if (!(P->m->name = hlo_intern(P, P->tok.text)))
+        return nomem(P);
+    hlo_advance(P);
+    while (P->tok.kind == HLO_TOK_COMMA) {
+        hlo_advance(P);
+        if (P->tok.kind != HLO_TOK_ATTR)
+            return hlo_expected(P, "a module attribute 'name='");
+        SlSym key = hlo_intern(P, P->tok.text);
+        SlStr value;
+        const char *why = NULL;
+        if (!key)
+            return nomem(P);
+        if (!hlo_lex_scan_value(&P->lx, &value, &why))
+            return hlo_fail_here(P, SL_ERR_PARSE, "bad value for module attribute '%s': %s",
+                                 sl_sym_cstr(key), why);
+        if (ir_module_set_header(P->m, sl_sym_cstr(key), value) != SL_OK)
+            return nomem(P);
+        hlo_advance(P);
+    }
+    return SL_OK;
+}
+
+static bool
+is_debug_block(const HloTok *t)
+{
+    return t->kind == HLO_TOK_IDENT &&
+           (sl_str_eq_cstr(t->text, "FileNames") || sl_str_eq_cstr(t->text, "FunctionNames") ||
+            sl_str_eq_cstr(t->text, "FileLocations") || sl_str_eq_cstr(t->text, "StackFrames"));
+}
+
+/* debug := (BLOCK_NAME (INT (STRING | '{' ... '}'))*)*   skipped: stack-frame tables */
+static SlStatus
+skip_debug_blocks(HloParser *P)
+{
+    while (is_debug_block(&P->tok)) {
+        hlo_advance(P);
+        while (P->tok.kind == HLO_TOK_INT) {
+            hlo_advance(P);
+            if (P->tok.kind == HLO_TOK_STRING) {
+                hlo_advance(P);
+            } else if (P->tok.kind == HLO_TOK_LBRACE) {
+                const char *why = NULL;
+                P->lx.p = P->tok.text.ptr;
+                if (!hlo_lex_scan_balanced(&P->lx, &why))
+                    return hlo_fail_here(P, SL_ERR_PARSE, "bad debug entry: %s", why);
+                hlo_advance(P);
+            } else {
+                return hlo_expected(P, "a string or '{' in a debug table");
+            }
+        }
+    }
+    return SL_OK;
+}
+
+/* module := header debug? computation+ EOF */
+static SlStatus
+parse_module(HloParser *P)
+{
+    SlStatus st;
+    hlo_advance(P);
+    if ((st = parse_header(P)) != SL_OK || (st = skip_debug_blocks(P)) != SL_OK)
+        return st;
+    const HloTok *first_entry = NULL;
+    HloTok entry_tok;
+    do {
+        if ((st = parse_computation(P, &first_entry, &entry_tok)) != SL_OK)
+            return st;
+    } while (P->tok.kind != HLO_TOK_EOF);
+    if ((st = hlo_resolve_fixups(P)) != SL_OK)
+        return st;
+    if (!P->m->entry) {
+        IrComputation *last = P->m->comps[P->m->n_comps - 1];
+        last->is_entry = true;
+        P->m->entry = last;
+    }
+    if (sl_arena_failed(P->arena))
+        return nomem(P);
+    return SL_OK;
+}
+
+SlStatus
+hlo_parse(SlArena *arena, SlInterner *names, SlStr text, const char *path, IrModule **out,
+          SlError *err)
+{
+    *out = NULL;
+    HloParser P;
+    memset(&P, 0, sizeof(P));
+    hlo_lex_init(&P.lx, text, path);
+    P.arena = arena;
+    P.names = names;
+    P.err = err;
+    P.m = ir_module_new(arena, names, NULL);
+    SlStatus st;
+    if (!P.m) {
+        SlSrcLoc loc = {path, 0, 0};
+        st = sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");
+    } else {
+        st = parse_module(&P);
+    }
+    sl_map_fini(&P.instrs);
+    sl_map_fini(&P.comps);
+    sl_vec_fini(&P.operands);
+    sl_vec_fini(&P.attrs);
+    sl_vec_fini(&P.shapes);
+    sl_vec_fini(&P.ints);
+    sl_vec_fini(&P.sizes);
+    sl_vec_fini(&P.fixups);
+    if (st != SL_OK) {
+        ir_module_fini(P.m);
+        return st;
+    }
+    *out = P.m;
+    return SL_OK;
+}

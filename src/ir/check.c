@@ -1,2 +1,1584 @@
-/* placeholder until its module lands */
-typedef int sl_placeholder_check;
+/* check.c - ir_module_check: structural checks and shape inference over a whole module.
+ * Owns: deciding whether a module is consistent: one entry, a root per computation, operands
+ * defined before their users in the same computation, dense parameter numbers, called
+ * computations listed before their callers with signatures that fit the call, and every
+ * declared result shape equal to the one inferred the way XLA's ShapeInference / HloVerifier
+ * do for the opcodes the partitioner handles (hlo-text.md §12). Does not own: sharding
+ * validity (shd_check) or text (src/hlo). Opcodes without a rule are accepted as declared.
+ * Invariants: the module is never modified; inferred shapes live in a scratch arena released
+ * before returning; layouts are ignored and an unbounded dim ('?') matches any size. */
+/* clang-format off */
+#include "ir/ir.h" /* the module's header first: clang-format cannot tell it is ours */
+/* clang-format on */
+
+#include <stdio.h>
+#include <string.h>
+
+/* An inferred dim that matches anything: it came from an unbounded ('?') operand dim. */
+#define ANY_DIM (-1)
+
+typedef struct Ck {
+    const IrModule *m;
+    const char *path; /* for error locations; may be NULL */
+    SlError *err;
+    SlArena scratch; /* inferred shapes; released by ir_module_check() */
+    SlMap comp_pos;  /* computation -> 1 + index in m->comps */
+    SlMap seen;      /* instruction -> 1 once checked (operands must be seen first) */
+} Ck;
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+static SlSrcLoc
+instr_loc(const Ck *ck, const IrInstr *in)
+{
+    SlSrcLoc loc = {ck->path, in ? in->src_line : 0, in ? in->src_col : 0};
+    return loc;
+}
+
+/* Fails with "instruction %NAME (OPCODE) in computation %COMP: WHY". */
+static SlStatus bad(Ck *ck, const IrInstr *in, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static SlStatus
+bad(Ck *ck, const IrInstr *in, const char *fmt, ...)
+{
+    char why[SL_ERROR_MSG_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    const char *comp = in->parent ? sl_sym_cstr(in->parent->name) : "?";
+    return sl_fail(ck->err, SL_ERR_INVALID, instr_loc(ck, in),
+                   "instruction %%%s (%s) in computation %%%s: %s", sl_sym_cstr(in->name),
+                   ir_op_name(in->op), comp, why);
+}
+
+static SlStatus
+nomem(Ck *ck, const IrInstr *in)
+{
+    return sl_fail(ck->err, SL_ERR_NOMEM, instr_loc(ck, in), "out of memory checking module");
+}
+
+/* Shape text without layout, truncated to fit `out`. */
+static const char *
+shape_text(const IrShape *s, char *out, size_t n)
+{
+    SlBuf b;
+    sl_buf_init(&b);
+    ir_shape_print(s, false, &b);
+    snprintf(out, n, "%s", b.failed || !b.data ? "?" : b.data);
+    sl_buf_fini(&b);
+    return out;
+}
+
+#define SHAPE_TEXT_BYTES 160
+
+/* ---- shapes ---------------------------------------------------------------------------- */
+
+static int64_t
+dim(const IrShape *s, uint32_t i)
+{
+    if (s->dim_kinds && s->dim_kinds[i] == IR_DIM_UNBOUNDED)
+        return ANY_DIM;
+    return s->dims[i];
+}
+
+static bool
+dim_eq(int64_t a, int64_t b)
+{
+    return a == ANY_DIM || b == ANY_DIM || a == b;
+}
+
+/* Equality of dims only (element type ignored). */
+static bool
+same_dims(const IrShape *a, const IrShape *b)
+{
+    if (a->rank != b->rank)
+        return false;
+    for (uint32_t i = 0; i < a->rank; i++)
+        if (!dim_eq(dim(a, i), dim(b, i)))
+            return false;
+    return true;
+}
+
+/* Shape equality ignoring layouts; ANY_DIM and unbounded dims match anything. */
+static bool
+shape_match(const IrShape *a, const IrShape *b)
+{
+    if (a->dtype != b->dtype)
+        return false;
+    if (ir_shape_is_tuple(a)) {
+        if (a->n_elems != b->n_elems)
+            return false;
+        for (uint32_t i = 0; i < a->n_elems; i++)
+            if (!shape_match(&a->elems[i], &b->elems[i]))
+                return false;
+        return true;
+    }
+    return same_dims(a, b);
+}
+
+/* Saturating arithmetic: huge dims in bad input give a mismatch, never signed overflow. */
+static int64_t
+sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
+static int64_t
+sat_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? ((a < 0) != (b < 0) ? INT64_MIN : INT64_MAX) : r;
+}
+
+/* Element count of an array shape, saturating. */
+static int64_t
+elem_count(const IrShape *s)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < s->rank; i++)
+        n = sat_mul(n, s->dims[i]);
+    return n;
+}
+
+static bool
+is_scalar(const IrShape *s)
+{
+    return ir_shape_is_array(s) && s->rank == 0;
+}
+
+/* A fresh array shape of `rank` zeroed dims in scratch; false on allocation failure. */
+static bool
+new_shape(Ck *ck, IrDtype t, uint32_t rank, IrShape *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->dtype = t;
+    out->rank = rank;
+    if (rank == 0)
+        return true;
+    out->dims = SL_NEW_ARRAY(&ck->scratch, int64_t, rank);
+    return out->dims != NULL;
+}
+
+static bool
+copy_shape(Ck *ck, const IrShape *src, IrShape *out)
+{
+    if (!new_shape(ck, src->dtype, src->rank, out))
+        return false;
+    for (uint32_t i = 0; i < src->rank; i++)
+        out->dims[i] = dim(src, i);
+    return true;
+}
+
+/* A tuple shape over `n` element shapes (copied by value into scratch). */
+static bool
+new_tuple(Ck *ck, const IrShape *elems, uint32_t n, IrShape *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->dtype = IR_DT_TUPLE;
+    out->n_elems = n;
+    if (n == 0)
+        return true;
+    out->elems = SL_DUP_ARRAY(&ck->scratch, IrShape, elems, n);
+    return out->elems != NULL;
+}
+
+/* Compares the declared result shape with the inferred one. */
+static SlStatus
+expect(Ck *ck, const IrInstr *in, const IrShape *inferred)
+{
+    if (shape_match(&in->shape, inferred))
+        return SL_OK;
+    char d[SHAPE_TEXT_BYTES], f[SHAPE_TEXT_BYTES];
+    return bad(ck, in, "declared shape %s but inferred %s", shape_text(&in->shape, d, sizeof(d)),
+               shape_text(inferred, f, sizeof(f)));
+}
+
+static const IrShape *
+opnd(const IrInstr *in, uint32_t k)
+{
+    return &in->operands[k]->shape;
+}
+
+static SlStatus
+need_operands(Ck *ck, const IrInstr *in, uint32_t n)
+{
+    if (in->n_operands != n)
+        return bad(ck, in, "expects %u operands, got %u", n, in->n_operands);
+    return SL_OK;
+}
+
+static SlStatus
+need_array(Ck *ck, const IrInstr *in, uint32_t k)
+{
+    if (ir_shape_is_array(opnd(in, k)))
+        return SL_OK;
+    char t[SHAPE_TEXT_BYTES];
+    return bad(ck, in, "operand %u (%%%s) must be an array, got %s", k,
+               sl_sym_cstr(in->operands[k]->name), shape_text(opnd(in, k), t, sizeof(t)));
+}
+
+static SlStatus
+need_declared_array(Ck *ck, const IrInstr *in)
+{
+    if (ir_shape_is_array(&in->shape))
+        return SL_OK;
+    char t[SHAPE_TEXT_BYTES];
+    return bad(ck, in, "declared shape %s must be an array", shape_text(&in->shape, t, sizeof(t)));
+}
+
+/* A list attribute whose entries must be distinct dims of a rank-`rank` shape. */
+static SlStatus
+need_dims(Ck *ck, const IrInstr *in, const char *what, const int64_t *v, uint32_t n, uint32_t rank)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (v[i] < 0 || v[i] >= (int64_t)rank)
+            return bad(ck, in, "%s entry %lld is out of range for rank %u", what, (long long)v[i],
+                       rank);
+        for (uint32_t j = 0; j < i; j++)
+            if (v[j] == v[i])
+                return bad(ck, in, "%s repeats dim %lld", what, (long long)v[i]);
+    }
+    return SL_OK;
+}
+
+static bool
+contains(const int64_t *v, uint32_t n, int64_t x)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i] == x)
+            return true;
+    return false;
+}
+
+/* ---- called computations ----------------------------------------------------------------- */
+
+/* The parameter `k` of `c` must have shape `want`. */
+static SlStatus
+need_param(Ck *ck, const IrInstr *in, const IrComputation *c, int64_t k, const IrShape *want)
+{
+    const IrInstr *p = ir_computation_param(c, k);
+    if (!p)
+        return bad(ck, in, "called computation %%%s has no parameter %lld", sl_sym_cstr(c->name),
+                   (long long)k);
+    if (shape_match(&p->shape, want))
+        return SL_OK;
+    char a[SHAPE_TEXT_BYTES], b[SHAPE_TEXT_BYTES];
+    return bad(ck, in, "parameter %lld of %%%s has shape %s, expected %s", (long long)k,
+               sl_sym_cstr(c->name), shape_text(&p->shape, a, sizeof(a)),
+               shape_text(want, b, sizeof(b)));
+}
+
+static SlStatus
+need_param_count(Ck *ck, const IrInstr *in, const IrComputation *c, uint32_t n)
+{
+    uint32_t have = ir_computation_param_count(c);
+    if (have != n)
+        return bad(ck, in, "called computation %%%s takes %u parameters, expected %u",
+                   sl_sym_cstr(c->name), have, n);
+    return SL_OK;
+}
+
+static SlStatus
+need_root(Ck *ck, const IrInstr *in, const IrComputation *c, const IrShape *want)
+{
+    if (!c->root || shape_match(&c->root->shape, want))
+        return SL_OK;
+    char a[SHAPE_TEXT_BYTES], b[SHAPE_TEXT_BYTES];
+    return bad(ck, in, "called computation %%%s returns %s, expected %s", sl_sym_cstr(c->name),
+               shape_text(&c->root->shape, a, sizeof(a)), shape_text(want, b, sizeof(b)));
+}
+
+static SlStatus
+need_called(Ck *ck, const IrInstr *in, IrAttrKey key, IrComputation **out)
+{
+    *out = ir_instr_called(in, key);
+    if (!*out)
+        return bad(ck, in, "missing %s=", ir_attr_name(key));
+    return SL_OK;
+}
+
+/* A reducer taking 2k scalars (accumulators then inputs, typed like `inits`) and returning
+ * k scalars (a tuple when k > 1). */
+static SlStatus
+check_reducer(Ck *ck, const IrInstr *in, const IrComputation *c, const IrDtype *types, uint32_t k)
+{
+    SlStatus st = need_param_count(ck, in, c, 2 * k);
+    if (st)
+        return st;
+    IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, k);
+    if (!leaves)
+        return nomem(ck, in);
+    for (uint32_t i = 0; i < k; i++) {
+        new_shape(ck, types[i], 0, &leaves[i]);
+        if ((st = need_param(ck, in, c, i, &leaves[i])) ||
+            (st = need_param(ck, in, c, k + i, &leaves[i])))
+            return st;
+    }
+    if (k == 1)
+        return need_root(ck, in, c, &leaves[0]);
+    IrShape root;
+    if (!new_tuple(ck, leaves, k, &root))
+        return nomem(ck, in);
+    return need_root(ck, in, c, &root);
+}
+
+/* ---- elementwise --------------------------------------------------------------------- */
+
+static IrDtype
+complex_part(IrDtype t)
+{
+    return t == IR_DT_C64 ? IR_DT_F32 : t == IR_DT_C128 ? IR_DT_F64 : t;
+}
+
+static SlStatus
+check_unary(Ck *ck, const IrInstr *in, IrShape *inf)
+{
+    if (in->op == IR_OP_IS_FINITE)
+        inf->dtype = IR_DT_PRED;
+    else if (in->op == IR_OP_ABS || in->op == IR_OP_REAL || in->op == IR_OP_IMAG)
+        inf->dtype = complex_part(inf->dtype);
+    else if (in->op == IR_OP_CONVERT)
+        inf->dtype = in->shape.dtype; /* any target type */
+    return expect(ck, in, inf);
+}
+
+static SlStatus
+same_type_operands(Ck *ck, const IrInstr *in, uint32_t from, uint32_t to)
+{
+    for (uint32_t k = from + 1; k < to; k++) {
+        if (opnd(in, k)->dtype != opnd(in, from)->dtype)
+            return bad(ck, in, "operand %u has type %s but operand %u has %s", k,
+                       ir_dtype_name(opnd(in, k)->dtype), from,
+                       ir_dtype_name(opnd(in, from)->dtype));
+    }
+    return SL_OK;
+}
+
+static SlStatus
+dims_mismatch(Ck *ck, const IrInstr *in, uint32_t a, uint32_t b)
+{
+    char x[SHAPE_TEXT_BYTES], y[SHAPE_TEXT_BYTES];
+    return bad(ck, in, "operand shapes %s and %s are not compatible",
+               shape_text(opnd(in, a), x, sizeof(x)), shape_text(opnd(in, b), y, sizeof(y)));
+}
+
+static SlStatus
+check_binary(Ck *ck, const IrInstr *in, IrShape *inf)
+{
+    if (!same_dims(opnd(in, 0), opnd(in, 1)))
+        return dims_mismatch(ck, in, 0, 1);
+    SlStatus st;
+    if (in->op == IR_OP_STOCHASTIC_CONVERT) {
+        inf->dtype = in->shape.dtype;
+        return expect(ck, in, inf);
+    }
+    if ((st = same_type_operands(ck, in, 0, 2)))
+        return st;
+    if (in->op == IR_OP_COMPARE)
+        inf->dtype = IR_DT_PRED;
+    else if (in->op == IR_OP_COMPLEX)
+        inf->dtype = inf->dtype == IR_DT_F64 ? IR_DT_C128 : IR_DT_C64;
+    return expect(ck, in, inf);
+}
+
+/* select(pred, on_true, on_false): pred may be a scalar. */
+static SlStatus
+check_select(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if (opnd(in, 0)->dtype != IR_DT_PRED)
+        return bad(ck, in, "predicate has type %s, expected pred",
+                   ir_dtype_name(opnd(in, 0)->dtype));
+    if (!same_dims(opnd(in, 1), opnd(in, 2)))
+        return dims_mismatch(ck, in, 1, 2);
+    if (!is_scalar(opnd(in, 0)) && !same_dims(opnd(in, 0), opnd(in, 1)))
+        return dims_mismatch(ck, in, 0, 1);
+    if ((st = same_type_operands(ck, in, 1, 3)))
+        return st;
+    return expect(ck, in, opnd(in, 1));
+}
+
+/* clamp(min, operand, max): min and max may be scalars. */
+static SlStatus
+check_clamp(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    for (uint32_t k = 0; k < 3; k += 2)
+        if (!is_scalar(opnd(in, k)) && !same_dims(opnd(in, k), opnd(in, 1)))
+            return dims_mismatch(ck, in, k, 1);
+    if ((st = same_type_operands(ck, in, 0, 3)))
+        return st;
+    return expect(ck, in, opnd(in, 1));
+}
+
+static SlStatus
+check_map(Ck *ck, const IrInstr *in, IrShape *inf)
+{
+    IrComputation *c;
+    SlStatus st = need_called(ck, in, IR_ATTR_TO_APPLY, &c);
+    if (st || (st = need_param_count(ck, in, c, in->n_operands)))
+        return st;
+    for (uint32_t k = 1; k < in->n_operands; k++)
+        if (!same_dims(opnd(in, k), opnd(in, 0)))
+            return dims_mismatch(ck, in, 0, k);
+    if (c->root)
+        inf->dtype = c->root->shape.dtype;
+    return expect(ck, in, inf);
+}
+
+static SlStatus
+check_elementwise(Ck *ck, const IrInstr *in)
+{
+    int arity = ir_op_arity(in->op);
+    SlStatus st;
+    if (arity >= 0 && (st = need_operands(ck, in, (uint32_t)arity)))
+        return st;
+    if (in->n_operands == 0)
+        return bad(ck, in, "expects at least one operand");
+    for (uint32_t k = 0; k < in->n_operands; k++)
+        if ((st = need_array(ck, in, k)))
+            return st;
+    if (in->op == IR_OP_SELECT)
+        return check_select(ck, in);
+    if (in->op == IR_OP_CLAMP)
+        return check_clamp(ck, in);
+    IrShape inf;
+    if (!copy_shape(ck, opnd(in, 0), &inf))
+        return nomem(ck, in);
+    if (in->op == IR_OP_MAP)
+        return check_map(ck, in, &inf);
+    if (arity == 1)
+        return check_unary(ck, in, &inf);
+    return check_binary(ck, in, &inf);
+}
+
+/* bitcast-convert keeps dims when the bit widths agree; otherwise a minor dim appears or
+ * disappears (ratio of widths), which we check when it is visible. */
+static SlStatus
+check_bitcast_convert(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if ((st = need_operands(ck, in, 1)) || (st = need_array(ck, in, 0)) ||
+        (st = need_declared_array(ck, in)))
+        return st;
+    uint32_t from = ir_dtype_bits(opnd(in, 0)->dtype), to = ir_dtype_bits(in->shape.dtype);
+    if (from != to)
+        return SL_OK;
+    IrShape inf;
+    if (!copy_shape(ck, opnd(in, 0), &inf))
+        return nomem(ck, in);
+    inf.dtype = in->shape.dtype;
+    return expect(ck, in, &inf);
+}
+
+/* ---- data movement ------------------------------------------------------------------- */
+
+/* broadcast: operand dim i lands on output dim dimensions[i]; other output dims are free. */
+static SlStatus
+check_broadcast(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if ((st = need_operands(ck, in, 1)) || (st = need_array(ck, in, 0)) ||
+        (st = need_declared_array(ck, in)))
+        return st;
+    const IrShape *op = opnd(in, 0);
+    const int64_t *bd;
+    uint32_t n = ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &bd);
+    if (n != op->rank)
+        return bad(ck, in, "dimensions={...} has %u entries, operand rank is %u", n, op->rank);
+    if ((st = need_dims(ck, in, "dimensions", bd, n, in->shape.rank)))
+        return st;
+    IrShape inf;
+    if (!copy_shape(ck, &in->shape, &inf))
+        return nomem(ck, in);
+    inf.dtype = op->dtype;
+    for (uint32_t i = 0; i < n; i++)
+        inf.dims[bd[i]] = dim(op, i);
+    return expect(ck, in, &inf);
+}
+
+static bool
+all_static(const IrShape *s)
+{
+    for (uint32_t i = 0; i < s->rank; i++)
+        if (s->dim_kinds && s->dim_kinds[i] != IR_DIM_STATIC)
+            return false;
+    return true;
+}
+
+static SlStatus
+check_reshape(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if ((st = need_operands(ck, in, 1)) || (st = need_array(ck, in, 0)) ||
+        (st = need_declared_array(ck, in)))
+        return st;
+    const IrShape *op = opnd(in, 0);
+    if (op->dtype != in->shape.dtype)
+        return bad(ck, in, "operand type %s differs from declared type %s",
+                   ir_dtype_name(op->dtype), ir_dtype_name(in->shape.dtype));
+    if (!all_static(op) || !all_static(&in->shape))
+        return SL_OK;
+    int64_t a = elem_count(op), b = elem_count(&in->shape);
+    if (a == b)
+        return SL_OK;
+    char x[SHAPE_TEXT_BYTES], y[SHAPE_TEXT_BYTES];
+    return bad(ck, in, "declared shape %s has %lld elements but operand %s has %lld",
+               shape_text(&in->shape, x, sizeof(x)), (long long)b, shape_text(op, y, sizeof(y)),
+               (long long)a);
+}
+
+/* transpose: output dim i = operand dim dimensions[i]. */
+static SlStatus
+check_transpose(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if ((st = need_operands(ck, in, 1)) || (st = need_array(ck, in, 0)))
+        return st;
+    const IrShape *op = opnd(in, 0);
+    const int64_t *perm;
+    uint32_t n = ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &perm);
+    if (n != op->rank)
+        return bad(ck, in, "dimensions={...} has %u entries, operand rank is %u", n, op->rank);
+    if ((st = need_dims(ck, in, "dimensions", perm, n, op->rank)))
+        return st;
+    IrShape inf;
+    if (!new_shape(ck, op->dtype, n, &inf))
+        return nomem(ck, in);
+    for (uint32_t i = 0; i < n; i++)
+        inf.dims[i] = dim(op, (uint32_t)perm[i]);
+    return expect(ck, in, &inf);
+}
+
+static SlStatus
+check_slice(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if ((st = need_operands(ck, in, 1)) || (st = need_array(ck, in, 0)))
+        return st;
+    const IrShape *op = opnd(in, 0);
+    const IrAttr *a = ir_instr_find_attr(in, IR_ATTR_SLICE);
+    if (!a || a->u.slice.n != op->rank)
+        return bad(ck, in, "slice={...} has %u ranges, operand rank is %u", a ? a->u.slice.n : 0,
+                   op->rank);
+    IrShape inf;
+    if (!new_shape(ck, op->dtype, op->rank, &inf))
+        return nomem(ck, in);
+    for (uint32_t i = 0; i < op->rank; i++) {
+        const IrSliceDim *s = &a->u.slice.v[i];
+        int64_t stride = s->stride ? s->stride : 1, d = dim(op, i);
+        if (s->start < 0 || s->limit < s->start || stride < 1 || (d != ANY_DIM && s->limit > d))
+            return bad(ck, in, "slice range [%lld:%lld:%lld] does not fit dim %u of size %lld",
+                       (long long)s->start, (long long)s->limit, (long long)stride, i,
+                       (long long)d);
+        inf.dims[i] = (s->limit - s->start) / stride + ((s->limit - s->start) % stride != 0);
+    }
+    return expect(ck, in, &inf);
+}
+
+/* Start indices: `rank` integer scalars from operand `first` on (or one rank-1 vector, the
+ * old form). */
+static SlStatus
+check_start_indices(Ck *ck, const IrInstr *in, uint32_t first, uint32_t rank)
+{
+    uint32_t n = in->n_operands - first;
+    bool vector_form = n == 1 && rank != 1 && opnd(in, first)->rank == 1;
+    if (!vector_form && n != rank)
+        return bad(ck, in, "expects %u start indices, got %u", rank, n);
+    for (uint32_t k = first; k < in->n_operands; k++) {
+        char kind = ir_dtype_kind(opnd(in, k)->dtype);
+        if ((kind != 'S' && kind != 'U') || (!vector_form && opnd(in, k)->rank != 0))
+            return bad(ck, in, "start index operand %u must be an integer scalar", k);
+    }
+    return SL_OK;
+}
+
+static SlStatus
+check_dynamic_slice(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if (in->n_operands < 1)
+        return bad(ck, in, "expects an operand");
+    if ((st = need_array(ck, in, 0)))
+        return st;
+    const IrShape *op = opnd(in, 0);
+    if ((st = check_start_indices(ck, in, 1, op->rank)))
+        return st;
+    const int64_t *sz;
+    uint32_t n = ir_instr_ints_attr(in, IR_ATTR_DYNAMIC_SLICE_SIZES, &sz);
+    if (n != op->rank)
+        return bad(ck, in, "dynamic_slice_sizes has %u entries, operand rank is %u", n, op->rank);
+    IrShape inf;
+    if (!new_shape(ck, op->dtype, n, &inf))
+        return nomem(ck, in);
+    for (uint32_t i = 0; i < n; i++) {
+        if (sz[i] < 0 || (dim(op, i) != ANY_DIM && sz[i] > dim(op, i)))
+            return bad(ck, in, "slice size %lld does not fit dim %u of size %lld", (long long)sz[i],
+                       i, (long long)dim(op, i));
+        inf.dims[i] = sz[i];
+    }
+    return expect(ck, in, &inf);
+}
+
+static SlStatus
+check_dynamic_update_slice(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if (in->n_operands < 2)
+        return bad(ck, in, "expects an operand and an update");
+    if ((st = need_array(ck, in, 0)) || (st = need_array(ck, in, 1)))
+        return st;
+    const IrShape *op = opnd(in, 0), *up = opnd(in, 1);
+    if ((st = check_start_indices(ck, in, 2, op->rank)))
+        return st;
+    if (up->rank != op->rank || up->dtype != op->dtype)
+        return dims_mismatch(ck, in, 0, 1);
+    for (uint32_t i = 0; i < op->rank; i++)
+        if (dim(op, i) != ANY_DIM && dim(up, i) > dim(op, i))
+            return bad(ck, in, "update dim %u of size %lld exceeds operand size %lld", i,
+                       (long long)dim(up, i), (long long)dim(op, i));
+    return expect(ck, in, op);
+}
+
+/* pad: out = lo + hi + d + (d - 1) * interior per dim; lo and hi may be negative. */
+static SlStatus
+check_pad(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if ((st = need_operands(ck, in, 2)) || (st = need_array(ck, in, 0)) ||
+        (st = need_array(ck, in, 1)))
+        return st;
+    const IrShape *op = opnd(in, 0);
+    if (!is_scalar(opnd(in, 1)) || opnd(in, 1)->dtype != op->dtype)
+        return bad(ck, in, "padding value must be a %s scalar", ir_dtype_name(op->dtype));
+    const IrAttr *a = ir_instr_find_attr(in, IR_ATTR_PADDING);
+    if (!a || a->u.pad.n != op->rank)
+        return bad(ck, in, "padding has %u dims, operand rank is %u", a ? a->u.pad.n : 0, op->rank);
+    IrShape inf;
+    if (!new_shape(ck, op->dtype, op->rank, &inf))
+        return nomem(ck, in);
+    for (uint32_t i = 0; i < op->rank; i++) {
+        const IrPadDim *p = &a->u.pad.v[i];
+        int64_t d = dim(op, i);
+        if (p->interior < 0)
+            return bad(ck, in, "negative interior padding in dim %u", i);
+        if (d == ANY_DIM) {
+            inf.dims[i] = ANY_DIM;
+            continue;
+        }
+        inf.dims[i] =
+            sat_add(sat_add(p->lo, p->hi), sat_add(d, d > 0 ? sat_mul(d - 1, p->interior) : 0));
+        if (inf.dims[i] < 0)
+            return bad(ck, in, "padding makes dim %u negative (%lld)", i, (long long)inf.dims[i]);
+    }
+    return expect(ck, in, &inf);
+}
+
+static SlStatus
+check_concatenate(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if (in->n_operands == 0)
+        return bad(ck, in, "expects at least one operand");
+    for (uint32_t k = 0; k < in->n_operands; k++)
+        if ((st = need_array(ck, in, k)))
+            return st;
+    const IrShape *first = opnd(in, 0);
+    const int64_t *cd;
+    if (ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &cd) != 1)
+        return bad(ck, in, "dimensions= must name exactly one dim");
+    if ((st = need_dims(ck, in, "dimensions", cd, 1, first->rank)))
+        return st;
+    IrShape inf;
+    if (!copy_shape(ck, first, &inf))
+        return nomem(ck, in);
+    for (uint32_t k = 1; k < in->n_operands; k++) {
+        const IrShape *s = opnd(in, k);
+        if (s->rank != first->rank || s->dtype != first->dtype)
+            return dims_mismatch(ck, in, 0, k);
+        for (uint32_t i = 0; i < s->rank; i++) {
+            if (i != (uint32_t)cd[0] && !dim_eq(dim(s, i), dim(first, i)))
+                return dims_mismatch(ck, in, 0, k);
+        }
+        int64_t d = dim(s, (uint32_t)cd[0]);
+        inf.dims[cd[0]] =
+            (d == ANY_DIM || inf.dims[cd[0]] == ANY_DIM) ? ANY_DIM : sat_add(inf.dims[cd[0]], d);
+    }
+    return expect(ck, in, &inf);
+}
+
+/* ---- reductions and windows ------------------------------------------------------------ */
+
+/* Operands are k inputs then k scalar inits; inputs share dims. Fills the init types. */
+static SlStatus
+split_inputs_inits(Ck *ck, const IrInstr *in, uint32_t *k_out, IrDtype **types)
+{
+    SlStatus st;
+    if (in->n_operands == 0 || in->n_operands % 2)
+        return bad(ck, in, "expects 2k operands (k inputs, k init values), got %u", in->n_operands);
+    uint32_t k = in->n_operands / 2;
+    *types = SL_NEW_ARRAY(&ck->scratch, IrDtype, k);
+    if (!*types)
+        return nomem(ck, in);
+    for (uint32_t i = 0; i < k; i++) {
+        if ((st = need_array(ck, in, i)) || (st = need_array(ck, in, k + i)))
+            return st;
+        if (!same_dims(opnd(in, i), opnd(in, 0)))
+            return dims_mismatch(ck, in, 0, i);
+        if (!is_scalar(opnd(in, k + i)))
+            return bad(ck, in, "init value operand %u must be a scalar", k + i);
+        (*types)[i] = opnd(in, k + i)->dtype;
+    }
+    *k_out = k;
+    return SL_OK;
+}
+
+/* Wraps k result arrays as the instruction's result: one array, or a tuple when k > 1. */
+static SlStatus
+expect_k(Ck *ck, const IrInstr *in, const IrShape *leaves, uint32_t k)
+{
+    if (k == 1)
+        return expect(ck, in, &leaves[0]);
+    IrShape t;
+    if (!new_tuple(ck, leaves, k, &t))
+        return nomem(ck, in);
+    return expect(ck, in, &t);
+}
+
+static SlStatus
+check_reduce(Ck *ck, const IrInstr *in)
+{
+    uint32_t k;
+    IrDtype *types;
+    IrComputation *c;
+    SlStatus st = split_inputs_inits(ck, in, &k, &types);
+    if (st || (st = need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
+        (st = check_reducer(ck, in, c, types, k)))
+        return st;
+    const IrShape *op = opnd(in, 0);
+    const int64_t *rd;
+    uint32_t n = ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &rd);
+    if ((st = need_dims(ck, in, "dimensions", rd, n, op->rank)))
+        return st;
+    IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, k);
+    if (!leaves)
+        return nomem(ck, in);
+    for (uint32_t j = 0; j < k; j++) {
+        if (!new_shape(ck, types[j], op->rank - n, &leaves[j]))
+            return nomem(ck, in);
+        uint32_t w = 0;
+        for (uint32_t i = 0; i < op->rank; i++)
+            if (!contains(rd, n, i))
+                leaves[j].dims[w++] = dim(op, i);
+    }
+    return expect_k(ck, in, leaves, k);
+}
+
+static int64_t
+positive_or_one(int64_t v)
+{
+    return v > 0 ? v : 1; /* fields not printed are their defaults (1) */
+}
+
+/* Output size of one window dim over a base of size `base` (XLA's window arithmetic). */
+static int64_t
+window_out(int64_t base, const IrWindowDim *w)
+{
+    if (base == ANY_DIM)
+        return ANY_DIM;
+    int64_t dilated = base > 0 ? sat_add(sat_mul(base - 1, positive_or_one(w->lhs_dilate)), 1) : 0;
+    int64_t padded = sat_add(sat_add(dilated, w->pad_lo), w->pad_hi);
+    int64_t win = sat_add(sat_mul(w->size - 1, positive_or_one(w->rhs_dilate)), 1);
+    if (w->size <= 0 || padded < win)
+        return 0;
+    return (padded - win) / positive_or_one(w->stride) + 1;
+}
+
+static SlStatus
+check_reduce_window(Ck *ck, const IrInstr *in)
+{
+    uint32_t k;
+    IrDtype *types;
+    IrComputation *c;
+    SlStatus st = split_inputs_inits(ck, in, &k, &types);
+    if (st || (st = need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
+        (st = check_reducer(ck, in, c, types, k)))
+        return st;
+    const IrShape *op = opnd(in, 0);
+    const IrAttr *a = ir_instr_find_attr(in, IR_ATTR_WINDOW);
+    if (!a || a->u.window.n != op->rank)
+        return bad(ck, in, "window has %u dims, operand rank is %u", a ? a->u.window.n : 0,
+                   op->rank);
+    IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, k);
+    if (!leaves)
+        return nomem(ck, in);
+    for (uint32_t j = 0; j < k; j++) {
+        if (!new_shape(ck, types[j], op->rank, &leaves[j]))
+            return nomem(ck, in);
+        for (uint32_t i = 0; i < op->rank; i++)
+            leaves[j].dims[i] = window_out(dim(op, i), &a->u.window.v[i]);
+    }
+    return expect_k(ck, in, leaves, k);
+}
+
+/* ---- dot and convolution -------------------------------------------------------------- */
+
+static SlStatus
+pair_dims(Ck *ck, const IrInstr *in, const char *what, IrAttrKey lk, IrAttrKey rk,
+          const int64_t **lv, const int64_t **rv, uint32_t *n)
+{
+    const IrShape *l = opnd(in, 0), *r = opnd(in, 1);
+    uint32_t nl = ir_instr_ints_attr(in, lk, lv), nr = ir_instr_ints_attr(in, rk, rv);
+    SlStatus st;
+    if (nl != nr)
+        return bad(ck, in, "lhs has %u %s dims but rhs has %u", nl, what, nr);
+    if ((st = need_dims(ck, in, ir_attr_name(lk), *lv, nl, l->rank)) ||
+        (st = need_dims(ck, in, ir_attr_name(rk), *rv, nr, r->rank)))
+        return st;
+    for (uint32_t i = 0; i < nl; i++) {
+        int64_t a = dim(l, (uint32_t)(*lv)[i]), b = dim(r, (uint32_t)(*rv)[i]);
+        if (!dim_eq(a, b))
+            return bad(ck, in, "%s dim sizes differ: lhs dim %lld is %lld, rhs dim %lld is %lld",
+                       what, (long long)(*lv)[i], (long long)a, (long long)(*rv)[i], (long long)b);
+    }
+    *n = nl;
+    return SL_OK;
+}
+
+/* dot: output = batch dims, lhs free dims, rhs free dims. The result type is free (a
+ * preferred element type may widen it). */
+static SlStatus
+check_dot(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if ((st = need_operands(ck, in, 2)) || (st = need_array(ck, in, 0)) ||
+        (st = need_array(ck, in, 1)))
+        return st;
+    const IrShape *l = opnd(in, 0), *r = opnd(in, 1);
+    const int64_t *lb, *rb, *lc, *rc;
+    uint32_t nb, nc;
+    if ((st = pair_dims(ck, in, "batch", IR_ATTR_LHS_BATCH_DIMS, IR_ATTR_RHS_BATCH_DIMS, &lb, &rb,
+                        &nb)) ||
+        (st = pair_dims(ck, in, "contracting", IR_ATTR_LHS_CONTRACTING_DIMS,
+                        IR_ATTR_RHS_CONTRACTING_DIMS, &lc, &rc, &nc)))
+        return st;
+    for (uint32_t i = 0; i < nb; i++)
+        if (contains(lc, nc, lb[i]) || contains(rc, nc, rb[i]))
+            return bad(ck, in, "a dim is both batch and contracting");
+    IrShape inf;
+    if (!new_shape(ck, in->shape.dtype, l->rank + r->rank - nb - 2 * nc, &inf))
+        return nomem(ck, in);
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < nb; i++)
+        inf.dims[w++] = dim(l, (uint32_t)lb[i]);
+    for (uint32_t i = 0; i < l->rank; i++)
+        if (!contains(lb, nb, i) && !contains(lc, nc, i))
+            inf.dims[w++] = dim(l, i);
+    for (uint32_t i = 0; i < r->rank; i++)
+        if (!contains(rb, nb, i) && !contains(rc, nc, i))
+            inf.dims[w++] = dim(r, i);
+    return expect(ck, in, &inf);
+}
+
+/* Positions of the labelled dims in one group of dim_labels ("b01f", "01io", ...). */
+typedef struct ConvDims {
+    int batch, feature; /* 'b'/'f' in lhs and out, 'i'/'o' in rhs; -1 when absent */
+    int spatial[10];    /* position of digit d; -1 when absent */
+    int n_spatial;
+    uint32_t rank;
+} ConvDims;
+
+static bool
+parse_labels(SlStr s, char b, char f, ConvDims *out)
+{
+    memset(out, 0xff, sizeof(*out)); /* every position -1 */
+    out->n_spatial = 0;
+    out->rank = (uint32_t)s.len;
+    for (size_t i = 0; i < s.len; i++) {
+        char c = s.ptr[i];
+        if (c == b && out->batch < 0)
+            out->batch = (int)i;
+        else if (c == f && out->feature < 0)
+            out->feature = (int)i;
+        else if (c >= '0' && c <= '9' && out->spatial[c - '0'] < 0) {
+            out->spatial[c - '0'] = (int)i;
+            out->n_spatial++;
+        } else
+            return false;
+    }
+    if (out->batch < 0 || out->feature < 0)
+        return false;
+    for (int d = 0; d < out->n_spatial; d++)
+        if (out->spatial[d] < 0)
+            return false;
+    return true;
+}
+
+/* Splits "b01f_01io->b01f" into the three label groups. */
+static bool
+split_labels(SlStr t, ConvDims *l, ConvDims *r, ConvDims *o)
+{
+    const char *us = memchr(t.ptr, '_', t.len);
+    const char *end = t.ptr + t.len;
+    if (!us)
+        return false;
+    const char *arrow = NULL;
+    for (const char *p = us; p + 1 < end; p++)
+        if (p[0] == '-' && p[1] == '>')
+            arrow = p;
+    if (!arrow)
+        return false;
+    SlStr ls = {t.ptr, (size_t)(us - t.ptr)}, rs = {us + 1, (size_t)(arrow - us - 1)};
+    SlStr os = {arrow + 2, (size_t)(end - arrow - 2)};
+    return parse_labels(ls, 'b', 'f', l) && parse_labels(rs, 'o', 'i', r) &&
+           parse_labels(os, 'b', 'f', o) && l->n_spatial == r->n_spatial &&
+           l->n_spatial == o->n_spatial;
+}
+
+static SlStatus
+conv_features(Ck *ck, const IrInstr *in, const ConvDims *l, const ConvDims *r, int64_t *batch)
+{
+    const IrShape *ls = opnd(in, 0), *rs = opnd(in, 1);
+    int64_t fgc = 1, bgc = 1;
+    ir_instr_int_attr(in, IR_ATTR_FEATURE_GROUP_COUNT, &fgc);
+    ir_instr_int_attr(in, IR_ATTR_BATCH_GROUP_COUNT, &bgc);
+    if (fgc < 1 || bgc < 1)
+        return bad(ck, in, "group counts must be positive");
+    int64_t in_f = dim(ls, (uint32_t)l->feature), k_in = dim(rs, (uint32_t)r->feature);
+    int64_t k_out = dim(rs, (uint32_t)r->batch), in_b = dim(ls, (uint32_t)l->batch);
+    if (in_f != ANY_DIM && k_in != ANY_DIM && (in_f % fgc || in_f / fgc != k_in))
+        return bad(ck, in,
+                   "input features %lld / feature_group_count %lld != kernel input features %lld",
+                   (long long)in_f, (long long)fgc, (long long)k_in);
+    if (k_out != ANY_DIM && (k_out % fgc || k_out % bgc))
+        return bad(ck, in, "kernel output features %lld not divisible by the group counts",
+                   (long long)k_out);
+    if (in_b != ANY_DIM && in_b % bgc)
+        return bad(ck, in, "batch %lld not divisible by batch_group_count %lld", (long long)in_b,
+                   (long long)bgc);
+    *batch = in_b == ANY_DIM ? ANY_DIM : in_b / bgc;
+    return SL_OK;
+}
+
+static SlStatus
+check_convolution(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if ((st = need_operands(ck, in, 2)) || (st = need_array(ck, in, 0)) ||
+        (st = need_array(ck, in, 1)))
+        return st;
+    const IrAttr *dl = ir_instr_find_attr(in, IR_ATTR_DIM_LABELS);
+    if (!dl)
+        return SL_OK; /* default dimension numbers: not checked */
+    ConvDims l, r, o;
+    if (!split_labels(dl->u.text, &l, &r, &o))
+        return bad(ck, in, "cannot read dim_labels=%.*s", SL_STR_ARG(dl->u.text));
+    const IrShape *ls = opnd(in, 0), *rs = opnd(in, 1);
+    if (l.rank != ls->rank || r.rank != rs->rank || o.rank != in->shape.rank)
+        return bad(ck, in, "dim_labels=%.*s do not match the operand and result ranks",
+                   SL_STR_ARG(dl->u.text));
+    const IrAttr *wa = ir_instr_find_attr(in, IR_ATTR_WINDOW);
+    uint32_t nw = wa ? wa->u.window.n : 0;
+    if (nw != (uint32_t)l.n_spatial)
+        return bad(ck, in, "window has %u dims but dim_labels have %d spatial dims", nw,
+                   l.n_spatial);
+    int64_t batch = 0;
+    if ((st = conv_features(ck, in, &l, &r, &batch)))
+        return st;
+    IrShape inf;
+    if (!new_shape(ck, in->shape.dtype, o.rank, &inf))
+        return nomem(ck, in);
+    inf.dims[o.batch] = batch;
+    inf.dims[o.feature] = dim(rs, (uint32_t)r.batch); /* 'o' was parsed as the batch slot */
+    for (int s = 0; s < l.n_spatial; s++) {
+        const IrWindowDim *w = &wa->u.window.v[s];
+        int64_t ks = dim(rs, (uint32_t)r.spatial[s]);
+        if (ks != ANY_DIM && w->size != ks)
+            return bad(ck, in, "window size %lld in spatial dim %d != kernel size %lld",
+                       (long long)w->size, s, (long long)ks);
+        inf.dims[o.spatial[s]] = window_out(dim(ls, (uint32_t)l.spatial[s]), w);
+    }
+    return expect(ck, in, &inf);
+}
+
+/* ---- gather and scatter ----------------------------------------------------------------- */
+
+/* Indices with the index vector dim made explicit: when index_vector_dim == rank the index
+ * vector is an implicit trailing 1. Fills the batch dims (all dims but the index vector). */
+static SlStatus
+index_batch_dims(Ck *ck, const IrInstr *in, const IrShape *idx, int64_t ivd, int64_t **out,
+                 uint32_t *n, int64_t *vec_len)
+{
+    if (ivd < 0 || ivd > (int64_t)idx->rank)
+        return bad(ck, in, "index_vector_dim %lld out of range for indices of rank %u",
+                   (long long)ivd, idx->rank);
+    *out = SL_NEW_ARRAY(&ck->scratch, int64_t, idx->rank + 1);
+    if (!*out)
+        return nomem(ck, in);
+    *n = 0;
+    *vec_len = 1;
+    for (uint32_t i = 0; i < idx->rank; i++) {
+        if ((int64_t)i == ivd)
+            *vec_len = dim(idx, i);
+        else
+            (*out)[(*n)++] = dim(idx, i);
+    }
+    return SL_OK;
+}
+
+static SlStatus
+check_gather(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if ((st = need_operands(ck, in, 2)) || (st = need_array(ck, in, 0)) ||
+        (st = need_array(ck, in, 1)))
+        return st;
+    const IrShape *op = opnd(in, 0), *idx = opnd(in, 1);
+    const int64_t *off, *col, *sim, *obd, *ss;
+    uint32_t n_off = ir_instr_ints_attr(in, IR_ATTR_OFFSET_DIMS, &off);
+    uint32_t n_col = ir_instr_ints_attr(in, IR_ATTR_COLLAPSED_SLICE_DIMS, &col);
+    uint32_t n_sim = ir_instr_ints_attr(in, IR_ATTR_START_INDEX_MAP, &sim);
+    uint32_t n_obd = ir_instr_ints_attr(in, IR_ATTR_OPERAND_BATCHING_DIMS, &obd);
+    uint32_t n_ss = ir_instr_ints_attr(in, IR_ATTR_SLICE_SIZES, &ss);
+    int64_t ivd = idx->rank;
+    ir_instr_int_attr(in, IR_ATTR_INDEX_VECTOR_DIM, &ivd);
+    int64_t *bdims, vec;
+    uint32_t nb;
+    if ((st = index_batch_dims(ck, in, idx, ivd, &bdims, &nb, &vec)))
+        return st;
+    if (n_ss != op->rank)
+        return bad(ck, in, "slice_sizes has %u entries, operand rank is %u", n_ss, op->rank);
+    if (vec != ANY_DIM && vec != (int64_t)n_sim)
+        return bad(ck, in, "start_index_map has %u entries but the index vector has %lld", n_sim,
+                   (long long)vec);
+    if ((st = need_dims(ck, in, "start_index_map", sim, n_sim, op->rank)) ||
+        (st = need_dims(ck, in, "collapsed_slice_dims", col, n_col, op->rank)) ||
+        (st = need_dims(ck, in, "operand_batching_dims", obd, n_obd, op->rank)))
+        return st;
+    if (n_off + n_col + n_obd != op->rank)
+        return bad(ck, in,
+                   "offset_dims (%u) + collapsed_slice_dims (%u) + operand_batching_dims "
+                   "(%u) != operand rank %u",
+                   n_off, n_col, n_obd, op->rank);
+    IrShape inf;
+    if (!new_shape(ck, op->dtype, nb + n_off, &inf))
+        return nomem(ck, in);
+    if ((st = need_dims(ck, in, "offset_dims", off, n_off, inf.rank)))
+        return st;
+    uint32_t next_off = 0, next_batch = 0;
+    for (uint32_t i = 0; i < inf.rank; i++) {
+        if (!contains(off, n_off, i)) {
+            inf.dims[i] = bdims[next_batch++];
+            continue;
+        }
+        while (contains(col, n_col, next_off) || contains(obd, n_obd, next_off))
+            next_off++;
+        inf.dims[i] = ss[next_off++];
+    }
+    for (uint32_t i = 0; i < op->rank; i++) {
+        bool folded = contains(col, n_col, i) || contains(obd, n_obd, i);
+        if (ss[i] < 0 || (dim(op, i) != ANY_DIM && ss[i] > dim(op, i)) || (folded && ss[i] > 1))
+            return bad(ck, in, "slice size %lld does not fit operand dim %u", (long long)ss[i], i);
+    }
+    return expect(ck, in, &inf);
+}
+
+/* scatter(inputs..., indices, updates...): result = the inputs' shapes; the updates' scatter
+ * dims follow the indices' batch dims and their window dims fit the operand. */
+static SlStatus
+check_scatter_updates(Ck *ck, const IrInstr *in, const IrShape *op, const IrShape *up,
+                      const int64_t *bdims, uint32_t nb)
+{
+    const int64_t *uwd, *iwd, *ibd;
+    uint32_t n_uwd = ir_instr_ints_attr(in, IR_ATTR_UPDATE_WINDOW_DIMS, &uwd);
+    uint32_t n_iwd = ir_instr_ints_attr(in, IR_ATTR_INSERTED_WINDOW_DIMS, &iwd);
+    uint32_t n_ibd = ir_instr_ints_attr(in, IR_ATTR_INPUT_BATCHING_DIMS, &ibd);
+    SlStatus st;
+    if ((st = need_dims(ck, in, "update_window_dims", uwd, n_uwd, up->rank)))
+        return st;
+    if (up->rank != n_uwd + nb)
+        return bad(ck, in, "updates rank %u != update_window_dims (%u) + scatter dims (%u)",
+                   up->rank, n_uwd, nb);
+    if (n_uwd + n_iwd + n_ibd != op->rank)
+        return bad(ck, in,
+                   "update_window_dims (%u) + inserted_window_dims (%u) + "
+                   "input_batching_dims (%u) != operand rank %u",
+                   n_uwd, n_iwd, n_ibd, op->rank);
+    uint32_t next_op = 0, next_batch = 0;
+    for (uint32_t i = 0; i < up->rank; i++) {
+        int64_t u = dim(up, i);
+        if (!contains(uwd, n_uwd, i)) {
+            int64_t b = bdims[next_batch++];
+            if (!dim_eq(u, b))
+                return bad(ck, in, "updates dim %u is %lld but the indices give %lld", i,
+                           (long long)u, (long long)b);
+            continue;
+        }
+        while (contains(iwd, n_iwd, next_op) || contains(ibd, n_ibd, next_op))
+            next_op++;
+        int64_t o = dim(op, next_op++);
+        if (u != ANY_DIM && o != ANY_DIM && u > o)
+            return bad(ck, in, "updates window dim %u (%lld) exceeds operand dim %u (%lld)", i,
+                       (long long)u, next_op - 1, (long long)o);
+    }
+    return SL_OK;
+}
+
+static SlStatus
+check_scatter(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if (in->n_operands < 3 || in->n_operands % 2 == 0)
+        return bad(ck, in, "expects 2k+1 operands (inputs, indices, updates), got %u",
+                   in->n_operands);
+    uint32_t k = in->n_operands / 2;
+    for (uint32_t j = 0; j < in->n_operands; j++)
+        if ((st = need_array(ck, in, j)))
+            return st;
+    const IrShape *idx = opnd(in, k);
+    int64_t ivd = idx->rank, *bdims, vec;
+    uint32_t nb;
+    ir_instr_int_attr(in, IR_ATTR_INDEX_VECTOR_DIM, &ivd);
+    if ((st = index_batch_dims(ck, in, idx, ivd, &bdims, &nb, &vec)))
+        return st;
+    const int64_t *sdod;
+    uint32_t n_sdod = ir_instr_ints_attr(in, IR_ATTR_SCATTER_DIMS_TO_OPERAND_DIMS, &sdod);
+    if (vec != ANY_DIM && vec != (int64_t)n_sdod)
+        return bad(ck, in,
+                   "scatter_dims_to_operand_dims has %u entries but the index vector "
+                   "has %lld",
+                   n_sdod, (long long)vec);
+    IrComputation *c;
+    IrDtype *types = SL_NEW_ARRAY(&ck->scratch, IrDtype, k);
+    IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, k);
+    if (!types || !leaves)
+        return nomem(ck, in);
+    for (uint32_t j = 0; j < k; j++) {
+        if (!same_dims(opnd(in, j), opnd(in, 0)))
+            return dims_mismatch(ck, in, 0, j);
+        if ((st = check_scatter_updates(ck, in, opnd(in, j), opnd(in, k + 1 + j), bdims, nb)))
+            return st;
+        types[j] = opnd(in, j)->dtype;
+        if (!copy_shape(ck, opnd(in, j), &leaves[j]))
+            return nomem(ck, in);
+    }
+    if ((st = need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
+        (st = check_reducer(ck, in, c, types, k)))
+        return st;
+    return expect_k(ck, in, leaves, k);
+}
+
+/* ---- parameters, constants, iota, tuples ------------------------------------------------ */
+
+static SlStatus
+check_iota(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if ((st = need_operands(ck, in, 0)) || (st = need_declared_array(ck, in)))
+        return st;
+    int64_t d = -1;
+    if (!ir_instr_int_attr(in, IR_ATTR_IOTA_DIMENSION, &d) || d < 0 || d >= (int64_t)in->shape.rank)
+        return bad(ck, in, "iota_dimension=%lld out of range for rank %u", (long long)d,
+                   in->shape.rank);
+    return SL_OK;
+}
+
+static SlStatus
+check_tuple(Ck *ck, const IrInstr *in)
+{
+    IrShape *elems = in->n_operands ? SL_NEW_ARRAY(&ck->scratch, IrShape, in->n_operands) : NULL;
+    if (in->n_operands && !elems)
+        return nomem(ck, in);
+    for (uint32_t k = 0; k < in->n_operands; k++)
+        elems[k] = *opnd(in, k);
+    IrShape t;
+    if (!new_tuple(ck, elems, in->n_operands, &t))
+        return nomem(ck, in);
+    return expect(ck, in, &t);
+}
+
+static SlStatus
+check_gte(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if ((st = need_operands(ck, in, 1)))
+        return st;
+    const IrShape *t = opnd(in, 0);
+    int64_t index = -1;
+    if (!ir_shape_is_tuple(t))
+        return bad(ck, in, "operand is not a tuple");
+    if (!ir_instr_int_attr(in, IR_ATTR_INDEX, &index) || index < 0 || index >= (int64_t)t->n_elems)
+        return bad(ck, in, "index=%lld out of range for a tuple of %u elements", (long long)index,
+                   t->n_elems);
+    return expect(ck, in, &t->elems[index]);
+}
+
+/* ---- control flow ------------------------------------------------------------------------ */
+
+static SlStatus
+check_while(Ck *ck, const IrInstr *in)
+{
+    IrComputation *cond, *body;
+    SlStatus st;
+    if ((st = need_operands(ck, in, 1)) || (st = need_called(ck, in, IR_ATTR_CONDITION, &cond)) ||
+        (st = need_called(ck, in, IR_ATTR_BODY, &body)) || (st = expect(ck, in, opnd(in, 0))))
+        return st;
+    IrShape pred;
+    new_shape(ck, IR_DT_PRED, 0, &pred);
+    if ((st = need_param_count(ck, in, cond, 1)) || (st = need_param_count(ck, in, body, 1)) ||
+        (st = need_param(ck, in, cond, 0, &in->shape)) ||
+        (st = need_param(ck, in, body, 0, &in->shape)) ||
+        (st = need_root(ck, in, body, &in->shape)) || (st = need_root(ck, in, cond, &pred)))
+        return st;
+    return SL_OK;
+}
+
+static SlStatus
+check_branch(Ck *ck, const IrInstr *in, const IrComputation *c, uint32_t operand)
+{
+    SlStatus st;
+    if ((st = need_param_count(ck, in, c, 1)) ||
+        (st = need_param(ck, in, c, 0, opnd(in, operand))) ||
+        (st = need_root(ck, in, c, &in->shape)))
+        return st;
+    return SL_OK;
+}
+
+static SlStatus
+check_conditional(Ck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if (in->n_operands < 2)
+        return bad(ck, in, "expects a selector and branch operands");
+    const IrShape *sel = opnd(in, 0);
+    const IrAttr *br = ir_instr_find_attr(in, IR_ATTR_BRANCH_COMPUTATIONS);
+    if (br) {
+        if (!is_scalar(sel) || sel->dtype != IR_DT_S32)
+            return bad(ck, in, "branch index must be s32[]");
+        if (in->n_operands != br->u.comps.n + 1)
+            return bad(ck, in, "%u branches but %u branch operands", br->u.comps.n,
+                       in->n_operands - 1);
+        for (uint32_t b = 0; b < br->u.comps.n; b++)
+            if ((st = check_branch(ck, in, br->u.comps.v[b], b + 1)))
+                return st;
+        return SL_OK;
+    }
+    IrComputation *t, *f;
+    if ((st = need_called(ck, in, IR_ATTR_TRUE_COMPUTATION, &t)) ||
+        (st = need_called(ck, in, IR_ATTR_FALSE_COMPUTATION, &f)) ||
+        (st = need_operands(ck, in, 3)))
+        return st;
+    if (!is_scalar(sel) || sel->dtype != IR_DT_PRED)
+        return bad(ck, in, "predicate must be pred[]");
+    if ((st = check_branch(ck, in, t, 1)) || (st = check_branch(ck, in, f, 2)))
+        return st;
+    return SL_OK;
+}
+
+static SlStatus
+check_call(Ck *ck, const IrInstr *in)
+{
+    IrComputation *c;
+    SlStatus st;
+    if ((st = need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
+        (st = need_param_count(ck, in, c, in->n_operands)))
+        return st;
+    for (uint32_t k = 0; k < in->n_operands; k++)
+        if ((st = need_param(ck, in, c, k, opnd(in, k))))
+            return st;
+    return need_root(ck, in, c, &in->shape);
+}
+
+/* ---- collectives --------------------------------------------------------------------------- */
+
+/* Devices per group, following the collective's group mode (hlo-text.md §10). Empty groups
+ * mean "everything the mode spans". */
+static SlStatus
+group_size(Ck *ck, const IrInstr *in, int64_t *out)
+{
+    const IrAttr *a = ir_instr_find_attr(in, IR_ATTR_REPLICA_GROUPS);
+    int64_t size = 0;
+    if (a && a->u.groups.is_iota) {
+        if (a->u.groups.iota.n_dims != 2)
+            return bad(ck, in, "iota replica_groups must have two dims");
+        size = a->u.groups.iota.dims[1];
+    } else if (a && a->u.groups.n_groups > 0) {
+        size = a->u.groups.group_sizes[0];
+        for (uint32_t g = 1; g < a->u.groups.n_groups; g++)
+            if (a->u.groups.group_sizes[g] != size)
+                return bad(ck, in, "replica groups have different sizes (%lld and %u)",
+                           (long long)size, a->u.groups.group_sizes[g]);
+    }
+    const IrAttr *global = ir_instr_find_attr(in, IR_ATTR_USE_GLOBAL_DEVICE_IDS);
+    bool has_channel = ir_instr_find_attr(in, IR_ATTR_CHANNEL_ID) != NULL;
+    bool cross_partition = in->op == IR_OP_ALL_TO_ALL || in->op == IR_OP_COLLECTIVE_PERMUTE;
+    int64_t replicas = ir_module_replica_count(ck->m), parts = ir_module_num_partitions(ck->m);
+    if (!has_channel)
+        *out = size ? size : replicas;
+    else if (global && global->u.b)
+        *out = size ? size : replicas * parts;
+    else if (cross_partition)
+        *out = size ? size : parts;
+    else
+        *out = (size ? size : replicas) * parts;
+    return SL_OK;
+}
+
+/* all-gather multiplies dimensions[0] by the group size, reduce-scatter divides it. */
+static SlStatus
+check_gather_scatter_dim(Ck *ck, const IrInstr *in, int64_t g, IrShape *leaves)
+{
+    SlStatus st;
+    const int64_t *d;
+    if (ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &d) != 1)
+        return bad(ck, in, "dimensions= must name exactly one dim");
+    for (uint32_t k = 0; k < in->n_operands; k++) {
+        if ((st = need_dims(ck, in, "dimensions", d, 1, leaves[k].rank)))
+            return st;
+        int64_t *x = &leaves[k].dims[d[0]];
+        if (*x == ANY_DIM)
+            continue;
+        if (in->op == IR_OP_ALL_GATHER) {
+            *x = sat_mul(*x, g);
+        } else if (*x % g) {
+            return bad(ck, in, "dim %lld of size %lld is not divisible by the group size %lld",
+                       (long long)d[0], (long long)*x, (long long)g);
+        } else {
+            *x /= g;
+        }
+    }
+    return SL_OK;
+}
+
+static SlStatus
+check_collective(Ck *ck, const IrInstr *in)
+{
+    /* Async forms, collective-broadcast and ragged-all-to-all are accepted as declared. */
+    if (in->op != IR_OP_ALL_REDUCE && in->op != IR_OP_ALL_GATHER &&
+        in->op != IR_OP_REDUCE_SCATTER && in->op != IR_OP_ALL_TO_ALL &&
+        in->op != IR_OP_COLLECTIVE_PERMUTE)
+        return SL_OK;
+    SlStatus st = SL_OK;
+    if (in->n_operands == 0)
+        return bad(ck, in, "expects at least one operand");
+    if (in->op == IR_OP_COLLECTIVE_PERMUTE && in->n_operands != 1)
+        return SL_OK; /* in-place form with buffers and offsets */
+    int64_t g = 1;
+    IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, in->n_operands);
+    IrDtype *types = SL_NEW_ARRAY(&ck->scratch, IrDtype, in->n_operands);
+    if (!leaves || !types)
+        return nomem(ck, in);
+    for (uint32_t k = 0; k < in->n_operands; k++) {
+        if ((st = need_array(ck, in, k)))
+            return st;
+        if (!copy_shape(ck, opnd(in, k), &leaves[k]))
+            return nomem(ck, in);
+        types[k] = opnd(in, k)->dtype;
+    }
+    if ((st = group_size(ck, in, &g)))
+        return st;
+    if (g < 1)
+        return bad(ck, in, "replica groups are empty");
+    if (in->op == IR_OP_ALL_GATHER || in->op == IR_OP_REDUCE_SCATTER)
+        st = check_gather_scatter_dim(ck, in, g, leaves);
+    if (st)
+        return st;
+    if (in->op == IR_OP_ALL_REDUCE || in->op == IR_OP_REDUCE_SCATTER) {
+        IrComputation *c;
+        for (uint32_t k = 0; k < in->n_operands; k++)
+            if ((st = need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
+                (st = check_reducer(ck, in, c, &types[k], 1)))
+                return st;
+    }
+    return expect_k(ck, in, leaves, in->n_operands);
+}
+
+/* ---- dispatch -------------------------------------------------------------------------------- */
+
+static SlStatus
+check_shape_rules(Ck *ck, const IrInstr *in)
+{
+    switch (ir_op_family(in->op)) {
+    case IR_FAM_ELEMENTWISE:
+        return check_elementwise(ck, in);
+    case IR_FAM_BITCAST_CONVERT:
+        return check_bitcast_convert(ck, in);
+    case IR_FAM_BROADCAST:
+        return check_broadcast(ck, in);
+    case IR_FAM_RESHAPE:
+        return check_reshape(ck, in);
+    case IR_FAM_TRANSPOSE:
+        return check_transpose(ck, in);
+    case IR_FAM_SLICE:
+        return check_slice(ck, in);
+    case IR_FAM_CONCATENATE:
+        return check_concatenate(ck, in);
+    case IR_FAM_PAD:
+        return check_pad(ck, in);
+    case IR_FAM_DYNAMIC_SLICE:
+        return check_dynamic_slice(ck, in);
+    case IR_FAM_DYNAMIC_UPDATE_SLICE:
+        return check_dynamic_update_slice(ck, in);
+    case IR_FAM_REDUCE:
+        return check_reduce(ck, in);
+    case IR_FAM_REDUCE_WINDOW:
+        return check_reduce_window(ck, in);
+    case IR_FAM_DOT:
+        return check_dot(ck, in);
+    case IR_FAM_CONVOLUTION:
+        return check_convolution(ck, in);
+    case IR_FAM_GATHER:
+        return check_gather(ck, in);
+    case IR_FAM_SCATTER:
+        return check_scatter(ck, in);
+    case IR_FAM_IOTA:
+        return check_iota(ck, in);
+    case IR_FAM_TUPLE:
+        return check_tuple(ck, in);
+    case IR_FAM_GET_TUPLE_ELEMENT:
+        return check_gte(ck, in);
+    case IR_FAM_WHILE:
+        return check_while(ck, in);
+    case IR_FAM_CONDITIONAL:
+        return check_conditional(ck, in);
+    case IR_FAM_CALL:
+        return check_call(ck, in);
+    case IR_FAM_ALL_REDUCE:
+    case IR_FAM_COLLECTIVE:
+    case IR_FAM_COLLECTIVE_PERMUTE:
+        return check_collective(ck, in);
+    case IR_FAM_PARAMETER:
+    case IR_FAM_CONSTANT:
+    case IR_FAM_PARTITION_ID:
+    case IR_FAM_OPT_BARRIER:
+    case IR_FAM_REVERSE:
+    case IR_FAM_SELECT_AND_SCATTER:
+    case IR_FAM_SORT:
+    case IR_FAM_CHOLESKY:
+    case IR_FAM_TRIANGULAR_SOLVE:
+    case IR_FAM_CUSTOM_CALL:
+    case IR_FAM_SIDE_EFFECT:
+    case IR_FAM_RNG:
+    case IR_FAM_OTHER:
+        return SL_OK;
+    }
+    return SL_OK;
+}
+
+/* ---- structure ------------------------------------------------------------------------------- */
+
+/* Every computation an instruction names must be in the module, listed before the caller. */
+static SlStatus
+check_callees(Ck *ck, const IrInstr *in, uint64_t caller_pos)
+{
+    for (uint32_t k = 0; k < in->n_attrs; k++) {
+        const IrAttr *a = &in->attrs[k];
+        IrAttrKind kind = ir_attr_kind(a->key);
+        if (kind != IR_AK_COMP && kind != IR_AK_COMPS)
+            continue;
+        uint32_t n = kind == IR_AK_COMP ? 1 : a->u.comps.n;
+        for (uint32_t j = 0; j < n; j++) {
+            const IrComputation *c = kind == IR_AK_COMP ? a->u.comp : a->u.comps.v[j];
+            uint64_t pos = 0;
+            if (!c || !sl_map_get(&ck->comp_pos, SL_MAP_KEY(c), &pos))
+                return bad(ck, in, "%s= names a computation that is not in the module",
+                           ir_attr_name(a->key));
+            if (pos >= caller_pos)
+                return bad(ck, in, "called computation %%%s must be defined before %%%s",
+                           sl_sym_cstr(c->name), sl_sym_cstr(in->parent->name));
+        }
+    }
+    return SL_OK;
+}
+
+static SlStatus
+check_operands_defined(Ck *ck, const IrComputation *c, const IrInstr *in)
+{
+    for (uint32_t k = 0; k < in->n_operands; k++) {
+        const IrInstr *o = in->operands[k];
+        if (!o)
+            return bad(ck, in, "operand %u is missing", k);
+        if (o->parent != c || !sl_map_get(&ck->seen, SL_MAP_KEY(o), NULL))
+            return bad(ck, in, "operand %u (%%%s) is not defined earlier in %%%s", k,
+                       sl_sym_cstr(o->name), sl_sym_cstr(c->name));
+    }
+    return SL_OK;
+}
+
+/* Parameter numbers are exactly 0..n-1, each once. */
+static SlStatus
+check_params(Ck *ck, const IrComputation *c)
+{
+    uint32_t n = ir_computation_param_count(c);
+    bool *used = n ? SL_NEW_ARRAY(&ck->scratch, bool, n) : NULL;
+    if (n && !used)
+        return sl_fail(ck->err, SL_ERR_NOMEM, instr_loc(ck, NULL), "out of memory");
+    for (uint32_t i = 0; i < c->n_instrs; i++) {
+        const IrInstr *p = c->instrs[i];
+        if (p->op != IR_OP_PARAMETER)
+            continue;
+        if (p->parameter_number < 0 || p->parameter_number >= (int64_t)n)
+            return bad(ck, p, "parameter number %lld out of range: %%%s has %u parameters",
+                       (long long)p->parameter_number, sl_sym_cstr(c->name), n);
+        if (used[p->parameter_number])
+            return bad(ck, p, "parameter number %lld used twice", (long long)p->parameter_number);
+        used[p->parameter_number] = true;
+    }
+    return SL_OK;
+}
+
+static SlStatus
+check_computation(Ck *ck, const IrComputation *c, uint64_t pos)
+{
+    if (c->n_instrs == 0 || !c->root || c->root->parent != c) {
+        SlSrcLoc loc = instr_loc(ck, c->n_instrs ? c->instrs[0] : NULL);
+        return sl_fail(ck->err, SL_ERR_INVALID, loc, "computation %%%s has no root instruction",
+                       sl_sym_cstr(c->name));
+    }
+    SlStatus st = check_params(ck, c);
+    for (uint32_t i = 0; i < c->n_instrs && !st; i++) {
+        const IrInstr *in = c->instrs[i];
+        if (in->parent != c)
+            return sl_fail(ck->err, SL_ERR_INTERNAL, instr_loc(ck, in),
+                           "instruction %%%s is listed in %%%s but belongs elsewhere",
+                           sl_sym_cstr(in->name), sl_sym_cstr(c->name));
+        if ((st = check_operands_defined(ck, c, in)) || (st = check_callees(ck, in, pos)) ||
+            (st = check_shape_rules(ck, in)))
+            return st;
+        if (!sl_map_put(&ck->seen, SL_MAP_KEY(in), 1))
+            return nomem(ck, in);
+    }
+    return st;
+}
+
+SlStatus
+ir_module_check(const IrModule *m, const char *path, SlError *err)
+{
+    Ck ck = {.m = m, .path = path, .err = err};
+    sl_arena_init(&ck.scratch);
+    sl_map_init(&ck.comp_pos);
+    sl_map_init(&ck.seen);
+    SlStatus st = SL_OK;
+    SlSrcLoc nowhere = {path, 0, 0};
+    uint32_t n_entry = 0;
+    for (uint32_t i = 0; i < m->n_comps && !st; i++) {
+        n_entry += m->comps[i]->is_entry;
+        if (!sl_map_put(&ck.comp_pos, SL_MAP_KEY(m->comps[i]), (uint64_t)i + 1))
+            st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+    }
+    if (!st && (!m->entry || n_entry != 1))
+        st = sl_fail(err, SL_ERR_INVALID, nowhere,
+                     "module %s must have exactly one ENTRY computation (has %u)",
+                     sl_sym_cstr(m->name), n_entry);
+    for (uint32_t i = 0; i < m->n_comps && !st; i++) {
+        st = check_computation(&ck, m->comps[i], (uint64_t)i + 1);
+        if (!st && sl_arena_failed(&ck.scratch))
+            st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory checking module");
+    }
+    sl_map_fini(&ck.seen);
+    sl_map_fini(&ck.comp_pos);
+    sl_arena_fini(&ck.scratch);
+    return st;
+}

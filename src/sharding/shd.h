@@ -32,18 +32,27 @@ typedef struct ShdSharding {
     const struct ShdSharding **leaves;
     int shard_group_kind;   /* 0 none, 1 shard_as, 2 shard_like */
     int64_t shard_group_id;
-    SlStr metadata;         /* verbatim " metadata={...}" payload text, reprinted; may be empty */
+    SlStr metadata;         /* verbatim "{...}" text after " metadata=", reprinted; may be empty */
+    const int64_t *dev_pos; /* TILED, private: device id -> position in `devices` (-1: absent),
+                               n_dev_pos entries; NULL when ids are sparse (linear search) */
+    int64_t n_dev_pos;
 } ShdSharding;
 
 /* ---- text ---- */
 /* Parses the text after `sharding=` (a balanced "{...}"); `loc` is where `text` starts, so
  * errors point into the source file. */
 SlStatus shd_parse(SlArena *a, SlStr text, SlSrcLoc loc, const ShdSharding **out, SlError *err);
-void shd_print(const ShdSharding *s, SlBuf *out); /* canonical XLA text, braces included */
+/* Like shd_parse, but stops after the closing '}' and reports the bytes used in `consumed`. */
+SlStatus shd_parse_prefix(SlArena *a, SlStr text, SlSrcLoc loc, const ShdSharding **out,
+                          size_t *consumed, SlError *err);
+/* Canonical XLA text, braces included. Named (V3) input is printed in the tiled form. */
+void shd_print(const ShdSharding *s, SlBuf *out);
 
 /* ---- constructors ---- */
 const ShdSharding *shd_replicated(SlArena *a);
 const ShdSharding *shd_manual(SlArena *a);
+const ShdSharding *shd_unknown(SlArena *a);
+const ShdSharding *shd_unreduced(SlArena *a);
 const ShdSharding *shd_maximal(SlArena *a, int64_t device);
 /* Tiled from dims and a row-major device array (copied); subgroup types may be NULL. Recovers
  * an iota description when the array is one, and applies XLA's normalization (A.4). */
@@ -130,6 +139,7 @@ typedef struct ShdGrouped {
     int64_t *group_dims;            /* tile dims that define the groups */
     int64_t *group_dim_sizes;
     const ShdSharding *inner;       /* over in-group indices 0..group_size-1 */
+    uint32_t data_rank;             /* data rank of the ungrouped sharding */
 } ShdGrouped;
 
 /* shards_per_dim may be NULL (= all shards of each dim form groups). */

@@ -1,2 +1,380 @@
-/* placeholder until its module lands */
-typedef int sl_placeholder_driver;
+/* driver.c - spmd_partition: builds the output module, visits computations reachable from
+ * ENTRY (called computations in the context of their caller, D.17), dispatches every
+ * instruction to its handler by IrOpFamily, reshards roots, and checks the result.
+ * Owns: the dispatch table, the value map, default shardings (gspmd.md §0), error reporting.
+ * Does not own: what a handler emits. Invariant: visits follow IR order (deterministic). */
+#include "spmd/spmd_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- dispatch ---- */
+
+/* One entry per family. The dot engine plugs in here: replace spmd_handle_default on the
+ * DOT/CONVOLUTION/GATHER/SCATTER/REDUCE_WINDOW/SELECT_AND_SCATTER rows with its handlers. */
+static const SpmdHandler k_handlers[] = {
+    [IR_FAM_PARAMETER] = spmd_handle_parameter,
+    [IR_FAM_CONSTANT] = spmd_handle_constant,
+    [IR_FAM_IOTA] = spmd_handle_iota,
+    [IR_FAM_PARTITION_ID] = spmd_handle_partition_id,
+    [IR_FAM_ELEMENTWISE] = spmd_handle_elementwise,
+    [IR_FAM_BITCAST_CONVERT] = spmd_handle_bitcast_convert,
+    [IR_FAM_OPT_BARRIER] = spmd_handle_elementwise,
+    [IR_FAM_BROADCAST] = spmd_handle_broadcast,
+    [IR_FAM_RESHAPE] = spmd_handle_reshape,
+    [IR_FAM_TRANSPOSE] = spmd_handle_transpose,
+    [IR_FAM_SLICE] = spmd_handle_slice,
+    [IR_FAM_CONCATENATE] = spmd_handle_concatenate,
+    [IR_FAM_PAD] = spmd_handle_pad,
+    [IR_FAM_DYNAMIC_SLICE] = spmd_handle_dynamic_slice,
+    [IR_FAM_DYNAMIC_UPDATE_SLICE] = spmd_handle_dynamic_update_slice,
+    [IR_FAM_REVERSE] = spmd_handle_reverse,
+    [IR_FAM_REDUCE] = spmd_handle_reduce,
+    [IR_FAM_REDUCE_WINDOW] = spmd_handle_default,      /* dot engine: reduce-window */
+    [IR_FAM_SELECT_AND_SCATTER] = spmd_handle_default, /* dot engine: select-and-scatter */
+    [IR_FAM_SORT] = spmd_handle_sort,
+    [IR_FAM_DOT] = spmd_handle_default,         /* dot engine: spmd_handle_dot */
+    [IR_FAM_CONVOLUTION] = spmd_handle_default, /* dot engine: spmd_handle_conv */
+    [IR_FAM_GATHER] = spmd_handle_default,      /* dot engine: spmd_handle_gather */
+    [IR_FAM_SCATTER] = spmd_handle_default,     /* dot engine: spmd_handle_scatter */
+    [IR_FAM_CHOLESKY] = spmd_handle_cholesky,
+    [IR_FAM_TRIANGULAR_SOLVE] = spmd_handle_cholesky,
+    [IR_FAM_TUPLE] = spmd_handle_tuple,
+    [IR_FAM_GET_TUPLE_ELEMENT] = spmd_handle_gte,
+    [IR_FAM_WHILE] = spmd_handle_while,
+    [IR_FAM_CONDITIONAL] = spmd_handle_conditional,
+    [IR_FAM_CALL] = spmd_handle_call,
+    [IR_FAM_CUSTOM_CALL] = spmd_handle_custom_call,
+    [IR_FAM_ALL_REDUCE] = spmd_handle_all_reduce,
+    [IR_FAM_COLLECTIVE] = NULL,
+    [IR_FAM_COLLECTIVE_PERMUTE] = spmd_handle_collective_permute,
+    [IR_FAM_SIDE_EFFECT] = NULL,
+    [IR_FAM_RNG] = spmd_handle_rng,
+    [IR_FAM_OTHER] = NULL,
+};
+
+SpmdHandler
+spmd_handler_for(IrOpFamily fam)
+{
+    return (unsigned)fam < SL_COUNTOF(k_handlers) ? k_handlers[fam] : NULL;
+}
+
+/* ---- values ---- */
+
+void
+spmd_set_result(SpmdCtx *cx, const IrInstr *src, const SpmdValue *v)
+{
+    SpmdValue *p = SL_NEW(cx->arena, SpmdValue);
+    if (!p)
+        return;
+    *p = *v;
+    sl_map_put(&cx->values, SL_MAP_KEY(src), SL_MAP_KEY(p));
+}
+
+const SpmdValue *
+spmd_get_value(const SpmdCtx *cx, const IrInstr *src)
+{
+    uint64_t v = 0;
+    return sl_map_get(&cx->values, SL_MAP_KEY(src), &v) ? (const SpmdValue *)(uintptr_t)v : NULL;
+}
+
+const ShdSharding *
+spmd_sharding_of(SpmdCtx *cx, const IrInstr *src)
+{
+    const ShdSharding *s = ir_instr_sharding(src);
+    if (s && s->kind != SHD_UNKNOWN)
+        return s;
+    if (src->op == IR_OP_RNG)
+        return shd_maximal(cx->arena, 0);
+    return shd_replicated(cx->arena);
+}
+
+IrShape
+spmd_local_shape(SpmdCtx *cx, const IrShape *base, const ShdSharding *s)
+{
+    if (!s || (!shd_is_tiled(s) && s->kind != SHD_TUPLE))
+        return ir_shape_clone(cx->arena, base);
+    return shd_tile_shape(cx->arena, base, s);
+}
+
+SpmdValue
+spmd_value(SpmdCtx *cx, IrInstr *hlo, const IrShape *base, const ShdSharding *s)
+{
+    SpmdValue v = {hlo, base, s, cx->state};
+    return v;
+}
+
+/* ---- errors ---- */
+
+static SlSrcLoc
+loc_of(const SpmdCtx *cx)
+{
+    SlSrcLoc l = {NULL, 0, 0};
+    if (cx->visiting) {
+        l.line = cx->visiting->src_line;
+        l.col = cx->visiting->src_col;
+    }
+    return l;
+}
+
+SlStatus
+spmd_nomem(SpmdCtx *cx, SlError *err)
+{
+    return sl_fail(err, SL_ERR_NOMEM, loc_of(cx), "out of memory while partitioning %s",
+                   cx->visiting ? sl_sym_cstr(cx->visiting->name) : "the module");
+}
+
+SlStatus
+spmd_fail(SpmdCtx *cx, SlError *err, SlStatus st, const char *fmt, ...)
+{
+    char msg[SL_ERROR_MSG_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return sl_fail(err, st, loc_of(cx), "%%%s (%s): %s",
+                   cx->visiting ? sl_sym_cstr(cx->visiting->name) : "?",
+                   cx->visiting ? ir_op_name(cx->visiting->op) : "module", msg);
+}
+
+void
+spmd_warn(SpmdCtx *cx, const char *message)
+{
+    if (cx->trace->ops->warning)
+        cx->trace->ops->warning(cx->trace, cx->visiting, message);
+}
+
+/* ---- visiting ---- */
+
+static SlStatus
+visit(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    SpmdHandler h = spmd_handler_for(ir_op_family(hlo->op));
+    if (!h) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "no handler for %s: partitioned as replicated",
+                 ir_op_name(hlo->op));
+        spmd_warn(cx, msg);
+        h = spmd_handle_default;
+    }
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    if (!s)
+        return spmd_nomem(cx, err);
+    SlStatus st = h(cx, hlo, err);
+    if (st == SL_OK && !spmd_get_value(cx, hlo))
+        return spmd_fail(cx, err, SL_ERR_INTERNAL, "handler produced no value");
+    return st;
+}
+
+SlStatus
+spmd_partition_computation(SpmdCtx *cx, const IrComputation *c,
+                           const ShdSharding *const *param_shardings, uint32_t n_params,
+                           const ShdSharding *root_sharding, IrComputation **out, SlError *err)
+{
+    if (cx->depth > 64)
+        return spmd_fail(cx, err, SL_ERR_UNSUPPORTED, "computations nested too deeply");
+    IrComputation *saved_comp = cx->comp;
+    const IrInstr *saved_visiting = cx->visiting;
+    const ShdSharding *const *saved_ps = cx->param_shardings;
+    uint32_t saved_nps = cx->n_param_shardings;
+    IrComputation *oc = ir_computation_new(cx->out, c->name);
+    if (!oc)
+        return spmd_nomem(cx, err);
+    oc->execution_thread = c->execution_thread;
+    sl_map_put(&cx->comp_map, SL_MAP_KEY(c), SL_MAP_KEY(oc));
+    cx->comp = oc;
+    cx->param_shardings = param_shardings;
+    cx->n_param_shardings = n_params;
+    cx->depth++;
+    SlStatus st = SL_OK;
+    for (uint32_t k = 0; k < c->n_instrs && st == SL_OK; k++) {
+        const IrInstr *hlo = c->instrs[k];
+        cx->visiting = hlo;
+        st = visit(cx, hlo, err);
+        if (st == SL_OK && sl_arena_failed(cx->arena))
+            st = spmd_nomem(cx, err);
+    }
+    const IrInstr *root = c->root ? c->root : (c->n_instrs ? c->instrs[c->n_instrs - 1] : NULL);
+    if (st == SL_OK && root) {
+        cx->visiting = root;
+        const SpmdValue *rv = spmd_get_value(cx, root);
+        SpmdValue r;
+        st = rv ? spmd_reshard(cx, rv, root_sharding ? root_sharding : spmd_sharding_of(cx, root),
+                               NULL, &r, err)
+                : spmd_fail(cx, err, SL_ERR_INTERNAL, "root not partitioned");
+        if (st == SL_OK)
+            oc->root = r.hlo;
+    }
+    cx->depth--;
+    cx->comp = saved_comp;
+    cx->visiting = saved_visiting;
+    cx->param_shardings = saved_ps;
+    cx->n_param_shardings = saved_nps;
+    if (st != SL_OK)
+        return st;
+    if (ir_module_add_computation(cx->out, oc) != SL_OK)
+        return spmd_nomem(cx, err);
+    *out = oc;
+    return SL_OK;
+}
+
+/* ---- module-level steps ---- */
+
+static int64_t
+max_channel_id(const IrModule *m)
+{
+    int64_t mx = 0, v = 0;
+    for (uint32_t c = 0; c < m->n_comps; c++)
+        for (uint32_t i = 0; i < m->comps[c]->n_instrs; i++)
+            if (ir_instr_int_attr(m->comps[c]->instrs[i], IR_ATTR_CHANNEL_ID, &v) && v > mx)
+                mx = v;
+    return mx;
+}
+
+static void
+reserve_names(const IrModule *in, IrModule *out)
+{
+    for (uint32_t c = 0; c < in->n_comps; c++) {
+        ir_module_reserve_name(out, in->comps[c]->name);
+        for (uint32_t i = 0; i < in->comps[c]->n_instrs; i++)
+            ir_module_reserve_name(out, in->comps[c]->instrs[i]->name);
+    }
+}
+
+/* entry_computation_layout={(p0, p1)->root} with local shapes. */
+static SlStatus
+rewrite_layout(SpmdCtx *cx, const IrComputation *oc)
+{
+    if (!ir_module_find_header(cx->in, "entry_computation_layout"))
+        return SL_OK;
+    SlBuf b;
+    sl_buf_init(&b);
+    sl_buf_puts(&b, "{(");
+    uint32_t np = ir_computation_param_count(oc);
+    for (uint32_t k = 0; k < np; k++) {
+        const IrInstr *p = ir_computation_param(oc, k);
+        if (k)
+            sl_buf_puts(&b, ", ");
+        if (p)
+            ir_shape_print(&p->shape, true, &b);
+    }
+    sl_buf_puts(&b, ")->");
+    if (oc->root)
+        ir_shape_print(&oc->root->shape, true, &b);
+    sl_buf_putc(&b, '}');
+    SlStatus st = b.failed ? SL_ERR_NOMEM
+                           : ir_module_set_header(cx->out, "entry_computation_layout", sl_buf_str(&b));
+    sl_buf_fini(&b);
+    return st;
+}
+
+/* Every operand precedes its user in the same computation. */
+static SlStatus
+verify_order(const IrModule *m, SlError *err)
+{
+    SlMap seen;
+    sl_map_init(&seen);
+    SlStatus st = SL_OK;
+    for (uint32_t c = 0; c < m->n_comps && st == SL_OK; c++) {
+        const IrComputation *comp = m->comps[c];
+        for (uint32_t i = 0; i < comp->n_instrs && st == SL_OK; i++) {
+            const IrInstr *ins = comp->instrs[i];
+            uint64_t v;
+            for (uint32_t o = 0; o < ins->n_operands; o++)
+                if (!sl_map_get(&seen, SL_MAP_KEY(ins->operands[o]), &v)) {
+                    SlSrcLoc l = {NULL, 0, 0};
+                    st = sl_fail(err, SL_ERR_INTERNAL, l,
+                                 "partitioned %%%s uses %%%s before it is defined in %s",
+                                 sl_sym_cstr(ins->name), sl_sym_cstr(ins->operands[o]->name),
+                                 sl_sym_cstr(comp->name));
+                    break;
+                }
+            sl_map_put(&seen, SL_MAP_KEY(ins), 1);
+        }
+        if (st == SL_OK && comp->n_instrs && !comp->root)
+            st = sl_fail(err, SL_ERR_INTERNAL, (SlSrcLoc){NULL, 0, 0}, "%s has no root",
+                         sl_sym_cstr(comp->name));
+    }
+    sl_map_fini(&seen);
+    return st;
+}
+
+static void
+ctx_fini(SpmdCtx *cx)
+{
+    sl_arena_fini(&cx->scratch);
+    sl_map_fini(&cx->values);
+    sl_map_fini(&cx->comp_map);
+    sl_map_fini(&cx->reshard_cache);
+    sl_map_fini(&cx->bcast_dims);
+}
+
+SlStatus
+spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink, SlArena *out_arena,
+               IrModule **out, SlError *err)
+{
+    *out = NULL;
+    SpmdOptions defaults;
+    if (!opts) {
+        spmd_options_init(&defaults);
+        opts = &defaults;
+    }
+    if (!in->entry)
+        return sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){NULL, 0, 0}, "module has no ENTRY");
+    SpmdCtx cx;
+    memset(&cx, 0, sizeof(cx));
+    cx.in = in;
+    cx.arena = out_arena;
+    sl_arena_init(&cx.scratch);
+    cx.opts = opts;
+    cx.trace = sink ? sink : trace_null_sink();
+    cx.num_partitions = opts->num_partitions > 0 ? opts->num_partitions
+                                                  : ir_module_num_partitions(in);
+    if (cx.num_partitions < 1)
+        cx.num_partitions = 1;
+    cx.next_channel_id = max_channel_id(in) + 1;
+    cx.root_state.num_partitions = cx.num_partitions;
+    cx.root_state.group_size = cx.num_partitions;
+    cx.root_state.memo = &cx.root_memo;
+    cx.state = &cx.root_state;
+    sl_map_init(&cx.values);
+    sl_map_init(&cx.comp_map);
+    sl_map_init(&cx.reshard_cache);
+    sl_map_init(&cx.bcast_dims);
+    cx.out = ir_module_new(out_arena, in->names, in->name);
+    if (!cx.out) {
+        ctx_fini(&cx);
+        return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){NULL, 0, 0}, "out of memory");
+    }
+    SlStatus st = SL_OK;
+    for (uint32_t k = 0; k < in->n_header && st == SL_OK; k++)
+        st = ir_module_set_header(cx.out, sl_sym_cstr(in->header[k].key), in->header[k].value);
+    if (st == SL_OK && opts->num_partitions > 0) {
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%lld", (long long)cx.num_partitions);
+        st = ir_module_set_header(cx.out, "num_partitions", sl_str(buf));
+    }
+    reserve_names(in, cx.out);
+    IrComputation *entry = NULL;
+    if (st == SL_OK)
+        st = spmd_partition_computation(&cx, in->entry, NULL, 0, NULL, &entry, err);
+    if (st == SL_OK) {
+        entry->is_entry = true;
+        cx.out->entry = entry;
+        st = rewrite_layout(&cx, entry);
+    }
+    if (st == SL_OK && sl_arena_failed(out_arena))
+        st = sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){NULL, 0, 0}, "out of memory");
+    if (st == SL_OK)
+        st = verify_order(cx.out, err);
+    ctx_fini(&cx);
+    if (st != SL_OK) {
+        if (err->status == SL_OK)
+            sl_fail(err, st, (SlSrcLoc){NULL, 0, 0}, "partitioning failed");
+        ir_module_fini(cx.out);
+        return st;
+    }
+    *out = cx.out;
+    return SL_OK;
+}

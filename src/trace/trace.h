@@ -72,4 +72,20 @@ struct TraceSink {
 /* A sink that drops everything; stands in when tracing is off, so callers never test NULL. */
 TraceSink *trace_null_sink(void);
 
+/* A sink that counts events and keeps one line of text per event, for tests and debugging:
+ *   emit OUT <- SOURCE
+ *   decision SOURCE HANDLER STRATEGY [alts=A,B]
+ *   reshard #SEQ REQUESTER VALUE FROM -> TO METHOD RESULT
+ *   collective OUT SOURCE cause=CAUSE reshard=SEQ
+ *   windowed-loop DOT LOOP VARIANT ITERATIONS BYTES
+ *   warning SOURCE MESSAGE
+ * Names print as "-" when absent. */
+typedef struct TraceMemSink {
+    TraceSink sink; /* pass &m->sink to the partitioner */
+    uint32_t n_emits, n_decisions, n_reshards, n_collectives, n_windowed_loops, n_warnings;
+    SlBuf log;
+} TraceMemSink;
+void trace_mem_sink_init(TraceMemSink *m);
+void trace_mem_sink_fini(TraceMemSink *m);
+
 #endif

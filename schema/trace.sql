@@ -1,0 +1,211 @@
+-- trace.sql - the trace database: what one or more partitioner runs did, in plain tables.
+-- The only copy of the schema: tools/embed_sql.py embeds it into the binary at build time, and
+-- the version below is the one the code checks (PRAGMA user_version). Bump it on any change
+-- that an older reader could misread.
+--
+-- Conventions: every row belongs to a run (run_id); ids are INTEGER PRIMARY KEYs assigned by
+-- SQLite; instructions are referenced by instr.id. Byte counts are exact (sub-byte types count
+-- packed, so a value may be fractional) and stored as REAL. A trip count of NULL means
+-- "unknown", never 1 by guess.
+PRAGMA user_version = 1;
+
+-- One partitioner invocation. created_at and duration_ms come from the caller's clock.
+CREATE TABLE run (
+    id             INTEGER PRIMARY KEY,
+    module         TEXT    NOT NULL,   -- HloModule name
+    input_hash     TEXT    NOT NULL,   -- 16 hex digits over the input text
+    num_partitions INTEGER NOT NULL,
+    tool_version   TEXT    NOT NULL,
+    created_at     TEXT    NOT NULL,   -- ISO 8601
+    duration_ms    REAL                -- NULL when not measured
+);
+
+-- Partitioner options of a run, one row per option (SpmdPartitionerOptions names).
+CREATE TABLE run_option (
+    run_id INTEGER NOT NULL REFERENCES run(id),
+    key    TEXT    NOT NULL,
+    value  TEXT    NOT NULL,
+    PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
+
+-- Instructions of the input ('before') and of the partitioned output ('after').
+CREATE TABLE instr (
+    id           INTEGER PRIMARY KEY,
+    run_id       INTEGER NOT NULL REFERENCES run(id),
+    phase        TEXT    NOT NULL CHECK (phase IN ('before', 'after')),
+    ir_id        INTEGER NOT NULL,     -- IrInstr.id: creation order within its module
+    computation  TEXT    NOT NULL,
+    is_root      INTEGER NOT NULL,     -- 1 for the root of its computation
+    name         TEXT    NOT NULL,     -- unique within (run_id, phase)
+    opcode       TEXT    NOT NULL,
+    shape        TEXT    NOT NULL,     -- HLO text without layout, e.g. f32[8,16]
+    sharding     TEXT,                 -- HLO text incl. braces; NULL when none
+    size_bytes   INTEGER NOT NULL,     -- ir_shape_byte_size (sub-byte types as whole bytes)
+    op_name      TEXT,                 -- metadata={op_name=...}
+    source_file  TEXT,
+    source_line  INTEGER,
+    derived_from INTEGER REFERENCES instr(id)  -- 'after' rows: the 'before' instruction
+);
+CREATE INDEX instr_by_name ON instr(run_id, phase, name);
+
+-- Operand edges of both phases: operand `operand` is input number `operand_index` of `user`.
+CREATE TABLE edge (
+    run_id        INTEGER NOT NULL REFERENCES run(id),
+    phase         TEXT    NOT NULL CHECK (phase IN ('before', 'after')),
+    user          INTEGER NOT NULL REFERENCES instr(id),
+    operand_index INTEGER NOT NULL,
+    operand       INTEGER NOT NULL REFERENCES instr(id),
+    PRIMARY KEY (user, operand_index)
+) WITHOUT ROWID;
+
+-- A handler's choice for a source instruction, in the order the partitioner made them.
+CREATE TABLE decision (
+    id       INTEGER PRIMARY KEY,
+    run_id   INTEGER NOT NULL REFERENCES run(id),
+    seq      INTEGER NOT NULL,         -- 1-based order within the run
+    instr    INTEGER REFERENCES instr(id),  -- the 'before' instruction
+    handler  TEXT    NOT NULL,
+    strategy TEXT    NOT NULL,
+    reason   TEXT
+);
+CREATE INDEX decision_by_run ON decision(run_id);
+
+-- Strategies considered and not taken.
+CREATE TABLE decision_alt (
+    decision_id INTEGER NOT NULL REFERENCES decision(id),
+    idx         INTEGER NOT NULL,
+    strategy    TEXT    NOT NULL,
+    PRIMARY KEY (decision_id, idx)
+) WITHOUT ROWID;
+
+-- The numbers (or strings) the decision compared, e.g. ('lhs_bytes', 4096, NULL).
+CREATE TABLE decision_number (
+    decision_id INTEGER NOT NULL REFERENCES decision(id),
+    idx         INTEGER NOT NULL,
+    key         TEXT    NOT NULL,
+    num         REAL,                  -- NULL when the value is a string
+    str         TEXT,
+    PRIMARY KEY (decision_id, idx)
+) WITHOUT ROWID;
+
+-- One PartitionedHlo::Reshard call.
+CREATE TABLE reshard (
+    id            INTEGER PRIMARY KEY,
+    run_id        INTEGER NOT NULL REFERENCES run(id),
+    seq           INTEGER NOT NULL,    -- 1-based, as the partitioner numbered it
+    requester     INTEGER REFERENCES instr(id),  -- 'before': whose handler asked
+    value         INTEGER REFERENCES instr(id),  -- 'after': the local value resharded
+    value_name    TEXT    NOT NULL,
+    from_sharding TEXT    NOT NULL,
+    to_sharding   TEXT    NOT NULL,
+    method        TEXT    NOT NULL,    -- all-gather, all-to-all, collective-permute, cache-hit...
+    result        INTEGER REFERENCES instr(id),  -- 'after': NULL when not in the output
+    result_name   TEXT
+);
+CREATE INDEX reshard_by_run ON reshard(run_id, seq);
+
+-- Every collective instruction of the output module, with what caused it.
+-- bytes is S of the cost model: the full buffer (all-gather: the gathered output; reduce-scatter,
+-- all-reduce, all-to-all, collective-permute: the operand).
+CREATE TABLE collective (
+    id          INTEGER PRIMARY KEY,
+    run_id      INTEGER NOT NULL REFERENCES run(id),
+    instr       INTEGER NOT NULL REFERENCES instr(id),  -- 'after'
+    kind        TEXT    NOT NULL,      -- all-gather, reduce-scatter, all-reduce, all-to-all,
+                                       -- collective-permute, collective-broadcast
+    channel_id  INTEGER,               -- NULL when absent
+    group_size  INTEGER NOT NULL,      -- devices per group (collective-permute: 2, a pair)
+    n_groups    INTEGER NOT NULL,      -- groups (collective-permute: source-target pairs)
+    shape       TEXT    NOT NULL,
+    bytes       REAL    NOT NULL,      -- S, exact
+    trip_count  INTEGER,               -- executions per run of the module; NULL = unknown
+    source      INTEGER REFERENCES instr(id),  -- 'before': the instruction it derives from
+    cause       TEXT,                  -- reshard, dot, reduce, windowed-einsum, input, ...
+    reshard_id  INTEGER REFERENCES reshard(id),
+    decision_id INTEGER REFERENCES decision(id)
+);
+CREATE INDEX collective_by_run ON collective(run_id);
+
+-- Device groups: one row per (collective, group, position). collective-permute: one group per
+-- source-target pair, position 0 the source and position 1 the target.
+CREATE TABLE collective_group (
+    collective_id INTEGER NOT NULL REFERENCES collective(id),
+    group_idx     INTEGER NOT NULL,
+    position      INTEGER NOT NULL,
+    device        INTEGER NOT NULL,
+    PRIMARY KEY (collective_id, group_idx, position)
+) WITHOUT ROWID;
+
+-- A windowed-einsum loop: the source dot and the while that replaced its collective.
+CREATE TABLE windowed_loop (
+    id                  INTEGER PRIMARY KEY,
+    run_id              INTEGER NOT NULL REFERENCES run(id),
+    dot                 INTEGER REFERENCES instr(id),  -- 'before'
+    loop                INTEGER REFERENCES instr(id),  -- 'after'; NULL when not in the output
+    loop_name           TEXT    NOT NULL,
+    variant             TEXT    NOT NULL,  -- all-gather, reduce-scatter, bidirectional, ...
+    iterations          INTEGER NOT NULL,
+    bytes_per_iteration INTEGER NOT NULL   -- bytes each device permutes per iteration
+);
+CREATE INDEX windowed_loop_by_run ON windowed_loop(run_id);
+
+-- Partitioner warnings (e.g. an opcode without a handler, partitioned as replicated).
+CREATE TABLE warning (
+    id      INTEGER PRIMARY KEY,
+    run_id  INTEGER NOT NULL REFERENCES run(id),
+    instr   INTEGER REFERENCES instr(id),  -- 'before'; NULL when not about one instruction
+    message TEXT    NOT NULL
+);
+CREATE INDEX warning_by_run ON warning(run_id);
+
+-- Ring model (nccl-tests conventions), per device and per execution, g = group size:
+-- all-gather, reduce-scatter, all-to-all, collective-broadcast (g-1)/g*S each way;
+-- all-reduce 2(g-1)/g*S; collective-permute S sent by the source, S received by the target
+-- (nothing for a pair from a device to itself).
+CREATE VIEW collective_device AS
+SELECT c.run_id, c.id AS collective_id, c.kind, g.device, c.trip_count,
+       CASE WHEN c.kind = 'collective-permute'
+            THEN (CASE WHEN g.position = 0 AND g.device <> o.device THEN c.bytes ELSE 0 END)
+            WHEN c.kind = 'all-reduce' THEN 2.0 * (c.group_size - 1) * c.bytes / c.group_size
+            ELSE 1.0 * (c.group_size - 1) * c.bytes / c.group_size END AS send_bytes,
+       CASE WHEN c.kind = 'collective-permute'
+            THEN (CASE WHEN g.position = 1 AND g.device <> o.device THEN c.bytes ELSE 0 END)
+            WHEN c.kind = 'all-reduce' THEN 2.0 * (c.group_size - 1) * c.bytes / c.group_size
+            ELSE 1.0 * (c.group_size - 1) * c.bytes / c.group_size END AS recv_bytes
+FROM collective c
+JOIN collective_group g ON g.collective_id = c.id
+JOIN collective_group o ON o.collective_id = c.id AND o.group_idx = g.group_idx
+                       AND o.position = (CASE WHEN c.kind = 'collective-permute'
+                                              THEN 1 - g.position ELSE g.position END);
+
+-- Per device over a run, trip counts applied; collectives with an unknown trip count are
+-- counted once and reported in unknown_trip_collectives.
+CREATE VIEW device_traffic AS
+SELECT run_id, device,
+       SUM(send_bytes * COALESCE(trip_count, 1)) AS send_bytes,
+       SUM(recv_bytes * COALESCE(trip_count, 1)) AS recv_bytes,
+       COUNT(DISTINCT collective_id) AS collectives,
+       COUNT(DISTINCT CASE WHEN trip_count IS NULL THEN collective_id END)
+           AS unknown_trip_collectives
+FROM collective_device
+GROUP BY run_id, device;
+
+-- Per collective, trip count applied: S, bytes sent summed over all devices, and the bytes
+-- the busiest device sends.
+CREATE VIEW collective_traffic AS
+SELECT c.run_id, c.id AS collective_id, c.instr, c.kind, c.source, c.trip_count,
+       c.bytes * COALESCE(c.trip_count, 1) AS full_bytes,
+       COALESCE(SUM(d.send_bytes), 0) * COALESCE(c.trip_count, 1) AS send_bytes,
+       COALESCE(MAX(d.send_bytes), 0) * COALESCE(c.trip_count, 1) AS max_device_send_bytes
+FROM collective c
+LEFT JOIN collective_device d ON d.collective_id = c.id
+GROUP BY c.run_id, c.id;
+
+-- Per source instruction and collective kind: what it caused.
+CREATE VIEW source_traffic AS
+SELECT t.run_id, t.source AS source_instr, s.name AS source, s.opcode, s.op_name, t.kind,
+       COUNT(*) AS collectives, SUM(t.full_bytes) AS full_bytes, SUM(t.send_bytes) AS send_bytes,
+       SUM(t.trip_count IS NULL) AS unknown_trip_collectives
+FROM collective_traffic t
+LEFT JOIN instr s ON s.id = t.source
+GROUP BY t.run_id, t.source, t.kind;

@@ -1,0 +1,346 @@
+/* cli_util.c - option parsing, generated help, input loading and diagnostics for every
+ * command. Owns: the CLI's only stderr formatting (`FILE:LINE:COL: error: ...` plus the source
+ * line and a caret) and the status -> exit code mapping. Does not own: what a command does. */
+#include "cli/cli_util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hlo/hlo.h"
+#include "sharding/shd.h"
+
+/* ---- option parsing -------------------------------------------------------------------- */
+
+static const CliOpt k_help_opt = {-1, 'h', "help", NULL, "show this help and exit", false};
+
+static const CliOpt *
+find_long(const CliCommand *cmd, const char *name, size_t len)
+{
+    if (len == strlen(k_help_opt.long_name) && !strncmp(name, k_help_opt.long_name, len))
+        return &k_help_opt;
+    for (uint32_t i = 0; i < cmd->n_opts; i++) {
+        const char *ln = cmd->opts[i].long_name;
+        if (ln && strlen(ln) == len && !strncmp(ln, name, len))
+            return &cmd->opts[i];
+    }
+    return NULL;
+}
+
+static const CliOpt *
+find_short(const CliCommand *cmd, char c)
+{
+    if (c == k_help_opt.short_name)
+        return &k_help_opt;
+    for (uint32_t i = 0; i < cmd->n_opts; i++)
+        if (cmd->opts[i].short_name && cmd->opts[i].short_name == c)
+            return &cmd->opts[i];
+    return NULL;
+}
+
+/* Records one option occurrence; `value` is NULL for flags. */
+static CliParse
+add_opt(const CliCommand *cmd, CliArgs *out, const CliOpt *o, const char *spelled,
+        const char *value)
+{
+    if (o == &k_help_opt)
+        return CLI_PARSE_HELP;
+    if (!o->repeatable) {
+        for (uint32_t i = 0; i < out->n_opts; i++) {
+            if (out->opts[i].opt == o) {
+                cli_usage_error(cmd, "option %s given more than once", spelled);
+                return CLI_PARSE_ERROR;
+            }
+        }
+    }
+    out->opts[out->n_opts].opt = o;
+    out->opts[out->n_opts].value = value;
+    out->n_opts++;
+    return CLI_PARSE_OK;
+}
+
+/* Handles argv[*i], an option; may consume the next word as its value. */
+static CliParse
+parse_option(const CliCommand *cmd, int argc, char **argv, int *i, CliArgs *out)
+{
+    const char *arg = argv[*i];
+    const char *inline_value = NULL;
+    const CliOpt *o;
+    if (arg[1] == '-') {
+        const char *name = arg + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        o = find_long(cmd, name, len);
+        inline_value = eq ? eq + 1 : NULL;
+    } else {
+        o = find_short(cmd, arg[1]);
+        inline_value = arg[2] ? arg + 2 : NULL;
+    }
+    if (!o) {
+        cli_usage_error(cmd, "unknown option '%s'", arg);
+        return CLI_PARSE_ERROR;
+    }
+    if (!o->value_name) {
+        if (inline_value) {
+            cli_usage_error(cmd, "option '%s' takes no value", arg);
+            return CLI_PARSE_ERROR;
+        }
+        return add_opt(cmd, out, o, arg, NULL);
+    }
+    if (!inline_value) {
+        if (*i + 1 >= argc) {
+            cli_usage_error(cmd, "option '%s' needs a value (%s)", arg, o->value_name);
+            return CLI_PARSE_ERROR;
+        }
+        inline_value = argv[++*i];
+    }
+    return add_opt(cmd, out, o, arg, inline_value);
+}
+
+CliParse
+cli_args_parse(const CliCommand *cmd, int argc, char **argv, CliArgs *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->cmd = cmd;
+    size_t n = argc > 0 ? (size_t)argc : 1;
+    out->pos = calloc(n, sizeof(*out->pos));
+    out->opts = calloc(n, sizeof(*out->opts));
+    if (!out->pos || !out->opts) {
+        fprintf(stderr, "shardlens: error: out of memory\n");
+        return CLI_PARSE_ERROR;
+    }
+    bool only_positionals = false;
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!only_positionals && strcmp(arg, "--") == 0) {
+            only_positionals = true;
+        } else if (!only_positionals && arg[0] == '-' && arg[1] != '\0') {
+            CliParse r = parse_option(cmd, argc, argv, &i, out);
+            if (r != CLI_PARSE_OK)
+                return r;
+        } else {
+            out->pos[out->n_pos++] = arg;
+        }
+    }
+    if (out->n_pos < cmd->min_pos) {
+        cli_usage_error(cmd, "missing argument (usage: shardlens %s %s)", cmd->name, cmd->usage);
+        return CLI_PARSE_ERROR;
+    }
+    if (out->n_pos > cmd->max_pos) {
+        cli_usage_error(cmd, "unexpected argument '%s'", out->pos[cmd->max_pos]);
+        return CLI_PARSE_ERROR;
+    }
+    return CLI_PARSE_OK;
+}
+
+void
+cli_args_fini(CliArgs *a)
+{
+    free(a->pos);
+    free(a->opts);
+    a->pos = NULL;
+    a->opts = NULL;
+    a->n_pos = a->n_opts = 0;
+}
+
+const char *
+cli_args_value(const CliArgs *a, int id)
+{
+    const char *v = NULL;
+    for (uint32_t i = 0; i < a->n_opts; i++)
+        if (a->opts[i].opt->id == id)
+            v = a->opts[i].value;
+    return v;
+}
+
+bool
+cli_args_has(const CliArgs *a, int id)
+{
+    for (uint32_t i = 0; i < a->n_opts; i++)
+        if (a->opts[i].opt->id == id)
+            return true;
+    return false;
+}
+
+bool
+cli_parse_count(const CliCommand *cmd, const char *opt, const char *text, int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v < 1) {
+        cli_usage_error(cmd, "%s expects a positive integer, got '%s'", opt, text);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* ---- help ---------------------------------------------------------------------------- */
+
+static void
+print_opt(const CliOpt *o, FILE *out)
+{
+    char left[64];
+    int n = 0;
+    if (o->short_name)
+        n = snprintf(left, sizeof(left), "-%c, --%s", o->short_name, o->long_name);
+    else
+        n = snprintf(left, sizeof(left), "    --%s", o->long_name);
+    if (o->value_name && n > 0 && (size_t)n < sizeof(left))
+        snprintf(left + n, sizeof(left) - (size_t)n, " %s", o->value_name);
+    fprintf(out, "  %-28s %s%s\n", left, o->help, o->repeatable ? " (repeatable)" : "");
+}
+
+void
+cli_print_command_help(const CliCommand *cmd, FILE *out)
+{
+    fprintf(out, "usage: shardlens %s %s\n\n", cmd->name, cmd->usage);
+    if (!cmd->run)
+        fprintf(out, "(not yet available in this version: running it exits with status 3)\n\n");
+    fputs(cmd->description, out);
+    fputs("\noptions:\n", out);
+    for (uint32_t i = 0; i < cmd->n_opts; i++)
+        print_opt(&cmd->opts[i], out);
+    print_opt(&k_help_opt, out);
+    if (cmd->help_extra)
+        cmd->help_extra(out);
+}
+
+int
+cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "shardlens %s: error: ", cmd->name);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'shardlens %s --help'.\n", cmd->name);
+    return CLI_EXIT_BAD_INPUT;
+}
+
+/* ---- input ------------------------------------------------------------------------------ */
+
+SlStatus
+cli_input_load(CliInput *in, const char *path, SlError *err)
+{
+    memset(in, 0, sizeof(*in));
+    in->path = path;
+    in->display = strcmp(path, "-") == 0 ? "<stdin>" : path;
+    sl_buf_init(&in->text);
+    sl_arena_init(&in->arena);
+    sl_interner_init(&in->names, &in->arena);
+    SlStatus st = sl_file_read(path, &in->text, err);
+    if (st) {
+        err->loc.path = in->display;
+        return st;
+    }
+    return hlo_parse(&in->arena, &in->names, sl_buf_str(&in->text), in->display, &in->module, err);
+}
+
+void
+cli_input_fini(CliInput *in)
+{
+    if (in->module)
+        ir_module_fini(in->module);
+    in->module = NULL;
+    sl_interner_fini(&in->names);
+    sl_arena_fini(&in->arena);
+    sl_buf_fini(&in->text);
+}
+
+/* ---- diagnostics ------------------------------------------------------------------------- */
+
+int
+cli_exit_code(SlStatus st)
+{
+    switch (st) {
+    case SL_OK:
+        return CLI_EXIT_OK;
+    case SL_ERR_PARSE:
+    case SL_ERR_INVALID:
+    case SL_ERR_IO:
+    case SL_ERR_NOMEM:
+    case SL_ERR_DB:
+        return CLI_EXIT_BAD_INPUT;
+    case SL_ERR_UNSUPPORTED:
+    case SL_ERR_INTERNAL:
+        return CLI_EXIT_UNSUPPORTED;
+    }
+    return CLI_EXIT_BAD_INPUT;
+}
+
+/* Prints line `line` (1-based) of `text` and a caret under column `col`, keeping tabs so the
+ * caret lines up. */
+static void
+print_caret(SlStr text, uint32_t line, uint32_t col)
+{
+    const char *p = text.ptr, *end = text.ptr + text.len;
+    for (uint32_t l = 1; l < line && p < end; l++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        p = nl ? nl + 1 : end;
+    }
+    if (p >= end)
+        return;
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    size_t len = eol ? (size_t)(eol - p) : (size_t)(end - p);
+    if (len && p[len - 1] == '\r')
+        len--;
+    fprintf(stderr, "%.*s\n", (int)len, p);
+    for (uint32_t c = 1; c < col && c - 1 < len; c++)
+        fputc(p[c - 1] == '\t' ? '\t' : ' ', stderr);
+    fputs("^\n", stderr);
+}
+
+int
+cli_report(const SlError *err, const CliInput *in)
+{
+    const SlSrcLoc *l = &err->loc;
+    const char *what = err->status == SL_ERR_INTERNAL ? "internal error (a shardlens bug): " : "";
+    if (l->path && l->line && l->col)
+        fprintf(stderr, "%s:%u:%u: error: %s%s\n", l->path, l->line, l->col, what, err->msg);
+    else if (l->path && l->line)
+        fprintf(stderr, "%s:%u: error: %s%s\n", l->path, l->line, what, err->msg);
+    else if (l->path)
+        fprintf(stderr, "%s: error: %s%s\n", l->path, what, err->msg);
+    else
+        fprintf(stderr, "shardlens: error: %s%s\n", what, err->msg);
+    if (in && l->path && l->line && l->col && strcmp(l->path, in->display) == 0)
+        print_caret(sl_buf_str(&in->text), l->line, l->col);
+    return cli_exit_code(err->status == SL_OK ? SL_ERR_INTERNAL : err->status);
+}
+
+int
+cli_write_output(const char *path, const SlBuf *text, const CliInput *in)
+{
+    SlError err = {0};
+    if (text->failed) {
+        SlSrcLoc nowhere = {path, 0, 0};
+        sl_fail(&err, SL_ERR_NOMEM, nowhere, "out of memory printing the module");
+        return cli_report(&err, in);
+    }
+    SlStr s = sl_buf_str(text);
+    if (sl_file_write_atomic(path ? path : "-", s.ptr, s.len, &err))
+        return cli_report(&err, in);
+    return CLI_EXIT_OK;
+}
+
+SlStatus
+cli_check_shardings(const IrModule *m, const char *path, int64_t n, SlError *err)
+{
+    for (uint32_t k = 0; k < m->n_comps; k++) {
+        const IrComputation *comp = m->comps[k];
+        for (uint32_t i = 0; i < comp->n_instrs; i++) {
+            const IrInstr *in = comp->instrs[i];
+            const ShdSharding *s = ir_instr_sharding(in);
+            SlSrcLoc loc = {path, in->src_line, in->src_col};
+            SlError inner = {0};
+            if (!s || !shd_check(s, &in->shape, n, loc, &inner))
+                continue;
+            return sl_fail(err, inner.status, inner.loc,
+                           "sharding of %%%s in %%%s does not fit %lld partitions: %s",
+                           sl_sym_cstr(in->name), sl_sym_cstr(comp->name), (long long)n, inner.msg);
+        }
+    }
+    return SL_OK;
+}

@@ -1,0 +1,110 @@
+/* cmd_check.c - `shardlens check IN.hlo [-n N]`: parse, ir_module_check, shd_check of every
+ * sharding, then one summary line. Owns: choosing the device count the shardings are checked
+ * against and the summary's wording (tests and scripts match it exactly). */
+#include "cli/cli_util.h"
+#include "sharding/shd.h"
+
+enum { OPT_NUM_PARTITIONS };
+
+static const CliOpt k_opts[] = {
+    {OPT_NUM_PARTITIONS, 'n', "num-partitions", "N",
+     "check shardings against N devices (default: the header's num_partitions=)", false},
+};
+
+/* 1 + the largest device id `s` names (0 for shardings that name none). */
+static int64_t
+devices_named(const ShdSharding *s)
+{
+    int64_t n = 0;
+    if (s->kind == SHD_MAXIMAL)
+        n = s->device + 1;
+    if (s->kind == SHD_TILED)
+        for (int64_t i = 0; i < shd_device_count(s); i++)
+            n = s->devices[i] + 1 > n ? s->devices[i] + 1 : n;
+    if (s->kind == SHD_TUPLE)
+        for (uint32_t i = 0; i < s->n_leaves; i++) {
+            int64_t k = devices_named(s->leaves[i]);
+            n = k > n ? k : n;
+        }
+    return n;
+}
+
+typedef struct Counts {
+    uint32_t instrs, sharded;
+    int64_t devices_named;
+} Counts;
+
+static void
+count_module(const IrModule *m, Counts *c)
+{
+    for (uint32_t k = 0; k < m->n_comps; k++) {
+        const IrComputation *comp = m->comps[k];
+        c->instrs += comp->n_instrs;
+        for (uint32_t i = 0; i < comp->n_instrs; i++) {
+            const ShdSharding *s = ir_instr_sharding(comp->instrs[i]);
+            if (!s)
+                continue;
+            c->sharded++;
+            int64_t d = devices_named(s);
+            c->devices_named = d > c->devices_named ? d : c->devices_named;
+        }
+    }
+}
+
+static int
+run(const CliArgs *a)
+{
+    const char *n_text = cli_args_value(a, OPT_NUM_PARTITIONS);
+    int64_t n = 0;
+    if (n_text && !cli_parse_count(a->cmd, "--num-partitions", n_text, &n))
+        return CLI_EXIT_BAD_INPUT;
+    CliInput in;
+    SlError err = {0};
+    int code = CLI_EXIT_OK;
+    if (cli_input_load(&in, a->pos[0], &err) || ir_module_check(in.module, in.display, &err)) {
+        code = cli_report(&err, &in);
+        cli_input_fini(&in);
+        return code;
+    }
+    const IrModule *m = in.module;
+    Counts c = {0};
+    count_module(m, &c);
+    const char *how = "";
+    if (!n && ir_module_find_header(m, "num_partitions")) {
+        n = ir_module_num_partitions(m);
+    } else if (!n) {
+        n = c.devices_named > 1 ? c.devices_named : 1;
+        how = c.devices_named > 1 ? " (from shardings)" : "";
+    }
+    if (cli_check_shardings(m, in.display, n, &err)) {
+        code = cli_report(&err, &in);
+    } else {
+        printf("%s: ok: %u computations, %u instructions, %u sharded, num_partitions=%lld%s\n",
+               in.display, m->n_comps, c.instrs, c.sharded, (long long)n, how);
+        if (fflush(stdout) != 0)
+            code = CLI_EXIT_BAD_INPUT;
+    }
+    cli_input_fini(&in);
+    return code;
+}
+
+const CliCommand cmd_check = {
+    .name = "check",
+    .usage = "IN.hlo [-n|--num-partitions N]",
+    .summary = "check a module's structure, shapes and shardings",
+    .description =
+        "Parses IN.hlo ('-' for standard input), checks its structure (roots, operand order,\n"
+        "parameter numbers, called computations), infers the result shape of every\n"
+        "instruction the partitioner handles and compares it with the declared one, and\n"
+        "checks every sharding against its instruction's shape and the device count.\n"
+        "Prints one summary line on success:\n"
+        "  IN.hlo: ok: C computations, I instructions, S sharded, num_partitions=N\n"
+        "The device count is -n, else the header's num_partitions=, else the number of\n"
+        "devices the shardings name (marked \"(from shardings)\"). An inconsistent module is\n"
+        "bad input: FILE:LINE:COL: error: ..., exit status 2.\n",
+    .opts = k_opts,
+    .n_opts = SL_COUNTOF(k_opts),
+    .min_pos = 1,
+    .max_pos = 1,
+    .run = run,
+};

@@ -1,0 +1,266 @@
+/* handle_control.c - parameters, constants, iota, tuples, control flow and the instructions
+ * that already talk about partitions (gspmd.md D.14-D.17, D.20). Owns: partitioning called
+ * computations in the context of their caller (while body/condition, call, branches).
+ * Invariant: a called computation is partitioned once; later callers reuse it. */
+#include "spmd/spmd_int.h"
+
+#include <string.h>
+
+SlStatus
+spmd_handle_parameter(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    int64_t pn = hlo->parameter_number;
+    if (cx->param_shardings && pn >= 0 && (uint64_t)pn < cx->n_param_shardings &&
+        cx->param_shardings[pn])
+        s = cx->param_shardings[pn];
+    IrShape ls = spmd_local_shape(cx, &hlo->shape, s);
+    IrInstr *p = spmd_emit_clone(cx, hlo, &ls, NULL, 0);
+    if (!p)
+        return spmd_nomem(cx, err);
+    if (cx->depth == 1 && ir_instr_sharding(hlo)) { /* entry parameters keep their sharding */
+        IrAttr *a = ir_instr_add_attr(cx->out, p, IR_ATTR_SHARDING);
+        if (!a)
+            return spmd_nomem(cx, err);
+        a->u.sharding = ir_instr_sharding(hlo);
+    }
+    SpmdValue v = spmd_value(cx, p, &hlo->shape, s);
+    spmd_set_result(cx, hlo, &v);
+    return SL_OK;
+}
+
+SlStatus
+spmd_handle_constant(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    if (shd_is_tiled(s))
+        return spmd_handle_default(cx, hlo, err);
+    IrShape ls = ir_shape_clone(cx->arena, &hlo->shape);
+    IrInstr *c = spmd_emit_clone(cx, hlo, &ls, NULL, 0);
+    if (!c)
+        return spmd_nomem(cx, err);
+    SpmdValue v = spmd_value(cx, c, &hlo->shape, s);
+    spmd_set_result(cx, hlo, &v);
+    return SL_OK;
+}
+
+SlStatus
+spmd_handle_iota(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    int64_t dim = 0;
+    if (!shd_is_tiled(s) || !ir_instr_int_attr(hlo, IR_ATTR_IOTA_DIMENSION, &dim))
+        return spmd_handle_default(cx, hlo, err);
+    IrShape ls = spmd_local_shape(cx, &hlo->shape, s);
+    IrInstr *x = spmd_emit_clone(cx, hlo, &ls, NULL, 0);
+    int64_t n = shd_dim_shards(s, (uint32_t)dim);
+    if (x && n > 1) {
+        IrInstr *off = spmd_partition_offset(cx, cx->state, s, &hlo->shape, (uint32_t)dim);
+        IrInstr *conv = spmd_emit_convert(cx, off, hlo->shape.dtype);
+        IrInstr *b = spmd_emit_broadcast(cx, conv, &ls, NULL, 0);
+        x = spmd_emit_binary(cx, IR_OP_ADD, x, b);
+    }
+    if (!x)
+        return spmd_nomem(cx, err);
+    SpmdValue v = spmd_value(cx, x, &hlo->shape, s);
+    spmd_set_result(cx, hlo, &v);
+    return SL_OK;
+}
+
+SlStatus
+spmd_handle_tuple(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    uint32_t n = hlo->n_operands;
+    const ShdSharding **targets = SL_NEW_ARRAY(cx->arena, const ShdSharding *, n ? n : 1);
+    if (!targets)
+        return spmd_nomem(cx, err);
+    for (uint32_t i = 0; i < n; i++)
+        if (!(targets[i] = spmd_element_sharding(cx, s, &hlo->shape, i)))
+            return spmd_nomem(cx, err);
+    return spmd_handle_with_shardings(cx, hlo, targets, s, err);
+}
+
+SlStatus
+spmd_handle_gte(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const SpmdValue *t = spmd_get_value(cx, hlo->operands[0]);
+    int64_t index = 0;
+    if (!t || !ir_instr_int_attr(hlo, IR_ATTR_INDEX, &index) || index < 0 ||
+        (uint32_t)index >= t->base_shape->n_elems)
+        return spmd_fail(cx, err, SL_ERR_INVALID, "bad get-tuple-element");
+    const ShdSharding *es = spmd_element_sharding(cx, t->sharding, t->base_shape, (uint32_t)index);
+    IrShape ls = t->hlo->shape.elems[index];
+    IrInstr *g = spmd_emit_clone(cx, hlo, &ls, &t->hlo, 1);
+    if (!g || !es)
+        return spmd_nomem(cx, err);
+    return spmd_finish(cx, hlo, g, es, err);
+}
+
+/* Partitions `c` (once) with every parameter in `param_s` and the root resharded to `root_s`. */
+static SlStatus
+partition_called(SpmdCtx *cx, const IrComputation *c, const ShdSharding *param_s,
+                 const ShdSharding *root_s, SlError *err)
+{
+    uint64_t done = 0;
+    if (sl_map_get(&cx->comp_map, SL_MAP_KEY(c), &done))
+        return SL_OK;
+    uint32_t np = ir_computation_param_count(c);
+    const ShdSharding **ps = SL_NEW_ARRAY(cx->arena, const ShdSharding *, np ? np : 1);
+    if (!ps)
+        return spmd_nomem(cx, err);
+    for (uint32_t k = 0; k < np; k++)
+        ps[k] = param_s;
+    IrComputation *oc;
+    return spmd_partition_computation(cx, c, ps, np, root_s, &oc, err);
+}
+
+SlStatus
+spmd_handle_while(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    IrComputation *cond = ir_instr_called(hlo, IR_ATTR_CONDITION);
+    IrComputation *body = ir_instr_called(hlo, IR_ATTR_BODY);
+    if (!cond || !body)
+        return spmd_fail(cx, err, SL_ERR_INVALID, "while without condition or body");
+    SpmdValue op;
+    SlStatus st = spmd_operand(cx, hlo, 0, s, &op, err);
+    if (st == SL_OK)
+        st = partition_called(cx, cond, s, NULL, err);
+    if (st == SL_OK)
+        st = partition_called(cx, body, s, s, err);
+    if (st != SL_OK)
+        return st;
+    IrShape ls = spmd_local_shape(cx, &hlo->shape, s);
+    IrInstr *w = spmd_emit_clone(cx, hlo, &ls, &op.hlo, 1);
+    return spmd_finish(cx, hlo, w, s, err);
+}
+
+SlStatus
+spmd_handle_call(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    IrComputation *callee = ir_instr_called(hlo, IR_ATTR_TO_APPLY);
+    if (!callee) {
+        const IrAttr *a = ir_instr_find_attr(hlo, IR_ATTR_CALLS);
+        callee = a && a->u.comps.n == 1 ? a->u.comps.v[0] : NULL;
+    }
+    if (!callee)
+        return spmd_handle_default(cx, hlo, err);
+    uint32_t n = hlo->n_operands;
+    IrInstr **ops = SL_NEW_ARRAY(cx->arena, IrInstr *, n ? n : 1);
+    const ShdSharding **ps = SL_NEW_ARRAY(cx->arena, const ShdSharding *, n ? n : 1);
+    if (!ops || !ps)
+        return spmd_nomem(cx, err);
+    for (uint32_t i = 0; i < n; i++) {
+        IrInstr *p = ir_computation_param(callee, i);
+        ps[i] = p ? spmd_sharding_of(cx, p) : NULL;
+        SpmdValue v;
+        SlStatus st = spmd_operand(cx, hlo, i, ps[i], &v, err);
+        if (st != SL_OK)
+            return st;
+        ops[i] = v.hlo;
+    }
+    uint64_t done = 0;
+    if (!sl_map_get(&cx->comp_map, SL_MAP_KEY(callee), &done)) {
+        IrComputation *oc;
+        SlStatus st = spmd_partition_computation(cx, callee, ps, n, s, &oc, err);
+        if (st != SL_OK)
+            return st;
+    }
+    IrShape ls = spmd_local_shape(cx, &hlo->shape, s);
+    IrInstr *c = spmd_emit_clone(cx, hlo, &ls, ops, n);
+    return spmd_finish(cx, hlo, c, s, err);
+}
+
+SlStatus
+spmd_handle_conditional(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    IrComputation *branches[64];
+    uint32_t nb = 0;
+    const IrAttr *a = ir_instr_find_attr(hlo, IR_ATTR_BRANCH_COMPUTATIONS);
+    if (a) {
+        for (uint32_t k = 0; k < a->u.comps.n && nb < SL_COUNTOF(branches); k++)
+            branches[nb++] = a->u.comps.v[k];
+    } else {
+        IrComputation *t = ir_instr_called(hlo, IR_ATTR_TRUE_COMPUTATION);
+        IrComputation *f = ir_instr_called(hlo, IR_ATTR_FALSE_COMPUTATION);
+        if (t && f) {
+            branches[nb++] = t;
+            branches[nb++] = f;
+        }
+    }
+    uint32_t n = hlo->n_operands;
+    if (nb == 0 || n != nb + 1)
+        return spmd_handle_default(cx, hlo, err);
+    IrInstr **ops = SL_NEW_ARRAY(cx->arena, IrInstr *, n);
+    if (!ops)
+        return spmd_nomem(cx, err);
+    const ShdSharding *pred_s = shd_is_manual(spmd_get_value(cx, hlo->operands[0])->sharding)
+                                    ? NULL
+                                    : shd_replicated(cx->arena);
+    SpmdValue v;
+    SlStatus st = spmd_operand(cx, hlo, 0, pred_s, &v, err);
+    if (st != SL_OK)
+        return st;
+    ops[0] = v.hlo;
+    for (uint32_t b = 0; b < nb; b++) {
+        IrInstr *p = ir_computation_param(branches[b], 0);
+        const ShdSharding *ps = p ? spmd_sharding_of(cx, p) : NULL;
+        st = spmd_operand(cx, hlo, b + 1, ps, &v, err);
+        if (st == SL_OK)
+            st = partition_called(cx, branches[b], ps, s, err);
+        if (st != SL_OK)
+            return st;
+        ops[b + 1] = v.hlo;
+    }
+    IrShape ls = spmd_local_shape(cx, &hlo->shape, s);
+    IrInstr *c = spmd_emit_clone(cx, hlo, &ls, ops, n);
+    return spmd_finish(cx, hlo, c, s, err);
+}
+
+SlStatus
+spmd_handle_partition_id(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    if (!shd_is_manual(s))
+        spmd_warn(cx, "partition-id outside manual sharding");
+    IrShape ls = ir_shape_clone(cx->arena, &hlo->shape);
+    IrInstr *p = spmd_emit_clone(cx, hlo, &ls, NULL, 0);
+    if (!p)
+        return spmd_nomem(cx, err);
+    SpmdValue v = spmd_value(cx, p, &hlo->shape, s);
+    spmd_set_result(cx, hlo, &v);
+    return SL_OK;
+}
+
+SlStatus
+spmd_handle_rng(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    uint32_t n = hlo->n_operands;
+    const ShdSharding **targets = SL_NEW_ARRAY(cx->arena, const ShdSharding *, n ? n : 1);
+    if (!targets)
+        return spmd_nomem(cx, err);
+    const ShdSharding *run;
+    if (shd_is_manual(s) || shd_is_maximal(s) || shd_is_tiled(s))
+        run = s; /* tiled: a local rng of the local shape */
+    else
+        run = shd_maximal(cx->arena, 0); /* replicated: device 0, then broadcast */
+    for (uint32_t i = 0; i < n; i++)
+        targets[i] = shd_is_tiled(run) ? shd_replicated(cx->arena) : run;
+    return spmd_handle_with_shardings(cx, hlo, targets, run, err);
+}
+
+SlStatus
+spmd_handle_all_reduce(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    return spmd_handle_elementwise(cx, hlo, err);
+}
+
+SlStatus
+spmd_handle_collective_permute(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    return spmd_handle_elementwise(cx, hlo, err);
+}

@@ -1,0 +1,86 @@
+/* handle_custom_call.c - custom calls (gspmd.md D.21): Sharding, SPMDFullToShardShape,
+ * SPMDShardToFullShape, layout/host annotations; everything else goes to DefaultAction.
+ * Invariant: switching between the automatic and the manual world never communicates. */
+#include "spmd/spmd_int.h"
+
+#include <string.h>
+
+static bool
+target_is(const IrInstr *hlo, const char *name)
+{
+    const IrAttr *a = ir_instr_find_attr(hlo, IR_ATTR_CUSTOM_CALL_TARGET);
+    if (!a)
+        return false;
+    SlStr t = a->u.text;
+    if (t.len >= 2 && t.ptr[0] == '"' && t.ptr[t.len - 1] == '"') {
+        t.ptr++;
+        t.len -= 2;
+    }
+    return sl_str_eq_cstr(t, name);
+}
+
+/* A `copy` of `x` registered as hlo's value with base shape `base` and sharding `s`. */
+static SlStatus
+copy_as(SpmdCtx *cx, const IrInstr *hlo, IrInstr *x, const IrShape *base, const ShdSharding *s,
+        SlError *err)
+{
+    IrInstr *c = spmd_emit_copy(cx, x);
+    if (!c)
+        return spmd_nomem(cx, err);
+    SpmdValue v = spmd_value(cx, c, base, s);
+    spmd_set_result(cx, hlo, &v);
+    return SL_OK;
+}
+
+SlStatus
+spmd_handle_custom_call(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    if (hlo->n_operands == 1 && target_is(hlo, "SPMDFullToShardShape")) {
+        const SpmdValue *in = spmd_get_value(cx, hlo->operands[0]);
+        if (!in)
+            return spmd_fail(cx, err, SL_ERR_INTERNAL, "operand not partitioned");
+        IrInstr *x = spmd_pad_with_value(cx, in, NULL, 0);
+        if (!x)
+            return spmd_nomem(cx, err);
+        return copy_as(cx, hlo, x, &hlo->shape, s, err);
+    }
+    if (hlo->n_operands == 1 && target_is(hlo, "SPMDShardToFullShape")) {
+        const SpmdValue *in = spmd_get_value(cx, hlo->operands[0]);
+        if (!in)
+            return spmd_fail(cx, err, SL_ERR_INTERNAL, "operand not partitioned");
+        SlStatus st = copy_as(cx, hlo, in->hlo, &hlo->shape, s, err);
+        if (st != SL_OK)
+            return st;
+        /* the copy's local shape must be the local shape of the (tiled) output sharding */
+        IrShape want = spmd_local_shape(cx, &hlo->shape, s);
+        const SpmdValue *out = spmd_get_value(cx, hlo);
+        if (!ir_shape_equal(&want, &out->hlo->shape, false))
+            return spmd_fail(cx, err, SL_ERR_INVALID,
+                             "manual operand shape does not match the local output shape");
+        return SL_OK;
+    }
+    if (hlo->n_operands == 1 && target_is(hlo, "Sharding")) {
+        SpmdValue v;
+        SlStatus st = spmd_operand(cx, hlo, 0, s, &v, err);
+        if (st != SL_OK)
+            return st;
+        return copy_as(cx, hlo, v.hlo, &hlo->shape, s, err);
+    }
+    if (target_is(hlo, "LayoutConstraint") || target_is(hlo, "MoveToHost") ||
+        target_is(hlo, "MoveToDevice") || target_is(hlo, "annotate_device_placement")) {
+        const ShdSharding *targets[1] = {s};
+        if (hlo->n_operands == 1 && !ir_shape_is_tuple(&hlo->shape))
+            return spmd_handle_with_shardings(cx, hlo, targets, s, err);
+    }
+    if (shd_is_manual(s)) {
+        uint32_t n = hlo->n_operands;
+        const ShdSharding **t = SL_NEW_ARRAY(cx->arena, const ShdSharding *, n ? n : 1);
+        if (!t)
+            return spmd_nomem(cx, err);
+        for (uint32_t i = 0; i < n; i++)
+            t[i] = NULL;
+        return spmd_handle_with_shardings(cx, hlo, t, s, err);
+    }
+    return spmd_handle_default(cx, hlo, err);
+}

@@ -1,0 +1,132 @@
+/* handle_elementwise.c - the elementwise family (gspmd.md D.1, D.6, D.18): unary/binary/ternary
+ * ops, compare, select, clamp, convert, map, copy, opt-barrier, bitcast-convert, and the
+ * "elementwise with dims to replicate" variant for concatenate, cholesky, triangular-solve.
+ * Decides target shardings only; handle_common.c does the work. */
+#include "spmd/spmd_int.h"
+
+SlStatus
+spmd_handle_elementwise(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    uint32_t n = hlo->n_operands;
+    const ShdSharding **targets = SL_NEW_ARRAY(cx->arena, const ShdSharding *, n ? n : 1);
+    if (!targets)
+        return spmd_nomem(cx, err);
+    /* D.1: with >= 2 operands all in one sharding, run in that sharding */
+    const ShdSharding *common = NULL;
+    if (n >= 2 && !ir_shape_is_tuple(&hlo->shape)) {
+        for (uint32_t i = 0; i < n; i++) {
+            const SpmdValue *v = spmd_get_value(cx, hlo->operands[i]);
+            if (!v || v->base_shape->rank != hlo->shape.rank ||
+                ir_shape_is_tuple(v->base_shape) || (common && !shd_equal(common, v->sharding))) {
+                common = NULL;
+                break;
+            }
+            common = v->sharding;
+        }
+        if (common && (common->kind == SHD_TUPLE || shd_is_manual(common) != shd_is_manual(s)))
+            common = NULL;
+    }
+    const ShdSharding *run = common ? common : s;
+    for (uint32_t i = 0; i < n; i++) {
+        const IrShape *os = &hlo->operands[i]->shape;
+        bool scalar_bcast = !ir_shape_is_tuple(os) && os->rank != hlo->shape.rank;
+        targets[i] = scalar_bcast && shd_is_tiled(run) ? shd_replicated(cx->arena) : run;
+    }
+    return spmd_handle_with_shardings(cx, hlo, targets, run, err);
+}
+
+/* First dim t != c whose size divides by n_c * n_t (GetFirstTargetDimToMoveShardingTiles). */
+static int
+move_target(const ShdSharding *s, const IrShape *shape, uint32_t c, const int64_t *skip,
+            uint32_t n_skip)
+{
+    int64_t nc = shd_dim_shards(s, c);
+    if (shape->rank < 2 || nc <= 1 || shape->dims[c] == 1)
+        return -1;
+    for (uint32_t t = 0; t < shape->rank; t++) {
+        bool skipped = t == c;
+        for (uint32_t k = 0; k < n_skip; k++)
+            skipped = skipped || skip[k] == (int64_t)t;
+        if (!skipped && shape->dims[t] % (nc * shd_dim_shards(s, t)) == 0)
+            return (int)t;
+    }
+    return -1;
+}
+
+SlStatus
+spmd_handle_elementwise_dims_to_replicate(SpmdCtx *cx, const IrInstr *hlo, const int64_t *dims,
+                                          uint32_t n, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    if (!shd_is_tiled(s) || shd_is_manual_subgroup(s))
+        return spmd_handle_elementwise(cx, hlo, err);
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t c = (uint32_t)dims[k];
+        if (shd_dim_shards(s, c) <= 1)
+            continue;
+        int t = move_target(s, &hlo->shape, c, dims, n);
+        const ShdSharding *ns = t >= 0 ? shd_move_and_merge_tiles(cx->arena, s, c, (uint32_t)t)
+                                       : NULL;
+        if (!ns)
+            ns = shd_partially_replicate_dims(cx->arena, s, &dims[k], 1);
+        if (!ns)
+            return spmd_nomem(cx, err);
+        s = ns;
+    }
+    uint32_t no = hlo->n_operands;
+    const ShdSharding **targets = SL_NEW_ARRAY(cx->arena, const ShdSharding *, no ? no : 1);
+    if (!targets)
+        return spmd_nomem(cx, err);
+    for (uint32_t i = 0; i < no; i++)
+        targets[i] = s;
+    return spmd_handle_with_shardings(cx, hlo, targets, s, err);
+}
+
+SlStatus
+spmd_handle_concatenate(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const int64_t *dims;
+    uint32_t n = ir_instr_ints_attr(hlo, IR_ATTR_DIMENSIONS, &dims);
+    if (n != 1)
+        return spmd_handle_default(cx, hlo, err);
+    return spmd_handle_elementwise_dims_to_replicate(cx, hlo, dims, 1, err);
+}
+
+SlStatus
+spmd_handle_cholesky(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    uint32_t r = hlo->shape.rank;
+    if (r < 2)
+        return spmd_handle_default(cx, hlo, err);
+    int64_t dims[2] = {r - 2, r - 1};
+    return spmd_handle_elementwise_dims_to_replicate(cx, hlo, dims, 2, err);
+}
+
+SlStatus
+spmd_handle_bitcast_convert(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const IrShape *in = &hlo->operands[0]->shape;
+    uint32_t ro = hlo->shape.rank, ri = in->rank;
+    if (ro == ri)
+        return spmd_handle_elementwise(cx, hlo, err);
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    if (!shd_is_tiled(s))
+        return spmd_handle_default(cx, hlo, err);
+    const ShdSharding *in_s, *out_s;
+    if (ro == ri + 1) { /* output grows a trailing bit dim: it must be unsharded */
+        int64_t last = ro - 1;
+        out_s = shd_partially_replicate_dims(cx->arena, s, &last, 1);
+        in_s = out_s && shd_is_tiled(out_s) ? shd_remove_dims(cx->arena, out_s, &last, 1) : out_s;
+    } else if (ri == ro + 1) { /* the input's trailing dim disappears */
+        int64_t pos = ri - 1;
+        out_s = s;
+        in_s = shd_insert_dims(cx->arena, s, &pos, 1);
+    } else {
+        return spmd_handle_default(cx, hlo, err);
+    }
+    if (!in_s || !out_s)
+        return spmd_handle_default(cx, hlo, err);
+    const ShdSharding *targets[1] = {in_s};
+    return spmd_handle_with_shardings(cx, hlo, targets, out_s, err);
+}

@@ -1,0 +1,194 @@
+/* options.c - SpmdPartitionerOptions by XLA's names (spmd.h). Owns: defaults, `KEY=VALUE`
+ * parsing and the fixed-order listing. Names XLA accepts but the partitioner does not model
+ * are accepted and recorded as unused (listed with "# unused"); unknown names are errors. */
+#include "spmd/spmd.h"
+
+#include <stddef.h>
+#include <string.h>
+
+typedef enum OptKind { OPT_INT, OPT_BOOL, OPT_STR, OPT_UNUSED_INT, OPT_UNUSED_BOOL,
+                       OPT_UNUSED_STR } OptKind;
+
+static const struct {
+    const char *name;
+    OptKind kind;
+    size_t offset; /* into SpmdOptions; unused for OPT_UNUSED_* */
+} k_opts[] = {
+    {"num_partitions", OPT_INT, offsetof(SpmdOptions, num_partitions)},
+    {"threshold_for_windowed_einsum_mib", OPT_INT,
+     offsetof(SpmdOptions, threshold_for_windowed_einsum_mib)},
+    {"total_bytes_windowed_einsum_threshold", OPT_INT,
+     offsetof(SpmdOptions, total_bytes_windowed_einsum_threshold_mib)},
+    {"total_bytes_windowed_einsum_threshold_mib", OPT_INT,
+     offsetof(SpmdOptions, total_bytes_windowed_einsum_threshold_mib)},
+    {"max_windowed_einsum_iteration", OPT_INT, offsetof(SpmdOptions, max_windowed_einsum_iteration)},
+    {"unroll_windowed_einsum", OPT_BOOL, offsetof(SpmdOptions, unroll_windowed_einsum)},
+    {"bidirectional_windowed_einsum", OPT_BOOL,
+     offsetof(SpmdOptions, bidirectional_windowed_einsum)},
+    {"enable_windowed_einsum_for_all_gather", OPT_BOOL,
+     offsetof(SpmdOptions, enable_windowed_einsum_for_all_gather)},
+    {"enable_windowed_einsum_for_reduce_scatter", OPT_BOOL,
+     offsetof(SpmdOptions, enable_windowed_einsum_for_reduce_scatter)},
+    {"bidirectional_decomposed_windowed_einsum", OPT_BOOL,
+     offsetof(SpmdOptions, bidirectional_decomposed_windowed_einsum)},
+    {"choose_faster_windowed_einsum_over_mem", OPT_BOOL,
+     offsetof(SpmdOptions, choose_faster_windowed_einsum_over_mem)},
+    {"allow_module_signature_change", OPT_BOOL,
+     offsetof(SpmdOptions, allow_module_signature_change)},
+    {"cache_all_gather", OPT_BOOL, offsetof(SpmdOptions, cache_all_gather)},
+    {"skip_checking_windowed_einsum_users", OPT_BOOL,
+     offsetof(SpmdOptions, skip_checking_windowed_einsum_users)},
+    {"enable_experimental_all_to_all_windowed_einsum", OPT_BOOL,
+     offsetof(SpmdOptions, enable_experimental_all_to_all_windowed_einsum)},
+    {"partial_windowed_einsum", OPT_BOOL, offsetof(SpmdOptions, partial_windowed_einsum)},
+    {"report_instruction_count", OPT_INT, offsetof(SpmdOptions, report_instruction_count)},
+    {"preferred_gather_partition_methods", OPT_STR,
+     offsetof(SpmdOptions, preferred_gather_partition_methods)},
+    {"preferred_scatter_partition_methods", OPT_STR,
+     offsetof(SpmdOptions, preferred_scatter_partition_methods)},
+    /* accepted, recorded, not modelled */
+    {"enable_enzyme_opt", OPT_UNUSED_BOOL, 0},
+    {"conv_halo_exchange_always_on_lhs", OPT_UNUSED_BOOL, 0},
+    {"enable_dynamic_slice_collective_broadcast", OPT_UNUSED_BOOL, 0},
+    {"max_dynamic_slice_collective_broadcast_partitions", OPT_UNUSED_INT, 0},
+    {"disable_ag_rewrite_for_multiple_consumers", OPT_UNUSED_BOOL, 0},
+    {"speculative_windowed_einsum", OPT_UNUSED_BOOL, 0},
+    {"enable_full_replicated_partition_tiling", OPT_UNUSED_BOOL, 0},
+    {"xla_gpu_operand_bytes_threshold_for_windowed_einsum", OPT_UNUSED_INT, 0},
+    {"skip_dot_windowed_einsum_check", OPT_UNUSED_BOOL, 0},
+    {"use_v3_sharding", OPT_UNUSED_STR, 0},
+};
+
+void
+spmd_options_init(SpmdOptions *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->threshold_for_windowed_einsum_mib = 256;
+    o->max_windowed_einsum_iteration = 32;
+    o->enable_windowed_einsum_for_all_gather = true;
+    o->enable_windowed_einsum_for_reduce_scatter = true;
+    o->allow_module_signature_change = true;
+    o->cache_all_gather = true;
+    o->report_instruction_count = 5;
+}
+
+static bool
+parse_int(SlStr v, int64_t *out)
+{
+    if (v.len == 0 || v.len > 20)
+        return false;
+    size_t i = 0;
+    bool neg = false;
+    if (v.ptr[0] == '-' || v.ptr[0] == '+') {
+        neg = v.ptr[0] == '-';
+        i = 1;
+        if (v.len == 1)
+            return false;
+    }
+    int64_t r = 0;
+    for (; i < v.len; i++) {
+        if (v.ptr[i] < '0' || v.ptr[i] > '9')
+            return false;
+        if (r > (INT64_MAX - 9) / 10)
+            return false;
+        r = r * 10 + (v.ptr[i] - '0');
+    }
+    *out = neg ? -r : r;
+    return true;
+}
+
+static bool
+parse_bool(SlStr v, bool *out)
+{
+    if (sl_str_eq_cstr(v, "true") || sl_str_eq_cstr(v, "1")) {
+        *out = true;
+        return true;
+    }
+    if (sl_str_eq_cstr(v, "false") || sl_str_eq_cstr(v, "0")) {
+        *out = false;
+        return true;
+    }
+    return false;
+}
+
+SlStatus
+spmd_options_set(SpmdOptions *o, SlStr kv, SlError *err)
+{
+    SlSrcLoc loc = {NULL, 0, 0};
+    size_t eq = 0;
+    while (eq < kv.len && kv.ptr[eq] != '=')
+        eq++;
+    if (eq == kv.len || eq == 0)
+        return sl_fail(err, SL_ERR_INVALID, loc, "option '%.*s' is not KEY=VALUE",
+                       SL_STR_ARG(kv));
+    SlStr key = {kv.ptr, eq}, val = {kv.ptr + eq + 1, kv.len - eq - 1};
+    for (size_t k = 0; k < SL_COUNTOF(k_opts); k++) {
+        if (!sl_str_eq_cstr(key, k_opts[k].name))
+            continue;
+        char *field = (char *)o + k_opts[k].offset;
+        int64_t iv = 0;
+        bool bv = false;
+        switch (k_opts[k].kind) {
+        case OPT_INT:
+        case OPT_UNUSED_INT:
+            if (!parse_int(val, &iv))
+                break;
+            if (k_opts[k].kind == OPT_INT)
+                memcpy(field, &iv, sizeof(iv));
+            return SL_OK;
+        case OPT_BOOL:
+        case OPT_UNUSED_BOOL:
+            if (!parse_bool(val, &bv))
+                break;
+            if (k_opts[k].kind == OPT_BOOL)
+                memcpy(field, &bv, sizeof(bv));
+            return SL_OK;
+        case OPT_STR:
+            /* kept by reference: `kv` must outlive the options and end at a NUL (argv does) */
+            memcpy(field, &val.ptr, sizeof(val.ptr));
+            return SL_OK;
+        case OPT_UNUSED_STR:
+            return SL_OK;
+        }
+        return sl_fail(err, SL_ERR_INVALID, loc, "bad value '%.*s' for option %.*s",
+                       SL_STR_ARG(val), SL_STR_ARG(key));
+    }
+    return sl_fail(err, SL_ERR_INVALID, loc, "unknown partitioner option '%.*s'",
+                   SL_STR_ARG(key));
+}
+
+void
+spmd_options_print(const SpmdOptions *o, SlBuf *out)
+{
+    for (size_t k = 0; k < SL_COUNTOF(k_opts); k++) {
+        const char *field = (const char *)o + k_opts[k].offset;
+        sl_buf_puts(out, k_opts[k].name);
+        sl_buf_putc(out, '=');
+        switch (k_opts[k].kind) {
+        case OPT_INT: {
+            int64_t v;
+            memcpy(&v, field, sizeof(v));
+            sl_buf_put_i64(out, v);
+            break;
+        }
+        case OPT_BOOL: {
+            bool v;
+            memcpy(&v, field, sizeof(v));
+            sl_buf_puts(out, v ? "true" : "false");
+            break;
+        }
+        case OPT_STR: {
+            const char *v;
+            memcpy(&v, field, sizeof(v));
+            sl_buf_puts(out, v ? v : "");
+            break;
+        }
+        case OPT_UNUSED_INT:
+        case OPT_UNUSED_BOOL:
+        case OPT_UNUSED_STR:
+            sl_buf_puts(out, "# unused");
+            break;
+        }
+        sl_buf_putc(out, '\n');
+    }
+}

@@ -1,0 +1,294 @@
+/* explain.c - "why was this instruction partitioned this way?" in plain words, from a loaded
+ * run. Owns: the wording of `shardlens explain`. Does not own: byte figures, which come from
+ * the schema's cost-model views through the reader. Invariant: output depends only on the run
+ * (walks in recording order), so it is stable for golden tests. */
+#include "trace/trace_run.h"
+
+#include <math.h>
+#include <string.h>
+
+static void
+put_bytes(SlBuf *b, double bytes)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+    double v = bytes;
+    int u = -1;
+    while (fabs(v) >= 1024.0 && u + 1 < (int)SL_COUNTOF(units)) {
+        v /= 1024.0;
+        u++;
+    }
+    bool whole = bytes == floor(bytes) && fabs(bytes) < 9.0e15;
+    if (u < 0)
+        sl_buf_printf(b, whole ? "%.0f B" : "%.1f B", bytes);
+    else if (whole)
+        sl_buf_printf(b, "%.1f %s (%.0f B)", v, units[u], bytes);
+    else
+        sl_buf_printf(b, "%.1f %s (%.1f B)", v, units[u], bytes);
+}
+
+static const char *
+ring_formula(const char *kind)
+{
+    if (strcmp(kind, "all-reduce") == 0)
+        return "2(g-1)/g x S";
+    if (strcmp(kind, "collective-permute") == 0)
+        return "S per source-target pair";
+    return "(g-1)/g x S";
+}
+
+static const char *
+instr_name(const TraceRun *run, uint32_t idx, const char *fallback)
+{
+    return idx < run->n_instrs ? run->instrs[idx].name : (fallback ? fallback : "?");
+}
+
+static bool
+caused_by(const TraceRun *run, const TraceRunCollective *c, uint32_t src)
+{
+    if (c->source == src)
+        return true;
+    return c->reshard < run->n_reshards && run->reshards[c->reshard].requester == src;
+}
+
+static void
+put_header(const TraceRun *run, const TraceRunInstr *i, SlBuf *out)
+{
+    sl_buf_printf(out, "%s = %s %s(", i->name, i->shape, i->opcode);
+    for (uint32_t k = 0; k < i->n_operands; k++)
+        sl_buf_printf(out, "%s%s", k ? ", " : "", instr_name(run, i->operands[k], NULL));
+    sl_buf_printf(out, ")  in %s\n", i->computation);
+    sl_buf_printf(out, "  sharding: %s\n", i->sharding ? i->sharding : "none");
+    if (i->op_name || i->source_file) {
+        sl_buf_printf(out, "  from: %s", i->op_name ? i->op_name : "");
+        if (i->source_file)
+            sl_buf_printf(out, "%s%s:%lld", i->op_name ? " at " : "", i->source_file,
+                          (long long)i->source_line);
+        sl_buf_putc(out, '\n');
+    }
+    for (uint32_t k = 0; k < i->n_operands; k++) {
+        if (i->operands[k] >= run->n_instrs)
+            continue;
+        const TraceRunInstr *o = &run->instrs[i->operands[k]];
+        sl_buf_printf(out, "  operand %u %s: %s, sharding %s\n", k, o->name, o->shape,
+                      o->sharding ? o->sharding : "none");
+    }
+}
+
+static void
+put_decision(const TraceRunDecision *d, SlBuf *out)
+{
+    sl_buf_printf(out, "Decision: the %s handler chose \"%s\".\n", d->handler, d->strategy);
+    if (d->reason && *d->reason)
+        sl_buf_printf(out, "  why: %s\n", d->reason);
+    if (d->n_alternatives) {
+        sl_buf_puts(out, "  also considered:");
+        for (uint32_t k = 0; k < d->n_alternatives; k++)
+            sl_buf_printf(out, "%s %s", k ? "," : "", d->alternatives[k]);
+        sl_buf_putc(out, '\n');
+    }
+    for (uint32_t k = 0; k < d->n_numbers; k++) {
+        const TraceRunNumber *n = &d->numbers[k];
+        if (n->str)
+            sl_buf_printf(out, "  compared %s = %s\n", n->key, n->str);
+        else if (n->num == floor(n->num) && fabs(n->num) < 9.0e15)
+            sl_buf_printf(out, "  compared %s = %.0f\n", n->key, n->num);
+        else
+            sl_buf_printf(out, "  compared %s = %g\n", n->key, n->num);
+    }
+}
+
+static void
+put_collective(const TraceRun *run, const TraceRunCollective *c, SlBuf *out)
+{
+    sl_buf_printf(out, "  %s: %s of %s over %lld group%s of %lld; S = ",
+                  instr_name(run, c->instr, NULL), c->kind, c->shape, (long long)c->n_groups,
+                  c->n_groups == 1 ? "" : "s", (long long)c->group_size);
+    put_bytes(out, c->bytes);
+    sl_buf_puts(out, "\n    busiest device sends ");
+    put_bytes(out, c->max_device_send_bytes);
+    sl_buf_printf(out, " (ring %s", ring_formula(c->kind));
+    if (c->trip_count < 0)
+        sl_buf_puts(out, ", trip count unknown: counted once)");
+    else
+        sl_buf_printf(out, ", x%lld executions)", (long long)c->trip_count);
+    if (c->cause)
+        sl_buf_printf(out, "; cause: %s", c->cause);
+    if (c->reshard < run->n_reshards)
+        sl_buf_printf(out, " #%u", run->reshards[c->reshard].seq);
+    sl_buf_putc(out, '\n');
+}
+
+/* Counts and totals for the one-line summary. */
+typedef struct Tally {
+    uint32_t decisions, reshards, collectives, loops;
+    double max_device_bytes, total_bytes;
+    const TraceRunDecision *last;
+} Tally;
+
+static Tally
+tally(const TraceRun *run, uint32_t src)
+{
+    Tally t = {0};
+    for (uint32_t k = 0; k < run->n_decisions; k++)
+        if (run->decisions[k].instr == src) {
+            t.decisions++;
+            t.last = &run->decisions[k];
+        }
+    for (uint32_t k = 0; k < run->n_reshards; k++)
+        t.reshards += run->reshards[k].requester == src;
+    for (uint32_t k = 0; k < run->n_collectives; k++) {
+        const TraceRunCollective *c = &run->collectives[k];
+        if (caused_by(run, c, src)) {
+            t.collectives++;
+            t.max_device_bytes += c->max_device_send_bytes;
+            t.total_bytes += c->send_bytes;
+        }
+    }
+    for (uint32_t k = 0; k < run->n_loops; k++)
+        t.loops += run->loops[k].dot == src;
+    return t;
+}
+
+static void
+put_summary(const TraceRunInstr *i, const Tally *t, SlBuf *out)
+{
+    if (t->last)
+        sl_buf_printf(out, "%s was partitioned by the %s handler with strategy \"%s\"", i->name,
+                      t->last->handler, t->last->strategy);
+    else
+        sl_buf_printf(out, "%s: no handler decision was recorded", i->name);
+    sl_buf_printf(out, "; %u reshard%s, %u collective%s", t->reshards,
+                  t->reshards == 1 ? "" : "s", t->collectives, t->collectives == 1 ? "" : "s");
+    if (t->collectives) {
+        sl_buf_puts(out, " (up to ");
+        put_bytes(out, t->max_device_bytes);
+        sl_buf_puts(out, " sent per device)");
+    }
+    if (t->loops)
+        sl_buf_puts(out, ", in a windowed-einsum loop");
+    sl_buf_puts(out, ".\n\n");
+}
+
+static void
+explain_source(const TraceRun *run, uint32_t src, SlBuf *out)
+{
+    const TraceRunInstr *i = &run->instrs[src];
+    Tally t = tally(run, src);
+    put_summary(i, &t, out);
+    put_header(run, i, out);
+    for (uint32_t k = 0; k < run->n_decisions; k++)
+        if (run->decisions[k].instr == src)
+            put_decision(&run->decisions[k], out);
+    if (!t.decisions)
+        sl_buf_puts(out, "Decision: none recorded (the partitioner kept its sharding as is).\n");
+    sl_buf_printf(out, "Reshards requested: %u\n", t.reshards);
+    for (uint32_t k = 0; k < run->n_reshards; k++) {
+        const TraceRunReshard *r = &run->reshards[k];
+        if (r->requester != src)
+            continue;
+        sl_buf_printf(out, "  #%u %s: %s -> %s by %s", r->seq, r->value_name, r->from, r->to,
+                      r->method);
+        if (r->result_name)
+            sl_buf_printf(out, " (result %s)", r->result_name);
+        sl_buf_putc(out, '\n');
+    }
+    sl_buf_printf(out, "Collectives caused: %u", t.collectives);
+    if (t.collectives) {
+        sl_buf_puts(out, ", all devices together send ");
+        put_bytes(out, t.total_bytes);
+    }
+    sl_buf_putc(out, '\n');
+    for (uint32_t k = 0; k < run->n_collectives; k++)
+        if (caused_by(run, &run->collectives[k], src))
+            put_collective(run, &run->collectives[k], out);
+    for (uint32_t k = 0; k < run->n_loops; k++) {
+        const TraceRunLoop *l = &run->loops[k];
+        if (l->dot != src)
+            continue;
+        sl_buf_printf(out, "Windowed loop: %s (%s), %lld iterations, each device permutes ",
+                      l->loop_name, l->variant, (long long)l->iterations);
+        put_bytes(out, (double)l->bytes_per_iteration);
+        sl_buf_puts(out, " per iteration\n");
+    }
+    if (!t.loops)
+        sl_buf_puts(out, "Windowed loop: none\n");
+    for (uint32_t k = 0; k < run->n_warnings; k++)
+        if (run->warnings[k].instr == src)
+            sl_buf_printf(out, "Warning: %s\n", run->warnings[k].message);
+}
+
+/* Edit distance of two names, capped: names are compared on their first 127 characters. */
+static uint32_t
+distance(const char *a, const char *b)
+{
+    enum { CAP = 128 };
+    uint16_t prev[CAP], cur[CAP];
+    size_t la = strlen(a), lb = strlen(b);
+    la = la < CAP - 1 ? la : CAP - 1;
+    lb = lb < CAP - 1 ? lb : CAP - 1;
+    for (size_t j = 0; j <= lb; j++)
+        prev[j] = (uint16_t)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (uint16_t)i;
+        for (size_t j = 1; j <= lb; j++) {
+            uint16_t sub = (uint16_t)(prev[j - 1] + (a[i - 1] != b[j - 1]));
+            uint16_t del = (uint16_t)(prev[j] + 1), ins = (uint16_t)(cur[j - 1] + 1);
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof(prev[0]));
+    }
+    return prev[lb];
+}
+
+static SlStatus
+unknown_name(const TraceRun *run, const char *name, SlError *err)
+{
+    enum { MAX_SUGGESTIONS = 5 };
+    uint32_t best[MAX_SUGGESTIONS], dist[MAX_SUGGESTIONS], n = 0;
+    uint32_t limit = (uint32_t)strlen(name) / 2 + 2;
+    for (uint32_t k = 0; k < run->n_instrs; k++) {
+        uint32_t d = distance(name, run->instrs[k].name);
+        if (d > limit || (n == MAX_SUGGESTIONS && d >= dist[n - 1]))
+            continue;
+        uint32_t at = n < MAX_SUGGESTIONS ? n++ : n - 1; /* insertion sort, stable */
+        while (at > 0 && dist[at - 1] > d) {
+            best[at] = best[at - 1];
+            dist[at] = dist[at - 1];
+            at--;
+        }
+        best[at] = k;
+        dist[at] = d;
+    }
+    SlBuf b;
+    sl_buf_init(&b);
+    for (uint32_t k = 0; k < n; k++)
+        sl_buf_printf(&b, "%s%s", k ? ", " : "", run->instrs[best[k]].name);
+    SlStatus st = sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0},
+                          "no instruction named '%s' in run %lld%s%s", name, (long long)run->id,
+                          n ? "; did you mean: " : "", n ? b.data : "");
+    sl_buf_fini(&b);
+    return st;
+}
+
+SlStatus
+trace_explain(const TraceRun *run, const char *name, SlBuf *out, SlError *err)
+{
+    const TraceRunInstr *i = trace_run_find_instr(run, TRACE_BEFORE, name);
+    if (!i) {
+        const TraceRunInstr *after = trace_run_find_instr(run, TRACE_AFTER, name);
+        if (!after)
+            return unknown_name(run, name, err);
+        if (after->derived_from >= run->n_instrs) {
+            sl_buf_printf(out, "%s is an output instruction (%s %s) with no recorded source.\n",
+                          after->name, after->opcode, after->shape);
+            return SL_OK;
+        }
+        i = &run->instrs[after->derived_from];
+        sl_buf_printf(out, "%s is an output instruction derived from %s.\n", after->name,
+                      i->name);
+    }
+    explain_source(run, (uint32_t)(i - run->instrs), out);
+    if (out->failed)
+        return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");
+    return SL_OK;
+}

@@ -1,0 +1,1088 @@
+/* sqlite_sink.c - recording one partitioner run into the trace database.
+ * Owns: the TraceSink that buffers events while the partitioner runs, and the writer that turns
+ * the input module, the output module and the buffered events into rows at end_run.
+ * Does not own: the schema (schema/trace.sql), opening files (trace_db.c), reading (reader.c).
+ * Invariants: events are copied when they arrive (their pointers die with the callback) and
+ * refer to instructions by interned name; a run is written in one IMMEDIATE transaction that
+ * is retried as a whole when another writer holds the lock, so a run is in the file entirely
+ * or not at all and the lock is held only while rows are inserted. */
+#include "trace/trace_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "sharding/shd.h"
+
+/* ---- buffered events ------------------------------------------------------------------ */
+
+typedef struct EvEmit {
+    SlSym out, source;
+} EvEmit;
+
+typedef struct EvDecision {
+    uint32_t seq; /* 1-based, in arrival order */
+    SlSym instr;
+    const char *handler, *strategy, *reason;
+    const char **alts;
+    uint32_t n_alts;
+    TraceKV *numbers;
+    uint32_t n_numbers;
+} EvDecision;
+
+typedef struct EvReshard {
+    uint32_t seq;
+    SlSym requester, value, result;
+    const char *from, *to, *method;
+} EvReshard;
+
+typedef struct EvCollective {
+    SlSym instr, source;
+    uint32_t reshard_seq, decision_seq; /* 0: none */
+    const char *cause;
+} EvCollective;
+
+typedef struct EvLoop {
+    SlSym dot, loop;
+    const char *variant;
+    int64_t iterations, bytes_per_iteration;
+} EvLoop;
+
+typedef struct EvWarning {
+    SlSym source;
+    const char *message;
+} EvWarning;
+
+static TraceDb *
+db_of(TraceSink *s)
+{
+    return s->self;
+}
+
+static SlSym
+name_of(const IrInstr *i)
+{
+    return i ? i->name : NULL;
+}
+
+static const char *
+dup(TraceDb *db, const char *s)
+{
+    if (!s)
+        return NULL;
+    char *c = sl_arena_strndup(&db->events, s, strlen(s));
+    if (!c)
+        db->events_failed = true;
+    return c;
+}
+
+static const char *
+sharding_text(TraceDb *db, const ShdSharding *s)
+{
+    if (!s)
+        return "{replicated}";
+    SlBuf b;
+    sl_buf_init(&b);
+    shd_print(s, &b);
+    const char *c = b.failed ? NULL : sl_arena_strndup(&db->events, b.data ? b.data : "", b.len);
+    if (!c)
+        db->events_failed = true;
+    sl_buf_fini(&b);
+    return c ? c : "";
+}
+
+#define PUSH(db, vec, T, x)                                                                    \
+    do {                                                                                       \
+        if (!SL_VEC_PUSH(&(db)->vec, T, x))                                                    \
+            (db)->events_failed = true;                                                        \
+    } while (0)
+
+static void
+on_emit(TraceSink *s, const IrInstr *out, const IrInstr *source)
+{
+    TraceDb *db = db_of(s);
+    EvEmit e = {name_of(out), name_of(source)};
+    PUSH(db, emits, EvEmit, e);
+}
+
+static void
+on_decision(TraceSink *s, const TraceDecision *d)
+{
+    TraceDb *db = db_of(s);
+    EvDecision e = {(uint32_t)db->decisions.len + 1, name_of(d->instr), dup(db, d->handler),
+                    dup(db, d->strategy), dup(db, d->reason), NULL, 0, NULL, 0};
+    if (d->n_alternatives) {
+        e.alts = SL_NEW_ARRAY(&db->events, const char *, d->n_alternatives);
+        if (e.alts) {
+            e.n_alts = d->n_alternatives;
+            for (uint32_t i = 0; i < d->n_alternatives; i++)
+                e.alts[i] = dup(db, d->alternatives[i]);
+        }
+    }
+    if (d->n_numbers) {
+        e.numbers = SL_NEW_ARRAY(&db->events, TraceKV, d->n_numbers);
+        if (e.numbers) {
+            e.n_numbers = d->n_numbers;
+            for (uint32_t i = 0; i < d->n_numbers; i++) {
+                e.numbers[i].key = dup(db, d->numbers[i].key);
+                e.numbers[i].num = d->numbers[i].num;
+                e.numbers[i].str = dup(db, d->numbers[i].str);
+            }
+        }
+    }
+    if ((d->n_alternatives && !e.alts) || (d->n_numbers && !e.numbers))
+        db->events_failed = true;
+    if (e.instr && !sl_map_put(&db->last_decision, SL_MAP_KEY(e.instr), e.seq))
+        db->events_failed = true;
+    PUSH(db, decisions, EvDecision, e);
+}
+
+static void
+on_reshard(TraceSink *s, const TraceReshard *r)
+{
+    TraceDb *db = db_of(s);
+    EvReshard e = {r->seq,
+                   name_of(r->requester),
+                   name_of(r->value),
+                   name_of(r->result),
+                   sharding_text(db, r->from),
+                   sharding_text(db, r->to),
+                   dup(db, r->method ? r->method : "unknown")};
+    PUSH(db, reshards, EvReshard, e);
+}
+
+static void
+on_collective(TraceSink *s, const TraceCollective *c)
+{
+    TraceDb *db = db_of(s);
+    EvCollective e = {name_of(c->instr), name_of(c->source), c->reshard_seq, 0,
+                      dup(db, c->cause)};
+    uint64_t seq = 0;
+    if (e.source && sl_map_get(&db->last_decision, SL_MAP_KEY(e.source), &seq))
+        e.decision_seq = (uint32_t)seq;
+    PUSH(db, collectives, EvCollective, e);
+}
+
+static void
+on_windowed_loop(TraceSink *s, const TraceWindowedLoop *w)
+{
+    TraceDb *db = db_of(s);
+    EvLoop e = {name_of(w->dot), name_of(w->loop), dup(db, w->variant ? w->variant : "unknown"),
+                w->iterations, w->bytes_per_iteration};
+    PUSH(db, loops, EvLoop, e);
+}
+
+static void
+on_warning(TraceSink *s, const IrInstr *source, const char *message)
+{
+    TraceDb *db = db_of(s);
+    EvWarning e = {name_of(source), dup(db, message ? message : "")};
+    PUSH(db, warnings, EvWarning, e);
+}
+
+static const TraceSinkOps k_db_ops = {on_emit,       on_decision,      on_reshard,
+                                      on_collective, on_windowed_loop, on_warning};
+
+static void
+clear_run(TraceDb *db)
+{
+    sl_vec_fini(&db->emits);
+    sl_vec_fini(&db->decisions);
+    sl_vec_fini(&db->reshards);
+    sl_vec_fini(&db->collectives);
+    sl_vec_fini(&db->loops);
+    sl_vec_fini(&db->warnings);
+    sl_map_fini(&db->last_decision);
+    sl_map_init(&db->last_decision);
+    sl_arena_fini(&db->events);
+    sl_arena_init(&db->events);
+    memset(&db->info, 0, sizeof(db->info));
+    db->in = NULL;
+    db->in_run = false;
+    db->events_failed = false;
+}
+
+void
+trace_db_abort_run(TraceDb *db)
+{
+    if (db && db->in_run)
+        clear_run(db);
+}
+
+SlStatus
+trace_db_begin_run(TraceDb *db, const IrModule *in, const TraceRunInfo *info, TraceSink **sink,
+                   SlError *err)
+{
+    SlSrcLoc loc = {sqlite3_db_filename(db->sql, "main"), 0, 0};
+    *sink = NULL;
+    if (db->mode != TRACE_DB_APPEND)
+        return sl_fail(err, SL_ERR_INVALID, loc, "trace database opened read-only");
+    if (SL_NEVER(db->in_run))
+        return sl_fail(err, SL_ERR_INTERNAL, loc, "a trace run is already open");
+    clear_run(db);
+    db->in_run = true;
+    db->in = in;
+    db->info.tool_version = dup(db, info->tool_version ? info->tool_version : "");
+    db->info.created_at = dup(db, info->created_at ? info->created_at : "");
+    db->info.num_partitions = info->num_partitions;
+    db->info.input_text = info->input_text; /* only hashed, here */
+    char hash[2 * sizeof(uint64_t) + 1];
+    snprintf(hash, sizeof(hash), "%016llx",
+             (unsigned long long)sl_hash_bytes(info->input_text.ptr, info->input_text.len));
+    db->info.input_text = sl_str(dup(db, hash));
+    const char *opts = info->options.len
+                           ? sl_arena_strndup(&db->events, info->options.ptr, info->options.len)
+                           : "";
+    db->info.options = sl_str(opts);
+    if (!opts || db->events_failed) {
+        clear_run(db);
+        return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");
+    }
+    db->sink.ops = &k_db_ops;
+    db->sink.self = db;
+    *sink = &db->sink;
+    return SL_OK;
+}
+
+/* ---- the writer ----------------------------------------------------------------------- */
+
+static const char *const k_insert_sql[ST_COUNT] = {
+    [ST_RUN] = "INSERT INTO run(module, input_hash, num_partitions, tool_version, created_at,"
+               " duration_ms) VALUES (?,?,?,?,?,?)",
+    [ST_OPTION] = "INSERT OR REPLACE INTO run_option(run_id, key, value) VALUES (?,?,?)",
+    [ST_INSTR] = "INSERT INTO instr(run_id, phase, ir_id, computation, is_root, name, opcode,"
+                 " shape, sharding, size_bytes, op_name, source_file, source_line, derived_from)"
+                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [ST_EDGE] = "INSERT INTO edge(run_id, phase, user, operand_index, operand) VALUES (?,?,?,?,?)",
+    [ST_DECISION] = "INSERT INTO decision(run_id, seq, instr, handler, strategy, reason)"
+                    " VALUES (?,?,?,?,?,?)",
+    [ST_DECISION_ALT] = "INSERT INTO decision_alt(decision_id, idx, strategy) VALUES (?,?,?)",
+    [ST_DECISION_NUMBER] = "INSERT INTO decision_number(decision_id, idx, key, num, str)"
+                           " VALUES (?,?,?,?,?)",
+    [ST_RESHARD] = "INSERT INTO reshard(run_id, seq, requester, value, value_name, from_sharding,"
+                   " to_sharding, method, result, result_name) VALUES (?,?,?,?,?,?,?,?,?,?)",
+    [ST_COLLECTIVE] = "INSERT INTO collective(run_id, instr, kind, channel_id, group_size,"
+                      " n_groups, shape, bytes, trip_count, source, cause, reshard_id,"
+                      " decision_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [ST_GROUP] = "INSERT INTO collective_group(collective_id, group_idx, position, device)"
+                 " VALUES (?,?,?,?)",
+    [ST_LOOP] = "INSERT INTO windowed_loop(run_id, dot, loop, loop_name, variant, iterations,"
+                " bytes_per_iteration) VALUES (?,?,?,?,?,?,?)",
+    [ST_WARNING] = "INSERT INTO warning(run_id, instr, message) VALUES (?,?,?)",
+};
+
+static const char *const k_phase[] = {"before", "after"};
+enum { BEFORE, AFTER };
+
+typedef struct Wr {
+    TraceDb *db;
+    int rc;                /* first SQLite failure; SQLITE_OK while all is well */
+    bool fault;            /* the failure is an injected one (tests) */
+    const char *what;      /* what was being written when rc was set */
+    uint64_t rows;
+    int64_t run_id;
+    SlBuf text;            /* scratch for shape and sharding text */
+    SlArena scratch;       /* row-id arrays and device groups; freed after the attempt */
+    int64_t *rows_by_id[2];            /* row id by IrInstr.id, per phase */
+    const IrInstr **before_by_id;      /* to check that derived_from points into `in` */
+    uint32_t n_ids[2];
+    SlMap by_name[2];      /* SlSym -> row id, per phase */
+    SlMap emit_source;     /* after name -> before name (emit events) */
+    SlMap decision_row;    /* decision seq -> row id */
+    SlMap reshard_row;     /* reshard seq -> row id */
+    SlMap collective_ev;   /* after name -> index + 1 into db->collectives */
+    SlMap loop_trips;      /* while name -> iterations (windowed loops) */
+    bool oom;
+} Wr;
+
+static void
+bind_rc(Wr *w, int rc, const char *what)
+{
+    if (rc != SQLITE_OK && w->rc == SQLITE_OK) {
+        w->rc = rc;
+        w->what = what;
+    }
+}
+
+static void
+bind_i64(Wr *w, sqlite3_stmt *st, int i, int64_t v)
+{
+    if (w->rc == SQLITE_OK)
+        bind_rc(w, sqlite3_bind_int64(st, i, v), "binding a value");
+}
+
+static void
+bind_f64(Wr *w, sqlite3_stmt *st, int i, double v)
+{
+    if (w->rc == SQLITE_OK)
+        bind_rc(w, sqlite3_bind_double(st, i, v), "binding a value");
+}
+
+static void
+bind_null(Wr *w, sqlite3_stmt *st, int i)
+{
+    if (w->rc == SQLITE_OK)
+        bind_rc(w, sqlite3_bind_null(st, i), "binding a value");
+}
+
+/* Rows are numbered from 1, so row 0 binds NULL. */
+static void
+bind_row(Wr *w, sqlite3_stmt *st, int i, int64_t row)
+{
+    if (row > 0)
+        bind_i64(w, st, i, row);
+    else
+        bind_null(w, st, i);
+}
+
+/* Text that stays alive until the statement is stepped; NULL binds NULL. */
+static void
+bind_text(Wr *w, sqlite3_stmt *st, int i, const char *s)
+{
+    if (!s)
+        bind_null(w, st, i);
+    else if (w->rc == SQLITE_OK)
+        bind_rc(w, sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC), "binding a value");
+}
+
+/* A slice; empty binds NULL (metadata fields that are absent). */
+static void
+bind_str_or_null(Wr *w, sqlite3_stmt *st, int i, SlStr s)
+{
+    if (!s.len)
+        bind_null(w, st, i);
+    else if (w->rc == SQLITE_OK)
+        bind_rc(w, sqlite3_bind_text(st, i, s.ptr, (int)s.len, SQLITE_STATIC), "binding a value");
+}
+
+/* Steps an INSERT, resets it for the next row, and returns the new row id (0 on failure). */
+static int64_t
+insert(Wr *w, TraceStmt which)
+{
+    sqlite3_stmt *st = w->db->stmts[which];
+    int64_t row = 0;
+    if (w->rc == SQLITE_OK) {
+        if (w->db->fault_rows && ++w->rows >= w->db->fault_rows) {
+            w->rc = SQLITE_ABORT;
+            w->fault = true;
+            w->what = "injected fault";
+        } else {
+            int rc = sqlite3_step(st);
+            if (rc == SQLITE_DONE)
+                row = sqlite3_last_insert_rowid(w->db->sql);
+            else
+                bind_rc(w, rc, k_insert_sql[which]);
+        }
+    }
+    /* After a failed step, reset returns the same error, already recorded. */
+    (void)sqlite3_reset(st);
+    if (w->rc == SQLITE_OK)
+        bind_rc(w, sqlite3_clear_bindings(st), "clearing bindings");
+    return row;
+}
+
+static sqlite3_stmt *
+stmt(Wr *w, TraceStmt which)
+{
+    return w->db->stmts[which];
+}
+
+static int64_t
+row_by_name(const Wr *w, int phase, SlSym name)
+{
+    uint64_t row = 0;
+    if (name && sl_map_get(&w->by_name[phase], SL_MAP_KEY(name), &row))
+        return (int64_t)row;
+    return 0;
+}
+
+static void
+put(Wr *w, SlMap *m, uint64_t key, uint64_t val)
+{
+    if (!sl_map_put(m, key, val))
+        w->oom = true;
+}
+
+static void
+write_run(Wr *w, const IrModule *in, double duration_ms)
+{
+    const TraceRunInfo *info = &w->db->info;
+    sqlite3_stmt *st = stmt(w, ST_RUN);
+    bind_text(w, st, 1, sl_sym_cstr(in->name));
+    bind_text(w, st, 2, info->input_text.ptr);
+    bind_i64(w, st, 3, info->num_partitions);
+    bind_text(w, st, 4, info->tool_version);
+    bind_text(w, st, 5, info->created_at);
+    if (duration_ms >= 0)
+        bind_f64(w, st, 6, duration_ms);
+    else
+        bind_null(w, st, 6);
+    w->run_id = insert(w, ST_RUN);
+
+    /* Options: "key=value" lines; a line without '=' is a key with an empty value. */
+    st = stmt(w, ST_OPTION);
+    const char *p = info->options.ptr, *end = p + info->options.len;
+    while (p < end && w->rc == SQLITE_OK) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *eol = nl ? nl : end;
+        const char *eq = memchr(p, '=', (size_t)(eol - p));
+        const char *vend = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
+        if (vend > p) {
+            const char *kend = eq ? eq : vend;
+            const char *val = eq ? eq + 1 : vend;
+            bind_i64(w, st, 1, w->run_id);
+            if (w->rc == SQLITE_OK)
+                bind_rc(w, sqlite3_bind_text(st, 2, p, (int)(kend - p), SQLITE_STATIC), "key");
+            if (w->rc == SQLITE_OK)
+                bind_rc(w, sqlite3_bind_text(st, 3, val, (int)(vend - val), SQLITE_STATIC),
+                        "value");
+            (void)insert(w, ST_OPTION);
+        }
+        p = eol + 1;
+    }
+}
+
+/* The 'before' row an output instruction derives from: the IR link when it points into the
+ * input module, else the emit event's source. */
+static int64_t
+source_row(Wr *w, const IrInstr *i)
+{
+    const IrInstr *d = i->derived_from;
+    if (d && d->id < w->n_ids[BEFORE] && w->before_by_id[d->id] == d)
+        return w->rows_by_id[BEFORE][d->id];
+    uint64_t src = 0;
+    if (i->name && sl_map_get(&w->emit_source, SL_MAP_KEY(i->name), &src))
+        return row_by_name(w, BEFORE, (SlSym)(uintptr_t)src);
+    return 0;
+}
+
+static void
+write_instr(Wr *w, int phase, const IrComputation *c, const IrInstr *i)
+{
+    sqlite3_stmt *st = stmt(w, ST_INSTR);
+    bind_i64(w, st, 1, w->run_id);
+    bind_text(w, st, 2, k_phase[phase]);
+    bind_i64(w, st, 3, i->id);
+    bind_text(w, st, 4, sl_sym_cstr(c->name));
+    bind_i64(w, st, 5, c->root ? c->root == i : i == c->instrs[c->n_instrs - 1]);
+    bind_text(w, st, 6, sl_sym_cstr(i->name));
+    bind_text(w, st, 7, ir_op_name(i->op));
+    /* Shape and sharding share one buffer: "shape\0sharding". */
+    sl_buf_clear(&w->text);
+    ir_shape_print(&i->shape, false, &w->text);
+    size_t shape_len = w->text.len;
+    const ShdSharding *s = ir_instr_sharding(i);
+    if (s) {
+        sl_buf_putc(&w->text, '\0');
+        shd_print(s, &w->text);
+    }
+    if (w->text.failed)
+        w->oom = true;
+    if (w->rc == SQLITE_OK && !w->oom)
+        bind_rc(w, sqlite3_bind_text(st, 8, w->text.data, (int)shape_len, SQLITE_STATIC), "shape");
+    if (s && w->rc == SQLITE_OK && !w->oom)
+        bind_rc(w,
+                sqlite3_bind_text(st, 9, w->text.data + shape_len + 1,
+                                  (int)(w->text.len - shape_len - 1), SQLITE_STATIC),
+                "sharding");
+    bind_i64(w, st, 10, ir_shape_byte_size(&i->shape));
+    const IrMetadata *md = ir_instr_metadata(i);
+    if (md) {
+        bind_str_or_null(w, st, 11, md->op_name);
+        bind_str_or_null(w, st, 12, md->source_file);
+        if (md->source_line > 0)
+            bind_i64(w, st, 13, md->source_line);
+    }
+    if (phase == AFTER)
+        bind_row(w, st, 14, source_row(w, i));
+    int64_t row = insert(w, ST_INSTR);
+    if (i->id < w->n_ids[phase])
+        w->rows_by_id[phase][i->id] = row;
+    if (phase == BEFORE && i->id < w->n_ids[phase])
+        w->before_by_id[i->id] = i;
+    if (i->name)
+        put(w, &w->by_name[phase], SL_MAP_KEY(i->name), (uint64_t)row);
+}
+
+static void
+write_module(Wr *w, int phase, const IrModule *m)
+{
+    w->n_ids[phase] = m->next_instr_id;
+    w->rows_by_id[phase] = SL_NEW_ARRAY(&w->scratch, int64_t, m->next_instr_id + 1);
+    if (phase == BEFORE)
+        w->before_by_id = SL_NEW_ARRAY(&w->scratch, const IrInstr *, m->next_instr_id + 1);
+    if (!w->rows_by_id[phase] || (phase == BEFORE && !w->before_by_id)) {
+        w->oom = true;
+        return;
+    }
+    for (uint32_t c = 0; c < m->n_comps; c++)
+        for (uint32_t k = 0; k < m->comps[c]->n_instrs && w->rc == SQLITE_OK && !w->oom; k++)
+            write_instr(w, phase, m->comps[c], m->comps[c]->instrs[k]);
+
+    sqlite3_stmt *st = stmt(w, ST_EDGE);
+    for (uint32_t c = 0; c < m->n_comps; c++) {
+        const IrComputation *comp = m->comps[c];
+        for (uint32_t k = 0; k < comp->n_instrs && w->rc == SQLITE_OK; k++) {
+            const IrInstr *user = comp->instrs[k];
+            if (user->id >= w->n_ids[phase])
+                continue;
+            for (uint32_t o = 0; o < user->n_operands; o++) {
+                const IrInstr *op = user->operands[o];
+                int64_t from = op && op->id < w->n_ids[phase] ? w->rows_by_id[phase][op->id] : 0;
+                if (!from)
+                    continue;
+                bind_i64(w, st, 1, w->run_id);
+                bind_text(w, st, 2, k_phase[phase]);
+                bind_i64(w, st, 3, w->rows_by_id[phase][user->id]);
+                bind_i64(w, st, 4, o);
+                bind_i64(w, st, 5, from);
+                (void)insert(w, ST_EDGE);
+            }
+        }
+    }
+}
+
+static void
+write_decisions(Wr *w)
+{
+    const EvDecision *ev = w->db->decisions.data;
+    for (size_t k = 0; k < w->db->decisions.len && w->rc == SQLITE_OK; k++) {
+        const EvDecision *d = &ev[k];
+        sqlite3_stmt *st = stmt(w, ST_DECISION);
+        bind_i64(w, st, 1, w->run_id);
+        bind_i64(w, st, 2, d->seq);
+        bind_row(w, st, 3, row_by_name(w, BEFORE, d->instr));
+        bind_text(w, st, 4, d->handler ? d->handler : "");
+        bind_text(w, st, 5, d->strategy ? d->strategy : "");
+        bind_text(w, st, 6, d->reason);
+        int64_t row = insert(w, ST_DECISION);
+        put(w, &w->decision_row, d->seq, (uint64_t)row);
+        st = stmt(w, ST_DECISION_ALT);
+        for (uint32_t a = 0; a < d->n_alts; a++) {
+            bind_i64(w, st, 1, row);
+            bind_i64(w, st, 2, a);
+            bind_text(w, st, 3, d->alts[a] ? d->alts[a] : "");
+            (void)insert(w, ST_DECISION_ALT);
+        }
+        st = stmt(w, ST_DECISION_NUMBER);
+        for (uint32_t n = 0; n < d->n_numbers; n++) {
+            bind_i64(w, st, 1, row);
+            bind_i64(w, st, 2, n);
+            bind_text(w, st, 3, d->numbers[n].key ? d->numbers[n].key : "");
+            if (d->numbers[n].str)
+                bind_null(w, st, 4);
+            else
+                bind_f64(w, st, 4, d->numbers[n].num);
+            bind_text(w, st, 5, d->numbers[n].str);
+            (void)insert(w, ST_DECISION_NUMBER);
+        }
+    }
+}
+
+static void
+write_reshards(Wr *w)
+{
+    const EvReshard *ev = w->db->reshards.data;
+    sqlite3_stmt *st = stmt(w, ST_RESHARD);
+    for (size_t k = 0; k < w->db->reshards.len && w->rc == SQLITE_OK; k++) {
+        const EvReshard *r = &ev[k];
+        bind_i64(w, st, 1, w->run_id);
+        bind_i64(w, st, 2, r->seq);
+        bind_row(w, st, 3, row_by_name(w, BEFORE, r->requester));
+        bind_row(w, st, 4, row_by_name(w, AFTER, r->value));
+        bind_text(w, st, 5, r->value ? sl_sym_cstr(r->value) : "");
+        bind_text(w, st, 6, r->from);
+        bind_text(w, st, 7, r->to);
+        bind_text(w, st, 8, r->method);
+        bind_row(w, st, 9, row_by_name(w, AFTER, r->result));
+        bind_text(w, st, 10, r->result ? sl_sym_cstr(r->result) : NULL);
+        int64_t row = insert(w, ST_RESHARD);
+        put(w, &w->reshard_row, r->seq, (uint64_t)row);
+    }
+}
+
+static void
+write_loops(Wr *w)
+{
+    const EvLoop *ev = w->db->loops.data;
+    sqlite3_stmt *st = stmt(w, ST_LOOP);
+    for (size_t k = 0; k < w->db->loops.len && w->rc == SQLITE_OK; k++) {
+        const EvLoop *l = &ev[k];
+        bind_i64(w, st, 1, w->run_id);
+        bind_row(w, st, 2, row_by_name(w, BEFORE, l->dot));
+        bind_row(w, st, 3, row_by_name(w, AFTER, l->loop));
+        bind_text(w, st, 4, l->loop ? sl_sym_cstr(l->loop) : "");
+        bind_text(w, st, 5, l->variant);
+        bind_i64(w, st, 6, l->iterations);
+        bind_i64(w, st, 7, l->bytes_per_iteration);
+        (void)insert(w, ST_LOOP);
+        if (l->loop && l->iterations >= 0)
+            put(w, &w->loop_trips, SL_MAP_KEY(l->loop), (uint64_t)l->iterations);
+    }
+}
+
+static void
+write_warnings(Wr *w)
+{
+    const EvWarning *ev = w->db->warnings.data;
+    sqlite3_stmt *st = stmt(w, ST_WARNING);
+    for (size_t k = 0; k < w->db->warnings.len && w->rc == SQLITE_OK; k++) {
+        bind_i64(w, st, 1, w->run_id);
+        bind_row(w, st, 2, row_by_name(w, BEFORE, ev[k].source));
+        bind_text(w, st, 3, ev[k].message);
+        (void)insert(w, ST_WARNING);
+    }
+}
+
+/* ---- collectives: kind, S, device groups, trip counts --------------------------------- */
+
+typedef enum CollBytes {
+    CB_OPERANDS,       /* S = all operands (all-reduce, reduce-scatter, all-to-all, broadcast) */
+    CB_FIRST_OPERAND,  /* S = operand 0 (collective-permute, ragged all-to-all) */
+    CB_GATHERED,       /* S = operands x group size (all-gather: the gathered buffer) */
+} CollBytes;
+
+static const struct {
+    IrOp op;
+    const char *kind;
+    CollBytes bytes;
+} k_collectives[] = {
+    {IR_OP_ALL_GATHER,               "all-gather",           CB_GATHERED     },
+    {IR_OP_ALL_GATHER_START,         "all-gather",           CB_GATHERED     },
+    {IR_OP_REDUCE_SCATTER,           "reduce-scatter",       CB_OPERANDS     },
+    {IR_OP_ALL_REDUCE,               "all-reduce",           CB_OPERANDS     },
+    {IR_OP_ALL_REDUCE_START,         "all-reduce",           CB_OPERANDS     },
+    {IR_OP_ALL_TO_ALL,               "all-to-all",           CB_OPERANDS     },
+    {IR_OP_RAGGED_ALL_TO_ALL,        "all-to-all",           CB_FIRST_OPERAND},
+    {IR_OP_COLLECTIVE_PERMUTE,       "collective-permute",   CB_FIRST_OPERAND},
+    {IR_OP_COLLECTIVE_PERMUTE_START, "collective-permute",   CB_FIRST_OPERAND},
+    {IR_OP_COLLECTIVE_BROADCAST,     "collective-broadcast", CB_OPERANDS     },
+};
+
+static int
+collective_row(IrOp op)
+{
+    for (size_t k = 0; k < SL_COUNTOF(k_collectives); k++)
+        if (k_collectives[k].op == op)
+            return (int)k;
+    return -1;
+}
+
+/* Exact bytes: sub-byte types count packed, so s4[3] is 1.5 bytes. */
+static double
+exact_bytes(const IrShape *s)
+{
+    if (ir_shape_is_tuple(s)) {
+        double total = 0;
+        for (uint32_t k = 0; k < s->n_elems; k++)
+            total += exact_bytes(&s->elems[k]);
+        return total;
+    }
+    if (!ir_shape_is_array(s))
+        return 0;
+    double n = 1;
+    for (uint32_t k = 0; k < s->rank; k++)
+        n *= (double)s->dims[k];
+    return n * ir_dtype_bits(s->dtype) / 8.0;
+}
+
+static double
+full_bytes(const IrInstr *i, CollBytes how, int64_t group_size)
+{
+    uint32_t n = how == CB_FIRST_OPERAND && i->n_operands > 1 ? 1 : i->n_operands;
+    double s = 0;
+    for (uint32_t k = 0; k < n; k++)
+        if (i->operands[k])
+            s += exact_bytes(&i->operands[k]->shape);
+    return how == CB_GATHERED ? s * (double)group_size : s;
+}
+
+/* Device groups as flat ids; collective-permute: one (source, target) group per pair. */
+typedef struct Groups {
+    uint32_t n;        /* groups */
+    uint32_t *sizes;   /* n sizes */
+    int64_t *ids;      /* concatenated groups */
+    int64_t group_size;
+} Groups;
+
+static bool
+permute_groups(Wr *w, const IrInstr *i, Groups *g)
+{
+    const IrAttr *a = ir_instr_find_attr(i, IR_ATTR_SOURCE_TARGET_PAIRS);
+    uint32_t n = a ? a->u.lists.n : 0;
+    g->group_size = 2;
+    g->sizes = SL_NEW_ARRAY(&w->scratch, uint32_t, n + 1);
+    g->ids = SL_NEW_ARRAY(&w->scratch, int64_t, 2 * (size_t)n + 1);
+    if (!g->sizes || !g->ids)
+        return false;
+    size_t off = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (a->u.lists.sizes[k] == 2) { /* anything else is not a pair: skip it */
+            g->sizes[g->n] = 2;
+            g->ids[2 * g->n] = a->u.lists.v[off];
+            g->ids[2 * g->n + 1] = a->u.lists.v[off + 1];
+            g->n++;
+        }
+        off += a->u.lists.sizes[k];
+    }
+    return true;
+}
+
+static bool
+replica_groups(Wr *w, const IrInstr *i, Groups *g)
+{
+    const IrAttr *a = ir_instr_find_attr(i, IR_ATTR_REPLICA_GROUPS);
+    const IrReplicaGroups *rg = a ? &a->u.groups : NULL;
+    if (rg && rg->is_iota && rg->iota.n_dims == 2) {
+        int64_t total = ir_iota_count(&rg->iota);
+        int64_t n = rg->iota.dims[0];
+        if (n <= 0 || n > UINT32_MAX || total != n * rg->iota.dims[1])
+            return true; /* malformed: no groups */
+        g->ids = SL_NEW_ARRAY(&w->scratch, int64_t, (size_t)total);
+        g->sizes = SL_NEW_ARRAY(&w->scratch, uint32_t, (size_t)n);
+        if (!g->ids || !g->sizes)
+            return false;
+        ir_iota_expand(&rg->iota, g->ids);
+        g->n = (uint32_t)n;
+        g->group_size = rg->iota.dims[1];
+        for (uint32_t k = 0; k < g->n; k++)
+            g->sizes[k] = (uint32_t)g->group_size;
+        return true;
+    }
+    if (rg && !rg->is_iota && rg->n_groups > 0) {
+        g->n = rg->n_groups;
+        g->sizes = rg->group_sizes;
+        g->ids = rg->ids;
+        g->group_size = rg->group_sizes[0];
+        return true;
+    }
+    /* Absent or "{}": one group of every device. */
+    int64_t n = w->db->info.num_partitions > 0 ? w->db->info.num_partitions : 1;
+    g->ids = SL_NEW_ARRAY(&w->scratch, int64_t, (size_t)n);
+    g->sizes = SL_NEW_ARRAY(&w->scratch, uint32_t, 1);
+    if (!g->ids || !g->sizes)
+        return false;
+    for (int64_t d = 0; d < n; d++)
+        g->ids[d] = d;
+    g->n = 1;
+    g->sizes[0] = (uint32_t)n;
+    g->group_size = n;
+    return true;
+}
+
+/* First occurrence of `needle` in `s` at or after `from`, or s.len. */
+static size_t
+find(SlStr s, size_t from, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t k = from; k + n <= s.len; k++)
+        if (memcmp(s.ptr + k, needle, n) == 0)
+            return k;
+    return s.len;
+}
+
+/* backend_config={"known_trip_count":{"n":"8"}} -> 8; -1 when absent. */
+static int64_t
+known_trip_count(const IrInstr *i)
+{
+    const IrAttr *a = ir_instr_find_attr(i, IR_ATTR_BACKEND_CONFIG);
+    if (!a)
+        return -1;
+    SlStr t = a->u.text;
+    size_t k = find(t, find(t, 0, "\"known_trip_count\""), "\"n\"");
+    if (k == t.len)
+        return -1;
+    for (k += 3; k < t.len && (t.ptr[k] == ':' || t.ptr[k] == ' ' || t.ptr[k] == '"'); k++)
+        ;
+    int64_t n = 0;
+    size_t digits = 0;
+    for (; k < t.len && t.ptr[k] >= '0' && t.ptr[k] <= '9' && n < INT64_MAX / 10; k++, digits++)
+        n = n * 10 + (t.ptr[k] - '0');
+    return digits ? n : -1;
+}
+
+enum { TRIP_UNSEEN = -2, TRIP_UNKNOWN = -1 };
+
+static int64_t
+trip_mul(int64_t t, int64_t n)
+{
+    if (t < 0 || n < 0 || (n > 0 && t > INT64_MAX / n))
+        return TRIP_UNKNOWN;
+    return t * n;
+}
+
+/* A computation called from several places runs once per call: the counts add up. */
+static void
+trip_add(int64_t *trips, uint32_t n_comps, const IrComputation *c, int64_t v)
+{
+    if (!c || c->id >= n_comps)
+        return;
+    int64_t *t = &trips[c->id];
+    if (*t == TRIP_UNSEEN)
+        *t = v;
+    else if (*t == TRIP_UNKNOWN || v == TRIP_UNKNOWN || *t > INT64_MAX - v)
+        *t = TRIP_UNKNOWN;
+    else
+        *t += v;
+}
+
+/* Executions of each computation per run of the module, by computation id: the entry runs
+ * once; a while body runs trip-count times (a windowed loop's iterations, else
+ * known_trip_count), its condition once more; other callees as often as their caller. */
+static int64_t *
+comp_trips(Wr *w, const IrModule *m)
+{
+    uint32_t n = m->next_comp_id;
+    int64_t *trips = SL_NEW_ARRAY(&w->scratch, int64_t, (size_t)n + 1);
+    if (!trips)
+        return NULL;
+    for (uint32_t k = 0; k < n; k++)
+        trips[k] = TRIP_UNSEEN;
+    if (m->entry && m->entry->id < n)
+        trips[m->entry->id] = 1;
+    for (uint32_t k = m->n_comps; k-- > 0;) { /* callers come after their callees */
+        const IrComputation *c = m->comps[k];
+        if (c->id >= n)
+            continue;
+        if (trips[c->id] == TRIP_UNSEEN)
+            trips[c->id] = TRIP_UNKNOWN; /* never called: do not guess */
+        int64_t t = trips[c->id];
+        for (uint32_t j = 0; j < c->n_instrs; j++) {
+            const IrInstr *i = c->instrs[j];
+            int64_t loop = TRIP_UNKNOWN;
+            uint64_t it = 0;
+            if (i->op == IR_OP_WHILE)
+                loop = i->name && sl_map_get(&w->loop_trips, SL_MAP_KEY(i->name), &it)
+                           ? (int64_t)it
+                           : known_trip_count(i);
+            for (uint16_t a = 0; a < i->n_attrs; a++) {
+                const IrAttr *at = &i->attrs[a];
+                if (at->key >= IR_ATTR_OTHER)
+                    continue;
+                int64_t v = t;
+                if (i->op == IR_OP_WHILE && at->key == IR_ATTR_BODY)
+                    v = trip_mul(t, loop);
+                else if (i->op == IR_OP_WHILE && at->key == IR_ATTR_CONDITION)
+                    v = trip_mul(t, loop < 0 ? loop : loop + 1);
+                if (ir_attr_kind(at->key) == IR_AK_COMP)
+                    trip_add(trips, n, at->u.comp, v);
+                else if (ir_attr_kind(at->key) == IR_AK_COMPS)
+                    for (uint32_t q = 0; q < at->u.comps.n; q++)
+                        trip_add(trips, n, at->u.comps.v[q], v);
+            }
+        }
+    }
+    return trips;
+}
+
+static void
+write_groups(Wr *w, int64_t collective, const Groups *g)
+{
+    sqlite3_stmt *st = stmt(w, ST_GROUP);
+    size_t off = 0;
+    for (uint32_t k = 0; k < g->n && w->rc == SQLITE_OK; k++) {
+        for (uint32_t p = 0; p < g->sizes[k]; p++) {
+            bind_i64(w, st, 1, collective);
+            bind_i64(w, st, 2, k);
+            bind_i64(w, st, 3, p);
+            bind_i64(w, st, 4, g->ids[off + p]);
+            (void)insert(w, ST_GROUP);
+        }
+        off += g->sizes[k];
+    }
+}
+
+static int64_t
+seq_row(const SlMap *m, uint32_t seq)
+{
+    uint64_t row = 0;
+    return seq && sl_map_get(m, seq, &row) ? (int64_t)row : 0;
+}
+
+static void
+write_collective(Wr *w, const IrInstr *i, int kind, int64_t trip)
+{
+    Groups g = {0};
+    bool is_permute = k_collectives[kind].bytes == CB_FIRST_OPERAND &&
+                      i->op != IR_OP_RAGGED_ALL_TO_ALL;
+    if (!(is_permute ? permute_groups(w, i, &g) : replica_groups(w, i, &g))) {
+        w->oom = true;
+        return;
+    }
+    uint64_t ev_index = 0;
+    const EvCollective *ev = NULL;
+    if (i->name && sl_map_get(&w->collective_ev, SL_MAP_KEY(i->name), &ev_index))
+        ev = &((const EvCollective *)w->db->collectives.data)[ev_index - 1];
+    sqlite3_stmt *st = stmt(w, ST_COLLECTIVE);
+    int64_t channel = 0;
+    bind_i64(w, st, 1, w->run_id);
+    bind_row(w, st, 2, i->id < w->n_ids[AFTER] ? w->rows_by_id[AFTER][i->id] : 0);
+    bind_text(w, st, 3, k_collectives[kind].kind);
+    if (ir_instr_int_attr(i, IR_ATTR_CHANNEL_ID, &channel))
+        bind_i64(w, st, 4, channel);
+    bind_i64(w, st, 5, g.group_size);
+    bind_i64(w, st, 6, g.n);
+    sl_buf_clear(&w->text);
+    ir_shape_print(&i->shape, false, &w->text);
+    if (w->text.failed)
+        w->oom = true;
+    else
+        bind_text(w, st, 7, w->text.data);
+    bind_f64(w, st, 8, full_bytes(i, k_collectives[kind].bytes, g.group_size));
+    if (trip >= 0)
+        bind_i64(w, st, 9, trip);
+    int64_t src = ev && ev->source ? row_by_name(w, BEFORE, ev->source) : 0;
+    bind_row(w, st, 10, src ? src : source_row(w, i));
+    bind_text(w, st, 11, ev ? ev->cause : NULL);
+    bind_row(w, st, 12, ev ? seq_row(&w->reshard_row, ev->reshard_seq) : 0);
+    bind_row(w, st, 13, ev ? seq_row(&w->decision_row, ev->decision_seq) : 0);
+    int64_t row = insert(w, ST_COLLECTIVE);
+    write_groups(w, row, &g);
+}
+
+/* One row per collective instruction of the output module, whether reported by an event or
+ * not, so the table always matches the printed module. */
+static void
+write_collectives(Wr *w, const IrModule *out)
+{
+    SlArenaMark outer = sl_arena_mark(&w->scratch);
+    int64_t *trips = comp_trips(w, out);
+    if (!trips) {
+        w->oom = true;
+        return;
+    }
+    for (uint32_t c = 0; c < out->n_comps && w->rc == SQLITE_OK && !w->oom; c++) {
+        const IrComputation *comp = out->comps[c];
+        int64_t trip = comp->id < out->next_comp_id ? trips[comp->id] : TRIP_UNKNOWN;
+        for (uint32_t k = 0; k < comp->n_instrs && w->rc == SQLITE_OK && !w->oom; k++) {
+            int kind = collective_row(comp->instrs[k]->op);
+            if (kind < 0)
+                continue;
+            SlArenaMark mark = sl_arena_mark(&w->scratch);
+            write_collective(w, comp->instrs[k], kind, trip);
+            sl_arena_release(&w->scratch, mark);
+        }
+    }
+    sl_arena_release(&w->scratch, outer);
+}
+
+static void
+index_events(Wr *w)
+{
+    const EvEmit *em = w->db->emits.data;
+    for (size_t k = 0; k < w->db->emits.len; k++)
+        if (em[k].out && em[k].source)
+            put(w, &w->emit_source, SL_MAP_KEY(em[k].out), SL_MAP_KEY(em[k].source));
+    const EvCollective *co = w->db->collectives.data;
+    for (size_t k = 0; k < w->db->collectives.len; k++)
+        if (co[k].instr)
+            put(w, &w->collective_ev, SL_MAP_KEY(co[k].instr), k + 1);
+}
+
+static void
+wr_init(Wr *w, TraceDb *db)
+{
+    memset(w, 0, sizeof(*w));
+    w->db = db;
+    sl_buf_init(&w->text);
+    sl_arena_init(&w->scratch);
+    sl_map_init(&w->by_name[BEFORE]);
+    sl_map_init(&w->by_name[AFTER]);
+    sl_map_init(&w->emit_source);
+    sl_map_init(&w->decision_row);
+    sl_map_init(&w->reshard_row);
+    sl_map_init(&w->collective_ev);
+    sl_map_init(&w->loop_trips);
+}
+
+static void
+wr_fini(Wr *w)
+{
+    sl_buf_fini(&w->text);
+    sl_arena_fini(&w->scratch);
+    sl_map_fini(&w->by_name[BEFORE]);
+    sl_map_fini(&w->by_name[AFTER]);
+    sl_map_fini(&w->emit_source);
+    sl_map_fini(&w->decision_row);
+    sl_map_fini(&w->reshard_row);
+    sl_map_fini(&w->collective_ev);
+    sl_map_fini(&w->loop_trips);
+}
+
+/* One attempt: every row of the run, in dependency order. */
+static void
+write_all(Wr *w, const IrModule *out, double duration_ms)
+{
+    index_events(w);
+    write_run(w, w->db->in, duration_ms);
+    write_module(w, BEFORE, w->db->in);
+    write_module(w, AFTER, out);
+    write_decisions(w);
+    write_reshards(w);
+    write_loops(w);
+    write_collectives(w, out);
+    write_warnings(w);
+    if (w->oom && w->rc == SQLITE_OK) {
+        w->rc = SQLITE_NOMEM;
+        w->what = "buffering rows";
+    }
+}
+
+static SlStatus
+prepare_all(TraceDb *db, SlError *err)
+{
+    for (int i = 0; i < ST_COUNT; i++) {
+        if (db->stmts[i])
+            continue;
+        int rc = sqlite3_prepare_v3(db->sql, k_insert_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                                    &db->stmts[i], NULL);
+        if (rc != SQLITE_OK)
+            return trace_db_fail(db, rc, "preparing the trace inserts", err);
+    }
+    return SL_OK;
+}
+
+SlStatus
+trace_db_end_run(TraceDb *db, const IrModule *out, double duration_ms, int64_t *run_id,
+                 SlError *err)
+{
+    SlSrcLoc loc = {sqlite3_db_filename(db->sql, "main"), 0, 0};
+    if (run_id)
+        *run_id = 0;
+    if (SL_NEVER(!db->in_run || !out)) {
+        trace_db_abort_run(db);
+        return sl_fail(err, SL_ERR_INTERNAL, loc, "trace_db_end_run without a run or module");
+    }
+    if (db->events_failed) {
+        clear_run(db);
+        return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory while recording the trace");
+    }
+    SlStatus st = prepare_all(db, err);
+    for (int attempt = 0; st == SL_OK; attempt++) {
+        Wr w;
+        wr_init(&w, db);
+        w.rc = trace_db_begin_write(db);
+        if (w.rc != SQLITE_OK)
+            w.what = "starting the run's transaction";
+        write_all(&w, out, duration_ms);
+        if (w.rc == SQLITE_OK && (w.rc = trace_db_commit(db)) != SQLITE_OK)
+            w.what = "committing the run";
+        if (w.rc == SQLITE_OK) {
+            if (run_id)
+                *run_id = w.run_id;
+            wr_fini(&w);
+            break;
+        }
+        trace_db_rollback(db);
+        bool retry = !w.fault && trace_db_is_busy(w.rc) && attempt + 1 < db->attempts;
+        if (!retry) {
+            if (w.fault)
+                st = sl_fail(err, SL_ERR_DB, loc, "injected fault after %llu rows",
+                             (unsigned long long)w.rows);
+            else
+                st = trace_db_fail(db, w.rc, w.what, err);
+        }
+        wr_fini(&w);
+    }
+    clear_run(db);
+    return st;
+}

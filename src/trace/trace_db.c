@@ -1,0 +1,211 @@
+/* trace_db.c - opening a trace database: creating the embedded schema in a new file, refusing
+ * a file of another schema version, and the locking helpers every writer uses.
+ * Owns: the sqlite3 connection of a TraceDb. Does not own: what a run writes (sqlite_sink.c)
+ * or reads (reader.c). Invariant: a handle is either fully open with a schema of our version,
+ * or not returned at all. */
+#include "trace/trace_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { DEFAULT_BUSY_TIMEOUT_MS = 10000, DEFAULT_ATTEMPTS = 30 };
+
+int
+trace_db_schema_version(void)
+{
+    return trace_schema_version;
+}
+
+SlStatus
+trace_db_fail(TraceDb *db, int rc, const char *what, SlError *err)
+{
+    const char *path = db && db->sql ? sqlite3_db_filename(db->sql, "main") : NULL;
+    SlSrcLoc loc = {path, 0, 0};
+    const char *msg = db && db->sql ? sqlite3_errmsg(db->sql) : sqlite3_errstr(rc);
+    if (rc == SQLITE_NOMEM)
+        return sl_fail(err, SL_ERR_NOMEM, loc, "%s: out of memory", what);
+    return sl_fail(err, SL_ERR_DB, loc, "%s: %s (sqlite code %d)", what, msg, rc);
+}
+
+bool
+trace_db_is_busy(int rc)
+{
+    return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+}
+
+int
+trace_db_exec(TraceDb *db, const char *sql)
+{
+    return sqlite3_exec(db->sql, sql, NULL, NULL, NULL);
+}
+
+int
+trace_db_begin_write(TraceDb *db)
+{
+    return trace_db_exec(db, "BEGIN IMMEDIATE");
+}
+
+int
+trace_db_commit(TraceDb *db)
+{
+    return trace_db_exec(db, "COMMIT");
+}
+
+void
+trace_db_rollback(TraceDb *db)
+{
+    /* Fails only when no transaction is open (SQLite already rolled back): nothing to do. */
+    if (!sqlite3_get_autocommit(db->sql))
+        (void)trace_db_exec(db, "ROLLBACK");
+}
+
+static int
+query_int(TraceDb *db, const char *sql, int64_t *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db->sql, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *out = sqlite3_column_int64(st, 0);
+            rc = SQLITE_OK;
+        }
+    }
+    int rc2 = sqlite3_finalize(st);
+    return rc != SQLITE_OK ? rc : rc2;
+}
+
+static SlStatus
+version_mismatch(const char *path, int64_t version, SlError *err)
+{
+    SlSrcLoc loc = {path, 0, 0};
+    if (version == 0)
+        return sl_fail(err, SL_ERR_DB, loc,
+                       "not a shardlens trace database (schema version 0, expected %d)",
+                       trace_schema_version);
+    return sl_fail(err, SL_ERR_DB, loc,
+                   "trace database has schema version %lld; this shardlens reads version %d",
+                   (long long)version, trace_schema_version);
+}
+
+/* Creates the schema when the file is empty; in one IMMEDIATE transaction so that two
+ * processes opening a new file at once do not both create it. */
+static SlStatus
+create_schema(TraceDb *db, const char *path, SlError *err)
+{
+    SlBuf sql;
+    sl_buf_init(&sql);
+    for (unsigned i = 0; i < trace_schema_n_lines; i++)
+        sl_buf_puts(&sql, trace_schema_lines[i]);
+    if (sql.failed) {
+        sl_buf_fini(&sql);
+        return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){path, 0, 0}, "out of memory");
+    }
+    SlStatus st = SL_OK;
+    for (int attempt = 0;; attempt++) {
+        int64_t version = 0, n_objects = 0;
+        int rc = trace_db_begin_write(db);
+        if (rc == SQLITE_OK)
+            rc = query_int(db, "PRAGMA user_version", &version);
+        if (rc == SQLITE_OK)
+            rc = query_int(db, "SELECT count(*) FROM sqlite_schema", &n_objects);
+        if (rc == SQLITE_OK && version == 0 && n_objects == 0)
+            rc = trace_db_exec(db, sql.data);
+        if (rc == SQLITE_OK)
+            rc = trace_db_commit(db);
+        if (rc != SQLITE_OK) {
+            trace_db_rollback(db);
+            if (trace_db_is_busy(rc) && attempt + 1 < db->attempts)
+                continue;
+            st = trace_db_fail(db, rc, "creating the trace schema", err);
+            break;
+        }
+        if (version == 0 && n_objects != 0)
+            st = version_mismatch(path, 0, err);
+        else if (version != 0 && version != trace_schema_version)
+            st = version_mismatch(path, version, err);
+        break;
+    }
+    sl_buf_fini(&sql);
+    return st;
+}
+
+static SlStatus
+check_version(TraceDb *db, const char *path, SlError *err)
+{
+    int64_t version = 0;
+    int rc = query_int(db, "PRAGMA user_version", &version);
+    if (rc != SQLITE_OK)
+        return trace_db_fail(db, rc, "reading the schema version", err);
+    if (version == trace_schema_version)
+        return SL_OK;
+    if (version == 0 && db->mode == TRACE_DB_APPEND)
+        return create_schema(db, path, err);
+    return version_mismatch(path, version, err);
+}
+
+SlStatus
+trace_db_open(const char *path, TraceDbMode mode, TraceDb **out, SlError *err)
+{
+    *out = NULL;
+    SlSrcLoc loc = {path, 0, 0};
+    if (mode == TRACE_DB_READ && access(path, F_OK) != 0)
+        return sl_fail(err, SL_ERR_IO, loc, "no such trace database");
+    TraceDb *db = calloc(1, sizeof(*db));
+    if (!db)
+        return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");
+    db->mode = mode;
+    db->busy_timeout_ms = DEFAULT_BUSY_TIMEOUT_MS;
+    db->attempts = DEFAULT_ATTEMPTS;
+    sl_arena_init(&db->events);
+    sl_map_init(&db->last_decision);
+    int flags = mode == TRACE_DB_READ ? SQLITE_OPEN_READONLY
+                                      : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    int rc = sqlite3_open_v2(path, &db->sql, flags, NULL);
+    SlStatus st = SL_OK;
+    if (rc != SQLITE_OK)
+        st = trace_db_fail(db, rc, "opening the trace database", err);
+    if (st == SL_OK && (rc = sqlite3_extended_result_codes(db->sql, 1)) != SQLITE_OK)
+        st = trace_db_fail(db, rc, "configuring the trace database", err);
+    if (st == SL_OK && (rc = sqlite3_busy_timeout(db->sql, db->busy_timeout_ms)) != SQLITE_OK)
+        st = trace_db_fail(db, rc, "configuring the trace database", err);
+    if (st == SL_OK)
+        st = check_version(db, path, err);
+    if (st != SL_OK) {
+        trace_db_close(db);
+        return st;
+    }
+    *out = db;
+    return SL_OK;
+}
+
+void
+trace_db_set_busy(TraceDb *db, int busy_timeout_ms, int attempts)
+{
+    db->busy_timeout_ms = busy_timeout_ms > 0 ? busy_timeout_ms : 0;
+    db->attempts = attempts > 0 ? attempts : 1;
+    /* Only fails for a bad handle, which `db` is not. */
+    (void)sqlite3_busy_timeout(db->sql, db->busy_timeout_ms);
+}
+
+void
+trace_db_inject_fault(TraceDb *db, uint64_t rows)
+{
+    db->fault_rows = rows;
+}
+
+void
+trace_db_close(TraceDb *db)
+{
+    if (!db)
+        return;
+    trace_db_abort_run(db);
+    for (int i = 0; i < ST_COUNT; i++)
+        (void)sqlite3_finalize(db->stmts[i]); /* returns the last step's error, already seen */
+    /* sqlite3_close only fails with unfinalized statements, and all are finalized above. */
+    (void)sqlite3_close(db->sql);
+    sl_map_fini(&db->last_decision);
+    sl_arena_fini(&db->events);
+    free(db);
+}

@@ -1,0 +1,49 @@
+/* trace_int.h - shared inside src/trace only: the TraceDb handle, the embedded schema (built
+ * from schema/trace.sql by tools/embed_sql.py) and small SQLite helpers. */
+#ifndef SHARDLENS_TRACE_INT_H
+#define SHARDLENS_TRACE_INT_H
+
+#include <sqlite3.h>
+
+#include "trace/trace_db.h"
+
+/* Generated: the schema text one line per element, and its PRAGMA user_version. */
+extern const int trace_schema_version;
+extern const char *const trace_schema_lines[];
+extern const unsigned trace_schema_n_lines;
+
+/* Insert statements, prepared once per handle when the first run is written. */
+typedef enum TraceStmt {
+    ST_RUN, ST_OPTION, ST_INSTR, ST_EDGE, ST_DECISION, ST_DECISION_ALT, ST_DECISION_NUMBER,
+    ST_RESHARD, ST_COLLECTIVE, ST_GROUP, ST_LOOP, ST_WARNING, ST_COUNT
+} TraceStmt;
+
+struct TraceDb {
+    sqlite3 *sql;
+    TraceDbMode mode;
+    int busy_timeout_ms, attempts;
+    uint64_t fault_rows;    /* tests: fail a run's write after this many rows; 0 = never */
+    sqlite3_stmt *stmts[ST_COUNT];
+
+    /* The run being buffered between begin_run and end_run/abort_run (sqlite_sink.c). */
+    bool in_run;
+    bool events_failed;     /* an event could not be buffered (out of memory) */
+    const IrModule *in;
+    TraceRunInfo info;      /* strings copied into `events` */
+    SlArena events;         /* event strings and arrays; reset per run */
+    SlVec emits, decisions, reshards, collectives, loops, warnings;
+    SlMap last_decision;    /* source name (SlSym) -> seq of its latest decision */
+    TraceSink sink;
+};
+
+/* Converts a SQLite failure into SL_ERR_DB with the connection's message. */
+SlStatus trace_db_fail(TraceDb *db, int rc, const char *what, SlError *err);
+/* Runs one or more statements without results. */
+int trace_db_exec(TraceDb *db, const char *sql);
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK; the busy handler waits for other writers. */
+int trace_db_begin_write(TraceDb *db);
+int trace_db_commit(TraceDb *db);
+void trace_db_rollback(TraceDb *db);
+bool trace_db_is_busy(int rc);
+
+#endif

@@ -1,0 +1,125 @@
+/* trace_run.h - one run loaded back from a trace database into plain structs, for reports/,
+ * viz/ and explain. Owns: the in-memory form of a recorded run. Nothing here refers to the
+ * partitioner or to SQLite, so a run recorded anywhere can be reported anywhere.
+ * Everything lives in the arena passed to trace_run_load(); cross-references are indices into
+ * the run's arrays, TRACE_NONE when absent. Arrays are in recording order (instructions: the
+ * input module's, then the output module's, in IR order). */
+#ifndef SHARDLENS_TRACE_RUN_H
+#define SHARDLENS_TRACE_RUN_H
+
+#include "base/base.h"
+#include "trace/trace_db.h"
+
+#define TRACE_NONE UINT32_MAX
+
+typedef enum TracePhase { TRACE_BEFORE, TRACE_AFTER } TracePhase;
+
+typedef struct TraceRunInstr {
+    TracePhase phase;
+    uint32_t ir_id;           /* IrInstr.id in its module */
+    const char *computation, *name, *opcode;
+    const char *shape;        /* without layout */
+    const char *sharding;     /* NULL when none */
+    int64_t size_bytes;
+    const char *op_name, *source_file; /* NULL when absent */
+    int64_t source_line;      /* 0 when absent */
+    bool is_root;
+    uint32_t derived_from;    /* 'after': the 'before' instruction */
+    uint32_t n_operands;
+    uint32_t *operands;       /* n_operands indices into TraceRun.instrs */
+} TraceRunInstr;
+
+typedef struct TraceRunNumber {
+    const char *key;
+    double num;
+    const char *str; /* non-NULL when the value is a string */
+} TraceRunNumber;
+
+typedef struct TraceRunDecision {
+    uint32_t seq;
+    uint32_t instr;           /* 'before' */
+    const char *handler, *strategy, *reason; /* reason may be NULL */
+    uint32_t n_alternatives;
+    const char **alternatives;
+    uint32_t n_numbers;
+    TraceRunNumber *numbers;
+} TraceRunDecision;
+
+typedef struct TraceRunReshard {
+    uint32_t seq;
+    uint32_t requester;       /* 'before' */
+    uint32_t value, result;   /* 'after' */
+    const char *value_name, *result_name; /* result_name may be NULL */
+    const char *from, *to, *method;
+} TraceRunReshard;
+
+typedef struct TraceRunCollective {
+    uint32_t instr;           /* 'after' */
+    const char *kind;         /* all-gather, reduce-scatter, all-reduce, ... */
+    bool has_channel_id;
+    int64_t channel_id;
+    int64_t group_size, n_groups;
+    const char *shape;
+    double bytes;             /* S of the cost model, one execution */
+    int64_t trip_count;       /* -1: unknown */
+    uint32_t source;          /* 'before' */
+    const char *cause;        /* may be NULL */
+    uint32_t reshard, decision; /* indices into reshards / decisions */
+    double send_bytes;        /* summed over devices, trip count applied (ring model) */
+    double max_device_send_bytes; /* the busiest device, trip count applied */
+    uint32_t *group_offsets;  /* n_groups + 1 offsets into devices */
+    int64_t *devices;         /* permute: (source, target) per group */
+} TraceRunCollective;
+
+typedef struct TraceRunLoop {
+    uint32_t dot;             /* 'before' */
+    uint32_t loop;            /* 'after' */
+    const char *loop_name, *variant;
+    int64_t iterations, bytes_per_iteration;
+} TraceRunLoop;
+
+typedef struct TraceRunWarning {
+    uint32_t instr;           /* 'before' */
+    const char *message;
+} TraceRunWarning;
+
+typedef struct TraceRunDevice {
+    int64_t device;
+    double send_bytes, recv_bytes; /* ring model, trip counts applied */
+    uint32_t collectives, unknown_trip_collectives;
+} TraceRunDevice;
+
+typedef struct TraceRunOption {
+    const char *key, *value;
+} TraceRunOption;
+
+typedef struct TraceRun {
+    int64_t id;
+    const char *module, *input_hash, *tool_version, *created_at;
+    int64_t num_partitions;
+    double duration_ms;       /* < 0: not measured */
+    TraceRunOption *options;  uint32_t n_options;  /* sorted by key */
+    TraceRunInstr *instrs;    uint32_t n_instrs;
+    uint32_t n_before;        /* instrs[0, n_before) are 'before', the rest 'after' */
+    TraceRunDecision *decisions;     uint32_t n_decisions;
+    TraceRunReshard *reshards;       uint32_t n_reshards;
+    TraceRunCollective *collectives; uint32_t n_collectives;
+    TraceRunLoop *loops;             uint32_t n_loops;
+    TraceRunWarning *warnings;       uint32_t n_warnings;
+    TraceRunDevice *devices;         uint32_t n_devices; /* by device id */
+} TraceRun;
+
+/* Loads run `run_id` (0: the latest run) into `arena`. No such run, or an empty file, is
+ * SL_ERR_INVALID. */
+SlStatus trace_run_load(TraceDb *db, int64_t run_id, SlArena *arena, const TraceRun **out,
+                        SlError *err);
+/* The instruction named `name` in `phase`, or NULL. */
+const TraceRunInstr *trace_run_find_instr(const TraceRun *run, TracePhase phase,
+                                          const char *name);
+/* Appends a plain-words account of why source instruction `name` was partitioned the way it
+ * was: shardings, decision with alternatives and numbers, reshards, collectives with bytes,
+ * windowed loop. An output instruction's name explains its source. Unknown names are
+ * SL_ERR_INVALID, with the closest names in the message. */
+SlStatus trace_explain(const TraceRun *run, const char *name, SlBuf *out, SlError *err);
+
+#endif

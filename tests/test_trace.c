@@ -1,0 +1,780 @@
+/* test_trace.c - the trace database: schema and version check, every row of a hand-fed run,
+ * atomicity, two concurrent writers, the cost-model views, the reader and explain.
+ * Modules are parsed from HLO text; events are fed to the sink by hand, the way the
+ * partitioner would. This file reads the database with SQL directly (sqlite3.h) to check the
+ * schema as users see it; the library itself keeps SQLite inside src/trace. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <sqlite3.h>
+
+#include "hlo/hlo.h"
+#include "sharding/shd.h"
+#include "trace/trace_db.h"
+#include "trace/trace_run.h"
+
+/* ---- fixture: a temporary directory, an arena and an interner ---- */
+
+typedef struct Fx {
+    char dir[64];
+    char path[96];
+    SlArena arena;
+    SlInterner names;
+} Fx;
+
+static int
+fx_setup(void **state)
+{
+    Fx *fx = calloc(1, sizeof(*fx));
+    if (!fx)
+        return -1;
+    snprintf(fx->dir, sizeof(fx->dir), "/tmp/sl_trace_XXXXXX");
+    if (!mkdtemp(fx->dir))
+        return -1;
+    snprintf(fx->path, sizeof(fx->path), "%s/t.db", fx->dir);
+    sl_arena_init(&fx->arena);
+    sl_interner_init(&fx->names, &fx->arena);
+    *state = fx;
+    return 0;
+}
+
+static int
+fx_teardown(void **state)
+{
+    Fx *fx = *state;
+    char p[128];
+    static const char *const suffixes[] = {"", "-journal", "-wal", "-shm"};
+    for (size_t k = 0; k < SL_COUNTOF(suffixes); k++) {
+        snprintf(p, sizeof(p), "%s%s", fx->path, suffixes[k]);
+        (void)unlink(p);
+    }
+    (void)rmdir(fx->dir);
+    sl_interner_fini(&fx->names);
+    sl_arena_fini(&fx->arena);
+    free(fx);
+    return 0;
+}
+
+static IrModule *
+parse(Fx *fx, const char *text)
+{
+    IrModule *m = NULL;
+    SlError err = {0};
+    SlStatus st = hlo_parse(&fx->arena, &fx->names, sl_str(text), "test.hlo", &m, &err);
+    if (st != SL_OK)
+        fail_msg("parse: %s: %u:%u: %s", sl_status_name(st), err.loc.line, err.loc.col, err.msg);
+    return m;
+}
+
+static IrInstr *
+instr(const IrModule *m, const char *name)
+{
+    for (uint32_t c = 0; c < m->n_comps; c++)
+        for (uint32_t k = 0; k < m->comps[c]->n_instrs; k++)
+            if (strcmp(sl_sym_cstr(m->comps[c]->instrs[k]->name), name) == 0)
+                return m->comps[c]->instrs[k];
+    fail_msg("no instruction %s", name);
+    return NULL;
+}
+
+/* ---- raw SQL helpers (the test's view of the file) ---- */
+
+static sqlite3 *
+sql_open(const char *path)
+{
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_busy_timeout(db, 10000), SQLITE_OK);
+    return db;
+}
+
+static int64_t
+sql_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    assert_int_equal(sqlite3_finalize(st), SQLITE_OK);
+    return v;
+}
+
+static double
+sql_real(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    double v = sqlite3_column_double(st, 0);
+    assert_int_equal(sqlite3_finalize(st), SQLITE_OK);
+    return v;
+}
+
+/* The first column of the first row as text ("NULL" for NULL) into a static-free buffer. */
+static void
+sql_text(sqlite3 *db, const char *sql, char *out, size_t cap)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    const unsigned char *t = sqlite3_column_text(st, 0);
+    snprintf(out, cap, "%s", t ? (const char *)t : "NULL");
+    assert_int_equal(sqlite3_finalize(st), SQLITE_OK);
+}
+
+#define ASSERT_SQL_TEXT(db, sql, want)                                                         \
+    do {                                                                                       \
+        char got_[256];                                                                        \
+        sql_text((db), (sql), got_, sizeof(got_));                                             \
+        assert_string_equal(got_, (want));                                                     \
+    } while (0)
+
+/* ---- the contracting-dim dot used by several tests ---- */
+
+static const char k_dot_in[] =
+    "HloModule dotmod, num_partitions=2\n"
+    "\n"
+    "ENTRY main {\n"
+    "  lhs = f32[8,16] parameter(0), sharding={devices=[1,2]0,1}\n"
+    "  rhs = f32[16,4] parameter(1), sharding={devices=[2,1]0,1}\n"
+    "  ROOT dot = f32[8,4] dot(lhs, rhs), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+    " sharding={replicated}, metadata={op_name=\"jit(f)/dot_general\" source_file=\"model.py\""
+    " source_line=42}\n"
+    "}\n";
+
+static const char k_dot_out[] =
+    "HloModule dotmod_spmd, num_partitions=2\n"
+    "\n"
+    "add {\n"
+    "  x = f32[] parameter(0)\n"
+    "  y = f32[] parameter(1)\n"
+    "  ROOT sum = f32[] add(x, y)\n"
+    "}\n"
+    "\n"
+    "ENTRY main {\n"
+    "  lhs.1 = f32[8,8] parameter(0), sharding={devices=[1,2]0,1}\n"
+    "  rhs.1 = f32[8,4] parameter(1), sharding={devices=[2,1]0,1}\n"
+    "  dot.1 = f32[8,4] dot(lhs.1, rhs.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  ROOT all-reduce.1 = f32[8,4] all-reduce(dot.1), channel_id=1, replica_groups={{0,1}},"
+    " use_global_device_ids=true, to_apply=add\n"
+    "}\n";
+
+#define OPTIONS_TEXT "threshold_for_windowed_einsum_mib=256\ncache_all_gather=true\n"
+static const TraceRunInfo k_info = {"0.1.0-test", "2024-01-02T03:04:05Z",
+                                    {"abc", 3},   {OPTIONS_TEXT, sizeof(OPTIONS_TEXT) - 1},
+                                    2};
+
+/* Feeds the events the partitioner would send for the dot (contracting strategy). */
+static void
+feed_dot_events(Fx *fx, TraceSink *s, const IrModule *in, const IrModule *out)
+{
+    const IrInstr *dot = instr(in, "dot"), *lhs = instr(in, "lhs"), *rhs = instr(in, "rhs");
+    const IrInstr *dot1 = instr(out, "dot.1"), *ar = instr(out, "all-reduce.1");
+    s->ops->emit(s, instr(out, "lhs.1"), lhs);
+    s->ops->emit(s, instr(out, "rhs.1"), rhs);
+    s->ops->emit(s, dot1, dot);
+    s->ops->emit(s, ar, dot);
+    static const char *const alts[] = {"batch", "non_contracting", "windowed_einsum"};
+    const TraceKV nums[] = {{"lhs_bytes", 512, NULL},
+                            {"threshold_mib", 256, NULL},
+                            {"output_sharding", 0, "{replicated}"}};
+    TraceDecision d = {dot,  "dot", "contracting",
+                       "both operands are split along the contracting dimension",
+                       alts, 3,     nums,          3};
+    s->ops->decision(s, &d);
+    const ShdSharding *tiled = ir_instr_sharding(lhs);
+    TraceReshard r = {dot, instr(out, "lhs.1"), tiled, tiled, "cache-hit", instr(out, "lhs.1"), 1};
+    s->ops->reshard(s, &r);
+    const ShdSharding *repl = shd_replicated(&fx->arena);
+    TraceReshard r2 = {dot, dot1, ir_instr_sharding(rhs), repl, "all-reduce", ar, 2};
+    s->ops->reshard(s, &r2);
+    TraceCollective c = {ar, dot, 0, "dot"};
+    s->ops->collective(s, &c);
+    s->ops->warning(s, lhs, "test warning");
+}
+
+static int64_t
+write_dot_run(Fx *fx, TraceDb *db)
+{
+    IrModule *in = parse(fx, k_dot_in), *out = parse(fx, k_dot_out);
+    SlError err = {0};
+    TraceSink *sink = NULL;
+    assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
+    feed_dot_events(fx, sink, in, out);
+    int64_t run_id = 0;
+    SlStatus st = trace_db_end_run(db, out, 12.5, &run_id, &err);
+    if (st != SL_OK)
+        fail_msg("end_run: %s", err.msg);
+    ir_module_fini(in);
+    ir_module_fini(out);
+    return run_id;
+}
+
+/* ---- schema and version ---- */
+
+static void
+test_schema_created_and_version_checked(void **state)
+{
+    Fx *fx = *state;
+    SlError err = {0};
+    TraceDb *db = NULL;
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_ERR_IO);
+    assert_null(db);
+
+    err = (SlError){0};
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    trace_db_close(db);
+    sqlite3 *raw = sql_open(fx->path);
+    assert_int_equal(sql_int(raw, "PRAGMA user_version"), trace_db_schema_version());
+    assert_true(trace_db_schema_version() >= 1);
+    static const char *const objects[] = {
+        "run", "run_option", "instr", "edge", "decision", "decision_alt", "decision_number",
+        "reshard", "collective", "collective_group", "windowed_loop", "warning",
+        "collective_device", "device_traffic", "collective_traffic", "source_traffic"};
+    for (size_t k = 0; k < SL_COUNTOF(objects); k++) {
+        char q[160];
+        snprintf(q, sizeof(q), "SELECT count(*) FROM sqlite_schema WHERE name = '%s'", objects[k]);
+        if (sql_int(raw, q) != 1)
+            fail_msg("schema object %s missing", objects[k]);
+    }
+    /* Reopening (both modes) accepts our own version and does not recreate anything. */
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    trace_db_close(db);
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_OK);
+    trace_db_close(db);
+
+    /* Another version: a clear SL_ERR_DB naming both versions, in both modes. */
+    assert_int_equal(sqlite3_exec(raw, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+    for (int mode = TRACE_DB_READ; mode <= TRACE_DB_APPEND; mode++) {
+        err = (SlError){0};
+        assert_int_equal(trace_db_open(fx->path, (TraceDbMode)mode, &db, &err), SL_ERR_DB);
+        assert_null(db);
+        char want[64];
+        snprintf(want, sizeof(want), "reads version %d", trace_db_schema_version());
+        assert_non_null(strstr(err.msg, "version 99"));
+        assert_non_null(strstr(err.msg, want));
+        assert_string_equal(err.loc.path, fx->path);
+    }
+    /* A database that is not ours (tables, user_version 0) is refused, not written into. */
+    assert_int_equal(sqlite3_exec(raw, "PRAGMA user_version = 0", NULL, NULL, NULL), SQLITE_OK);
+    err = (SlError){0};
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_ERR_DB);
+    assert_non_null(strstr(err.msg, "not a shardlens trace"));
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+
+    /* Not a database at all. */
+    FILE *f = fopen(fx->path, "w");
+    assert_non_null(f);
+    fputs("this is not sqlite, just text that is long enough to have a header......\n", f);
+    assert_int_equal(fclose(f), 0);
+    err = (SlError){0};
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_ERR_DB);
+}
+
+/* ---- one run, every row ---- */
+
+static void
+test_run_rows(void **state)
+{
+    Fx *fx = *state;
+    SlError err = {0};
+    TraceDb *db = NULL;
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    int64_t run_id = write_dot_run(fx, db);
+    assert_int_equal(run_id, 1);
+    trace_db_close(db);
+
+    sqlite3 *raw = sql_open(fx->path);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM run"), 1);
+    ASSERT_SQL_TEXT(raw, "SELECT module FROM run", "dotmod");
+    ASSERT_SQL_TEXT(raw, "SELECT tool_version FROM run", "0.1.0-test");
+    ASSERT_SQL_TEXT(raw, "SELECT created_at FROM run", "2024-01-02T03:04:05Z");
+    assert_int_equal(sql_int(raw, "SELECT num_partitions FROM run"), 2);
+    assert_true(sql_real(raw, "SELECT duration_ms FROM run") == 12.5);
+    assert_int_equal(sql_int(raw, "SELECT length(input_hash) FROM run"), 16);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM run_option"), 2);
+    ASSERT_SQL_TEXT(raw, "SELECT value FROM run_option WHERE key = 'cache_all_gather'", "true");
+
+    /* Instructions: 3 before, 3 + 4 after (the reducer computation too). */
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM instr WHERE phase = 'before'"), 3);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM instr WHERE phase = 'after'"), 7);
+    ASSERT_SQL_TEXT(raw, "SELECT shape || ' ' || opcode || ' ' || sharding FROM instr"
+                         " WHERE name = 'lhs'", "f32[8,16] parameter {devices=[1,2]0,1}");
+    ASSERT_SQL_TEXT(raw, "SELECT op_name || ' ' || source_file || ':' || source_line"
+                         " FROM instr WHERE name = 'dot'", "jit(f)/dot_general model.py:42");
+    assert_int_equal(sql_int(raw, "SELECT size_bytes FROM instr WHERE name = 'dot'"), 128);
+    assert_int_equal(sql_int(raw, "SELECT is_root FROM instr WHERE name = 'dot'"), 1);
+    ASSERT_SQL_TEXT(raw, "SELECT sharding FROM instr WHERE name = 'dot.1'", "NULL");
+    /* Every entry instruction of the output links back to its source. */
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM instr a JOIN instr b ON b.id ="
+                                  " a.derived_from WHERE a.phase = 'after' AND b.phase ="
+                                  " 'before' AND a.computation = 'main'"),
+                     4);
+    ASSERT_SQL_TEXT(raw, "SELECT b.name FROM instr a JOIN instr b ON b.id = a.derived_from"
+                         " WHERE a.name = 'all-reduce.1'", "dot");
+
+    /* Edges: dot(lhs, rhs) before; dot.1(lhs.1, rhs.1), all-reduce.1(dot.1), add(x, y). */
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM edge WHERE phase = 'before'"), 2);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM edge WHERE phase = 'after'"), 5);
+    ASSERT_SQL_TEXT(raw, "SELECT o.name FROM edge e JOIN instr u ON u.id = e.user JOIN instr o"
+                         " ON o.id = e.operand WHERE u.name = 'dot' AND e.operand_index = 1",
+                    "rhs");
+
+    /* Decision with its alternatives and numbers. */
+    ASSERT_SQL_TEXT(raw, "SELECT i.name || ' ' || d.handler || ' ' || d.strategy FROM decision d"
+                         " JOIN instr i ON i.id = d.instr", "dot dot contracting");
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM decision_alt"), 3);
+    ASSERT_SQL_TEXT(raw, "SELECT strategy FROM decision_alt WHERE idx = 2", "windowed_einsum");
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM decision_number"), 3);
+    assert_int_equal(sql_int(raw, "SELECT num FROM decision_number WHERE key = 'lhs_bytes'"),
+                     512);
+    ASSERT_SQL_TEXT(raw, "SELECT str FROM decision_number WHERE key = 'output_sharding'",
+                    "{replicated}");
+
+    /* Reshards. */
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM reshard"), 2);
+    ASSERT_SQL_TEXT(raw, "SELECT from_sharding || ' -> ' || to_sharding || ' ' || method ||"
+                         " ' ' || result_name FROM reshard WHERE seq = 2",
+                    "{devices=[2,1]0,1} -> {replicated} all-reduce all-reduce.1");
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM reshard r JOIN instr v ON v.id = r.value"
+                                  " JOIN instr q ON q.id = r.requester WHERE v.phase = 'after'"
+                                  " AND q.name = 'dot'"),
+                     2);
+
+    /* The collective: one row, its group, S, trip count and links. */
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM collective"), 1);
+    ASSERT_SQL_TEXT(raw, "SELECT kind || ' ' || shape || ' ' || cause FROM collective",
+                    "all-reduce f32[8,4] dot");
+    assert_int_equal(sql_int(raw, "SELECT channel_id FROM collective"), 1);
+    assert_int_equal(sql_int(raw, "SELECT group_size * 10 + n_groups FROM collective"), 21);
+    assert_true(sql_real(raw, "SELECT bytes FROM collective") == 128.0);
+    assert_int_equal(sql_int(raw, "SELECT trip_count FROM collective"), 1);
+    ASSERT_SQL_TEXT(raw, "SELECT s.name FROM collective c JOIN instr s ON s.id = c.source", "dot");
+    ASSERT_SQL_TEXT(raw, "SELECT d.strategy FROM collective c JOIN decision d"
+                         " ON d.id = c.decision_id", "contracting");
+    ASSERT_SQL_TEXT(raw, "SELECT group_concat(device) FROM (SELECT device FROM collective_group"
+                         " ORDER BY group_idx, position)", "0,1");
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM windowed_loop"), 0);
+    ASSERT_SQL_TEXT(raw, "SELECT i.name || ': ' || w.message FROM warning w JOIN instr i"
+                         " ON i.id = w.instr", "lhs: test warning");
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+
+    /* The reader gives the same run back. */
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_OK);
+    const TraceRun *run = NULL;
+    assert_int_equal(trace_run_load(db, 0, &fx->arena, &run, &err), SL_OK);
+    assert_int_equal(run->id, 1);
+    assert_string_equal(run->module, "dotmod");
+    assert_int_equal(run->n_options, 2);
+    assert_string_equal(run->options[0].key, "cache_all_gather"); /* sorted */
+    assert_int_equal(run->n_instrs, 10);
+    assert_int_equal(run->n_before, 3);
+    const TraceRunInstr *d = trace_run_find_instr(run, TRACE_BEFORE, "dot");
+    assert_non_null(d);
+    assert_int_equal(d->n_operands, 2);
+    assert_string_equal(run->instrs[d->operands[1]].name, "rhs");
+    const TraceRunInstr *ar = trace_run_find_instr(run, TRACE_AFTER, "all-reduce.1");
+    assert_non_null(ar);
+    assert_ptr_equal(&run->instrs[ar->derived_from], d);
+    assert_int_equal(run->n_decisions, 1);
+    assert_int_equal(run->decisions[0].n_alternatives, 3);
+    assert_int_equal(run->decisions[0].n_numbers, 3);
+    assert_string_equal(run->decisions[0].numbers[2].str, "{replicated}");
+    assert_null(run->decisions[0].numbers[0].str);
+    assert_int_equal(run->n_reshards, 2);
+    assert_int_equal(run->n_collectives, 1);
+    const TraceRunCollective *c = &run->collectives[0];
+    assert_string_equal(c->kind, "all-reduce");
+    assert_int_equal(c->group_offsets[1], 2);
+    assert_int_equal(c->devices[1], 1);
+    assert_int_equal(c->decision, 0);
+    assert_true(c->bytes == 128.0);
+    assert_true(c->max_device_send_bytes == 128.0); /* 2(g-1)/g * S, g = 2 */
+    assert_true(c->send_bytes == 256.0);
+    assert_int_equal(run->n_devices, 2);
+    assert_true(run->devices[1].recv_bytes == 128.0);
+    assert_int_equal(run->n_warnings, 1);
+    err = (SlError){0};
+    assert_int_equal(trace_run_load(db, 7, &fx->arena, &run, &err), SL_ERR_INVALID);
+    trace_db_close(db);
+}
+
+/* ---- atomicity ---- */
+
+static void
+assert_db_empty(const char *path)
+{
+    static const char *const tables[] = {"run", "run_option", "instr", "edge", "decision",
+                                         "decision_alt", "decision_number", "reshard",
+                                         "collective", "collective_group", "windowed_loop",
+                                         "warning"};
+    sqlite3 *raw = sql_open(path);
+    for (size_t k = 0; k < SL_COUNTOF(tables); k++) {
+        char q[96];
+        snprintf(q, sizeof(q), "SELECT count(*) FROM %s", tables[k]);
+        if (sql_int(raw, q) != 0)
+            fail_msg("%s is not empty", tables[k]);
+    }
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+}
+
+static void
+test_failed_run_leaves_no_rows(void **state)
+{
+    Fx *fx = *state;
+    SlError err = {0};
+    TraceDb *db = NULL;
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    IrModule *in = parse(fx, k_dot_in), *out = parse(fx, k_dot_out);
+
+    /* The partitioner failed: nothing is written. */
+    TraceSink *sink = NULL;
+    assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
+    feed_dot_events(fx, sink, in, out);
+    trace_db_abort_run(db);
+    assert_db_empty(fx->path);
+
+    /* The write fails at row k, for every k up to the whole run (33 rows). */
+    for (uint64_t k = 1; k <= 33; k++) {
+        assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
+        feed_dot_events(fx, sink, in, out);
+        trace_db_inject_fault(db, k);
+        err = (SlError){0};
+        assert_int_equal(trace_db_end_run(db, out, 1.0, NULL, &err), SL_ERR_DB);
+        assert_non_null(strstr(err.msg, "injected fault"));
+        assert_db_empty(fx->path);
+    }
+    /* With one row more the run goes through, wholly. */
+    trace_db_inject_fault(db, 34);
+    assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
+    feed_dot_events(fx, sink, in, out);
+    int64_t run_id = 0;
+    err = (SlError){0};
+    assert_int_equal(trace_db_end_run(db, out, 1.0, &run_id, &err), SL_OK);
+    assert_true(run_id > 0);
+    trace_db_close(db);
+    sqlite3 *raw = sql_open(fx->path);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM run"), 1);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM collective_group"), 2);
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+    ir_module_fini(in);
+    ir_module_fini(out);
+}
+
+/* ---- two processes appending at once ---- */
+
+enum { RUNS_PER_WRITER = 15 };
+
+static int
+writer_child(const char *path)
+{
+    Fx fx = {0};
+    sl_arena_init(&fx.arena);
+    sl_interner_init(&fx.names, &fx.arena);
+    int rc = 0;
+    SlError err = {0};
+    TraceDb *db = NULL;
+    if (trace_db_open(path, TRACE_DB_APPEND, &db, &err) != SL_OK) {
+        fprintf(stderr, "child open: %s\n", err.msg);
+        return 1;
+    }
+    IrModule *in = NULL, *out = NULL;
+    if (hlo_parse(&fx.arena, &fx.names, sl_str(k_dot_in), "in", &in, &err) != SL_OK ||
+        hlo_parse(&fx.arena, &fx.names, sl_str(k_dot_out), "out", &out, &err) != SL_OK)
+        rc = 2;
+    for (int k = 0; k < RUNS_PER_WRITER && rc == 0; k++) {
+        TraceSink *sink = NULL;
+        if (trace_db_begin_run(db, in, &k_info, &sink, &err) != SL_OK) {
+            rc = 3;
+            break;
+        }
+        feed_dot_events(&fx, sink, in, out);
+        if (trace_db_end_run(db, out, 1.0, NULL, &err) != SL_OK) {
+            fprintf(stderr, "child end_run: %s\n", err.msg);
+            rc = 4;
+        }
+    }
+    trace_db_close(db);
+    if (in)
+        ir_module_fini(in);
+    if (out)
+        ir_module_fini(out);
+    sl_interner_fini(&fx.names);
+    sl_arena_fini(&fx.arena);
+    return rc;
+}
+
+static void
+test_two_concurrent_writers(void **state)
+{
+    Fx *fx = *state;
+    /* The file does not exist yet: both children race to create the schema as well. */
+    pid_t pids[2];
+    for (int k = 0; k < 2; k++) {
+        pids[k] = fork();
+        assert_true(pids[k] >= 0);
+        if (pids[k] == 0)
+            _exit(writer_child(fx->path));
+    }
+    for (int k = 0; k < 2; k++) {
+        int status = 0;
+        assert_int_equal(waitpid(pids[k], &status, 0), pids[k]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    sqlite3 *raw = sql_open(fx->path);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM run"), 2 * RUNS_PER_WRITER);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM instr"), 2 * RUNS_PER_WRITER * 10);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM collective_group"),
+                     2 * RUNS_PER_WRITER * 2);
+    /* No run is missing a part: every run has its 10 instructions and its collective. */
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM run r WHERE (SELECT count(*) FROM instr"
+                                  " i WHERE i.run_id = r.id) <> 10 OR (SELECT count(*) FROM"
+                                  " collective c WHERE c.run_id = r.id) <> 1"),
+                     0);
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+}
+
+/* ---- the cost-model views ---- */
+
+static const char k_traffic_in[] =
+    "HloModule traffic, num_partitions=4\n"
+    "\n"
+    "ENTRY main {\n"
+    "  p = f32[16,8] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+    "  ROOT n = f32[16,8] negate(p), sharding={replicated}\n"
+    "}\n";
+
+/* All-gather S = 512 B over one group of 4; all-reduce S = 32 B over {0,1},{2,3};
+ * collective-permute S = 16 B along 0->1->2->3; an all-reduce of S = 16 B over all four in a
+ * loop body that runs 3 times. */
+static const char k_traffic_out[] =
+    "HloModule traffic_spmd, num_partitions=4\n"
+    "\n"
+    "add {\n"
+    "  x = f32[] parameter(0)\n"
+    "  y = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(x, y)\n"
+    "}\n"
+    "\n"
+    "body {\n"
+    "  bp = (s32[], f32[4]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(bp), index=0\n"
+    "  v = f32[4] get-tuple-element(bp), index=1\n"
+    "  ar.loop = f32[4] all-reduce(v), channel_id=4, replica_groups=[1,4]<=[4],"
+    " use_global_device_ids=true, to_apply=add\n"
+    "  ROOT bt = (s32[], f32[4]) tuple(i, ar.loop)\n"
+    "}\n"
+    "\n"
+    "cond {\n"
+    "  cp = (s32[], f32[4]) parameter(0)\n"
+    "  ROOT t = pred[] constant(true)\n"
+    "}\n"
+    "\n"
+    "ENTRY main {\n"
+    "  p.1 = f32[4,8] parameter(0)\n"
+    "  ag = f32[16,8] all-gather(p.1), channel_id=1, replica_groups={{0,1,2,3}},"
+    " dimensions={0}, use_global_device_ids=true\n"
+    "  q = f32[8] parameter(1)\n"
+    "  ar = f32[8] all-reduce(q), channel_id=2, replica_groups={{0,1},{2,3}},"
+    " use_global_device_ids=true, to_apply=add\n"
+    "  r = f32[2,2] parameter(2)\n"
+    "  cpm = f32[2,2] collective-permute(r), channel_id=3,"
+    " source_target_pairs={{0,1},{1,2},{2,3}}\n"
+    "  z = s32[] constant(0)\n"
+    "  w = f32[4] parameter(3)\n"
+    "  init = (s32[], f32[4]) tuple(z, w)\n"
+    "  loop = (s32[], f32[4]) while(init), condition=cond, body=body,"
+    " backend_config={\"known_trip_count\":{\"n\":\"3\"}}\n"
+    "  ROOT n.1 = f32[16,8] negate(ag)\n"
+    "}\n";
+
+static void
+test_device_traffic_views(void **state)
+{
+    Fx *fx = *state;
+    SlError err = {0};
+    TraceDb *db = NULL;
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    IrModule *in = parse(fx, k_traffic_in), *out = parse(fx, k_traffic_out);
+    TraceRunInfo info = k_info;
+    info.num_partitions = 4;
+    TraceSink *sink = NULL;
+    assert_int_equal(trace_db_begin_run(db, in, &info, &sink, &err), SL_OK);
+    const IrInstr *n = instr(in, "n"), *p = instr(in, "p");
+    TraceReshard r = {n, instr(out, "p.1"), ir_instr_sharding(p), ir_instr_sharding(n),
+                      "all-gather", instr(out, "ag"), 1};
+    sink->ops->reshard(sink, &r);
+    TraceCollective c = {instr(out, "ag"), n, 1, "reshard"};
+    sink->ops->collective(sink, &c);
+    TraceWindowedLoop wl = {n, instr(out, "loop"), "all-gather", 3, 16};
+    sink->ops->windowed_loop(sink, &wl);
+    assert_int_equal(trace_db_end_run(db, out, -1, NULL, &err), SL_OK);
+    trace_db_close(db);
+
+    sqlite3 *raw = sql_open(fx->path);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM collective"), 4);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM run WHERE duration_ms IS NULL"), 1);
+    assert_true(sql_real(raw, "SELECT bytes FROM collective WHERE kind = 'all-gather'") == 512.0);
+    assert_int_equal(sql_int(raw, "SELECT trip_count FROM collective c JOIN instr i"
+                                  " ON i.id = c.instr WHERE i.name = 'ar.loop'"),
+                     3);
+    assert_int_equal(sql_int(raw, "SELECT n_groups * 10 + group_size FROM collective"
+                                  " WHERE kind = 'collective-permute'"),
+                     32);
+    /* Per device, hand-computed:
+     *   all-gather   (4-1)/4 * 512 = 384 each way on every device
+     *   all-reduce   2(2-1)/2 * 32 = 32 each way on every device
+     *   permute      16 sent by 0, 1, 2; 16 received by 1, 2, 3
+     *   loop         2(4-1)/4 * 16 = 24 each way, x3 = 72 */
+    static const struct {
+        int device;
+        double send, recv;
+    } want[] = {
+        {0, 504, 488},
+        {1, 504, 504},
+        {2, 504, 504},
+        {3, 488, 504},
+    };
+    for (size_t k = 0; k < SL_COUNTOF(want); k++) {
+        char q[160];
+        snprintf(q, sizeof(q), "SELECT send_bytes FROM device_traffic WHERE device = %d",
+                 want[k].device);
+        assert_true(sql_real(raw, q) == want[k].send);
+        snprintf(q, sizeof(q), "SELECT recv_bytes FROM device_traffic WHERE device = %d",
+                 want[k].device);
+        assert_true(sql_real(raw, q) == want[k].recv);
+    }
+    assert_int_equal(sql_int(raw, "SELECT sum(unknown_trip_collectives) FROM device_traffic"), 0);
+    /* "Which source op caused the most all-gather bytes?" */
+    ASSERT_SQL_TEXT(raw, "SELECT source FROM source_traffic WHERE kind = 'all-gather'"
+                         " ORDER BY send_bytes DESC LIMIT 1", "n");
+    assert_true(sql_real(raw, "SELECT send_bytes FROM source_traffic WHERE kind = 'all-gather'")
+                == 4 * 384.0);
+    assert_int_equal(sql_int(raw, "SELECT iterations FROM windowed_loop w JOIN instr l"
+                                  " ON l.id = w.loop WHERE l.name = 'loop'"),
+                     3);
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+
+    /* The reader serves the same numbers from the views. */
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_OK);
+    const TraceRun *run = NULL;
+    assert_int_equal(trace_run_load(db, 0, &fx->arena, &run, &err), SL_OK);
+    assert_int_equal(run->n_devices, 4);
+    for (size_t k = 0; k < SL_COUNTOF(want); k++) {
+        assert_true(run->devices[k].send_bytes == want[k].send);
+        assert_true(run->devices[k].recv_bytes == want[k].recv);
+    }
+    assert_int_equal(run->n_collectives, 4); /* in module order: body, then entry */
+    const TraceRunCollective *pm = &run->collectives[3];
+    assert_string_equal(pm->kind, "collective-permute");
+    assert_int_equal(run->collectives[0].trip_count, 3);
+    assert_int_equal(pm->n_groups, 3);
+    assert_int_equal(pm->group_offsets[3], 6);
+    assert_int_equal(pm->devices[pm->group_offsets[2] + 1], 3); /* pair 2: 2 -> 3 */
+    assert_int_equal(run->n_loops, 1);
+    assert_int_equal(run->loops[0].iterations, 3);
+    trace_db_close(db);
+    ir_module_fini(in);
+    ir_module_fini(out);
+}
+
+/* ---- explain ---- */
+
+static void
+test_explain_contracting_dot(void **state)
+{
+    Fx *fx = *state;
+    SlError err = {0};
+    TraceDb *db = NULL;
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    (void)write_dot_run(fx, db);
+    const TraceRun *run = NULL;
+    assert_int_equal(trace_run_load(db, 0, &fx->arena, &run, &err), SL_OK);
+    SlBuf b;
+    sl_buf_init(&b);
+    assert_int_equal(trace_explain(run, "dot", &b, &err), SL_OK);
+    static const char *const want[] = {
+        "dot was partitioned by the dot handler with strategy \"contracting\"",
+        "sharding: {replicated}",
+        "operand 0 lhs: f32[8,16], sharding {devices=[1,2]0,1}",
+        "why: both operands are split along the contracting dimension",
+        "also considered: batch, non_contracting, windowed_einsum",
+        "compared lhs_bytes = 512",
+        "#2 dot.1: {devices=[2,1]0,1} -> {replicated} by all-reduce",
+        "all-reduce.1: all-reduce of f32[8,4] over 1 group of 2; S = 128 B",
+        "busiest device sends 128 B (ring 2(g-1)/g x S, x1 executions)",
+        "from: jit(f)/dot_general at model.py:42",
+        "Windowed loop: none",
+    };
+    for (size_t k = 0; k < SL_COUNTOF(want); k++)
+        if (!strstr(b.data, want[k]))
+            fail_msg("explain lacks \"%s\":\n%s", want[k], b.data);
+
+    /* An output name explains its source. */
+    sl_buf_clear(&b);
+    assert_int_equal(trace_explain(run, "all-reduce.1", &b, &err), SL_OK);
+    assert_non_null(strstr(b.data, "all-reduce.1 is an output instruction derived from dot."));
+
+    /* Unknown names list the close ones. */
+    err = (SlError){0};
+    assert_int_equal(trace_explain(run, "dott", &b, &err), SL_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "no instruction named 'dott'"));
+    assert_non_null(strstr(err.msg, "did you mean: dot"));
+    sl_buf_fini(&b);
+    trace_db_close(db);
+}
+
+/* ---- the memory sink ---- */
+
+static void
+test_mem_sink(void **state)
+{
+    Fx *fx = *state;
+    IrModule *in = parse(fx, k_dot_in), *out = parse(fx, k_dot_out);
+    TraceMemSink m;
+    trace_mem_sink_init(&m);
+    feed_dot_events(fx, &m.sink, in, out);
+    assert_int_equal(m.n_emits, 4);
+    assert_int_equal(m.n_decisions, 1);
+    assert_int_equal(m.n_reshards, 2);
+    assert_int_equal(m.n_collectives, 1);
+    assert_int_equal(m.n_warnings, 1);
+    assert_non_null(strstr(m.log.data, "decision dot dot contracting alts=batch,non_contracting"));
+    assert_non_null(strstr(m.log.data, "reshard #2 dot dot.1 {devices=[2,1]0,1} -> {replicated}"
+                                       " all-reduce all-reduce.1\n"));
+    assert_non_null(strstr(m.log.data, "collective all-reduce.1 dot cause=dot reshard=0\n"));
+    trace_mem_sink_fini(&m);
+    /* The null sink accepts nothing and is never NULL. */
+    assert_non_null(trace_null_sink());
+    ir_module_fini(in);
+    ir_module_fini(out);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_schema_created_and_version_checked, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_run_rows, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_run_leaves_no_rows, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_two_concurrent_writers, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_device_traffic_views, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_explain_contracting_dot, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_mem_sink, fx_setup, fx_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
