@@ -120,7 +120,8 @@ CREATE TABLE collective (
     bytes       REAL    NOT NULL,      -- S, exact
     trip_count  INTEGER,               -- executions per run of the module; NULL = unknown
     source      INTEGER REFERENCES instr(id),  -- 'before': the instruction it derives from
-    cause       TEXT,                  -- reshard, dot, reduce, windowed-einsum, input, ...
+    cause       TEXT,                  -- as reported (reshard, dot, ...); "input" for a collective
+                                       -- copied from the input; NULL when unreported
     reshard_id  INTEGER REFERENCES reshard(id),
     decision_id INTEGER REFERENCES decision(id)
 );
@@ -195,11 +196,12 @@ GROUP BY run_id, device;
 CREATE VIEW collective_traffic AS
 SELECT c.run_id, c.id AS collective_id, c.instr, c.kind, c.source, c.trip_count,
        c.bytes * COALESCE(c.trip_count, 1) AS full_bytes,
-       COALESCE(SUM(d.send_bytes), 0) * COALESCE(c.trip_count, 1) AS send_bytes,
-       COALESCE(MAX(d.send_bytes), 0) * COALESCE(c.trip_count, 1) AS max_device_send_bytes
-FROM collective c
-LEFT JOIN collective_device d ON d.collective_id = c.id
-GROUP BY c.run_id, c.id;
+       COALESCE((SELECT SUM(d.send_bytes) FROM collective_device d
+                 WHERE d.collective_id = c.id), 0) * COALESCE(c.trip_count, 1) AS send_bytes,
+       COALESCE((SELECT MAX(d.send_bytes) FROM collective_device d
+                 WHERE d.collective_id = c.id), 0) * COALESCE(c.trip_count, 1)
+           AS max_device_send_bytes
+FROM collective c;
 
 -- Per source instruction and collective kind: what it caused.
 CREATE VIEW source_traffic AS

@@ -154,22 +154,26 @@ sed '/num_partitions=4/s/, num_partitions=4//' "$SAMPLE" >"$TMP/no_header_n.hlo"
 run check_devices_from_shardings 0 check "$TMP/no_header_n.hlo"
 has check_devices_from_shardings "$TMP/check_devices_from_shardings.out" "7 sharded, num_partitions=4 (from shardings)"
 
-# ---- partition: option errors ----------------------------------------------------------------
-if grep -q "not yet available" "$TMP/help_partition.out"; then
-    echo "SKIP: partition is not built yet (src/spmd pending); its checks are skipped"
-else
-    run partition_unknown_set 2 partition "$SAMPLE" --set no_such_option=1 -o "$TMP/p.hlo"
-    has partition_unknown_set "$TMP/partition_unknown_set.err" "no_such_option"
-    [ ! -e "$TMP/p.hlo" ] || fail "partition: a failed run left an output file"
-    run partition_no_count 2 partition "$TMP/no_header_n.hlo"
-    has partition_no_count "$TMP/partition_no_count.err" "no partition count"
-    run partition_device_out_of_range 2 partition -n 2 "$SAMPLE"
-    has partition_device_out_of_range "$TMP/partition_device_out_of_range.err" "does not fit 2 partitions"
-    run partition_trace 3 partition "$SAMPLE" --trace "$TMP/t.db"
-    has partition_trace "$TMP/partition_trace.err" "--trace is not yet supported"
-    run partition_bad_input 2 partition "$TMP/shape.hlo" -n 4
-    has partition_bad_input "$TMP/partition_bad_input.err" "$TMP/shape.hlo:5:2: error:"
+# ---- partition: output that shardlens re-reads; option errors ---------------------------------
+run partition 0 partition "$SAMPLE" -o "$TMP/part.hlo"
+if [ ! -s "$TMP/part.hlo" ] || [ -s "$TMP/partition.out" ]; then
+    fail "partition -o: output misplaced"
 fi
+run partition_stdout 0 partition "$SAMPLE"
+cmp -s "$TMP/part.hlo" "$TMP/partition_stdout.out" || fail "partition: -o and stdout differ"
+run partition_recheck 0 check "$TMP/part.hlo"
+has partition_recheck "$TMP/partition_recheck.out" "num_partitions=4"
+run partition_unknown_set 2 partition "$SAMPLE" --set no_such_option=1 -o "$TMP/p.hlo"
+has partition_unknown_set "$TMP/partition_unknown_set.err" "no_such_option"
+[ ! -e "$TMP/p.hlo" ] || fail "partition: a failed run left an output file"
+run partition_no_count 2 partition "$TMP/no_header_n.hlo"
+has partition_no_count "$TMP/partition_no_count.err" "no partition count"
+run partition_device_out_of_range 2 partition -n 2 "$SAMPLE"
+has partition_device_out_of_range "$TMP/partition_device_out_of_range.err" "does not fit 2 partitions"
+run partition_trace 3 partition "$SAMPLE" --trace "$TMP/t.db"
+has partition_trace "$TMP/partition_trace.err" "--trace is not yet supported"
+run partition_bad_input 2 partition "$TMP/shape.hlo" -n 4
+has partition_bad_input "$TMP/partition_bad_input.err" "$TMP/shape.hlo:5:2: error:"
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures CLI check(s) failed" >&2

@@ -324,7 +324,9 @@ roundtrip_dir(const char *dir, Tally *t)
     qsort(names, n, sizeof(names[0]), cmp_str); /* readdir order is not stable */
     for (size_t k = 0; k < n; k++) {
         char path[4096];
-        snprintf(path, sizeof(path), "%s/%s", dir, names[k]);
+        int len = snprintf(path, sizeof(path), "%s/%s", dir, names[k]);
+        if (len < 0 || (size_t)len >= sizeof(path))
+            fail_msg("path too long: %s/%s", dir, names[k]);
         SlBuf file;
         SlError err = {0};
         sl_buf_init(&file);

@@ -4,6 +4,7 @@
  * partitioner would. This file reads the database with SQL directly (sqlite3.h) to check the
  * schema as users see it; the library itself keeps SQLite inside src/trace. */
 #include <setjmp.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,8 +15,6 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-
-#include <sqlite3.h>
 
 #include "hlo/hlo.h"
 #include "sharding/shd.h"
@@ -134,11 +133,11 @@ sql_text(sqlite3 *db, const char *sql, char *out, size_t cap)
     assert_int_equal(sqlite3_finalize(st), SQLITE_OK);
 }
 
-#define ASSERT_SQL_TEXT(db, sql, want)                                                         \
-    do {                                                                                       \
-        char got_[256];                                                                        \
-        sql_text((db), (sql), got_, sizeof(got_));                                             \
-        assert_string_equal(got_, (want));                                                     \
+#define ASSERT_SQL_TEXT(db, sql, want)                                                             \
+    do {                                                                                           \
+        char got_[256];                                                                            \
+        sql_text((db), (sql), got_, sizeof(got_));                                                 \
+        assert_string_equal(got_, (want));                                                         \
     } while (0)
 
 /* ---- the contracting-dim dot used by several tests ---- */
@@ -172,9 +171,11 @@ static const char k_dot_out[] =
     "}\n";
 
 #define OPTIONS_TEXT "threshold_for_windowed_einsum_mib=256\ncache_all_gather=true\n"
-static const TraceRunInfo k_info = {"0.1.0-test", "2024-01-02T03:04:05Z",
-                                    {"abc", 3},   {OPTIONS_TEXT, sizeof(OPTIONS_TEXT) - 1},
-                                    2};
+static const TraceRunInfo k_info = {
+    "0.1.0-test", "2024-01-02T03:04:05Z", {"abc",        3                       },
+      {OPTIONS_TEXT, sizeof(OPTIONS_TEXT) - 1},
+      2
+};
 
 /* Feeds the events the partitioner would send for the dot (contracting strategy). */
 static void
@@ -187,12 +188,14 @@ feed_dot_events(Fx *fx, TraceSink *s, const IrModule *in, const IrModule *out)
     s->ops->emit(s, dot1, dot);
     s->ops->emit(s, ar, dot);
     static const char *const alts[] = {"batch", "non_contracting", "windowed_einsum"};
-    const TraceKV nums[] = {{"lhs_bytes", 512, NULL},
-                            {"threshold_mib", 256, NULL},
-                            {"output_sharding", 0, "{replicated}"}};
-    TraceDecision d = {dot,  "dot", "contracting",
-                       "both operands are split along the contracting dimension",
-                       alts, 3,     nums,          3};
+    const TraceKV nums[] = {
+        {"lhs_bytes",       512, NULL          },
+        {"threshold_mib",   256, NULL          },
+        {"output_sharding", 0,   "{replicated}"}
+    };
+    TraceDecision d = {
+        dot,  "dot", "contracting", "both operands are split along the contracting dimension",
+        alts, 3,     nums,          3};
     s->ops->decision(s, &d);
     const ShdSharding *tiled = ir_instr_sharding(lhs);
     TraceReshard r = {dot, instr(out, "lhs.1"), tiled, tiled, "cache-hit", instr(out, "lhs.1"), 1};
@@ -239,10 +242,22 @@ test_schema_created_and_version_checked(void **state)
     sqlite3 *raw = sql_open(fx->path);
     assert_int_equal(sql_int(raw, "PRAGMA user_version"), trace_db_schema_version());
     assert_true(trace_db_schema_version() >= 1);
-    static const char *const objects[] = {
-        "run", "run_option", "instr", "edge", "decision", "decision_alt", "decision_number",
-        "reshard", "collective", "collective_group", "windowed_loop", "warning",
-        "collective_device", "device_traffic", "collective_traffic", "source_traffic"};
+    static const char *const objects[] = {"run",
+                                          "run_option",
+                                          "instr",
+                                          "edge",
+                                          "decision",
+                                          "decision_alt",
+                                          "decision_number",
+                                          "reshard",
+                                          "collective",
+                                          "collective_group",
+                                          "windowed_loop",
+                                          "warning",
+                                          "collective_device",
+                                          "device_traffic",
+                                          "collective_traffic",
+                                          "source_traffic"};
     for (size_t k = 0; k < SL_COUNTOF(objects); k++) {
         char q[160];
         snprintf(q, sizeof(q), "SELECT count(*) FROM sqlite_schema WHERE name = '%s'", objects[k]);
@@ -283,6 +298,25 @@ test_schema_created_and_version_checked(void **state)
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_ERR_DB);
 }
 
+/* ---- atomicity ---- */
+
+static void
+assert_db_empty(const char *path)
+{
+    static const char *const tables[] = {
+        "run",        "run_option",       "instr",           "edge",
+        "decision",   "decision_alt",     "decision_number", "reshard",
+        "collective", "collective_group", "windowed_loop",   "warning"};
+    sqlite3 *raw = sql_open(path);
+    for (size_t k = 0; k < SL_COUNTOF(tables); k++) {
+        char q[96];
+        snprintf(q, sizeof(q), "SELECT count(*) FROM %s", tables[k]);
+        if (sql_int(raw, q) != 0)
+            fail_msg("%s is not empty", tables[k]);
+    }
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+}
+
 /* ---- one run, every row ---- */
 
 static void
@@ -310,10 +344,14 @@ test_run_rows(void **state)
     /* Instructions: 3 before, 3 + 4 after (the reducer computation too). */
     assert_int_equal(sql_int(raw, "SELECT count(*) FROM instr WHERE phase = 'before'"), 3);
     assert_int_equal(sql_int(raw, "SELECT count(*) FROM instr WHERE phase = 'after'"), 7);
-    ASSERT_SQL_TEXT(raw, "SELECT shape || ' ' || opcode || ' ' || sharding FROM instr"
-                         " WHERE name = 'lhs'", "f32[8,16] parameter {devices=[1,2]0,1}");
-    ASSERT_SQL_TEXT(raw, "SELECT op_name || ' ' || source_file || ':' || source_line"
-                         " FROM instr WHERE name = 'dot'", "jit(f)/dot_general model.py:42");
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT shape || ' ' || opcode || ' ' || sharding FROM instr"
+                    " WHERE name = 'lhs'",
+                    "f32[8,16] parameter {devices=[1,2]0,1}");
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT op_name || ' ' || source_file || ':' || source_line"
+                    " FROM instr WHERE name = 'dot'",
+                    "jit(f)/dot_general model.py:42");
     assert_int_equal(sql_int(raw, "SELECT size_bytes FROM instr WHERE name = 'dot'"), 128);
     assert_int_equal(sql_int(raw, "SELECT is_root FROM instr WHERE name = 'dot'"), 1);
     ASSERT_SQL_TEXT(raw, "SELECT sharding FROM instr WHERE name = 'dot.1'", "NULL");
@@ -322,31 +360,36 @@ test_run_rows(void **state)
                                   " a.derived_from WHERE a.phase = 'after' AND b.phase ="
                                   " 'before' AND a.computation = 'main'"),
                      4);
-    ASSERT_SQL_TEXT(raw, "SELECT b.name FROM instr a JOIN instr b ON b.id = a.derived_from"
-                         " WHERE a.name = 'all-reduce.1'", "dot");
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT b.name FROM instr a JOIN instr b ON b.id = a.derived_from"
+                    " WHERE a.name = 'all-reduce.1'",
+                    "dot");
 
     /* Edges: dot(lhs, rhs) before; dot.1(lhs.1, rhs.1), all-reduce.1(dot.1), add(x, y). */
     assert_int_equal(sql_int(raw, "SELECT count(*) FROM edge WHERE phase = 'before'"), 2);
     assert_int_equal(sql_int(raw, "SELECT count(*) FROM edge WHERE phase = 'after'"), 5);
-    ASSERT_SQL_TEXT(raw, "SELECT o.name FROM edge e JOIN instr u ON u.id = e.user JOIN instr o"
-                         " ON o.id = e.operand WHERE u.name = 'dot' AND e.operand_index = 1",
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT o.name FROM edge e JOIN instr u ON u.id = e.user JOIN instr o"
+                    " ON o.id = e.operand WHERE u.name = 'dot' AND e.operand_index = 1",
                     "rhs");
 
     /* Decision with its alternatives and numbers. */
-    ASSERT_SQL_TEXT(raw, "SELECT i.name || ' ' || d.handler || ' ' || d.strategy FROM decision d"
-                         " JOIN instr i ON i.id = d.instr", "dot dot contracting");
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT i.name || ' ' || d.handler || ' ' || d.strategy FROM decision d"
+                    " JOIN instr i ON i.id = d.instr",
+                    "dot dot contracting");
     assert_int_equal(sql_int(raw, "SELECT count(*) FROM decision_alt"), 3);
     ASSERT_SQL_TEXT(raw, "SELECT strategy FROM decision_alt WHERE idx = 2", "windowed_einsum");
     assert_int_equal(sql_int(raw, "SELECT count(*) FROM decision_number"), 3);
-    assert_int_equal(sql_int(raw, "SELECT num FROM decision_number WHERE key = 'lhs_bytes'"),
-                     512);
+    assert_int_equal(sql_int(raw, "SELECT num FROM decision_number WHERE key = 'lhs_bytes'"), 512);
     ASSERT_SQL_TEXT(raw, "SELECT str FROM decision_number WHERE key = 'output_sharding'",
                     "{replicated}");
 
     /* Reshards. */
     assert_int_equal(sql_int(raw, "SELECT count(*) FROM reshard"), 2);
-    ASSERT_SQL_TEXT(raw, "SELECT from_sharding || ' -> ' || to_sharding || ' ' || method ||"
-                         " ' ' || result_name FROM reshard WHERE seq = 2",
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT from_sharding || ' -> ' || to_sharding || ' ' || method ||"
+                    " ' ' || result_name FROM reshard WHERE seq = 2",
                     "{devices=[2,1]0,1} -> {replicated} all-reduce all-reduce.1");
     assert_int_equal(sql_int(raw, "SELECT count(*) FROM reshard r JOIN instr v ON v.id = r.value"
                                   " JOIN instr q ON q.id = r.requester WHERE v.phase = 'after'"
@@ -362,13 +405,19 @@ test_run_rows(void **state)
     assert_true(sql_real(raw, "SELECT bytes FROM collective") == 128.0);
     assert_int_equal(sql_int(raw, "SELECT trip_count FROM collective"), 1);
     ASSERT_SQL_TEXT(raw, "SELECT s.name FROM collective c JOIN instr s ON s.id = c.source", "dot");
-    ASSERT_SQL_TEXT(raw, "SELECT d.strategy FROM collective c JOIN decision d"
-                         " ON d.id = c.decision_id", "contracting");
-    ASSERT_SQL_TEXT(raw, "SELECT group_concat(device) FROM (SELECT device FROM collective_group"
-                         " ORDER BY group_idx, position)", "0,1");
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT d.strategy FROM collective c JOIN decision d"
+                    " ON d.id = c.decision_id",
+                    "contracting");
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT group_concat(device) FROM (SELECT device FROM collective_group"
+                    " ORDER BY group_idx, position)",
+                    "0,1");
     assert_int_equal(sql_int(raw, "SELECT count(*) FROM windowed_loop"), 0);
-    ASSERT_SQL_TEXT(raw, "SELECT i.name || ': ' || w.message FROM warning w JOIN instr i"
-                         " ON i.id = w.instr", "lhs: test warning");
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT i.name || ': ' || w.message FROM warning w JOIN instr i"
+                    " ON i.id = w.instr",
+                    "lhs: test warning");
     assert_int_equal(sqlite3_close(raw), SQLITE_OK);
 
     /* The reader gives the same run back. */
@@ -408,26 +457,50 @@ test_run_rows(void **state)
     assert_int_equal(run->n_warnings, 1);
     err = (SlError){0};
     assert_int_equal(trace_run_load(db, 7, &fx->arena, &run, &err), SL_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "no run 7"));
+    trace_db_close(db);
+
+    /* A second run is appended; 0 loads the latest, an id loads that run. */
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    assert_int_equal(write_dot_run(fx, db), 2);
+    assert_int_equal(trace_run_load(db, 0, &fx->arena, &run, &err), SL_OK);
+    assert_int_equal(run->id, 2);
+    assert_int_equal(run->n_instrs, 10);
+    assert_int_equal(run->n_collectives, 1);
+    assert_int_equal(trace_run_load(db, 1, &fx->arena, &run, &err), SL_OK);
+    assert_int_equal(run->id, 1);
+    assert_int_equal(run->n_reshards, 2);
     trace_db_close(db);
 }
 
-/* ---- atomicity ---- */
-
+/* Another connection holds the write lock longer than we wait: a clear error, nothing
+ * written, and the next run goes through once the lock is released. */
 static void
-assert_db_empty(const char *path)
+test_locked_database_fails_cleanly(void **state)
 {
-    static const char *const tables[] = {"run", "run_option", "instr", "edge", "decision",
-                                         "decision_alt", "decision_number", "reshard",
-                                         "collective", "collective_group", "windowed_loop",
-                                         "warning"};
-    sqlite3 *raw = sql_open(path);
-    for (size_t k = 0; k < SL_COUNTOF(tables); k++) {
-        char q[96];
-        snprintf(q, sizeof(q), "SELECT count(*) FROM %s", tables[k]);
-        if (sql_int(raw, q) != 0)
-            fail_msg("%s is not empty", tables[k]);
-    }
+    Fx *fx = *state;
+    SlError err = {0};
+    TraceDb *db = NULL;
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    trace_db_set_busy(db, 5, 2);
+    IrModule *in = parse(fx, k_dot_in), *out = parse(fx, k_dot_out);
+    sqlite3 *raw = sql_open(fx->path);
+    assert_int_equal(sqlite3_exec(raw, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    TraceSink *sink = NULL;
+    assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
+    feed_dot_events(fx, sink, in, out);
+    assert_int_equal(trace_db_end_run(db, out, 1.0, NULL, &err), SL_ERR_DB);
+    assert_non_null(strstr(err.msg, "locked"));
+    assert_int_equal(sqlite3_exec(raw, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+    assert_db_empty(fx->path);
+    err = (SlError){0};
+    assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
+    feed_dot_events(fx, sink, in, out);
+    assert_int_equal(trace_db_end_run(db, out, 1.0, NULL, &err), SL_OK);
+    trace_db_close(db);
+    ir_module_fini(in);
+    ir_module_fini(out);
 }
 
 static void
@@ -549,13 +622,12 @@ test_two_concurrent_writers(void **state)
 
 /* ---- the cost-model views ---- */
 
-static const char k_traffic_in[] =
-    "HloModule traffic, num_partitions=4\n"
-    "\n"
-    "ENTRY main {\n"
-    "  p = f32[16,8] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
-    "  ROOT n = f32[16,8] negate(p), sharding={replicated}\n"
-    "}\n";
+static const char k_traffic_in[] = "HloModule traffic, num_partitions=4\n"
+                                   "\n"
+                                   "ENTRY main {\n"
+                                   "  p = f32[16,8] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+                                   "  ROOT n = f32[16,8] negate(p), sharding={replicated}\n"
+                                   "}\n";
 
 /* All-gather S = 512 B over one group of 4; all-reduce S = 32 B over {0,1},{2,3};
  * collective-permute S = 16 B along 0->1->2->3; an all-reduce of S = 16 B over all four in a
@@ -614,8 +686,13 @@ test_device_traffic_views(void **state)
     TraceSink *sink = NULL;
     assert_int_equal(trace_db_begin_run(db, in, &info, &sink, &err), SL_OK);
     const IrInstr *n = instr(in, "n"), *p = instr(in, "p");
-    TraceReshard r = {n, instr(out, "p.1"), ir_instr_sharding(p), ir_instr_sharding(n),
-                      "all-gather", instr(out, "ag"), 1};
+    TraceReshard r = {n,
+                      instr(out, "p.1"),
+                      ir_instr_sharding(p),
+                      ir_instr_sharding(n),
+                      "all-gather",
+                      instr(out, "ag"),
+                      1};
     sink->ops->reshard(sink, &r);
     TraceCollective c = {instr(out, "ag"), n, 1, "reshard"};
     sink->ops->collective(sink, &c);
@@ -659,10 +736,12 @@ test_device_traffic_views(void **state)
     }
     assert_int_equal(sql_int(raw, "SELECT sum(unknown_trip_collectives) FROM device_traffic"), 0);
     /* "Which source op caused the most all-gather bytes?" */
-    ASSERT_SQL_TEXT(raw, "SELECT source FROM source_traffic WHERE kind = 'all-gather'"
-                         " ORDER BY send_bytes DESC LIMIT 1", "n");
-    assert_true(sql_real(raw, "SELECT send_bytes FROM source_traffic WHERE kind = 'all-gather'")
-                == 4 * 384.0);
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT source FROM source_traffic WHERE kind = 'all-gather'"
+                    " ORDER BY send_bytes DESC LIMIT 1",
+                    "n");
+    assert_true(sql_real(raw, "SELECT send_bytes FROM source_traffic WHERE kind = 'all-gather'") ==
+                4 * 384.0);
     assert_int_equal(sql_int(raw, "SELECT iterations FROM windowed_loop w JOIN instr l"
                                   " ON l.id = w.loop WHERE l.name = 'loop'"),
                      3);
@@ -771,6 +850,7 @@ main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_run_rows, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_failed_run_leaves_no_rows, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_locked_database_fails_cleanly, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_two_concurrent_writers, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_device_traffic_views, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_explain_contracting_dot, fx_setup, fx_teardown),

@@ -20,7 +20,6 @@ static const CliOpt k_opts[] = {
     {OPT_SET,            0,   "set",            "KEY=VALUE", "set a partitioner option by its XLA name",            true },
 };
 
-#ifndef SHARDLENS_NO_PARTITIONER
 static void
 help_extra(FILE *out)
 {
@@ -116,8 +115,6 @@ run(const CliArgs *a)
     return code;
 }
 
-#endif
-
 const CliCommand cmd_partition = {
     .name = "partition",
     .usage = "IN.hlo [-n|--num-partitions N] [-o|--output OUT.hlo] [--trace TRACE.db] "
@@ -135,8 +132,6 @@ const CliCommand cmd_partition = {
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,
     .max_pos = 1,
-#ifndef SHARDLENS_NO_PARTITIONER
     .run = run,
     .help_extra = help_extra,
-#endif
 };

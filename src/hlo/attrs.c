@@ -112,6 +112,62 @@ read_int_lists(HloParser *P, uint32_t *n, uint32_t **sizes, int64_t **v)
     return take_ints(P, base, &total, v);
 }
 
+/* '[' INT (',' INT)* ']' or '(' ... ')' (the opener is the current token), appended to
+ * P->ints; values below `min` are rejected. */
+static SlStatus
+read_bracketed_ints(HloParser *P, HloTokKind close, int64_t min, const char *what)
+{
+    SlStatus st;
+    size_t base = P->ints.len;
+    hlo_advance(P);
+    while (P->tok.kind != close) {
+        if (P->ints.len > base &&
+            (st = expect(P, HLO_TOK_COMMA, close == HLO_TOK_RSQUARE ? "',' or ']'"
+                                                                     : "',' or ')'")) != SL_OK)
+            return st;
+        if (P->tok.kind != HLO_TOK_INT || P->tok.ival < min)
+            return hlo_expected(P, what);
+        if (!SL_VEC_PUSH(&P->ints, int64_t, P->tok.ival))
+            return nomem(P);
+        hlo_advance(P);
+    }
+    hlo_advance(P);
+    return SL_OK;
+}
+
+/* What ir_iota_expand() relies on: sizes agree, at most 64 reshape dims, a permutation. */
+static SlStatus
+check_iota(HloParser *P, const HloTok *at, const IrIota *io)
+{
+    if (io->n_dims == 0 || io->n_reshape == 0 || io->n_reshape > 64)
+        return hlo_fail_tok(P, SL_ERR_INVALID, at,
+                            "iota needs 1..64 reshape dims and at least one dim");
+    int64_t total = 1, rtotal = 1;
+    for (uint32_t k = 0; k < io->n_dims; k++) {
+        if (io->dims[k] > 0 && total > INT64_MAX / io->dims[k])
+            return hlo_fail_tok(P, SL_ERR_INVALID, at, "iota size overflows");
+        total *= io->dims[k];
+    }
+    for (uint32_t k = 0; k < io->n_reshape; k++) {
+        if (rtotal > INT64_MAX / io->reshape[k])
+            return hlo_fail_tok(P, SL_ERR_INVALID, at, "iota size overflows");
+        rtotal *= io->reshape[k];
+    }
+    if (total != rtotal)
+        return hlo_fail_tok(P, SL_ERR_INVALID, at,
+                            "iota dims hold %lld ids but the reshape holds %lld",
+                            (long long)total, (long long)rtotal);
+    uint64_t seen = 0;
+    for (uint32_t k = 0; io->perm && k < io->n_reshape; k++) {
+        int64_t d = io->perm[k];
+        if (d < 0 || d >= (int64_t)io->n_reshape || (seen >> d) & 1u)
+            return hlo_fail_tok(P, SL_ERR_INVALID, at, "transpose is not a permutation of 0..%u",
+                                io->n_reshape - 1);
+        seen |= (uint64_t)1 << d;
+    }
+    return SL_OK;
+}
+
 /* iota := '[' INT (',' INT)* ']' '<=' '[' INT (',' INT)* ']' ('T' '(' INT (',' INT)* ')')? */
 static SlStatus
 read_iota(HloParser *P, IrIota *io)
@@ -119,90 +175,30 @@ read_iota(HloParser *P, IrIota *io)
     SlStatus st;
     HloTok start = P->tok;
     size_t base = P->ints.len;
-    hlo_advance(P);
-    while (P->tok.kind != HLO_TOK_RSQUARE) {
-        if (P->ints.len > base && (st = expect(P, HLO_TOK_COMMA, "',' or ']'")) != SL_OK)
-            return st;
-        if (P->tok.kind != HLO_TOK_INT || P->tok.ival < 0)
-            return hlo_expected(P, "a dimension size");
-        if (!SL_VEC_PUSH(&P->ints, int64_t, P->tok.ival))
-            return nomem(P);
-        hlo_advance(P);
-    }
-    hlo_advance(P);
-    if ((st = take_ints(P, base, &io->n_dims, &io->dims)) != SL_OK)
-        return st;
-    if ((st = expect(P, HLO_TOK_LEQ, "'<='")) != SL_OK)
+    if ((st = read_bracketed_ints(P, HLO_TOK_RSQUARE, 0, "a dimension size")) != SL_OK ||
+        (st = take_ints(P, base, &io->n_dims, &io->dims)) != SL_OK ||
+        (st = expect(P, HLO_TOK_LEQ, "'<='")) != SL_OK)
         return st;
     if (P->tok.kind != HLO_TOK_LSQUARE)
         return hlo_expected(P, "'['");
-    hlo_advance(P);
-    while (P->tok.kind != HLO_TOK_RSQUARE) {
-        if (P->ints.len > base && (st = expect(P, HLO_TOK_COMMA, "',' or ']'")) != SL_OK)
-            return st;
-        if (P->tok.kind != HLO_TOK_INT || P->tok.ival <= 0)
-            return hlo_expected(P, "a positive reshape size");
-        if (!SL_VEC_PUSH(&P->ints, int64_t, P->tok.ival))
-            return nomem(P);
-        hlo_advance(P);
-    }
-    hlo_advance(P);
-    if ((st = take_ints(P, base, &io->n_reshape, &io->reshape)) != SL_OK)
+    if ((st = read_bracketed_ints(P, HLO_TOK_RSQUARE, 1, "a positive reshape size")) != SL_OK ||
+        (st = take_ints(P, base, &io->n_reshape, &io->reshape)) != SL_OK)
         return st;
     io->perm = NULL;
     if (P->tok.kind == HLO_TOK_IDENT && sl_str_eq_cstr(P->tok.text, "T")) {
         hlo_advance(P);
-        if ((st = expect(P, HLO_TOK_LPAREN, "'(' after 'T'")) != SL_OK)
-            return st;
-        while (P->tok.kind != HLO_TOK_RPAREN) {
-            if (P->ints.len > base && (st = expect(P, HLO_TOK_COMMA, "',' or ')'")) != SL_OK)
-                return st;
-            if (P->tok.kind != HLO_TOK_INT)
-                return hlo_expected(P, "a dimension index");
-            if (!SL_VEC_PUSH(&P->ints, int64_t, P->tok.ival))
-                return nomem(P);
-            hlo_advance(P);
-        }
-        hlo_advance(P);
+        if (P->tok.kind != HLO_TOK_LPAREN)
+            return hlo_expected(P, "'(' after 'T'");
         uint32_t n_perm;
-        if ((st = take_ints(P, base, &n_perm, &io->perm)) != SL_OK)
+        if ((st = read_bracketed_ints(P, HLO_TOK_RPAREN, 0, "a dimension index")) != SL_OK ||
+            (st = take_ints(P, base, &n_perm, &io->perm)) != SL_OK)
             return st;
         if (n_perm != io->n_reshape)
             return hlo_fail_tok(P, SL_ERR_INVALID, &start,
                                 "transpose has %u entries for %u reshape dims", n_perm,
                                 io->n_reshape);
     }
-    /* Validate: ir_iota_expand() relies on all of this. */
-    if (io->n_dims == 0 || io->n_reshape == 0 || io->n_reshape > 64)
-        return hlo_fail_tok(P, SL_ERR_INVALID, &start,
-                            "iota needs 1..64 reshape dims and at least one dim");
-    int64_t total = 1, rtotal = 1;
-    for (uint32_t k = 0; k < io->n_dims; k++)
-        if (io->dims[k] > 0 && total > INT64_MAX / io->dims[k])
-            return hlo_fail_tok(P, SL_ERR_INVALID, &start, "iota size overflows");
-        else
-            total *= io->dims[k];
-    for (uint32_t k = 0; k < io->n_reshape; k++)
-        if (rtotal > INT64_MAX / io->reshape[k])
-            return hlo_fail_tok(P, SL_ERR_INVALID, &start, "iota size overflows");
-        else
-            rtotal *= io->reshape[k];
-    if (total != rtotal)
-        return hlo_fail_tok(P, SL_ERR_INVALID, &start,
-                            "iota dims hold %lld ids but the reshape holds %lld",
-                            (long long)total, (long long)rtotal);
-    if (io->perm) {
-        uint64_t seen = 0;
-        for (uint32_t k = 0; k < io->n_reshape; k++) {
-            int64_t d = io->perm[k];
-            if (d < 0 || d >= (int64_t)io->n_reshape || (seen >> d) & 1u)
-                return hlo_fail_tok(P, SL_ERR_INVALID, &start,
-                                    "transpose is not a permutation of 0..%u",
-                                    io->n_reshape - 1);
-            seen |= (uint64_t)1 << d;
-        }
-    }
-    return SL_OK;
+    return check_iota(P, &start, io);
 }
 
 /* replica_groups := '{' ('{' ints '}' (',' ...)*)? '}' | iota */
@@ -724,13 +720,18 @@ static SlStatus
 lookup_key(HloParser *P, SlSym *sym, IrAttrKey *key)
 {
     HloWord *w = hlo_word_slot(P->attr_keys, P->tok.text);
-    if (!w->sym) {
-        if (!(w->sym = hlo_intern(P, P->tok.text)))
-            return nomem(P);
-        w->val = (uint32_t)ir_attr_key_from_name(P->tok.text);
+    if (w && w->sym) {
+        *sym = w->sym;
+        *key = (IrAttrKey)w->val;
+        return SL_OK;
     }
-    *sym = w->sym;
-    *key = (IrAttrKey)w->val;
+    if (!(*sym = hlo_intern(P, P->tok.text)))
+        return nomem(P);
+    *key = ir_attr_key_from_name(P->tok.text);
+    if (w) {
+        w->sym = *sym;
+        w->val = (uint32_t)*key;
+    }
     return SL_OK;
 }
 

@@ -57,7 +57,6 @@ bool hlo_lex_scan_balanced(HloLexer *lx, const char **why); /* cursor at '(' '['
 /* An attribute value of unknown form: brackets balanced, strings skipped, ends before ',',
  * whitespace or an unmatched closer at depth 0. */
 bool hlo_lex_scan_value(HloLexer *lx, SlStr *out, const char **why);
-bool hlo_lex_is_ident_char(char c);
 
 /* ---- parser state (parser.c, attrs.c) ---- */
 
@@ -70,14 +69,15 @@ typedef struct HloCompFixup {
     uint32_t line, col; /* of the reference, for "undefined computation" */
 } HloCompFixup;
 
-/* A direct-mapped cache from a word's spelling to its meaning (opcodes, attribute keys), so
- * that the hot path hashes a few bytes instead of interning. */
-#define HLO_WORD_SLOTS 256
+/* A small open-addressing table from a word's spelling to its meaning (opcodes, attribute
+ * keys), so that the hot path hashes a few bytes instead of interning and looking up. */
+#define HLO_WORD_SLOTS 1024 /* power of two; a module uses at most a few hundred words */
 typedef struct HloWord {
     SlSym sym; /* NULL: empty */
     uint32_t val;
 } HloWord;
-/* The slot for `text`: a hit when slot->sym spells `text`; else the caller refills it. */
+/* The slot spelling `text` (a hit: sym set), or the empty slot to fill for it (sym NULL), or
+ * NULL when the neighbourhood is full (then do not cache). */
 HloWord *hlo_word_slot(HloWord *table, SlStr text);
 
 /* Recently decoded values that instructions may share (metadata, layouts): most repeat. */

@@ -31,12 +31,6 @@ is_class(char c, unsigned cls)
     return (k_class[(unsigned char)c] & cls) != 0;
 }
 
-bool
-hlo_lex_is_ident_char(char c)
-{
-    return is_class(c, C_IDENT);
-}
-
 void
 hlo_lex_init(HloLexer *lx, SlStr text, const char *path)
 {
@@ -120,6 +114,14 @@ bad_tok(HloLexer *lx, HloTok *t, const char *start, const char *stop, const char
     set_tok(lx, t, HLO_TOK_BAD, start, stop);
     t->bad = why;
 }
+
+/* One-byte tokens (HLO_TOK_EOF = none). */
+static const unsigned char k_punct[256] = {
+    ['{'] = HLO_TOK_LBRACE,  ['}'] = HLO_TOK_RBRACE, ['('] = HLO_TOK_LPAREN,
+    [')'] = HLO_TOK_RPAREN,  ['['] = HLO_TOK_LSQUARE, [']'] = HLO_TOK_RSQUARE,
+    [','] = HLO_TOK_COMMA,   [':'] = HLO_TOK_COLON,  ['='] = HLO_TOK_EQUAL,
+    ['?'] = HLO_TOK_QUESTION,
+};
 
 /* INT := '-'? [0-9]+, not followed by an identifier character or '.'. */
 static void
@@ -211,16 +213,6 @@ hlo_lex_next(HloLexer *lx, HloTok *t)
         set_tok(lx, t, HLO_TOK_STRING, p, lx->p);
         return;
     }
-    case '{': set_tok(lx, t, HLO_TOK_LBRACE, p, p + 1); return;
-    case '}': set_tok(lx, t, HLO_TOK_RBRACE, p, p + 1); return;
-    case '(': set_tok(lx, t, HLO_TOK_LPAREN, p, p + 1); return;
-    case ')': set_tok(lx, t, HLO_TOK_RPAREN, p, p + 1); return;
-    case '[': set_tok(lx, t, HLO_TOK_LSQUARE, p, p + 1); return;
-    case ']': set_tok(lx, t, HLO_TOK_RSQUARE, p, p + 1); return;
-    case ',': set_tok(lx, t, HLO_TOK_COMMA, p, p + 1); return;
-    case ':': set_tok(lx, t, HLO_TOK_COLON, p, p + 1); return;
-    case '=': set_tok(lx, t, HLO_TOK_EQUAL, p, p + 1); return;
-    case '?': set_tok(lx, t, HLO_TOK_QUESTION, p, p + 1); return;
     case '-':
         if (p + 1 < end && p[1] == '>') {
             set_tok(lx, t, HLO_TOK_ARROW, p, p + 2);
@@ -239,7 +231,12 @@ hlo_lex_next(HloLexer *lx, HloTok *t)
             return;
         }
         break;
-    default: break;
+    default:
+        if (k_punct[(unsigned char)c] != HLO_TOK_EOF) {
+            set_tok(lx, t, (HloTokKind)k_punct[(unsigned char)c], p, p + 1);
+            return;
+        }
+        break;
     }
     bad_tok(lx, t, p, p + 1, c == '\0' ? "NUL byte in input" : "unexpected character");
 }

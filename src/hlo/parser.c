@@ -125,31 +125,37 @@ expect(HloParser *P, HloTokKind k, const char *what)
 HloWord *
 hlo_word_slot(HloWord *table, SlStr text)
 {
-    const unsigned char *p = (const unsigned char *)text.ptr;
-    size_t n = text.len;
-    uint32_t h = (uint32_t)n * 131u;
-    if (n)
-        h += p[0] * 31u + p[n - 1] * 7u + p[n / 2] + p[n / 3] * 3u;
-    HloWord *w = &table[(h ^ (h >> 8)) & (HLO_WORD_SLOTS - 1)];
-    if (w->sym && (w->sym->len != n || memcmp(w->sym->text, text.ptr, n) != 0))
-        w->sym = NULL;
-    return w;
+    enum { MAX_PROBES = 8 };
+    uint32_t h = 2166136261u; /* FNV-1a, then a final mix for the low bits */
+    for (size_t k = 0; k < text.len; k++)
+        h = (h ^ (unsigned char)text.ptr[k]) * 16777619u;
+    h ^= h >> 15;
+    h *= 0x2c1b3c6du;
+    h ^= h >> 12;
+    for (uint32_t probe = 0; probe < MAX_PROBES; probe++) {
+        HloWord *w = &table[(h + probe) & (HLO_WORD_SLOTS - 1)];
+        if (!w->sym || (w->sym->len == text.len && memcmp(w->sym->text, text.ptr, text.len) == 0))
+            return w;
+    }
+    return NULL;
 }
 
 static SlStatus
 lookup_op(HloParser *P, IrOp *op)
 {
     HloWord *w = hlo_word_slot(P->ops, P->tok.text);
-    if (w->sym) {
+    if (w && w->sym) {
         *op = (IrOp)w->val;
         return SL_OK;
     }
     if (!ir_op_from_name(P->tok.text, op))
         return hlo_fail_tok(P, SL_ERR_PARSE, &P->tok, "unknown opcode '%.*s'",
                             SL_STR_ARG(P->tok.text));
-    if (!(w->sym = hlo_intern(P, P->tok.text)))
-        return nomem(P);
-    w->val = (uint32_t)*op;
+    if (w) {
+        if (!(w->sym = hlo_intern(P, P->tok.text)))
+            return nomem(P);
+        w->val = (uint32_t)*op;
+    }
     return SL_OK;
 }
 
@@ -456,6 +462,72 @@ sym_is_defined_here(const HloParser *P, SlSym s)
            ((const IrInstr *)(uintptr_t)v)->parent == P->comp;
 }
 
+/* args := literal (constant) | INT (parameter) | operands   (the '(' is the current token) */
+static SlStatus
+parse_instr_args(HloParser *P, IrOp op, SlStr *literal, int64_t *param_no)
+{
+    SlStatus st;
+    P->operands.len = 0;
+    if (op == IR_OP_CONSTANT)
+        return parse_literal(P, literal);
+    if (op == IR_OP_PARAMETER) {
+        hlo_advance(P);
+        if (P->tok.kind != HLO_TOK_INT || P->tok.ival < 0)
+            return hlo_expected(P, "a parameter number");
+        *param_no = P->tok.ival;
+        hlo_advance(P);
+        return expect(P, HLO_TOK_RPAREN, "')'");
+    }
+    if ((st = parse_operands(P)) != SL_OK)
+        return st;
+    hlo_advance(P);
+    return SL_OK;
+}
+
+/* (',' ATTR value)*   stored at exact size, in the order read */
+static SlStatus
+parse_instr_attrs(HloParser *P, IrInstr *ins)
+{
+    SlStatus st;
+    P->attrs.len = 0;
+    while (P->tok.kind == HLO_TOK_COMMA) {
+        hlo_advance(P);
+        if (P->tok.kind != HLO_TOK_ATTR)
+            return hlo_expected(P, "an attribute 'name='");
+        if (P->attrs.len == UINT16_MAX)
+            return hlo_fail_tok(P, SL_ERR_UNSUPPORTED, &P->tok, "too many attributes");
+        if ((st = hlo_parse_attr(P, ins)) != SL_OK)
+            return st;
+    }
+    if (P->attrs.len) {
+        ins->attrs = SL_DUP_ARRAY(P->arena, IrAttr, P->attrs.data, P->attrs.len);
+        if (!ins->attrs)
+            return nomem(P);
+        ins->n_attrs = ins->cap_attrs = (uint16_t)P->attrs.len;
+    }
+    return SL_OK;
+}
+
+/* Lists the instruction in the computation and the name scope; records the ROOT. */
+static SlStatus
+add_instr(HloParser *P, IrInstr *ins, bool is_root, const HloTok *first)
+{
+    SlSym name = ins->name;
+    if (ir_computation_add_instr(P->comp, P->m, ins) != SL_OK ||
+        !sl_map_put(&P->instrs, SL_MAP_KEY(name), SL_MAP_KEY(ins)))
+        return nomem(P);
+    ir_module_reserve_name(P->m, name);
+    P->recent_instr[P->next_instr++ % HLO_RECENT] = ins;
+    if (is_root) {
+        if (P->comp->root)
+            return hlo_fail_tok(P, SL_ERR_INVALID, first,
+                                "second ROOT in computation '%s' (first: '%s')",
+                                sl_sym_cstr(P->comp->name), sl_sym_cstr(P->comp->root->name));
+        P->comp->root = ins;
+    }
+    return SL_OK;
+}
+
 /* instruction := 'ROOT'? NAME '=' shape? OPCODE '(' operands ')' (',' ATTR value)* */
 static SlStatus
 parse_instr(HloParser *P)
@@ -496,24 +568,8 @@ parse_instr(HloParser *P)
 
     SlStr literal = {0};
     int64_t param_no = 0;
-    P->operands.len = 0;
-    if (op == IR_OP_CONSTANT) {
-        if ((st = parse_literal(P, &literal)) != SL_OK)
-            return st;
-    } else if (op == IR_OP_PARAMETER) {
-        hlo_advance(P);
-        if (P->tok.kind != HLO_TOK_INT || P->tok.ival < 0)
-            return hlo_expected(P, "a parameter number");
-        param_no = P->tok.ival;
-        hlo_advance(P);
-        if ((st = expect(P, HLO_TOK_RPAREN, "')'")) != SL_OK)
-            return st;
-    } else {
-        if ((st = parse_operands(P)) != SL_OK)
-            return st;
-        hlo_advance(P);
-    }
-
+    if ((st = parse_instr_args(P, op, &literal, &param_no)) != SL_OK)
+        return st;
     IrInstr *ins = ir_instr_new(P->m, op, &shape, (IrInstr *const *)P->operands.data,
                                 (uint32_t)P->operands.len);
     if (!ins)
@@ -523,39 +579,12 @@ parse_instr(HloParser *P)
     ins->parameter_number = param_no;
     ins->src_line = first.line;
     ins->src_col = first.col;
-    P->attrs.len = 0;
-    while (P->tok.kind == HLO_TOK_COMMA) {
-        hlo_advance(P);
-        if (P->tok.kind != HLO_TOK_ATTR)
-            return hlo_expected(P, "an attribute 'name='");
-        if (P->attrs.len == UINT16_MAX)
-            return hlo_fail_tok(P, SL_ERR_UNSUPPORTED, &P->tok, "too many attributes");
-        if ((st = hlo_parse_attr(P, ins)) != SL_OK)
-            return st;
-    }
-    if (P->attrs.len) {
-        ins->attrs = SL_DUP_ARRAY(P->arena, IrAttr, P->attrs.data, P->attrs.len);
-        if (!ins->attrs)
-            return nomem(P);
-        ins->n_attrs = ins->cap_attrs = (uint16_t)P->attrs.len;
-    }
+    if ((st = parse_instr_attrs(P, ins)) != SL_OK)
+        return st;
     if (!has_shape && (st = infer_shape(P, ins, &op_tok)) != SL_OK)
         return st;
-    if (ir_computation_add_instr(P->comp, P->m, ins) != SL_OK ||
-        !sl_map_put(&P->instrs, SL_MAP_KEY(name), SL_MAP_KEY(ins)))
-        return nomem(P);
-    ir_module_reserve_name(P->m, name);
-    P->recent_instr[P->next_instr++ % HLO_RECENT] = ins;
-    if (is_root) {
-        if (P->comp->root)
-            return hlo_fail_tok(P, SL_ERR_INVALID, &first,
-                                "second ROOT in computation '%s' (first: '%s')",
-                                sl_sym_cstr(P->comp->name), sl_sym_cstr(P->comp->root->name));
-        P->comp->root = ins;
-    }
-    return SL_OK;
+    return add_instr(P, ins, is_root, &first);
 }
-
 /* ---- computations ---- */
 
 /* signature := '(' (PARAM ':' shape (',' PARAM ':' shape)*)? ')' '->' shape   (checked for
@@ -725,7 +754,7 @@ skip_debug_blocks(HloParser *P)
     return SL_OK;
 }
 
-/* module := header debug? computation+ EOF */
+/* module := header debug? (computation debug?)+ EOF */
 static SlStatus
 parse_module(HloParser *P)
 {
@@ -736,7 +765,8 @@ parse_module(HloParser *P)
     const HloTok *first_entry = NULL;
     HloTok entry_tok;
     do {
-        if ((st = parse_computation(P, &first_entry, &entry_tok)) != SL_OK)
+        if ((st = parse_computation(P, &first_entry, &entry_tok)) != SL_OK ||
+            (st = skip_debug_blocks(P)) != SL_OK)
             return st;
     } while (P->tok.kind != HLO_TOK_EOF);
     if ((st = hlo_resolve_fixups(P)) != SL_OK)

@@ -18,6 +18,12 @@ in_list(const int64_t *v, uint32_t n, int64_t x)
     return false;
 }
 
+static bool
+is_plain_partial(const ShdSharding *s)
+{
+    return s->kind == SHD_TILED && s->n_subgroups == 1 && s->subgroups[0] == SHD_SUB_REPLICATED;
+}
+
 static ShdForm
 form_of(const ShdSharding *s)
 {
@@ -369,30 +375,269 @@ shd_reshape(SlArena *a, const IrShape *from, const IrShape *to, const ShdShardin
     return shd_make_tiled(a, nd, n + n_sub, src->devices, sub, n_sub, form_of(src));
 }
 
-/* Simplified PropagateShardingThroughReshape: the whole-shape reshape when it works, else
- * the first (longest, leftmost) interval of source dims that reshapes, the rest replicated. */
+/* ---- merging compatible partial shardings (MergeShardingIfCompatible) ---- */
+
+static bool
+next_permutation(uint32_t *v, uint32_t n)
+{
+    uint32_t i = n > 1 ? n - 1 : 0;
+    while (i > 0 && v[i - 1] >= v[i])
+        i--;
+    if (i == 0)
+        return false;
+    uint32_t j = n - 1;
+    while (v[j] <= v[i - 1])
+        j--;
+    uint32_t t = v[i - 1];
+    v[i - 1] = v[j];
+    v[j] = t;
+    for (uint32_t lo = i, hi = n - 1; lo < hi; lo++, hi--) {
+        t = v[lo];
+        v[lo] = v[hi];
+        v[hi] = t;
+    }
+    return true;
+}
+
+enum { MAX_MERGE_CANDIDATES = 24 }; /* 4! orders of the dims a side lacks */
+
+/* The arrays `s` can take in the merged layout `md` (r data dims, then `rep` if > 1): s's
+ * replication dim is split into the dims s lacks plus the remaining replication, in every
+ * order, and each factor moved to its place. Returns how many were stored in `out`. */
+static uint32_t
+merge_candidates(SlArena *a, const ShdSharding *s, const int64_t *md, uint32_t r, int64_t rep,
+                 int64_t **out)
+{
+    int64_t total = shd_device_count(s), srep = shd_replication_factor(s);
+    if (srep == rep) {
+        out[0] = s->devices;
+        return 1;
+    }
+    int64_t old[SHD_MAX_DIMS], nw[SHD_MAX_DIMS], at[SHD_MAX_DIMS];
+    uint32_t n_old = 0, n_new = 0, ord[SHD_MAX_DIMS], count = 0;
+    for (uint32_t i = 0; i < r; i++) {
+        if (s->tile_dims[i] == md[i]) {
+            at[i] = n_old;
+            old[n_old++] = md[i];
+        } else {
+            at[i] = -1;
+            nw[n_new++] = i;
+        }
+    }
+    if (rep > 1)
+        nw[n_new++] = r;
+    for (uint32_t k = 0; k < n_new; k++)
+        ord[k] = k;
+    do {
+        int64_t dims[SHD_MAX_DIMS], perm[SHD_MAX_DIMS], tdims[SHD_MAX_DIMS];
+        memcpy(dims, old, n_old * sizeof(int64_t));
+        for (uint32_t k = 0; k < n_new; k++) {
+            int64_t d = nw[ord[k]];
+            dims[n_old + k] = d < (int64_t)r ? md[d] : rep;
+            perm[d] = n_old + k;
+        }
+        for (uint32_t i = 0; i < r; i++)
+            if (at[i] >= 0)
+                perm[i] = at[i];
+        if (shd_prod(dims, n_old + n_new) != total)
+            return 0; /* s's replication cannot supply the dims it lacks */
+        int64_t *devs = SL_NEW_ARRAY(a, int64_t, total);
+        if (!devs)
+            return count;
+        shd_arr_transpose(s->devices, dims, n_old + n_new, perm, devs, tdims);
+        out[count++] = devs;
+    } while (count < MAX_MERGE_CANDIDATES && next_permutation(ord, n_new));
+    return count;
+}
+
+/* The fallback: fill the merged array row-major, each entry the smallest device left in both
+ * the x group and the dst group of its tile; false when some intersection runs dry. */
+static bool
+merge_by_groups(SlArena *a, const ShdSharding *x, const ShdSharding *dst, const int64_t *md,
+                uint32_t n, uint32_t r, int64_t *devs)
+{
+    int64_t total = shd_device_count(x), idx[SHD_MAX_DIMS] = {0}, n_ids = 0;
+    int64_t xg_size = total / shd_num_tiles(x), dg_size = total / shd_num_tiles(dst);
+    for (int64_t i = 0; i < total; i++)
+        n_ids = x->devices[i] >= n_ids ? x->devices[i] + 1 : n_ids;
+    /* Device -> group id in x and in dst; -1 once the device has been placed. */
+    int64_t *xg = SL_NEW_ARRAY(a, int64_t, n_ids), *dg = SL_NEW_ARRAY(a, int64_t, n_ids);
+    if (!xg || !dg || n_ids > 4 * total + 1024)
+        return false;
+    for (int64_t i = 0; i < n_ids; i++)
+        xg[i] = dg[i] = -2;
+    for (int64_t i = 0; i < total; i++) {
+        if (x->devices[i] < 0 || dst->devices[i] < 0 || dst->devices[i] >= n_ids)
+            return false;
+        xg[x->devices[i]] = i / xg_size;
+        dg[dst->devices[i]] = i / dg_size;
+    }
+    for (int64_t lin = 0; lin < total; lin++) {
+        int64_t gx = 0, gd = 0, pick = -1;
+        for (uint32_t i = 0; i < r; i++) {
+            gx = gx * x->tile_dims[i] + (x->tile_dims[i] == 1 ? 0 : idx[i]);
+            gd = gd * dst->tile_dims[i] + (dst->tile_dims[i] == 1 ? 0 : idx[i]);
+        }
+        for (int64_t d = 0; d < n_ids && pick < 0; d++)
+            if (xg[d] == gx && dg[d] == gd)
+                pick = d;
+        if (pick < 0)
+            return false;
+        devs[lin] = pick;
+        xg[pick] = dg[pick] = -1;
+        for (uint32_t i = n; i-- > 0;)
+            if (++idx[i] < md[i])
+                break;
+            else
+                idx[i] = 0;
+    }
+    return true;
+}
+
+/* MergeShardingIfCompatible: the sharding tiled like both `x` and the partially replicated
+ * `dst` on every data dim, with at least `min_tiles` tiles; a non-tiled dst yields x. NULL
+ * when there is none. Manual subgroups are not merged (callers group them away first). */
+static const ShdSharding *
+merge_compatible(SlArena *a, const ShdSharding *x, const ShdSharding *dst, int64_t min_tiles)
+{
+    if (x->kind != SHD_TILED)
+        return NULL;
+    if (dst->kind != SHD_TILED)
+        return x;
+    uint32_t r = shd_data_rank(x);
+    if (!is_plain_partial(dst) || (x->n_subgroups && !is_plain_partial(x)) ||
+        r != shd_data_rank(dst) || r + 1 > SHD_MAX_DIMS ||
+        shd_device_count(x) != shd_device_count(dst))
+        return NULL;
+    int64_t md[SHD_MAX_DIMS], total = shd_device_count(x);
+    for (uint32_t i = 0; i < r; i++) {
+        int64_t xd = x->tile_dims[i], dd = dst->tile_dims[i];
+        if (xd != dd && xd != 1 && dd != 1)
+            return NULL;
+        md[i] = xd != 1 ? xd : dd;
+    }
+    int64_t tiles = shd_prod(md, r), rep = tiles ? total / tiles : 0;
+    if (!tiles || total % tiles || tiles < min_tiles)
+        return NULL;
+    uint32_t n = r;
+    if (rep > 1)
+        md[n++] = rep;
+    /* First: an array both sides reach by splitting their replication (keeps iota forms);
+     * like XLA, the last matching pair wins. */
+    int64_t *xc[MAX_MERGE_CANDIDATES], *dc[MAX_MERGE_CANDIDATES], *devs = NULL;
+    uint32_t nx = merge_candidates(a, x, md, r, rep, xc);
+    uint32_t nd = merge_candidates(a, dst, md, r, rep, dc);
+    for (uint32_t i = 0; i < nd; i++)
+        for (uint32_t j = 0; j < nx; j++)
+            if (!memcmp(dc[i], xc[j], (size_t)total * sizeof(int64_t)))
+                devs = dc[i];
+    static const ShdSubgroup rep_sub = SHD_SUB_REPLICATED;
+    ShdForm form = x->has_iota || dst->has_iota ? SHD_FORM_IOTA : SHD_FORM_EXPLICIT;
+    if (!devs) {
+        devs = SL_NEW_ARRAY(a, int64_t, total);
+        if (!devs || !merge_by_groups(a, x, dst, md, n, r, devs))
+            return NULL;
+        form = SHD_FORM_EXPLICIT;
+    }
+    return shd_make_tiled(a, md, n, devs, &rep_sub, n - r, form);
+}
+
+/* ---- B.5 reshape propagation ---- */
+
+/* The sharding of `to` obtained from the shards of source dims [start, end) alone: reshape
+ * that tiling (over iota), then lay s's devices out with those dims first and everything
+ * else folded into the replication dim. NULL when that range does not reshape. */
+static const ShdSharding *
+reshape_range(SlArena *a, const IrShape *from, const IrShape *to, const ShdSharding *s,
+              uint32_t start, uint32_t end)
+{
+    int64_t gd[SHD_MAX_DIMS], perm[SHD_MAX_DIMS], nd[SHD_MAX_DIMS + 1], tdims[SHD_MAX_DIMS];
+    uint32_t r = from->rank, np = 0;
+    for (uint32_t i = 0; i < r; i++)
+        gd[i] = i >= start && i < end ? s->tile_dims[i] : 1;
+    if (shd_prod(gd, r) == 1)
+        return NULL;
+    const ShdSharding *g = shd_tiled_iota(a, gd, r, NULL, 0);
+    const ShdSharding *rs = g ? shd_reshape(a, from, to, g) : NULL;
+    if (!rs || rs->kind != SHD_TILED || rs->n_tile_dims > to->rank + 1)
+        return NULL;
+    uint32_t n = rs->n_tile_dims;
+    memcpy(nd, rs->tile_dims, n * sizeof(int64_t));
+    int64_t total = shd_device_count(s), left = total / shd_prod(nd, n);
+    if (n == to->rank)
+        nd[n++] = left;
+    else
+        nd[n - 1] *= left;
+    if (shd_prod(nd, n) != total)
+        return NULL;
+    for (uint32_t i = start; i < end; i++)
+        perm[np++] = i;
+    for (uint32_t i = 0; i < s->n_tile_dims; i++)
+        if (i < start || i >= end)
+            perm[np++] = i;
+    int64_t *devs = SL_NEW_ARRAY(a, int64_t, total);
+    if (!devs)
+        return NULL;
+    shd_arr_transpose(s->devices, s->tile_dims, s->n_tile_dims, perm, devs, tdims);
+    static const ShdSubgroup rep = SHD_SUB_REPLICATED;
+    return shd_make_tiled(a, nd, n, devs, &rep, 1, form_of(s));
+}
+
+/* PropagateShardingThroughReshape: walk intervals of source dims, longest first from each
+ * start; merge every one that reshapes into the result if it adds tiles, then continue after
+ * it. Manual subgroups are handled inside their groups. */
 const ShdSharding *
 shd_propagate_through_reshape(SlArena *a, const IrShape *from, const IrShape *to,
                               const ShdSharding *s)
 {
     if (s->kind != SHD_TILED)
         return s;
-    if (from->rank != shd_data_rank(s))
+    if (from->rank != shd_data_rank(s) || to->rank + s->n_subgroups + 1 > SHD_MAX_DIMS)
         return shd_replicated(a);
-    for (uint32_t start = 0; start < from->rank; start++)
-        for (uint32_t end = from->rank; end > start; end--) {
-            int64_t keep[SHD_MAX_DIMS];
-            uint32_t nk = 0;
-            for (uint32_t i = start; i < end; i++)
-                keep[nk++] = i;
-            const ShdSharding *part = shd_partially_replicate_all_except(a, s, keep, nk);
-            if (!part || part->kind != SHD_TILED)
-                continue;
-            const ShdSharding *r = shd_reshape(a, from, to, part);
-            if (r)
-                return r;
+    if (shd_is_manual_subgroup(s)) {
+        ShdGrouped g = shd_group_on_manual(a, s);
+        int64_t *gd = SL_NEW_ARRAY(a, int64_t, g.n_group_dims ? g.n_group_dims : 1);
+        if (!g.inner || !gd)
+            return NULL;
+        g.inner = shd_propagate_through_reshape(a, from, to, g.inner);
+        if (!g.inner)
+            return NULL;
+        for (uint32_t i = 0; i < g.n_group_dims; i++)
+            gd[i] = g.group_dims[i] + (int64_t)to->rank - (int64_t)from->rank;
+        g.group_dims = gd;
+        g.data_rank = to->rank;
+        return shd_ungroup(a, &g);
+    }
+    const ShdSharding *result = shd_replicated(a);
+    uint32_t start = 0;
+    while (result && start < from->rank) {
+        uint32_t end = from->rank;
+        for (; end > start; end--) {
+            const ShdSharding *part = reshape_range(a, from, to, s, start, end);
+            const ShdSharding *m =
+                part ? merge_compatible(a, part, result, shd_num_tiles(result) + 1) : NULL;
+            if (m) {
+                result = m;
+                break;
+            }
         }
-    return shd_replicated(a);
+        start = end > start ? end : start + 1;
+    }
+    return result;
+}
+
+int64_t
+shd_find_tile_move_target(const IrShape *shape, const ShdSharding *s, uint32_t src,
+                          const int64_t *excluded, uint32_t n_excluded)
+{
+    if (s->kind != SHD_TILED || shape->rank < 2 || shape->rank != shd_data_rank(s) ||
+        src >= shape->rank || shape->dims[src] == 1 || s->tile_dims[src] == 1)
+        return -1;
+    for (uint32_t t = 0; t < shape->rank; t++)
+        if (t != src && !in_list(excluded, n_excluded, t) &&
+            shape->dims[t] % (s->tile_dims[src] * s->tile_dims[t]) == 0)
+            return t;
+    return -1;
 }
 
 /* ---- B.6 - B.8 ---- */
@@ -488,12 +733,6 @@ shd_merge_dims(SlArena *a, const ShdSharding *s, uint32_t dim)
 }
 
 /* ---- B.10 ---- */
-
-static bool
-is_plain_partial(const ShdSharding *s)
-{
-    return s->kind == SHD_TILED && s->n_subgroups == 1 && s->subgroups[0] == SHD_SUB_REPLICATED;
-}
 
 const ShdSharding *
 shd_partial_replicate_reshard_compatible(SlArena *a, const ShdSharding *partial,

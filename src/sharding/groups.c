@@ -55,8 +55,185 @@ shd_group_on_dims(SlArena *a, const ShdSharding *s, const int64_t *dims, uint32_
             else
                 idx[i] = 0;
     }
-    g.inner = shd_tiled_iota(a, inner_dims, s->n_tile_dims, s->subgroups, s->n_subgroups);
+    /* No shards left inside a group: replicated (not a one-device tiling, nor {manual}). */
+    g.inner = shd_prod(inner_dims, s->n_tile_dims) == 1
+                  ? shd_replicated(a)
+                  : shd_tiled_iota(a, inner_dims, s->n_tile_dims, s->subgroups, s->n_subgroups);
     return g;
+}
+
+/* GetGroupedReplicatedSharding: `n_groups` runs of consecutive ids, replicated inside. */
+static ShdGrouped
+grouped_replicated(SlArena *a, int64_t n_groups, int64_t num_tiles, uint32_t data_rank)
+{
+    ShdGrouped g;
+    memset(&g, 0, sizeof(g));
+    if (n_groups < 1 || num_tiles % n_groups)
+        return g;
+    g.n_groups = n_groups;
+    g.group_size = num_tiles / n_groups;
+    g.n_group_dims = 1;
+    g.group_dims = SL_NEW_ARRAY(a, int64_t, 1);
+    g.group_dim_sizes = SL_NEW_ARRAY(a, int64_t, 1);
+    g.device_groups = SL_NEW_ARRAY(a, int64_t, num_tiles);
+    g.data_rank = data_rank;
+    g.inner = shd_replicated(a);
+    if (!g.group_dims || !g.group_dim_sizes || !g.device_groups)
+        return (ShdGrouped){0};
+    g.group_dims[0] = data_rank;
+    g.group_dim_sizes[0] = n_groups;
+    for (int64_t i = 0; i < num_tiles; i++)
+        g.device_groups[i] = i;
+    return g;
+}
+
+/* XLA's PrimeFactorization, kept exact because it decides which shards get borrowed: trial
+ * division stops at the square root of what is left, so a last prime factor above it is not
+ * listed (6 -> {2}, 5 -> {}). `out` holds at least 64 entries. */
+static uint32_t
+prime_factors(int64_t n, int64_t *out)
+{
+    uint32_t k = 0;
+    while (n > 0 && n % 2 == 0) {
+        out[k++] = 2;
+        n /= 2;
+    }
+    for (int64_t f = 3; f * f <= n; f += 2)
+        while (n % f == 0) {
+            out[k++] = f;
+            n /= f;
+        }
+    return k;
+}
+
+static bool
+is_plain_partial(const ShdSharding *s)
+{
+    return s->kind == SHD_TILED && s->n_subgroups == 1 && s->subgroups[0] == SHD_SUB_REPLICATED;
+}
+
+/* Step 2 of GroupShardingOnReplicatedDim: move prime factors of the replicable dims' shard
+ * counts, in order, into the replication dim until it has `n_groups` entries; NULL if they do
+ * not suffice. Like XLA, the result is laid over iota(N), not over s's device order. */
+static const ShdSharding *
+borrow_replication(SlArena *a, const ShdSharding *s, int64_t n_groups, const int64_t *dims,
+                   uint32_t n)
+{
+    bool partial = is_plain_partial(s);
+    int64_t reps = partial ? s->tile_dims[s->n_tile_dims - 1] : 1, most = reps;
+    int64_t td[SHD_MAX_DIMS + 1], factors[64];
+    uint32_t nt = s->n_tile_dims;
+    for (uint32_t i = 0; i < n; i++) {
+        if (dims[i] < 0 || dims[i] >= (int64_t)shd_data_rank(s))
+            return NULL;
+        most *= s->tile_dims[dims[i]];
+    }
+    if (most % n_groups || n_groups % reps)
+        return NULL;
+    int64_t borrow = n_groups / reps;
+    memcpy(td, s->tile_dims, nt * sizeof(int64_t));
+    if (!partial)
+        td[nt++] = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t nf = prime_factors(s->tile_dims[dims[i]], factors);
+        for (uint32_t k = 0; k < nf; k++) {
+            if (borrow % factors[k])
+                continue;
+            td[dims[i]] /= factors[k];
+            td[nt - 1] *= factors[k];
+            borrow /= factors[k];
+            if (borrow == 1) {
+                static const ShdSubgroup rep = SHD_SUB_REPLICATED;
+                return shd_tiled_iota(a, td, nt, &rep, 1);
+            }
+        }
+    }
+    return NULL;
+}
+
+ShdGrouped
+shd_group_on_replicated_dim(SlArena *a, const ShdSharding *s, int64_t n_groups,
+                            int64_t num_tiles, uint32_t data_rank, const int64_t *replicable_dims,
+                            uint32_t n)
+{
+    if (n_groups < 1)
+        return (ShdGrouped){0};
+    /* 1. The replication dim alone has enough devices: its major part forms the groups. */
+    if (is_plain_partial(s) && s->tile_dims[s->n_tile_dims - 1] % n_groups == 0) {
+        int64_t dim = s->n_tile_dims - 1, shards = s->tile_dims[dim] / n_groups;
+        return shd_group_on_dims(a, s, &dim, 1, &shards);
+    }
+    /* 2. Borrow shards from the replicable dims (only for tilings without other subgroups). */
+    if (s->kind == SHD_TILED && (s->n_subgroups == 0 || is_plain_partial(s))) {
+        const ShdSharding *p = borrow_replication(a, s, n_groups, replicable_dims, n);
+        if (p && p->kind == SHD_TILED) {
+            int64_t dim = p->n_tile_dims - 1;
+            return shd_group_on_dims(a, p, &dim, 1, NULL);
+        }
+    }
+    /* 3. Replicated inside iota groups. */
+    return grouped_replicated(a, n_groups, num_tiles, data_rank);
+}
+
+ShdGrouped
+shd_group_on_manual(SlArena *a, const ShdSharding *s)
+{
+    int64_t manual[SHD_MAX_DIMS], dims[SHD_MAX_DIMS];
+    ShdSubgroup sub[SHD_MAX_DIMS];
+    uint32_t r = shd_data_rank(s), nm = 0, nd = r, ns = 0;
+    if (!shd_is_manual_subgroup(s))
+        return (ShdGrouped){0};
+    memcpy(dims, s->tile_dims, r * sizeof(int64_t));
+    for (uint32_t i = 0; i < s->n_subgroups; i++) {
+        if (s->subgroups[i] == SHD_SUB_MANUAL) {
+            manual[nm++] = r + i;
+        } else {
+            dims[nd++] = s->tile_dims[r + i];
+            sub[ns++] = s->subgroups[i];
+        }
+    }
+    ShdGrouped g = shd_group_on_dims(a, s, manual, nm, NULL);
+    if (!g.device_groups)
+        return g;
+    /* Inner: the data dims and the other subgroups, without the manual dims. */
+    g.inner = shd_prod(dims, nd) == 1 ? shd_replicated(a)
+                                      : shd_tiled_iota(a, dims, nd, sub, ns);
+    g.subgroup_manual = true;
+    return g;
+}
+
+/* Puts a size-1 MANUAL subgroup dim at each group dim of a manual grouping; the inner's own
+ * subgroup dims fill the other subgroup positions in order. */
+static bool
+insert_manual_dims(const ShdGrouped *g, int64_t *dims, uint32_t *n, ShdSubgroup *sub,
+                   uint32_t *n_sub)
+{
+    uint32_t r = *n - *n_sub, total = *n_sub + g->n_group_dims, k = 0;
+    int64_t sizes[SHD_MAX_DIMS];
+    ShdSubgroup types[SHD_MAX_DIMS];
+    if (r + total > SHD_MAX_DIMS)
+        return false;
+    for (uint32_t p = 0; p < total; p++) {
+        bool manual = false;
+        for (uint32_t i = 0; i < g->n_group_dims; i++)
+            manual = manual || g->group_dims[i] == (int64_t)(r + p);
+        if (manual) {
+            sizes[p] = 1;
+            types[p] = SHD_SUB_MANUAL;
+        } else if (k < *n_sub) {
+            sizes[p] = dims[r + k];
+            types[p] = sub[k++];
+        } else {
+            return false; /* a group dim outside the subgroup positions */
+        }
+    }
+    if (k != *n_sub)
+        return false;
+    memcpy(dims + r, sizes, total * sizeof(int64_t));
+    memcpy(sub, types, total * sizeof(ShdSubgroup));
+    *n = r + total;
+    *n_sub = total;
+    return true;
 }
 
 const ShdSharding *
@@ -87,13 +264,18 @@ shd_ungroup(SlArena *a, const ShdGrouped *g)
         }
         inner_devs = NULL;
     }
-    for (uint32_t i = 0; i < g->n_group_dims; i++)
-        if (g->group_dims[i] >= (int64_t)n) { /* grouped on a subgroup dim the inner dropped */
-            if (n >= SHD_MAX_DIMS)
-                return NULL;
-            dims[n++] = 1;
-            sub[n_sub++] = SHD_SUB_REPLICATED;
-        }
+    if (g->subgroup_manual) {
+        if (!insert_manual_dims(g, dims, &n, sub, &n_sub))
+            return NULL;
+    } else {
+        for (uint32_t i = 0; i < g->n_group_dims; i++)
+            if (g->group_dims[i] >= (int64_t)n) { /* grouped on a subgroup dim the inner dropped */
+                if (n >= SHD_MAX_DIMS)
+                    return NULL;
+                dims[n++] = 1;
+                sub[n_sub++] = SHD_SUB_REPLICATED;
+            }
+    }
     memcpy(inner_dims, dims, n * sizeof(int64_t));
     for (uint32_t i = 0; i < g->n_group_dims; i++) {
         if (g->group_dims[i] >= (int64_t)n)

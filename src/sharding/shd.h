@@ -119,6 +119,10 @@ const ShdSharding *shd_propagate_through_reshape(SlArena *a, const IrShape *from
 const ShdSharding *shd_reverse(SlArena *a, const ShdSharding *s, const int64_t *dims, uint32_t n);
 const ShdSharding *shd_move_and_merge_tiles(SlArena *a, const ShdSharding *s, uint32_t src,
                                             uint32_t tgt);
+/* B.7 GetFirstTargetDimToMoveShardingTiles: the first dim t != src, not in `excluded`, whose
+ * size is divisible by n_src * n_t; -1 if none, if rank < 2, or if dim src is 1 or unsharded. */
+int64_t shd_find_tile_move_target(const IrShape *shape, const ShdSharding *s, uint32_t src,
+                                  const int64_t *excluded, uint32_t n_excluded);
 const ShdSharding *shd_split_dim(SlArena *a, const ShdSharding *s, uint32_t dim, int64_t major);
 const ShdSharding *shd_merge_dims(SlArena *a, const ShdSharding *s, uint32_t dim);
 const ShdSharding *shd_partial_replicate_reshard_compatible(SlArena *a,
@@ -140,11 +144,21 @@ typedef struct ShdGrouped {
     int64_t *group_dim_sizes;
     const ShdSharding *inner;       /* over in-group indices 0..group_size-1 */
     uint32_t data_rank;             /* data rank of the ungrouped sharding */
+    bool subgroup_manual;           /* group dims are MANUAL subgroup dims, absent from inner */
 } ShdGrouped;
 
 /* shards_per_dim may be NULL (= all shards of each dim form groups). */
 ShdGrouped shd_group_on_dims(SlArena *a, const ShdSharding *s, const int64_t *dims, uint32_t n,
                              const int64_t *shards_per_dim);
+/* GroupShardingOnReplicatedDim: `n_groups` groups from the replication dim, else by borrowing
+ * shards of `replicable_dims` in order (over iota devices, as XLA), else replicated inside
+ * iota groups of num_tiles / n_groups devices. */
+ShdGrouped shd_group_on_replicated_dim(SlArena *a, const ShdSharding *s, int64_t n_groups,
+                                       int64_t num_tiles, uint32_t data_rank,
+                                       const int64_t *replicable_dims, uint32_t n);
+/* C.11: groups = devices sharing a manual coordinate; inner = the data dims and the other
+ * subgroups. Sets subgroup_manual, so shd_ungroup() restores the manual dims. */
+ShdGrouped shd_group_on_manual(SlArena *a, const ShdSharding *s);
 const ShdSharding *shd_ungroup(SlArena *a, const ShdGrouped *g);
 /* Adopts `ref`'s device groups, permuting x's inner ids when the groups match as sets. */
 ShdGrouped shd_align_groups_with(SlArena *a, const ShdGrouped *x, const ShdGrouped *ref);

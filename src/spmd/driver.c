@@ -5,6 +5,8 @@
  * Does not own: what a handler emits. Invariant: visits follow IR order (deterministic). */
 #include "spmd/spmd_int.h"
 
+#include "spmd/gather_int.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,13 +33,13 @@ static const SpmdHandler k_handlers[] = {
     [IR_FAM_DYNAMIC_UPDATE_SLICE] = spmd_handle_dynamic_update_slice,
     [IR_FAM_REVERSE] = spmd_handle_reverse,
     [IR_FAM_REDUCE] = spmd_handle_reduce,
-    [IR_FAM_REDUCE_WINDOW] = spmd_handle_default,      /* dot engine: reduce-window */
-    [IR_FAM_SELECT_AND_SCATTER] = spmd_handle_default, /* dot engine: select-and-scatter */
+    [IR_FAM_REDUCE_WINDOW] = spmd_handle_reduce_window,
+    [IR_FAM_SELECT_AND_SCATTER] = spmd_handle_select_and_scatter,
     [IR_FAM_SORT] = spmd_handle_sort,
     [IR_FAM_DOT] = spmd_handle_default,         /* dot engine: spmd_handle_dot */
     [IR_FAM_CONVOLUTION] = spmd_handle_default, /* dot engine: spmd_handle_conv */
-    [IR_FAM_GATHER] = spmd_handle_default,      /* dot engine: spmd_handle_gather */
-    [IR_FAM_SCATTER] = spmd_handle_default,     /* dot engine: spmd_handle_scatter */
+    [IR_FAM_GATHER] = spmd_handle_gather,
+    [IR_FAM_SCATTER] = spmd_handle_scatter,
     [IR_FAM_CHOLESKY] = spmd_handle_cholesky,
     [IR_FAM_TRIANGULAR_SOLVE] = spmd_handle_cholesky,
     [IR_FAM_TUPLE] = spmd_handle_tuple,

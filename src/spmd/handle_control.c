@@ -235,10 +235,59 @@ spmd_handle_partition_id(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     return SL_OK;
 }
 
+/* Partially replicated rng: each replication group runs it once (the member with replication
+ * coordinate 0) and broadcasts within the group (D.20). */
+static SlStatus
+rng_partial(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s, SlError *err)
+{
+    uint32_t rep_dim = s->n_tile_dims - 1;
+    int64_t g = s->tile_dims[rep_dim];
+    int64_t np = cx->state->num_partitions;
+    int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, np);
+    if (!tbl)
+        return spmd_nomem(cx, err);
+    for (int64_t k = 0; k < shd_device_count(s); k++)
+        if (s->devices[k] >= 0 && s->devices[k] < np)
+            tbl[s->devices[k]] = k % g;
+    uint32_t n = hlo->n_operands;
+    IrInstr **ops = SL_NEW_ARRAY(cx->arena, IrInstr *, n ? n : 1);
+    if (!ops)
+        return spmd_nomem(cx, err);
+    for (uint32_t i = 0; i < n; i++) {
+        SpmdValue v;
+        SlStatus st = spmd_operand(cx, hlo, i, shd_replicated(cx->arena), &v, err);
+        if (st != SL_OK)
+            return st;
+        ops[i] = v.hlo;
+    }
+    IrShape ls = spmd_local_shape(cx, &hlo->shape, s);
+    IrInstr *r = spmd_emit_clone(cx, hlo, &ls, ops, n);
+    IrInstr *coord = spmd_table_lookup(cx, cx->state, tbl, np, IR_DT_U32);
+    IrInstr *zero = spmd_emit_constant_scalar(cx, IR_DT_U32, 0);
+    IrInstr *eq = spmd_emit_compare(cx, coord, zero, "EQ");
+    IrShape ps = ir_shape_make(cx->arena, IR_DT_PRED, ls.dims, ls.rank);
+    IrInstr *beq = spmd_emit_broadcast(cx, eq, &ps, NULL, 0);
+    IrInstr *sel = spmd_emit_select(cx, beq, r, spmd_emit_zero_like(cx, &ls));
+    IrReplicaGroups groups;
+    int64_t d = rep_dim;
+    SlStatus st = spmd_groups_for_dims(cx, s, &d, 1, &groups, err);
+    if (st != SL_OK)
+        return st;
+    const char *saved = cx->coll_cause;
+    cx->coll_cause = "rng";
+    IrInstr *ar = spmd_coll_all_reduce(cx, cx->state, sel,
+                                       spmd_reducer(cx, SPMD_RED_ADD, ls.dtype), &groups);
+    cx->coll_cause = saved;
+    return spmd_finish(cx, hlo, ar, s, err);
+}
+
 SlStatus
 spmd_handle_rng(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
 {
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    if (shd_is_tiled(s) && shd_has_partial_replication(s) && !shd_is_manual_subgroup(s) &&
+        !ir_shape_is_tuple(&hlo->shape))
+        return rng_partial(cx, hlo, s, err);
     uint32_t n = hlo->n_operands;
     const ShdSharding **targets = SL_NEW_ARRAY(cx->arena, const ShdSharding *, n ? n : 1);
     if (!targets)

@@ -142,8 +142,10 @@ local_aligned_slice(SpmdCtx *cx, const IrInstr *hlo, const SpmdValue *op, const 
         if (!offs[d] && sd.stride != 1)
             return NULL; /* strided unsharded dims go through the clone path */
     }
-    if (!dynamic)
-        return spmd_emit_slice(cx, op->hlo, lo, hi);
+    if (!dynamic) {
+        IrInstr *x = spmd_emit_slice(cx, op->hlo, lo, hi);
+        return x == op->hlo ? spmd_emit_copy(cx, x) : x; /* never alias another value */
+    }
     IrInstr *o[SPMD_MAX_RANK];
     int64_t np = cx->state->num_partitions;
     int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, np);

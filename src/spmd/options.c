@@ -89,9 +89,10 @@ parse_int(SlStr v, int64_t *out)
     for (; i < v.len; i++) {
         if (v.ptr[i] < '0' || v.ptr[i] > '9')
             return false;
-        if (r > (INT64_MAX - 9) / 10)
+        int64_t digit = v.ptr[i] - '0';
+        if (r > (INT64_MAX - digit) / 10)
             return false;
-        r = r * 10 + (v.ptr[i] - '0');
+        r = r * 10 + digit;
     }
     *out = neg ? -r : r;
     return true;

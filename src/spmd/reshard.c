@@ -40,13 +40,14 @@ ceil_div(int64_t a, int64_t b)
 /* ---- cache ---- */
 
 static bool
-cache_find(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *t, SpmdValue *out)
+cache_find(SpmdCtx *cx, const IrInstr *hlo, const IrShape *base, const ShdSharding *t,
+           SpmdValue *out)
 {
     uint64_t v = 0;
     if (!sl_map_get(&cx->reshard_cache, SL_MAP_KEY(hlo), &v))
         return false;
     for (SpmdCacheEntry *e = (SpmdCacheEntry *)(uintptr_t)v; e; e = e->next)
-        if (shd_equal(e->target, t)) {
+        if (shd_equal(e->target, t) && ir_shape_equal(e->base_shape, base, false)) {
             *out = e->result;
             return true;
         }
@@ -54,7 +55,8 @@ cache_find(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *t, SpmdValue *out
 }
 
 static void
-cache_put(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *t, const SpmdValue *r)
+cache_put(SpmdCtx *cx, const IrInstr *hlo, const IrShape *base, const ShdSharding *t,
+          const SpmdValue *r)
 {
     SpmdCacheEntry *e = SL_NEW(cx->arena, SpmdCacheEntry);
     if (!e)
@@ -64,6 +66,7 @@ cache_put(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *t, const SpmdValue
                   ? (SpmdCacheEntry *)(uintptr_t)v
                   : NULL;
     e->target = t;
+    e->base_shape = base;
     e->result = *r;
     sl_map_put(&cx->reshard_cache, SL_MAP_KEY(hlo), SL_MAP_KEY(e));
 }
@@ -87,7 +90,7 @@ spmd_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *target, IrInstr
         return SL_OK;
     }
     uint32_t seq = ++cx->reshard_seq;
-    if (cache_find(cx, v->hlo, target, out)) {
+    if (cache_find(cx, v->hlo, v->base_shape, target, out)) {
         trace_reshard(cx, v, target, "cache-hit", out->hlo, seq);
         return SL_OK;
     }
@@ -106,8 +109,8 @@ spmd_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *target, IrInstr
     out->sharding = target;
     bool fewer_tiles = shd_num_tiles(target) < shd_num_tiles(v->sharding);
     if (cx->opts->cache_all_gather || !fewer_tiles) {
-        cache_put(cx, v->hlo, target, out);
-        cache_put(cx, out->hlo, v->sharding, v);
+        cache_put(cx, v->hlo, v->base_shape, target, out);
+        cache_put(cx, out->hlo, v->base_shape, v->sharding, v);
     }
     trace_reshard(cx, v, target, plan.method, out->hlo, seq);
     return SL_OK;
@@ -193,6 +196,25 @@ replicate_dims(SpmdCtx *cx, const SpmdValue *v, const int64_t *dims, uint32_t n,
             ag[n_ag++] = d;
     }
     IrInstr *x = v->hlo;
+    for (uint32_t k = n_ag; k-- > 0;) {
+        IrReplicaGroups g;
+        SlStatus st = spmd_groups_for_dims(cx, s, &ag[k], 1, &g, err);
+        if (st != SL_OK)
+            return st;
+        x = spmd_coll_all_gather(cx, v->state, x, &g, ag[k]);
+        if (!x)
+            return spmd_nomem(cx, err);
+    }
+    if (n_ag) { /* slice off gathered padding */
+        int64_t lo[SPMD_MAX_RANK], hi[SPMD_MAX_RANK];
+        for (uint32_t d = 0; d < base->rank; d++) {
+            lo[d] = 0;
+            hi[d] = x->shape.dims[d];
+        }
+        for (uint32_t k = 0; k < n_ag; k++)
+            hi[ag[k]] = base->dims[ag[k]];
+        x = spmd_emit_slice(cx, x, lo, hi);
+    }
     if (n_dus) {
         /* mask padding, place the shard at its offset in zeros of full size, all-reduce */
         uint64_t skip = 0;
@@ -203,7 +225,10 @@ replicate_dims(SpmdCtx *cx, const SpmdValue *v, const int64_t *dims, uint32_t n,
             if (!listed)
                 skip |= (uint64_t)1 << d;
         }
-        IrInstr *masked = spmd_pad_with_value(cx, v, NULL, skip);
+        const ShdSharding *after_ag =
+            n_ag ? shd_partially_replicate_dims(cx->arena, s, ag, n_ag) : s;
+        SpmdValue mv = with(v, x, after_ag ? after_ag : s);
+        IrInstr *masked = spmd_pad_with_value(cx, &mv, NULL, skip);
         int64_t full[SPMD_MAX_RANK];
         IrInstr *offs[SPMD_MAX_RANK];
         IrInstr *zero_off = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
@@ -230,25 +255,6 @@ replicate_dims(SpmdCtx *cx, const SpmdValue *v, const int64_t *dims, uint32_t n,
         x = spmd_all_reduce_along_dims(cx, v->state, dus_i, s, dus, n_dus, red);
         if (!x)
             return spmd_nomem(cx, err);
-    }
-    for (uint32_t k = n_ag; k-- > 0;) {
-        IrReplicaGroups g;
-        SlStatus st = spmd_groups_for_dims(cx, s, &ag[k], 1, &g, err);
-        if (st != SL_OK)
-            return st;
-        x = spmd_coll_all_gather(cx, v->state, x, &g, ag[k]);
-        if (!x)
-            return spmd_nomem(cx, err);
-    }
-    if (n_ag) { /* slice off gathered padding */
-        int64_t lo[SPMD_MAX_RANK], hi[SPMD_MAX_RANK];
-        for (uint32_t d = 0; d < base->rank; d++) {
-            lo[d] = 0;
-            hi[d] = x->shape.dims[d];
-        }
-        for (uint32_t k = 0; k < n_ag; k++)
-            hi[ag[k]] = base->dims[ag[k]];
-        x = spmd_emit_slice(cx, x, lo, hi);
     }
     if (n_bc) {
         /* only tile 0 along these dims holds data: broadcast it within the groups */

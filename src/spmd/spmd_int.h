@@ -52,9 +52,11 @@ typedef struct SpmdValue {
 
 /* ---- run context ------------------------------------------------------------------------ */
 
-/* One reshard-cache entry: `target` view of a local instruction (chained per instruction). */
+/* One reshard-cache entry: `target` view of a local instruction holding a value of base shape
+ * `base_shape` (chained per instruction; one local instruction may carry several values). */
 typedef struct SpmdCacheEntry {
     const ShdSharding *target;
+    const IrShape *base_shape;
     SpmdValue result;
     struct SpmdCacheEntry *next;
 } SpmdCacheEntry;

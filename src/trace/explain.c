@@ -2,10 +2,10 @@
  * run. Owns: the wording of `shardlens explain`. Does not own: byte figures, which come from
  * the schema's cost-model views through the reader. Invariant: output depends only on the run
  * (walks in recording order), so it is stable for golden tests. */
-#include "trace/trace_run.h"
-
 #include <math.h>
 #include <string.h>
+
+#include "trace/trace_run.h"
 
 static void
 put_bytes(SlBuf *b, double bytes)
@@ -100,9 +100,10 @@ put_decision(const TraceRunDecision *d, SlBuf *out)
 static void
 put_collective(const TraceRun *run, const TraceRunCollective *c, SlBuf *out)
 {
-    sl_buf_printf(out, "  %s: %s of %s over %lld group%s of %lld; S = ",
-                  instr_name(run, c->instr, NULL), c->kind, c->shape, (long long)c->n_groups,
-                  c->n_groups == 1 ? "" : "s", (long long)c->group_size);
+    sl_buf_printf(out,
+                  "  %s: %s of %s over %lld group%s of %lld; S = ", instr_name(run, c->instr, NULL),
+                  c->kind, c->shape, (long long)c->n_groups, c->n_groups == 1 ? "" : "s",
+                  (long long)c->group_size);
     put_bytes(out, c->bytes);
     sl_buf_puts(out, "\n    busiest device sends ");
     put_bytes(out, c->max_device_send_bytes);
@@ -157,8 +158,8 @@ put_summary(const TraceRunInstr *i, const Tally *t, SlBuf *out)
                       t->last->handler, t->last->strategy);
     else
         sl_buf_printf(out, "%s: no handler decision was recorded", i->name);
-    sl_buf_printf(out, "; %u reshard%s, %u collective%s", t->reshards,
-                  t->reshards == 1 ? "" : "s", t->collectives, t->collectives == 1 ? "" : "s");
+    sl_buf_printf(out, "; %u reshard%s, %u collective%s", t->reshards, t->reshards == 1 ? "" : "s",
+                  t->collectives, t->collectives == 1 ? "" : "s");
     if (t->collectives) {
         sl_buf_puts(out, " (up to ");
         put_bytes(out, t->max_device_bytes);
@@ -245,7 +246,7 @@ unknown_name(const TraceRun *run, const char *name, SlError *err)
 {
     enum { MAX_SUGGESTIONS = 5 };
     uint32_t best[MAX_SUGGESTIONS], dist[MAX_SUGGESTIONS], n = 0;
-    uint32_t limit = (uint32_t)strlen(name) / 2 + 2;
+    uint32_t limit = (uint32_t)strlen(name) / 3 + 1;
     for (uint32_t k = 0; k < run->n_instrs; k++) {
         uint32_t d = distance(name, run->instrs[k].name);
         if (d > limit || (n == MAX_SUGGESTIONS && d >= dist[n - 1]))
@@ -263,9 +264,9 @@ unknown_name(const TraceRun *run, const char *name, SlError *err)
     sl_buf_init(&b);
     for (uint32_t k = 0; k < n; k++)
         sl_buf_printf(&b, "%s%s", k ? ", " : "", run->instrs[best[k]].name);
-    SlStatus st = sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0},
-                          "no instruction named '%s' in run %lld%s%s", name, (long long)run->id,
-                          n ? "; did you mean: " : "", n ? b.data : "");
+    SlStatus st =
+        sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0}, "no instruction named '%s' in run %lld%s%s",
+                name, (long long)run->id, n ? "; did you mean: " : "", n ? b.data : "");
     sl_buf_fini(&b);
     return st;
 }
@@ -284,8 +285,7 @@ trace_explain(const TraceRun *run, const char *name, SlBuf *out, SlError *err)
             return SL_OK;
         }
         i = &run->instrs[after->derived_from];
-        sl_buf_printf(out, "%s is an output instruction derived from %s.\n", after->name,
-                      i->name);
+        sl_buf_printf(out, "%s is an output instruction derived from %s.\n", after->name, i->name);
     }
     explain_source(run, (uint32_t)(i - run->instrs), out);
     if (out->failed)

@@ -3,21 +3,20 @@
  * is read from them (collective_traffic, device_traffic), never recomputed here.
  * Invariant: all queries of one load run in one read transaction, so a run appended by another
  * process meanwhile cannot mix in; every string is copied into the caller's arena. */
-#include "trace/trace_run.h"
-
 #include <string.h>
 
 #include "trace/trace_int.h"
+#include "trace/trace_run.h"
 
 typedef struct Rd {
     TraceDb *db;
     SlArena *arena;
     TraceRun *run;
-    int rc;            /* first SQLite failure */
-    const char *what;  /* the query that failed */
+    int rc;           /* first SQLite failure */
+    const char *what; /* the query that failed */
     bool oom;
-    SlVec rows;        /* rows of the current query, copied to the arena at its end */
-    SlMap instr_idx;   /* instr.id -> index into run->instrs */
+    SlVec rows;      /* rows of the current query, copied to the arena at its end */
+    SlMap instr_idx; /* instr.id -> index into run->instrs */
     SlMap decision_idx, reshard_idx, collective_idx;
 } Rd;
 
@@ -333,8 +332,11 @@ attach_groups(Rd *r)
 static bool
 row_loop(Rd *r, sqlite3_stmt *st)
 {
-    TraceRunLoop l = {col_idx(&r->instr_idx, st, 0), col_idx(&r->instr_idx, st, 1),
-                      col_text(r, st, 2), col_text(r, st, 3), sqlite3_column_int64(st, 4),
+    TraceRunLoop l = {col_idx(&r->instr_idx, st, 0),
+                      col_idx(&r->instr_idx, st, 1),
+                      col_text(r, st, 2),
+                      col_text(r, st, 3),
+                      sqlite3_column_int64(st, 4),
                       sqlite3_column_int64(st, 5)};
     return PUSH(r, TraceRunLoop, l);
 }
@@ -440,8 +442,7 @@ load_tables(Rd *r)
 }
 
 SlStatus
-trace_run_load(TraceDb *db, int64_t run_id, SlArena *arena, const TraceRun **out,
-               SlError *err)
+trace_run_load(TraceDb *db, int64_t run_id, SlArena *arena, const TraceRun **out, SlError *err)
 {
     SlSrcLoc loc = {sqlite3_db_filename(db->sql, "main"), 0, 0};
     *out = NULL;

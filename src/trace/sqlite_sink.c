@@ -6,22 +6,28 @@
  * refer to instructions by interned name; a run is written in one IMMEDIATE transaction that
  * is retried as a whole when another writer holds the lock, so a run is in the file entirely
  * or not at all and the lock is held only while rows are inserted. */
-#include "trace/trace_int.h"
-
 #include <stdio.h>
 #include <string.h>
 
 #include "sharding/shd.h"
+#include "trace/trace_int.h"
 
 /* ---- buffered events ------------------------------------------------------------------ */
 
+/* An instruction named in an event: its id in its module, checked against the name when
+ * the rows are written (the name alone is used if they disagree). */
+typedef struct Ref {
+    SlSym name; /* NULL: no instruction */
+    uint32_t id;
+} Ref;
+
 typedef struct EvEmit {
-    SlSym out, source;
+    Ref out, source;
 } EvEmit;
 
 typedef struct EvDecision {
     uint32_t seq; /* 1-based, in arrival order */
-    SlSym instr;
+    Ref instr;
     const char *handler, *strategy, *reason;
     const char **alts;
     uint32_t n_alts;
@@ -31,24 +37,24 @@ typedef struct EvDecision {
 
 typedef struct EvReshard {
     uint32_t seq;
-    SlSym requester, value, result;
+    Ref requester, value, result;
     const char *from, *to, *method;
 } EvReshard;
 
 typedef struct EvCollective {
-    SlSym instr, source;
+    Ref instr, source;
     uint32_t reshard_seq, decision_seq; /* 0: none */
     const char *cause;
 } EvCollective;
 
 typedef struct EvLoop {
-    SlSym dot, loop;
+    Ref dot, loop;
     const char *variant;
     int64_t iterations, bytes_per_iteration;
 } EvLoop;
 
 typedef struct EvWarning {
-    SlSym source;
+    Ref source;
     const char *message;
 } EvWarning;
 
@@ -58,10 +64,11 @@ db_of(TraceSink *s)
     return s->self;
 }
 
-static SlSym
-name_of(const IrInstr *i)
+static Ref
+ref_of(const IrInstr *i)
 {
-    return i ? i->name : NULL;
+    Ref r = {i ? i->name : NULL, i ? i->id : UINT32_MAX};
+    return r;
 }
 
 static const char *
@@ -90,17 +97,17 @@ sharding_text(TraceDb *db, const ShdSharding *s)
     return c ? c : "";
 }
 
-#define PUSH(db, vec, T, x)                                                                    \
-    do {                                                                                       \
-        if (!SL_VEC_PUSH(&(db)->vec, T, x))                                                    \
-            (db)->events_failed = true;                                                        \
+#define PUSH(db, vec, T, x)                                                                        \
+    do {                                                                                           \
+        if (!SL_VEC_PUSH(&(db)->vec, T, x))                                                        \
+            (db)->events_failed = true;                                                            \
     } while (0)
 
 static void
 on_emit(TraceSink *s, const IrInstr *out, const IrInstr *source)
 {
     TraceDb *db = db_of(s);
-    EvEmit e = {name_of(out), name_of(source)};
+    EvEmit e = {ref_of(out), ref_of(source)};
     PUSH(db, emits, EvEmit, e);
 }
 
@@ -108,8 +115,15 @@ static void
 on_decision(TraceSink *s, const TraceDecision *d)
 {
     TraceDb *db = db_of(s);
-    EvDecision e = {(uint32_t)db->decisions.len + 1, name_of(d->instr), dup(db, d->handler),
-                    dup(db, d->strategy), dup(db, d->reason), NULL, 0, NULL, 0};
+    EvDecision e = {(uint32_t)db->decisions.len + 1,
+                    ref_of(d->instr),
+                    dup(db, d->handler),
+                    dup(db, d->strategy),
+                    dup(db, d->reason),
+                    NULL,
+                    0,
+                    NULL,
+                    0};
     if (d->n_alternatives) {
         e.alts = SL_NEW_ARRAY(&db->events, const char *, d->n_alternatives);
         if (e.alts) {
@@ -131,7 +145,7 @@ on_decision(TraceSink *s, const TraceDecision *d)
     }
     if ((d->n_alternatives && !e.alts) || (d->n_numbers && !e.numbers))
         db->events_failed = true;
-    if (e.instr && !sl_map_put(&db->last_decision, SL_MAP_KEY(e.instr), e.seq))
+    if (e.instr.name && !sl_map_put(&db->last_decision, SL_MAP_KEY(e.instr.name), e.seq))
         db->events_failed = true;
     PUSH(db, decisions, EvDecision, e);
 }
@@ -141,9 +155,9 @@ on_reshard(TraceSink *s, const TraceReshard *r)
 {
     TraceDb *db = db_of(s);
     EvReshard e = {r->seq,
-                   name_of(r->requester),
-                   name_of(r->value),
-                   name_of(r->result),
+                   ref_of(r->requester),
+                   ref_of(r->value),
+                   ref_of(r->result),
                    sharding_text(db, r->from),
                    sharding_text(db, r->to),
                    dup(db, r->method ? r->method : "unknown")};
@@ -154,10 +168,9 @@ static void
 on_collective(TraceSink *s, const TraceCollective *c)
 {
     TraceDb *db = db_of(s);
-    EvCollective e = {name_of(c->instr), name_of(c->source), c->reshard_seq, 0,
-                      dup(db, c->cause)};
+    EvCollective e = {ref_of(c->instr), ref_of(c->source), c->reshard_seq, 0, dup(db, c->cause)};
     uint64_t seq = 0;
-    if (e.source && sl_map_get(&db->last_decision, SL_MAP_KEY(e.source), &seq))
+    if (e.source.name && sl_map_get(&db->last_decision, SL_MAP_KEY(e.source.name), &seq))
         e.decision_seq = (uint32_t)seq;
     PUSH(db, collectives, EvCollective, e);
 }
@@ -166,7 +179,7 @@ static void
 on_windowed_loop(TraceSink *s, const TraceWindowedLoop *w)
 {
     TraceDb *db = db_of(s);
-    EvLoop e = {name_of(w->dot), name_of(w->loop), dup(db, w->variant ? w->variant : "unknown"),
+    EvLoop e = {ref_of(w->dot), ref_of(w->loop), dup(db, w->variant ? w->variant : "unknown"),
                 w->iterations, w->bytes_per_iteration};
     PUSH(db, loops, EvLoop, e);
 }
@@ -175,7 +188,7 @@ static void
 on_warning(TraceSink *s, const IrInstr *source, const char *message)
 {
     TraceDb *db = db_of(s);
-    EvWarning e = {name_of(source), dup(db, message ? message : "")};
+    EvWarning e = {ref_of(source), dup(db, message ? message : "")};
     PUSH(db, warnings, EvWarning, e);
 }
 
@@ -224,11 +237,8 @@ trace_db_begin_run(TraceDb *db, const IrModule *in, const TraceRunInfo *info, Tr
     db->info.tool_version = dup(db, info->tool_version ? info->tool_version : "");
     db->info.created_at = dup(db, info->created_at ? info->created_at : "");
     db->info.num_partitions = info->num_partitions;
-    db->info.input_text = info->input_text; /* only hashed, here */
-    char hash[2 * sizeof(uint64_t) + 1];
-    snprintf(hash, sizeof(hash), "%016llx",
+    snprintf(db->input_hash, sizeof(db->input_hash), "%016llx",
              (unsigned long long)sl_hash_bytes(info->input_text.ptr, info->input_text.len));
-    db->info.input_text = sl_str(dup(db, hash));
     const char *opts = info->options.len
                            ? sl_arena_strndup(&db->events, info->options.ptr, info->options.len)
                            : "";
@@ -275,22 +285,25 @@ enum { BEFORE, AFTER };
 
 typedef struct Wr {
     TraceDb *db;
-    int rc;                /* first SQLite failure; SQLITE_OK while all is well */
-    bool fault;            /* the failure is an injected one (tests) */
-    const char *what;      /* what was being written when rc was set */
+    int rc;           /* first SQLite failure; SQLITE_OK while all is well */
+    bool fault;       /* the failure is an injected one (tests) */
+    const char *what; /* what was being written when rc was set */
     uint64_t rows;
     int64_t run_id;
-    SlBuf text;            /* scratch for shape and sharding text */
-    SlArena scratch;       /* row-id arrays and device groups; freed after the attempt */
-    int64_t *rows_by_id[2];            /* row id by IrInstr.id, per phase */
-    const IrInstr **before_by_id;      /* to check that derived_from points into `in` */
-    uint32_t n_ids[2];
-    SlMap by_name[2];      /* SlSym -> row id, per phase */
-    SlMap emit_source;     /* after name -> before name (emit events) */
-    SlMap decision_row;    /* decision seq -> row id */
-    SlMap reshard_row;     /* reshard seq -> row id */
-    SlMap collective_ev;   /* after name -> index + 1 into db->collectives */
-    SlMap loop_trips;      /* while name -> iterations (windowed loops) */
+    SlBuf text;      /* scratch for shape and sharding text */
+    SlArena scratch; /* row-id arrays and device groups; freed after the attempt */
+    /* Per phase (BEFORE: the input module, AFTER: the output module), by IrInstr.id: */
+    const IrModule *mod[2];
+    uint32_t n_ids[2];              /* next_instr_id of the module */
+    const IrInstr **instr_by_id[2]; /* NULL for ids not in any computation */
+    int64_t *rows_by_id[2];         /* row id once written */
+    SlMap by_name[2];               /* SlSym -> id; built only if an event's id misleads */
+    bool has_by_name[2];
+    uint32_t *emit_by_id; /* AFTER id -> index + 1 into db->emits */
+    uint32_t *coll_by_id; /* AFTER id -> index + 1 into db->collectives */
+    SlMap decision_row;   /* decision seq -> row id */
+    SlMap reshard_row;    /* reshard seq -> row id */
+    SlMap loop_trips;     /* while name -> iterations (windowed loops) */
     bool oom;
 } Wr;
 
@@ -386,20 +399,86 @@ stmt(Wr *w, TraceStmt which)
     return w->db->stmts[which];
 }
 
-static int64_t
-row_by_name(const Wr *w, int phase, SlSym name)
-{
-    uint64_t row = 0;
-    if (name && sl_map_get(&w->by_name[phase], SL_MAP_KEY(name), &row))
-        return (int64_t)row;
-    return 0;
-}
-
 static void
 put(Wr *w, SlMap *m, uint64_t key, uint64_t val)
 {
     if (!sl_map_put(m, key, val))
         w->oom = true;
+}
+
+/* The id an event's instruction has in the phase's module: its own id when the names agree,
+ * else the id of the instruction with its name (a map built on first need), else
+ * UINT32_MAX. */
+static uint32_t
+resolve(Wr *w, int phase, Ref r)
+{
+    if (!r.name)
+        return UINT32_MAX;
+    if (r.id < w->n_ids[phase] && w->instr_by_id[phase][r.id] &&
+        w->instr_by_id[phase][r.id]->name == r.name)
+        return r.id;
+    if (!w->has_by_name[phase]) {
+        w->has_by_name[phase] = true;
+        for (uint32_t id = 0; id < w->n_ids[phase]; id++)
+            if (w->instr_by_id[phase][id] && w->instr_by_id[phase][id]->name)
+                put(w, &w->by_name[phase], SL_MAP_KEY(w->instr_by_id[phase][id]->name), id);
+    }
+    uint64_t id = 0;
+    return sl_map_get(&w->by_name[phase], SL_MAP_KEY(r.name), &id) ? (uint32_t)id : UINT32_MAX;
+}
+
+/* The row of an event's instruction, 0 when it is not in the module. */
+static int64_t
+row_of(Wr *w, int phase, Ref r)
+{
+    uint32_t id = resolve(w, phase, r);
+    return id == UINT32_MAX ? 0 : w->rows_by_id[phase][id];
+}
+
+/* Fills the id tables of one module; rows come later. */
+static void
+index_module(Wr *w, int phase, const IrModule *m)
+{
+    uint32_t n = m->next_instr_id;
+    w->mod[phase] = m;
+    w->instr_by_id[phase] = SL_NEW_ARRAY(&w->scratch, const IrInstr *, (size_t)n + 1);
+    w->rows_by_id[phase] = SL_NEW_ARRAY(&w->scratch, int64_t, (size_t)n + 1);
+    if (!w->instr_by_id[phase] || !w->rows_by_id[phase]) {
+        w->oom = true;
+        return;
+    }
+    w->n_ids[phase] = n;
+    for (uint32_t c = 0; c < m->n_comps; c++)
+        for (uint32_t k = 0; k < m->comps[c]->n_instrs; k++) {
+            const IrInstr *i = m->comps[c]->instrs[k];
+            if (i->id < n)
+                w->instr_by_id[phase][i->id] = i;
+        }
+}
+
+/* Emit and collective events by output id, so writing an instruction finds them directly. */
+static void
+index_events(Wr *w)
+{
+    uint32_t n = w->n_ids[AFTER];
+    w->emit_by_id = SL_NEW_ARRAY(&w->scratch, uint32_t, (size_t)n + 1);
+    w->coll_by_id = SL_NEW_ARRAY(&w->scratch, uint32_t, (size_t)n + 1);
+    if (!w->emit_by_id || !w->coll_by_id) {
+        w->oom = true;
+        return;
+    }
+    const EvEmit *em = w->db->emits.data;
+    for (size_t k = 0; k < w->db->emits.len; k++) {
+        uint32_t id = resolve(w, AFTER, em[k].out);
+        if (id != UINT32_MAX)
+            w->emit_by_id[id] = (uint32_t)k + 1;
+    }
+    const EvCollective *co = w->db->collectives.data;
+    for (size_t k = 0; k < w->db->collectives.len; k++) {
+        uint32_t id = resolve(w, AFTER, co[k].instr);
+        if (id != UINT32_MAX)
+            w->coll_by_id[id] = (uint32_t)k + 1;
+    }
 }
 
 static void
@@ -408,7 +487,7 @@ write_run(Wr *w, const IrModule *in, double duration_ms)
     const TraceRunInfo *info = &w->db->info;
     sqlite3_stmt *st = stmt(w, ST_RUN);
     bind_text(w, st, 1, sl_sym_cstr(in->name));
-    bind_text(w, st, 2, info->input_text.ptr);
+    bind_text(w, st, 2, w->db->input_hash);
     bind_i64(w, st, 3, info->num_partitions);
     bind_text(w, st, 4, info->tool_version);
     bind_text(w, st, 5, info->created_at);
@@ -447,11 +526,11 @@ static int64_t
 source_row(Wr *w, const IrInstr *i)
 {
     const IrInstr *d = i->derived_from;
-    if (d && d->id < w->n_ids[BEFORE] && w->before_by_id[d->id] == d)
+    if (d && d->id < w->n_ids[BEFORE] && w->instr_by_id[BEFORE][d->id] == d)
         return w->rows_by_id[BEFORE][d->id];
-    uint64_t src = 0;
-    if (i->name && sl_map_get(&w->emit_source, SL_MAP_KEY(i->name), &src))
-        return row_by_name(w, BEFORE, (SlSym)(uintptr_t)src);
+    uint32_t ev = i->id < w->n_ids[AFTER] ? w->emit_by_id[i->id] : 0;
+    if (ev)
+        return row_of(w, BEFORE, ((const EvEmit *)w->db->emits.data)[ev - 1].source);
     return 0;
 }
 
@@ -497,23 +576,14 @@ write_instr(Wr *w, int phase, const IrComputation *c, const IrInstr *i)
     int64_t row = insert(w, ST_INSTR);
     if (i->id < w->n_ids[phase])
         w->rows_by_id[phase][i->id] = row;
-    if (phase == BEFORE && i->id < w->n_ids[phase])
-        w->before_by_id[i->id] = i;
-    if (i->name)
-        put(w, &w->by_name[phase], SL_MAP_KEY(i->name), (uint64_t)row);
 }
 
 static void
-write_module(Wr *w, int phase, const IrModule *m)
+write_module(Wr *w, int phase)
 {
-    w->n_ids[phase] = m->next_instr_id;
-    w->rows_by_id[phase] = SL_NEW_ARRAY(&w->scratch, int64_t, m->next_instr_id + 1);
-    if (phase == BEFORE)
-        w->before_by_id = SL_NEW_ARRAY(&w->scratch, const IrInstr *, m->next_instr_id + 1);
-    if (!w->rows_by_id[phase] || (phase == BEFORE && !w->before_by_id)) {
-        w->oom = true;
+    const IrModule *m = w->mod[phase];
+    if (w->oom)
         return;
-    }
     for (uint32_t c = 0; c < m->n_comps; c++)
         for (uint32_t k = 0; k < m->comps[c]->n_instrs && w->rc == SQLITE_OK && !w->oom; k++)
             write_instr(w, phase, m->comps[c], m->comps[c]->instrs[k]);
@@ -550,7 +620,7 @@ write_decisions(Wr *w)
         sqlite3_stmt *st = stmt(w, ST_DECISION);
         bind_i64(w, st, 1, w->run_id);
         bind_i64(w, st, 2, d->seq);
-        bind_row(w, st, 3, row_by_name(w, BEFORE, d->instr));
+        bind_row(w, st, 3, row_of(w, BEFORE, d->instr));
         bind_text(w, st, 4, d->handler ? d->handler : "");
         bind_text(w, st, 5, d->strategy ? d->strategy : "");
         bind_text(w, st, 6, d->reason);
@@ -587,14 +657,14 @@ write_reshards(Wr *w)
         const EvReshard *r = &ev[k];
         bind_i64(w, st, 1, w->run_id);
         bind_i64(w, st, 2, r->seq);
-        bind_row(w, st, 3, row_by_name(w, BEFORE, r->requester));
-        bind_row(w, st, 4, row_by_name(w, AFTER, r->value));
-        bind_text(w, st, 5, r->value ? sl_sym_cstr(r->value) : "");
+        bind_row(w, st, 3, row_of(w, BEFORE, r->requester));
+        bind_row(w, st, 4, row_of(w, AFTER, r->value));
+        bind_text(w, st, 5, sl_sym_cstr(r->value.name));
         bind_text(w, st, 6, r->from);
         bind_text(w, st, 7, r->to);
         bind_text(w, st, 8, r->method);
-        bind_row(w, st, 9, row_by_name(w, AFTER, r->result));
-        bind_text(w, st, 10, r->result ? sl_sym_cstr(r->result) : NULL);
+        bind_row(w, st, 9, row_of(w, AFTER, r->result));
+        bind_text(w, st, 10, r->result.name ? sl_sym_cstr(r->result.name) : NULL);
         int64_t row = insert(w, ST_RESHARD);
         put(w, &w->reshard_row, r->seq, (uint64_t)row);
     }
@@ -608,15 +678,15 @@ write_loops(Wr *w)
     for (size_t k = 0; k < w->db->loops.len && w->rc == SQLITE_OK; k++) {
         const EvLoop *l = &ev[k];
         bind_i64(w, st, 1, w->run_id);
-        bind_row(w, st, 2, row_by_name(w, BEFORE, l->dot));
-        bind_row(w, st, 3, row_by_name(w, AFTER, l->loop));
-        bind_text(w, st, 4, l->loop ? sl_sym_cstr(l->loop) : "");
+        bind_row(w, st, 2, row_of(w, BEFORE, l->dot));
+        bind_row(w, st, 3, row_of(w, AFTER, l->loop));
+        bind_text(w, st, 4, sl_sym_cstr(l->loop.name));
         bind_text(w, st, 5, l->variant);
         bind_i64(w, st, 6, l->iterations);
         bind_i64(w, st, 7, l->bytes_per_iteration);
         (void)insert(w, ST_LOOP);
-        if (l->loop && l->iterations >= 0)
-            put(w, &w->loop_trips, SL_MAP_KEY(l->loop), (uint64_t)l->iterations);
+        if (l->loop.name && l->iterations >= 0)
+            put(w, &w->loop_trips, SL_MAP_KEY(l->loop.name), (uint64_t)l->iterations);
     }
 }
 
@@ -627,7 +697,7 @@ write_warnings(Wr *w)
     sqlite3_stmt *st = stmt(w, ST_WARNING);
     for (size_t k = 0; k < w->db->warnings.len && w->rc == SQLITE_OK; k++) {
         bind_i64(w, st, 1, w->run_id);
-        bind_row(w, st, 2, row_by_name(w, BEFORE, ev[k].source));
+        bind_row(w, st, 2, row_of(w, BEFORE, ev[k].source));
         bind_text(w, st, 3, ev[k].message);
         (void)insert(w, ST_WARNING);
     }
@@ -636,9 +706,9 @@ write_warnings(Wr *w)
 /* ---- collectives: kind, S, device groups, trip counts --------------------------------- */
 
 typedef enum CollBytes {
-    CB_OPERANDS,       /* S = all operands (all-reduce, reduce-scatter, all-to-all, broadcast) */
-    CB_FIRST_OPERAND,  /* S = operand 0 (collective-permute, ragged all-to-all) */
-    CB_GATHERED,       /* S = operands x group size (all-gather: the gathered buffer) */
+    CB_OPERANDS,      /* S = all operands (all-reduce, reduce-scatter, all-to-all, broadcast) */
+    CB_FIRST_OPERAND, /* S = operand 0 (collective-permute, ragged all-to-all) */
+    CB_GATHERED,      /* S = operands x group size (all-gather: the gathered buffer) */
 } CollBytes;
 
 static const struct {
@@ -698,9 +768,9 @@ full_bytes(const IrInstr *i, CollBytes how, int64_t group_size)
 
 /* Device groups as flat ids; collective-permute: one (source, target) group per pair. */
 typedef struct Groups {
-    uint32_t n;        /* groups */
-    uint32_t *sizes;   /* n sizes */
-    int64_t *ids;      /* concatenated groups */
+    uint32_t n;      /* groups */
+    uint32_t *sizes; /* n sizes */
+    int64_t *ids;    /* concatenated groups */
     int64_t group_size;
 } Groups;
 
@@ -898,20 +968,28 @@ seq_row(const SlMap *m, uint32_t seq)
     return seq && sl_map_get(m, seq, &row) ? (int64_t)row : 0;
 }
 
+/* A collective the partitioner did not report: it came from an input collective when it
+ * derives from an instruction of the same opcode. */
+static bool
+was_in_input(const Wr *w, const IrInstr *i)
+{
+    const IrInstr *d = i->derived_from;
+    return d && d->id < w->n_ids[BEFORE] && w->instr_by_id[BEFORE][d->id] == d && d->op == i->op;
+}
+
 static void
 write_collective(Wr *w, const IrInstr *i, int kind, int64_t trip)
 {
     Groups g = {0};
-    bool is_permute = k_collectives[kind].bytes == CB_FIRST_OPERAND &&
-                      i->op != IR_OP_RAGGED_ALL_TO_ALL;
+    bool is_permute =
+        k_collectives[kind].bytes == CB_FIRST_OPERAND && i->op != IR_OP_RAGGED_ALL_TO_ALL;
     if (!(is_permute ? permute_groups(w, i, &g) : replica_groups(w, i, &g))) {
         w->oom = true;
         return;
     }
-    uint64_t ev_index = 0;
-    const EvCollective *ev = NULL;
-    if (i->name && sl_map_get(&w->collective_ev, SL_MAP_KEY(i->name), &ev_index))
-        ev = &((const EvCollective *)w->db->collectives.data)[ev_index - 1];
+    uint32_t ev_index = i->id < w->n_ids[AFTER] ? w->coll_by_id[i->id] : 0;
+    const EvCollective *ev =
+        ev_index ? &((const EvCollective *)w->db->collectives.data)[ev_index - 1] : NULL;
     sqlite3_stmt *st = stmt(w, ST_COLLECTIVE);
     int64_t channel = 0;
     bind_i64(w, st, 1, w->run_id);
@@ -930,9 +1008,9 @@ write_collective(Wr *w, const IrInstr *i, int kind, int64_t trip)
     bind_f64(w, st, 8, full_bytes(i, k_collectives[kind].bytes, g.group_size));
     if (trip >= 0)
         bind_i64(w, st, 9, trip);
-    int64_t src = ev && ev->source ? row_by_name(w, BEFORE, ev->source) : 0;
+    int64_t src = ev ? row_of(w, BEFORE, ev->source) : 0;
     bind_row(w, st, 10, src ? src : source_row(w, i));
-    bind_text(w, st, 11, ev ? ev->cause : NULL);
+    bind_text(w, st, 11, ev ? ev->cause : was_in_input(w, i) ? "input" : NULL);
     bind_row(w, st, 12, ev ? seq_row(&w->reshard_row, ev->reshard_seq) : 0);
     bind_row(w, st, 13, ev ? seq_row(&w->decision_row, ev->decision_seq) : 0);
     int64_t row = insert(w, ST_COLLECTIVE);
@@ -966,19 +1044,6 @@ write_collectives(Wr *w, const IrModule *out)
 }
 
 static void
-index_events(Wr *w)
-{
-    const EvEmit *em = w->db->emits.data;
-    for (size_t k = 0; k < w->db->emits.len; k++)
-        if (em[k].out && em[k].source)
-            put(w, &w->emit_source, SL_MAP_KEY(em[k].out), SL_MAP_KEY(em[k].source));
-    const EvCollective *co = w->db->collectives.data;
-    for (size_t k = 0; k < w->db->collectives.len; k++)
-        if (co[k].instr)
-            put(w, &w->collective_ev, SL_MAP_KEY(co[k].instr), k + 1);
-}
-
-static void
 wr_init(Wr *w, TraceDb *db)
 {
     memset(w, 0, sizeof(*w));
@@ -987,10 +1052,8 @@ wr_init(Wr *w, TraceDb *db)
     sl_arena_init(&w->scratch);
     sl_map_init(&w->by_name[BEFORE]);
     sl_map_init(&w->by_name[AFTER]);
-    sl_map_init(&w->emit_source);
     sl_map_init(&w->decision_row);
     sl_map_init(&w->reshard_row);
-    sl_map_init(&w->collective_ev);
     sl_map_init(&w->loop_trips);
 }
 
@@ -1001,10 +1064,8 @@ wr_fini(Wr *w)
     sl_arena_fini(&w->scratch);
     sl_map_fini(&w->by_name[BEFORE]);
     sl_map_fini(&w->by_name[AFTER]);
-    sl_map_fini(&w->emit_source);
     sl_map_fini(&w->decision_row);
     sl_map_fini(&w->reshard_row);
-    sl_map_fini(&w->collective_ev);
     sl_map_fini(&w->loop_trips);
 }
 
@@ -1012,10 +1073,13 @@ wr_fini(Wr *w)
 static void
 write_all(Wr *w, const IrModule *out, double duration_ms)
 {
-    index_events(w);
+    index_module(w, BEFORE, w->db->in);
+    index_module(w, AFTER, out);
+    if (!w->oom)
+        index_events(w);
     write_run(w, w->db->in, duration_ms);
-    write_module(w, BEFORE, w->db->in);
-    write_module(w, AFTER, out);
+    write_module(w, BEFORE);
+    write_module(w, AFTER);
     write_decisions(w);
     write_reshards(w);
     write_loops(w);

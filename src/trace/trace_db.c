@@ -3,11 +3,11 @@
  * Owns: the sqlite3 connection of a TraceDb. Does not own: what a run writes (sqlite_sink.c)
  * or reads (reader.c). Invariant: a handle is either fully open with a schema of our version,
  * or not returned at all. */
-#include "trace/trace_int.h"
-
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "trace/trace_int.h"
 
 enum { DEFAULT_BUSY_TIMEOUT_MS = 10000, DEFAULT_ATTEMPTS = 30 };
 
@@ -160,8 +160,10 @@ trace_db_open(const char *path, TraceDbMode mode, TraceDb **out, SlError *err)
     db->attempts = DEFAULT_ATTEMPTS;
     sl_arena_init(&db->events);
     sl_map_init(&db->last_decision);
-    int flags = mode == TRACE_DB_READ ? SQLITE_OPEN_READONLY
-                                      : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    /* A handle is used by one thread at a time: no per-call mutex. */
+    int flags =
+        SQLITE_OPEN_NOMUTEX |
+        (mode == TRACE_DB_READ ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     int rc = sqlite3_open_v2(path, &db->sql, flags, NULL);
     SlStatus st = SL_OK;
     if (rc != SQLITE_OK)
@@ -169,6 +171,11 @@ trace_db_open(const char *path, TraceDbMode mode, TraceDb **out, SlError *err)
     if (st == SL_OK && (rc = sqlite3_extended_result_codes(db->sql, 1)) != SQLITE_OK)
         st = trace_db_fail(db, rc, "configuring the trace database", err);
     if (st == SL_OK && (rc = sqlite3_busy_timeout(db->sql, db->busy_timeout_ms)) != SQLITE_OK)
+        st = trace_db_fail(db, rc, "configuring the trace database", err);
+    /* A run is one transaction: let its pages stay in memory instead of spilling to the
+     * journal mid-way (the cache grows only as far as it is used). */
+    if (st == SL_OK && mode == TRACE_DB_APPEND &&
+        (rc = trace_db_exec(db, "PRAGMA cache_size = -65536")) != SQLITE_OK)
         st = trace_db_fail(db, rc, "configuring the trace database", err);
     if (st == SL_OK)
         st = check_version(db, path, err);

@@ -31,7 +31,7 @@ typedef enum TraceDbMode {
 /* Opens `path`. A file whose PRAGMA user_version is not ours is SL_ERR_DB naming both
  * versions; a missing file in TRACE_DB_READ mode is SL_ERR_IO. */
 SlStatus trace_db_open(const char *path, TraceDbMode mode, TraceDb **out, SlError *err);
-void trace_db_close(TraceDb *db); /* aborts a run still open; NULL is fine */
+void trace_db_close(TraceDb *db);  /* aborts a run still open; NULL is fine */
 int trace_db_schema_version(void); /* the version this binary writes and reads */
 
 /* What the run row records besides the module. Strings are copied. */
@@ -51,8 +51,8 @@ SlStatus trace_db_begin_run(TraceDb *db, const IrModule *in, const TraceRunInfo 
  * with groups and trip counts) and warnings, in one transaction, retried while another
  * process holds the lock. On failure nothing of the run is in the file. `duration_ms` < 0:
  * not measured. `run_id` may be NULL. */
-SlStatus trace_db_end_run(TraceDb *db, const IrModule *out, double duration_ms,
-                          int64_t *run_id, SlError *err);
+SlStatus trace_db_end_run(TraceDb *db, const IrModule *out, double duration_ms, int64_t *run_id,
+                          SlError *err);
 /* Drops the buffered run (the partitioner failed). */
 void trace_db_abort_run(TraceDb *db);
 

@@ -14,25 +14,37 @@ extern const unsigned trace_schema_n_lines;
 
 /* Insert statements, prepared once per handle when the first run is written. */
 typedef enum TraceStmt {
-    ST_RUN, ST_OPTION, ST_INSTR, ST_EDGE, ST_DECISION, ST_DECISION_ALT, ST_DECISION_NUMBER,
-    ST_RESHARD, ST_COLLECTIVE, ST_GROUP, ST_LOOP, ST_WARNING, ST_COUNT
+    ST_RUN,
+    ST_OPTION,
+    ST_INSTR,
+    ST_EDGE,
+    ST_DECISION,
+    ST_DECISION_ALT,
+    ST_DECISION_NUMBER,
+    ST_RESHARD,
+    ST_COLLECTIVE,
+    ST_GROUP,
+    ST_LOOP,
+    ST_WARNING,
+    ST_COUNT
 } TraceStmt;
 
 struct TraceDb {
     sqlite3 *sql;
     TraceDbMode mode;
     int busy_timeout_ms, attempts;
-    uint64_t fault_rows;    /* tests: fail a run's write after this many rows; 0 = never */
+    uint64_t fault_rows; /* tests: fail a run's write after this many rows; 0 = never */
     sqlite3_stmt *stmts[ST_COUNT];
 
     /* The run being buffered between begin_run and end_run/abort_run (sqlite_sink.c). */
     bool in_run;
-    bool events_failed;     /* an event could not be buffered (out of memory) */
+    bool events_failed; /* an event could not be buffered (out of memory) */
     const IrModule *in;
-    TraceRunInfo info;      /* strings copied into `events` */
-    SlArena events;         /* event strings and arrays; reset per run */
+    TraceRunInfo info; /* strings copied into `events`; input_text is not kept */
+    char input_hash[2 * sizeof(uint64_t) + 1]; /* hex of sl_hash_bytes(input_text) */
+    SlArena events;                            /* event strings and arrays; reset per run */
     SlVec emits, decisions, reshards, collectives, loops, warnings;
-    SlMap last_decision;    /* source name (SlSym) -> seq of its latest decision */
+    SlMap last_decision; /* source name (SlSym) -> seq of its latest decision */
     TraceSink sink;
 };
 

@@ -88,7 +88,9 @@ static const TraceSinkOps k_mem_ops = {on_emit,       on_decision,      on_resha
 void
 trace_mem_sink_init(TraceMemSink *m)
 {
-    *m = (TraceMemSink){.sink = {&k_mem_ops, m}};
+    *m = (TraceMemSink){
+        .sink = {&k_mem_ops, m}
+    };
     sl_buf_init(&m->log);
 }
 

@@ -16,17 +16,17 @@ typedef enum TracePhase { TRACE_BEFORE, TRACE_AFTER } TracePhase;
 
 typedef struct TraceRunInstr {
     TracePhase phase;
-    uint32_t ir_id;           /* IrInstr.id in its module */
+    uint32_t ir_id; /* IrInstr.id in its module */
     const char *computation, *name, *opcode;
-    const char *shape;        /* without layout */
-    const char *sharding;     /* NULL when none */
+    const char *shape;    /* without layout */
+    const char *sharding; /* NULL when none */
     int64_t size_bytes;
     const char *op_name, *source_file; /* NULL when absent */
-    int64_t source_line;      /* 0 when absent */
+    int64_t source_line;               /* 0 when absent */
     bool is_root;
-    uint32_t derived_from;    /* 'after': the 'before' instruction */
+    uint32_t derived_from; /* 'after': the 'before' instruction */
     uint32_t n_operands;
-    uint32_t *operands;       /* n_operands indices into TraceRun.instrs */
+    uint32_t *operands; /* n_operands indices into TraceRun.instrs */
 } TraceRunInstr;
 
 typedef struct TraceRunNumber {
@@ -37,7 +37,7 @@ typedef struct TraceRunNumber {
 
 typedef struct TraceRunDecision {
     uint32_t seq;
-    uint32_t instr;           /* 'before' */
+    uint32_t instr;                          /* 'before' */
     const char *handler, *strategy, *reason; /* reason may be NULL */
     uint32_t n_alternatives;
     const char **alternatives;
@@ -47,39 +47,39 @@ typedef struct TraceRunDecision {
 
 typedef struct TraceRunReshard {
     uint32_t seq;
-    uint32_t requester;       /* 'before' */
-    uint32_t value, result;   /* 'after' */
+    uint32_t requester;                   /* 'before' */
+    uint32_t value, result;               /* 'after' */
     const char *value_name, *result_name; /* result_name may be NULL */
     const char *from, *to, *method;
 } TraceRunReshard;
 
 typedef struct TraceRunCollective {
-    uint32_t instr;           /* 'after' */
-    const char *kind;         /* all-gather, reduce-scatter, all-reduce, ... */
+    uint32_t instr;   /* 'after' */
+    const char *kind; /* all-gather, reduce-scatter, all-reduce, ... */
     bool has_channel_id;
     int64_t channel_id;
     int64_t group_size, n_groups;
     const char *shape;
-    double bytes;             /* S of the cost model, one execution */
-    int64_t trip_count;       /* -1: unknown */
-    uint32_t source;          /* 'before' */
-    const char *cause;        /* may be NULL */
-    uint32_t reshard, decision; /* indices into reshards / decisions */
-    double send_bytes;        /* summed over devices, trip count applied (ring model) */
+    double bytes;                 /* S of the cost model, one execution */
+    int64_t trip_count;           /* -1: unknown */
+    uint32_t source;              /* 'before' */
+    const char *cause;            /* may be NULL */
+    uint32_t reshard, decision;   /* indices into reshards / decisions */
+    double send_bytes;            /* summed over devices, trip count applied (ring model) */
     double max_device_send_bytes; /* the busiest device, trip count applied */
-    uint32_t *group_offsets;  /* n_groups + 1 offsets into devices */
-    int64_t *devices;         /* permute: (source, target) per group */
+    uint32_t *group_offsets;      /* n_groups + 1 offsets into devices */
+    int64_t *devices;             /* permute: (source, target) per group */
 } TraceRunCollective;
 
 typedef struct TraceRunLoop {
-    uint32_t dot;             /* 'before' */
-    uint32_t loop;            /* 'after' */
+    uint32_t dot;  /* 'before' */
+    uint32_t loop; /* 'after' */
     const char *loop_name, *variant;
     int64_t iterations, bytes_per_iteration;
 } TraceRunLoop;
 
 typedef struct TraceRunWarning {
-    uint32_t instr;           /* 'before' */
+    uint32_t instr; /* 'before' */
     const char *message;
 } TraceRunWarning;
 
@@ -97,16 +97,24 @@ typedef struct TraceRun {
     int64_t id;
     const char *module, *input_hash, *tool_version, *created_at;
     int64_t num_partitions;
-    double duration_ms;       /* < 0: not measured */
-    TraceRunOption *options;  uint32_t n_options;  /* sorted by key */
-    TraceRunInstr *instrs;    uint32_t n_instrs;
-    uint32_t n_before;        /* instrs[0, n_before) are 'before', the rest 'after' */
-    TraceRunDecision *decisions;     uint32_t n_decisions;
-    TraceRunReshard *reshards;       uint32_t n_reshards;
-    TraceRunCollective *collectives; uint32_t n_collectives;
-    TraceRunLoop *loops;             uint32_t n_loops;
-    TraceRunWarning *warnings;       uint32_t n_warnings;
-    TraceRunDevice *devices;         uint32_t n_devices; /* by device id */
+    double duration_ms; /* < 0: not measured */
+    TraceRunOption *options;
+    uint32_t n_options; /* sorted by key */
+    TraceRunInstr *instrs;
+    uint32_t n_instrs;
+    uint32_t n_before; /* instrs[0, n_before) are 'before', the rest 'after' */
+    TraceRunDecision *decisions;
+    uint32_t n_decisions;
+    TraceRunReshard *reshards;
+    uint32_t n_reshards;
+    TraceRunCollective *collectives;
+    uint32_t n_collectives;
+    TraceRunLoop *loops;
+    uint32_t n_loops;
+    TraceRunWarning *warnings;
+    uint32_t n_warnings;
+    TraceRunDevice *devices;
+    uint32_t n_devices; /* by device id */
 } TraceRun;
 
 /* Loads run `run_id` (0: the latest run) into `arena`. No such run, or an empty file, is
@@ -114,8 +122,7 @@ typedef struct TraceRun {
 SlStatus trace_run_load(TraceDb *db, int64_t run_id, SlArena *arena, const TraceRun **out,
                         SlError *err);
 /* The instruction named `name` in `phase`, or NULL. */
-const TraceRunInstr *trace_run_find_instr(const TraceRun *run, TracePhase phase,
-                                          const char *name);
+const TraceRunInstr *trace_run_find_instr(const TraceRun *run, TracePhase phase, const char *name);
 /* Appends a plain-words account of why source instruction `name` was partitioned the way it
  * was: shardings, decision with alternatives and numbers, reshards, collectives with bytes,
  * windowed loop. An output instruction's name explains its source. Unknown names are

@@ -1,0 +1,101 @@
+/* dot_int.h - the dot engine's internal interface, shared by handle_dot.c, windowed_einsum.c
+ * and handle_conv.c (gspmd.md §E, §F.1; seeds/000 HandleDot, PartitionDot, HandleConvolution).
+ * Owns: the dimension-role records (E.1), the job that carries the create-sharded-op callback
+ * (the only way a local dot or convolution is emitted), and the recursion's problem record.
+ * Does not own: resharding or collectives (reshard.c, collectives.c).
+ * Invariants: every local dot/convolution is built by DotJob.create; strategies never emit
+ * before they know they apply, so a failed strategy leaves nothing behind. */
+#ifndef SHARDLENS_DOT_INT_H
+#define SHARDLENS_DOT_INT_H
+
+#include "spmd/spmd_int.h"
+
+/* The two handlers the driver dispatches to. */
+SlStatus spmd_handle_dot(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
+SlStatus spmd_handle_conv(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
+
+/* One dimension role record (E.1): -1 where the tensor has no such dim. */
+typedef struct DotDimMap {
+    int64_t lhs, rhs, out;
+} DotDimMap;
+
+typedef enum DotRole { DOT_BATCH, DOT_CONTRACTING, DOT_LHS_NC, DOT_RHS_NC, DOT_SPATIAL,
+                       DOT_ROLE_COUNT } DotRole;
+
+typedef enum DotSide { DOT_LHS, DOT_RHS, DOT_OUT } DotSide;
+
+typedef struct DotDims {
+    DotDimMap *role[DOT_ROLE_COUNT]; /* in cx->arena */
+    uint32_t n[DOT_ROLE_COUNT];
+    uint32_t rank[3];                /* lhs, rhs, out ranks */
+} DotDims;
+
+typedef struct DotJob DotJob;
+
+/* Emits one local dot/convolution of `lhs` and `rhs` (local shapes) with the (per-partition)
+ * conv window `window` (NULL for dots); NULL on arena failure. */
+typedef IrInstr *(*DotCreateFn)(SpmdCtx *cx, const DotJob *job, IrInstr *lhs, IrInstr *rhs,
+                                const IrWindowDim *window);
+
+/* A convolution's case 0 (F.1) hook: sets *out (local result in `p->out`) or leaves it NULL. */
+struct DotProblem;
+typedef SlStatus (*DotConvCaseFn)(SpmdCtx *cx, const DotJob *job, const struct DotProblem *p,
+                                  bool require_matching, IrInstr **out, SlError *err);
+
+struct DotJob {
+    const IrInstr *hlo;      /* the source dot or convolution */
+    const char *handler;     /* "dot" or "convolution" (trace) */
+    DotDims dims;
+    DotCreateFn create;
+    DotConvCaseFn conv_case; /* NULL for dots */
+    const IrWindowDim *window; /* conv: the source window (one entry per spatial dim) */
+    uint32_t n_window;
+    void *conv;              /* handle_conv.c's private data */
+};
+
+/* The (possibly per-group) problem PartitionDot works on. All values share `st`. */
+typedef struct DotProblem {
+    SpmdValue lhs, rhs;
+    const IrShape *out_base;  /* per-group output base shape */
+    const ShdSharding *out;   /* output sharding in st's ids */
+    const SpmdState *st;      /* N_cur = st->num_partitions */
+    const IrWindowDim *window; /* conv window for the local op (per group) or NULL */
+} DotProblem;
+
+/* HandleDotHelper: partitions `job->hlo` and registers its result. */
+SlStatus spmd_dot_helper(SpmdCtx *cx, const DotJob *job, SlError *err);
+/* PartitionDot: *out = local result in p->out (never NULL on SL_OK). */
+SlStatus spmd_partition_dot(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **out,
+                            SlError *err);
+
+/* ---- helpers shared by the three files (handle_dot.c) ---- */
+int64_t spmd_dot_parts(const ShdSharding *s, const DotDims *d, DotRole role, DotSide side);
+/* E.2: sharding `s` of `from` seen from `to` (B.4 collapsed transpose); NULL = "none". */
+const ShdSharding *spmd_dot_seen_from(SpmdCtx *cx, const DotDims *d, const ShdSharding *s,
+                                      DotSide from, DotSide to);
+int64_t spmd_dot_dim(const DotDimMap *m, DotSide side);
+/* Records a `decision` event for the job (handler, strategy, alternatives, numbers, reason). */
+void spmd_dot_decide(SpmdCtx *cx, const DotJob *job, const char *strategy, const char *reason,
+                     const char *const *alts, uint32_t n_alts, const TraceKV *nums,
+                     uint32_t n_nums);
+
+/* ---- windowed einsum (windowed_einsum.c) ---- */
+typedef enum DotWindowedKind { DOT_WE_NONE, DOT_WE_AG_CONTRACTING, DOT_WE_AG_NONCONTRACTING,
+                               DOT_WE_AG_BATCH, DOT_WE_RS } DotWindowedKind;
+
+typedef struct DotWindowedConfig {
+    DotWindowedKind kind;
+    bool windowed_lhs;       /* the operand passed around the ring */
+    int64_t loop_partitions; /* n */
+    int64_t size_bytes;      /* the size compared with the threshold */
+    int64_t threshold_bytes;
+} DotWindowedConfig;
+
+/* E.5: fills `cfg` (kind NONE when no windowed loop applies); records the decision. */
+void spmd_windowed_config(SpmdCtx *cx, const DotJob *job, const DotProblem *p,
+                          DotWindowedConfig *cfg);
+/* E.12: emits the loop; *out = local result in p->out. */
+SlStatus spmd_emit_windowed_dot(SpmdCtx *cx, const DotJob *job, const DotProblem *p,
+                                const DotWindowedConfig *cfg, IrInstr **out, SlError *err);
+
+#endif

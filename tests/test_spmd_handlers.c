@@ -1,0 +1,131 @@
+/* test_spmd_handlers.c - per handler family: hand-written HLO in, exact output facts out
+ * (local shapes, collectives, groups, dims). Also: spmd_emit strips the Shardy attribute. */
+#include <stdio.h>
+
+#include "spmd_test_util.h"
+
+#define HDR(n) "HloModule t, num_partitions=" #n "\n\n"
+#define SUM "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\n"
+
+static const struct {
+    const char *name, *hlo;
+    int64_t n;
+    const char *want;
+    const char *absent; /* must not appear; NULL = no check */
+} k_cases[] = {
+    {"elementwise_local",
+     HDR(4) "ENTRY main {\n  p = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+            "  q = f32[8,16] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+            "  ROOT a = f32[8,16] add(p, q), sharding={devices=[4,1]<=[4]}\n}\n",
+     4, "ROOT %a.1 = f32[2,16] add(%p.1, %q.1)", " all-"},
+    {"broadcast_no_collective",
+     HDR(4) "ENTRY main {\n  p = f32[16] parameter(0), sharding={replicated}\n"
+            "  ROOT b = f32[8,16] broadcast(p), dimensions={1}, sharding={devices=[4,1]<=[4]}\n}\n",
+     4, "f32[2,16] broadcast(%p.1), dimensions={1}", " all-"},
+    {"transpose",
+     HDR(4) "ENTRY main {\n  p = f32[8,16] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+            "  ROOT t = f32[16,8] transpose(p), dimensions={1,0}, sharding={devices=[4,1]<=[4]}\n}\n",
+     4, "f32[4,8] transpose(%p.1), dimensions={1,0}", " all-"},
+    {"reshape_split",
+     HDR(4) "ENTRY main {\n  p = f32[128] parameter(0), sharding={devices=[4]<=[4]}\n"
+            "  ROOT r = f32[16,8] reshape(p), sharding={devices=[4,1]<=[4]}\n}\n",
+     4, "f32[4,8] reshape(%p.1)", " all-"},
+    {"reduce_all_reduce",
+     HDR(4) SUM "ENTRY main {\n  p = f32[8,16] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+                "  z = f32[] constant(0), sharding={replicated}\n"
+                "  ROOT r = f32[8] reduce(p, z), dimensions={1}, to_apply=sum, sharding={replicated}\n}\n",
+     4, "f32[8] reduce(%p.1, %z.1), dimensions={1}|f32[8] all-reduce(%r.2), channel_id=1, "
+        "replica_groups=[1,4]<=[4], use_global_device_ids=true, to_apply=%sum.1", NULL},
+    {"concat_moves_tiles",
+     HDR(2) "ENTRY main {\n  p = f32[4,8] parameter(0), sharding={devices=[2,1]<=[2]}\n"
+            "  q = f32[4,8] parameter(1), sharding={devices=[2,1]<=[2]}\n"
+            "  ROOT c = f32[8,8] concatenate(p, q), dimensions={0}, sharding={devices=[2,1]<=[2]}\n}\n",
+     2, " all-to-all(|f32[8,4] concatenate(", NULL},
+    {"dynamic_slice_replicates_sliced_dim",
+     HDR(2) "ENTRY main {\n  p = f32[8,16] parameter(0), sharding={devices=[2,1]<=[2]}\n"
+            "  i = s32[] parameter(1), sharding={replicated}\n"
+            "  ROOT d = f32[4,16] dynamic-slice(p, i, i), dynamic_slice_sizes={4,16}, "
+            "sharding={devices=[2,1]<=[2]}\n}\n",
+     2, "f32[8,16] all-gather(|f32[4,16] dynamic-slice(|f32[2,16] dynamic-slice(", NULL},
+    {"iota_offset",
+     HDR(4) "ENTRY main {\n  ROOT i = s32[8] iota(), iota_dimension=0, sharding={devices=[4]<=[4]}\n}\n",
+     4, "s32[2] iota(), iota_dimension=0|s32[4] constant({0, 2, 4, 6})|s32[2] add(", " all-"},
+    {"full_to_shard",
+     HDR(2) "ENTRY main {\n  p = f32[8] parameter(0), sharding={devices=[2]<=[2]}\n"
+            "  ROOT m = f32[4] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", "
+            "sharding={manual}\n}\n",
+     2, "ROOT %copy = f32[4] copy(%p.1)", " all-"},
+    {"while_body_partitioned",
+     HDR(2) "cond {\n  c = f32[8] parameter(0), sharding={devices=[2]<=[2]}\n"
+            "  ROOT t = pred[] constant(true), sharding={replicated}\n}\n\n"
+            "body {\n  b = f32[8] parameter(0), sharding={devices=[2]<=[2]}\n"
+            "  ROOT n = f32[8] negate(b), sharding={devices=[2]<=[2]}\n}\n\n"
+            "ENTRY main {\n  p = f32[8] parameter(0), sharding={devices=[2]<=[2]}\n"
+            "  ROOT w = f32[8] while(p), condition=cond, body=body, sharding={devices=[2]<=[2]}\n}\n",
+     2, "f32[4] negate(|f32[4] while(%p.1)", " all-"},
+};
+
+static void
+test_handler_cases(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < SL_COUNTOF(k_cases); i++) {
+        PartRun r;
+        SlStatus st = part_run(&r, k_cases[i].hlo, k_cases[i].n);
+        if (st != SL_OK)
+            fail_msg("%s: %s: %s", k_cases[i].name, sl_status_name(st), r.err.msg);
+        expect_all(k_cases[i].name, r.text.data, k_cases[i].want);
+        if (k_cases[i].absent && strstr(r.text.data, k_cases[i].absent))
+            fail_msg("%s: unexpected \"%s\" in:\n%s", k_cases[i].name, k_cases[i].absent,
+                     r.text.data);
+        part_free(&r);
+    }
+}
+
+/* spmd_emit removes xla.sdy.has_unreduced_axes and keeps the other frontend attributes. */
+static void
+test_emit_strips_unreduced_marker(void **state)
+{
+    (void)state;
+    PartRun r;
+    const char *hlo =
+        HDR(2) "ENTRY main {\n  p = f32[8] parameter(0), sharding={devices=[2]<=[2]}\n"
+               "  ROOT n = f32[8] negate(p), sharding={devices=[2]<=[2]}, "
+               "frontend_attributes={keep=\"1\",xla.sdy.has_unreduced_axes=\"true\"}\n}\n";
+    assert_int_equal(part_run(&r, hlo, 2), SL_OK);
+    assert_null(strstr(r.text.data, "has_unreduced_axes"));
+    assert_non_null(strstr(r.text.data, "keep="));
+    part_free(&r);
+    const char *only =
+        HDR(2) "ENTRY main {\n  p = f32[8] parameter(0), sharding={devices=[2]<=[2]}\n"
+               "  ROOT n = f32[8] negate(p), sharding={devices=[2]<=[2]}, "
+               "frontend_attributes={xla.sdy.has_unreduced_axes=\"true\"}\n}\n";
+    assert_int_equal(part_run(&r, only, 2), SL_OK);
+    assert_null(strstr(r.text.data, "frontend_attributes"));
+    part_free(&r);
+}
+
+static void
+test_options(void **state)
+{
+    (void)state;
+    SpmdOptions o;
+    SlError err = {0};
+    spmd_options_init(&o);
+    assert_int_equal(spmd_options_set(&o, sl_str("threshold_for_windowed_einsum_mib=0"), &err),
+                     SL_OK);
+    assert_int_equal(o.threshold_for_windowed_einsum_mib, 0);
+    assert_int_equal(spmd_options_set(&o, sl_str("enable_enzyme_opt=true"), &err), SL_OK);
+    assert_int_equal(spmd_options_set(&o, sl_str("no_such_option=1"), &err), SL_ERR_INVALID);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_handler_cases),
+        cmocka_unit_test(test_emit_strips_unreduced_marker),
+        cmocka_unit_test(test_options),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,95 @@
+/* test_spmd_reshard.c - one row per reshard route (gspmd.md §C): exact local shapes,
+ * collective kinds, replica groups, dimensions and channel ids in the printed output. */
+#include <stdio.h>
+
+#include "spmd_test_util.h"
+
+#define MOD(n, shape, from, to)                                                                \
+    "HloModule t, num_partitions=" #n "\n\nENTRY main {\n  p = " shape                          \
+    " parameter(0), sharding=" from "\n  ROOT c = " shape " copy(p), sharding=" to "\n}\n"
+
+static const struct {
+    const char *name, *hlo;
+    int64_t n;
+    const char *want;    /* '|'-separated fragments that must all appear */
+    const char *collective; /* opcode whose count is checked */
+    size_t count;
+} k_rows[] = {
+    {"all_to_all", MOD(4, "f32[8,16]", "{devices=[4,1]<=[4]}", "{devices=[1,4]<=[4]}"), 4,
+     "f32[2,4,4] reshape(|all-to-all(%reshape), channel_id=1, replica_groups=[1,4]<=[4], "
+     "dimensions={1}|f32[4,2,4] transpose(|ROOT %c.1 = f32[8,4] copy(",
+     " all-to-all(", 1},
+    {"replicate_2d", MOD(4, "f32[10,16]", "{devices=[2,2]<=[4]}", "{replicated}"), 4,
+     "f32[5,16] all-gather(%p.1), channel_id=1, replica_groups=[2,2]<=[4], dimensions={1}, "
+     "use_global_device_ids=true|f32[10,16] all-gather(%all-gather), channel_id=2, "
+     "replica_groups=[2,2]<=[2,2]T(1,0), dimensions={0}",
+     " all-gather(", 2},
+    {"replicate_uneven", MOD(4, "f32[10,16]", "{devices=[4,1]<=[4]}", "{replicated}"), 4,
+     "f32[12,16] all-gather(|f32[10,16] slice(", " all-gather(", 1},
+    {"replicated_to_tiled_uneven", MOD(4, "f32[10,16]", "{replicated}", "{devices=[4,1]<=[4]}"),
+     4, "f32[12,16] pad(|padding=0_2x0_0|s32[4] constant({0, 3, 6, 9})|u32[] partition-id()|"
+     "f32[3,16] dynamic-slice(",
+     " all-", 0},
+    {"permute", MOD(4, "f32[8,16]", "{devices=[4,1]0,1,2,3}", "{devices=[4,1]1,0,3,2}"), 4,
+     "f32[2,16] collective-permute(%p.1), channel_id=1, "
+     "source_target_pairs={{0,1},{1,0},{2,3},{3,2}}",
+     " collective-permute(", 1},
+    {"tiled_to_partial",
+     MOD(4, "f32[8,16]", "{devices=[4,1]<=[4]}", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"),
+     4, "f32[4,16] all-gather(%p.1), channel_id=1, replica_groups=[2,2]<=[4], dimensions={0}",
+     " all-gather(", 1},
+    {"partial_to_tiled",
+     MOD(4, "f32[8,16]", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}", "{devices=[4,1]<=[4]}"),
+     4, "f32[2,16] dynamic-slice(|s32[4] constant({0, 2, 0, 2})", " all-", 0},
+    {"maximal_to_replicated", MOD(4, "f32[8]", "{maximal device=1}", "{replicated}"), 4,
+     "compare(%partition-id, %constant), direction=EQ|select(|f32[8] all-reduce(%select), "
+     "channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=",
+     " all-reduce(", 1},
+    {"dus_all_reduce", MOD(16, "f32[3,2]", "{devices=[8,2]<=[16]}", "{replicated}"), 16,
+     "f32[1,2] all-gather(|f32[3,2] dynamic-update-slice(|f32[3,2] all-reduce(",
+     " all-reduce(", 1},
+};
+
+static void
+test_reshard_rows(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < SL_COUNTOF(k_rows); i++) {
+        PartRun r;
+        SlStatus st = part_run(&r, k_rows[i].hlo, k_rows[i].n);
+        if (st != SL_OK)
+            fail_msg("%s: %s: %s", k_rows[i].name, sl_status_name(st), r.err.msg);
+        expect_all(k_rows[i].name, r.text.data, k_rows[i].want);
+        size_t c = count_of(r.text.data, k_rows[i].collective);
+        if (c != k_rows[i].count)
+            fail_msg("%s: %zu x '%s', want %zu:\n%s", k_rows[i].name, c, k_rows[i].collective,
+                     k_rows[i].count, r.text.data);
+        part_free(&r);
+    }
+}
+
+/* A second request for the same target reuses the first result (one all-gather). */
+static void
+test_reshard_cache(void **state)
+{
+    (void)state;
+    PartRun r;
+    const char *hlo = "HloModule t, num_partitions=4\n\nENTRY main {\n"
+                      "  p = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n"
+                      "  a = f32[8] negate(p), sharding={replicated}\n"
+                      "  b = f32[8] abs(p), sharding={replicated}\n"
+                      "  ROOT t = (f32[8], f32[8]) tuple(a, b), sharding={{replicated},{replicated}}\n}\n";
+    assert_int_equal(part_run(&r, hlo, 4), SL_OK);
+    assert_int_equal(count_of(r.text.data, " all-gather("), 1);
+    part_free(&r);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reshard_rows),
+        cmocka_unit_test(test_reshard_cache),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
