@@ -1,0 +1,32 @@
+/* viz.h - Graphviz before/after diagrams of a recorded run (product.md "Diagrams").
+ * Owns: building graphs with cgraph and rendering them with gvc. Works only on a TraceRun
+ * loaded from the trace database (never on the partitioner). Output is deterministic: stable
+ * node order and ids, so DOT text can be compared byte for byte. */
+#ifndef SHARDLENS_VIZ_H
+#define SHARDLENS_VIZ_H
+
+#include "base/base.h"
+#include "trace/trace_run.h"
+
+typedef enum VizFormat { VIZ_SVG, VIZ_PNG, VIZ_DOT } VizFormat;
+typedef enum VizView { VIZ_BEFORE, VIZ_AFTER, VIZ_PAIR } VizView;
+
+typedef struct VizOptions {
+    VizView view;
+    VizFormat format;
+    const char *focus;   /* NULL: whole graph (collapsed above max_nodes) */
+    int depth;           /* neighbourhood radius around `focus` */
+    uint32_t max_nodes;  /* above this, collapse per source op, then per computation */
+    const char *mesh;    /* "data=2,model=4" or NULL: names mesh axes in labels */
+} VizOptions;
+
+void viz_options_init(VizOptions *o); /* svg, before, depth 2, max_nodes 400 */
+/* Renders one view of `run` to `path` (written atomically). `note` (may be NULL) receives a
+ * one-line account of any collapsing done, for the CLI to print. */
+SlStatus viz_render(const TraceRun *run, const VizOptions *o, const char *path, SlBuf *note,
+                    SlError *err);
+/* The DOT text of one view (what VIZ_DOT writes), for tests and golden files. */
+SlStatus viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note,
+                      SlError *err);
+
+#endif
