@@ -432,6 +432,37 @@ test_sharding_partial_replication(void **state)
                 SHD_REPLICATED);
 }
 
+/* PartiallyReplicateTiledShardingOnDims on partial and manual-subgroup inputs (B.2). */
+static const struct {
+    const char *name, *sharding;
+    int64_t dims[2];
+    uint32_t n;
+    const char *want;
+} k_partial_cases[] = {
+    {"manual_and_rep", "{devices=[2,2,2,2]<=[16] last_tile_dims={manual, replicated}}", {0}, 1,
+     "{devices=[1,2,2,4]<=[2,4,2]T(1,0,2) last_tile_dims={manual, replicated}}"},
+    {"manual_all_data", "{devices=[2,1,2]<=[4] last_tile_dims={manual}}", {0}, 1,
+     "{devices=[1,1,2,2]<=[2,2]T(1,0) last_tile_dims={manual, replicated}}"},
+    {"partial_all_data", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}", {0, 1}, 2,
+     "{replicated}"},
+    {"subgroup_dim_ignored", "{devices=[2,2,2]<=[8] last_tile_dim_replicate}", {2}, 1,
+     "{devices=[2,2,2]<=[8] last_tile_dim_replicate}"},
+    {"partial_explicit", "{devices=[2,2,2]0,1,4,5,2,3,6,7 last_tile_dim_replicate}", {1}, 1,
+     "{devices=[2,1,4]0,1,4,5,2,3,6,7 last_tile_dim_replicate}"},
+    {"unsharded_dim", "{devices=[2,1,2]<=[4] last_tile_dims={manual}}", {1}, 1,
+     "{devices=[2,1,2]<=[4] last_tile_dims={manual}}"},
+};
+
+static void
+test_sharding_partial_replication_cases(void **state)
+{
+    SlArena *a = *state;
+    for (size_t i = 0; i < SL_COUNTOF(k_partial_cases); i++)
+        assert_prints(shd_partially_replicate_dims(a, parse_ok(a, k_partial_cases[i].sharding),
+                                                   k_partial_cases[i].dims, k_partial_cases[i].n),
+                      k_partial_cases[i].want, k_partial_cases[i].name);
+}
+
 static void
 test_sharding_dims_and_transpose(void **state)
 {
@@ -498,6 +529,91 @@ test_sharding_reshape(void **state)
     assert_prints(shd_propagate_through_reshape(a, &from2, &to2,
                                                 parse_ok(a, "{devices=[1,4]<=[4]}")),
                   "{replicated}", "propagate none");
+}
+
+/* PropagateShardingThroughReshape: ranges of source dims reshaped one by one and merged. */
+static const struct {
+    const char *name, *from_sharding;
+    int64_t from[4], to[4];
+    uint32_t from_rank, to_rank;
+    const char *want;
+} k_propagate_cases[] = {
+    {"whole",      "{devices=[4,1]<=[4]}", {16, 8}, {128}, 2, 1, "{devices=[4]<=[4]}"},
+    {"gcd",        "{devices=[6,1]<=[6]}", {6, 4}, {4, 6}, 2, 2,
+     "{devices=[2,1,3]<=[6] last_tile_dim_replicate}"},
+    {"partial",    "{devices=[2,1,2]<=[4] last_tile_dim_replicate}", {8, 6}, {48}, 2, 1,
+     "{devices=[2,2]<=[4] last_tile_dim_replicate}"},
+    {"none",       "{devices=[1,4]<=[4]}", {3, 4}, {12}, 2, 1, "{replicated}"},
+    /* Dim 0 is uneven, so only the range {1} reshapes; its shards go to target dim 2. */
+    {"later_range", "{devices=[4,2]<=[8]}", {6, 8}, {3, 2, 8}, 2, 3,
+     "{devices=[1,1,2,4]<=[4,2]T(1,0) last_tile_dim_replicate}"},
+    /* Ranges {0} and {2} reshape separately (dim 1 is uneven); the merge keeps both. */
+    {"merge_two",  "{devices=[2,4,2]<=[16]}", {4, 6, 8}, {4, 3, 2, 8}, 3, 4,
+     "{devices=[2,1,1,2,4]<=[2,4,2]T(0,2,1) last_tile_dim_replicate}"},
+    /* Same, partially replicated: no split of one side's replication matches the other's,
+     * so the merge assigns devices group by group and the result is explicit (as XLA's V1). */
+    {"merge_groups", "{devices=[2,4,2,2]<=[32] last_tile_dim_replicate}", {4, 6, 8}, {4, 3, 2, 8},
+     3, 4,
+     "{devices=[2,1,1,2,8]0,1,4,5,8,9,12,13,2,3,6,7,10,11,14,15,16,17,20,21,24,25,28,29,18,19,"
+     "22,23,26,27,30,31 last_tile_dim_replicate}"},
+    {"manual",     "{devices=[2,1,2]<=[4] last_tile_dims={manual}}", {8, 6}, {48}, 2, 1,
+     "{devices=[2,2]<=[4] last_tile_dims={manual}}"},
+    {"manual_rep", "{devices=[2,1,2,2]<=[8] last_tile_dims={manual, replicated}}", {4, 6},
+     {4, 3, 2}, 2, 3, "{devices=[2,1,1,2,2]<=[8] last_tile_dims={manual, replicated}}"},
+    {"maximal",    "{maximal device=1}", {4, 6}, {24}, 2, 1, "{maximal device=1}"},
+};
+
+static void
+test_sharding_propagate_reshape(void **state)
+{
+    SlArena *a = *state;
+    for (size_t i = 0; i < SL_COUNTOF(k_propagate_cases); i++) {
+        IrShape from = shape_of(a, k_propagate_cases[i].from, k_propagate_cases[i].from_rank);
+        IrShape to = shape_of(a, k_propagate_cases[i].to, k_propagate_cases[i].to_rank);
+        const ShdSharding *s = parse_ok(a, k_propagate_cases[i].from_sharding);
+        assert_prints(shd_propagate_through_reshape(a, &from, &to, s), k_propagate_cases[i].want,
+                      k_propagate_cases[i].name);
+    }
+}
+
+/* GetFirstTargetDimToMoveShardingTiles (B.7); the first rows are upstream's unit tests. */
+static const struct {
+    const char *sharding;
+    int64_t shape[4];
+    uint32_t rank, src;
+    int64_t excluded[2];
+    uint32_t n_excluded;
+    int64_t want;
+} k_move_target_cases[] = {
+    {"{devices=[8,1,2,16]<=[256]}", {1, 8, 128, 128}, 4, 0, {0}, 0, -1}, /* D_src = 1 */
+    {"{devices=[8,1,2,16]<=[256]}", {1, 8, 128, 128}, 4, 1, {0}, 0, -1}, /* unsharded */
+    {"{devices=[8,1,2,16]<=[256]}", {1, 8, 128, 128}, 4, 2, {0}, 0, 1},
+    {"{devices=[8,1,2,16]<=[256]}", {1, 8, 128, 128}, 4, 3, {0}, 0, 2},
+    {"{devices=[2,2,4,16]<=[256]}", {4, 8, 128, 128}, 4, 0, {0}, 0, 1},
+    {"{devices=[2,2,4,16]<=[256]}", {4, 8, 128, 128}, 4, 1, {0}, 0, 0},
+    {"{devices=[2,2,4,16]<=[256]}", {4, 8, 128, 128}, 4, 2, {0}, 0, 1},
+    {"{devices=[2,2,4,16]<=[256]}", {4, 8, 128, 128}, 4, 3, {0}, 0, 2},
+    {"{devices=[1,2]<=[2]}",        {1, 128}, 2, 1, {0}, 0, -1},
+    {"{devices=[2]<=[2]}",          {8}, 1, 0, {0}, 0, -1},                /* rank 1 */
+    {"{devices=[2,2,4,16]<=[256]}", {4, 8, 128, 128}, 4, 2, {1}, 1, 3},    /* 1 excluded */
+    {"{devices=[2,2,4,16]<=[256]}", {4, 8, 128, 128}, 4, 2, {1, 3}, 2, -1},
+    {"{devices=[2,1,2]<=[4] last_tile_dim_replicate}", {4, 6}, 2, 0, {0}, 0, 1},
+};
+
+static void
+test_sharding_move_target(void **state)
+{
+    SlArena *a = *state;
+    for (size_t i = 0; i < SL_COUNTOF(k_move_target_cases); i++) {
+        IrShape shape = shape_of(a, k_move_target_cases[i].shape, k_move_target_cases[i].rank);
+        int64_t got = shd_find_tile_move_target(
+            &shape, parse_ok(a, k_move_target_cases[i].sharding), k_move_target_cases[i].src,
+            k_move_target_cases[i].excluded, k_move_target_cases[i].n_excluded);
+        if (got != k_move_target_cases[i].want)
+            fail_msg("row %zu (%s, src %u): got %lld, want %lld", i,
+                     k_move_target_cases[i].sharding, k_move_target_cases[i].src,
+                     (long long)got, (long long)k_move_target_cases[i].want);
+    }
 }
 
 static void
@@ -683,6 +799,121 @@ test_sharding_grouping(void **state)
     assert_true(al2.device_groups == on0.device_groups);
 }
 
+/* "{{0,1},{2,3}}" for a grouping's device_groups. */
+static const char *
+groups_text(const ShdGrouped *g, SlBuf *b)
+{
+    sl_buf_clear(b);
+    sl_buf_putc(b, '{');
+    for (int64_t k = 0; k < g->n_groups; k++) {
+        sl_buf_puts(b, k ? ",{" : "{");
+        for (int64_t m = 0; m < g->group_size; m++)
+            sl_buf_printf(b, "%s%lld", m ? "," : "",
+                          (long long)g->device_groups[k * g->group_size + m]);
+        sl_buf_putc(b, '}');
+    }
+    sl_buf_putc(b, '}');
+    return b->data;
+}
+
+static void
+assert_grouped(SlArena *a, const ShdGrouped *g, const char *groups, const char *inner, const char *ungrouped,
+               const char *ctx)
+{
+    SlBuf b;
+    sl_buf_init(&b);
+    if (!g->device_groups || strcmp(groups_text(g, &b), groups) != 0) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s: groups %s, want %s", ctx,
+                 g->device_groups ? b.data : "none", groups);
+        sl_buf_fini(&b);
+        fail_msg("%s", msg);
+    }
+    sl_buf_fini(&b);
+    assert_prints(g->inner, inner, ctx);
+    assert_prints(shd_ungroup(a, g), ungrouped, ctx);
+}
+
+/* GroupShardingOnReplicatedDim: (1) the replication dim's major part, (2) shards borrowed from
+ * the replicable dims in order, laid over iota as upstream does, (3) replicated iota groups. */
+static const struct {
+    const char *name, *sharding;
+    int64_t n_groups, num_tiles;
+    int64_t replicable[2];
+    uint32_t n_replicable;
+    const char *groups, *inner, *ungrouped;
+} k_replicated_group_cases[] = {
+    {"replication_dim", "{devices=[2,1,4]<=[8] last_tile_dim_replicate}", 2, 8, {0}, 0,
+     "{{0,1,4,5},{2,3,6,7}}", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}",
+     "{devices=[2,1,4]<=[8] last_tile_dim_replicate}"},
+    {"borrow", "{devices=[4,2]<=[8]}", 2, 8, {0}, 1, "{{0,2,4,6},{1,3,5,7}}",
+     "{devices=[2,2]<=[4]}", "{devices=[2,2,2]<=[8] last_tile_dim_replicate}"},
+    {"borrow_partial", "{devices=[2,2,2]<=[8] last_tile_dim_replicate}", 4, 8, {1}, 1,
+     "{{0,4},{1,5},{2,6},{3,7}}", "{devices=[2,1]<=[2]}",
+     "{devices=[2,1,4]<=[8] last_tile_dim_replicate}"},
+    {"borrow_order_10", "{devices=[2,4]<=[8]}", 2, 8, {1, 0}, 2, "{{0,2,4,6},{1,3,5,7}}",
+     "{devices=[2,2]<=[4]}", "{devices=[2,2,2]<=[8] last_tile_dim_replicate}"},
+    {"borrow_order_01", "{devices=[2,4]<=[8]}", 2, 8, {0, 1}, 2, "{{0,2,4,6},{1,3,5,7}}",
+     "{devices=[1,4]<=[4]}", "{devices=[1,4,2]<=[8] last_tile_dim_replicate}"},
+    /* Upstream's factorization of 6 yields only {2}, so 3 cannot be borrowed. */
+    {"prime_quirk", "{devices=[6,1]<=[6]}", 3, 6, {0}, 1, "{{0,1},{2,3},{4,5}}", "{replicated}",
+     "{replicated}"},
+    {"replicated", "{devices=[2,2]<=[4]}", 4, 4, {0}, 0, "{{0},{1},{2},{3}}", "{replicated}",
+     "{replicated}"},
+    {"not_tiled", "{replicated}", 2, 8, {0}, 0, "{{0,1,2,3},{4,5,6,7}}", "{replicated}",
+     "{replicated}"},
+};
+
+static void
+test_sharding_group_replicated(void **state)
+{
+    SlArena *a = *state;
+    for (size_t i = 0; i < SL_COUNTOF(k_replicated_group_cases); i++) {
+        ShdGrouped g = shd_group_on_replicated_dim(
+            a, parse_ok(a, k_replicated_group_cases[i].sharding),
+            k_replicated_group_cases[i].n_groups, k_replicated_group_cases[i].num_tiles, 2,
+            k_replicated_group_cases[i].replicable, k_replicated_group_cases[i].n_replicable);
+        assert_grouped(a, &g, k_replicated_group_cases[i].groups, k_replicated_group_cases[i].inner,
+                       k_replicated_group_cases[i].ungrouped, k_replicated_group_cases[i].name);
+    }
+    ShdGrouped bad = shd_group_on_replicated_dim(a, shd_replicated(a), 3, 8, 2, NULL, 0);
+    assert_null(bad.inner);
+}
+
+/* Grouping on the manual subgroup dim (C.11); ungrouping must give the input back. */
+static const struct {
+    const char *sharding, *groups, *inner;
+} k_manual_group_cases[] = {
+    {"{devices=[2,1,2]<=[4] last_tile_dims={manual}}", "{{0,2},{1,3}}", "{devices=[2,1]<=[2]}"},
+    {"{devices=[2,2,2]<=[8] last_tile_dims={manual, replicated}}", "{{0,1,4,5},{2,3,6,7}}",
+     "{devices=[2,2]<=[4] last_tile_dim_replicate}"},
+    {"{devices=[1,2,2]<=[4] last_tile_dims={manual, replicated}}", "{{0,1},{2,3}}",
+     "{replicated}"},
+    {"{devices=[2,2]3,1,0,2 last_tile_dims={manual}}", "{{3,0},{1,2}}", "{devices=[2]<=[2]}"},
+    {"{devices=[2,2,2]<=[2,2,2]T(2,1,0) last_tile_dims={manual, replicated}}",
+     "{{0,4,1,5},{2,6,3,7}}", "{devices=[2,2]<=[4] last_tile_dim_replicate}"},
+    {"{devices=[2,2,2,2]<=[16] last_tile_dims={manual, unreduced}}",
+     "{{0,1,4,5,8,9,12,13},{2,3,6,7,10,11,14,15}}",
+     "{devices=[2,2,2]<=[8] last_tile_dims={unreduced}}"},
+};
+
+static void
+test_sharding_group_manual(void **state)
+{
+    SlArena *a = *state;
+    for (size_t i = 0; i < SL_COUNTOF(k_manual_group_cases); i++) {
+        ShdGrouped g = shd_group_on_manual(a, parse_ok(a, k_manual_group_cases[i].sharding));
+        assert_true(g.subgroup_manual);
+        assert_grouped(a, &g, k_manual_group_cases[i].groups, k_manual_group_cases[i].inner,
+                       k_manual_group_cases[i].sharding, k_manual_group_cases[i].sharding);
+    }
+    assert_null(shd_group_on_manual(a, parse_ok(a, "{devices=[2,2]<=[4]}")).inner);
+    /* Grouping on every dim leaves nothing tiled inside: replicated, as upstream. */
+    static const int64_t both[] = {0, 1};
+    ShdGrouped all = shd_group_on_dims(a, parse_ok(a, "{devices=[2,2]<=[4]}"), both, 2, NULL);
+    assert_grouped(a, &all, "{{0},{1},{2},{3}}", "{replicated}", "{devices=[2,2]<=[4]}", "all dims");
+}
+
 int
 main(void)
 {
@@ -708,6 +939,14 @@ main(void)
                                         arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_replica_groups, arena_setup, arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_grouping, arena_setup, arena_teardown),
+        cmocka_unit_test_setup_teardown(test_sharding_partial_replication_cases, arena_setup,
+                                        arena_teardown),
+        cmocka_unit_test_setup_teardown(test_sharding_propagate_reshape, arena_setup,
+                                        arena_teardown),
+        cmocka_unit_test_setup_teardown(test_sharding_move_target, arena_setup, arena_teardown),
+        cmocka_unit_test_setup_teardown(test_sharding_group_replicated, arena_setup,
+                                        arena_teardown),
+        cmocka_unit_test_setup_teardown(test_sharding_group_manual, arena_setup, arena_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,9 @@
 /* algebra.c - shardings derived from shardings (gspmd.md B.2-B.8, B.10, B.11). Owns: the
  * tile-array rearrangements behind partial replication, dim insertion/removal, transpose,
- * reshape, reverse, tile moves, split/merge, and the reshard applicability checks. Does not
- * own: device groups (groups.c). Invariant: results are built with shd_make_tiled(), so they
- * are normalized; an iota input yields an iota result whenever the new array is one. */
+ * reshape and reshape propagation (with the merge of compatible partial shardings), reverse,
+ * tile moves, split/merge, and the reshard applicability checks. Does not own: device groups
+ * (groups.c). Invariant: results are built with shd_make_tiled(), so they are normalized; an
+ * iota input yields an iota result whenever the new array is one. */
 #include "sharding/shd.h"
 
 #include <string.h>
@@ -451,7 +452,8 @@ merge_candidates(SlArena *a, const ShdSharding *s, const int64_t *md, uint32_t r
 }
 
 /* The fallback: fill the merged array row-major, each entry the smallest device left in both
- * the x group and the dst group of its tile; false when some intersection runs dry. */
+ * the x group and the dst group of its tile; false when some intersection runs dry. Linear
+ * in the device count times x's group size. */
 static bool
 merge_by_groups(SlArena *a, const ShdSharding *x, const ShdSharding *dst, const int64_t *md,
                 uint32_t n, uint32_t r, int64_t *devs)
@@ -478,9 +480,11 @@ merge_by_groups(SlArena *a, const ShdSharding *x, const ShdSharding *dst, const 
             gx = gx * x->tile_dims[i] + (x->tile_dims[i] == 1 ? 0 : idx[i]);
             gd = gd * dst->tile_dims[i] + (dst->tile_dims[i] == 1 ? 0 : idx[i]);
         }
-        for (int64_t d = 0; d < n_ids && pick < 0; d++)
-            if (xg[d] == gx && dg[d] == gd)
+        for (int64_t k = gx * xg_size; k < (gx + 1) * xg_size; k++) {
+            int64_t d = x->devices[k];
+            if (xg[d] == gx && dg[d] == gd && (pick < 0 || d < pick))
                 pick = d;
+        }
         if (pick < 0)
             return false;
         devs[lin] = pick;

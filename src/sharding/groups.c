@@ -1,6 +1,7 @@
-/* groups.c - device groups (gspmd.md B.9) and replica groups for collectives (G.3). Owns:
- * grouping a sharding on tile dims, ungrouping, aligning groups, and the [G,M] device arrays
- * behind all-gather/all-reduce groups. Does not own: emitting collectives (src/spmd).
+/* groups.c - device groups (gspmd.md B.9, C.11) and replica groups for collectives (G.3).
+ * Owns: grouping a sharding on tile dims, on its replication dim, or on its manual subgroup
+ * dims; ungrouping, aligning groups, and the [G,M] device arrays behind all-gather/all-reduce
+ * groups. Does not own: emitting collectives (src/spmd).
  * Invariant: every walk over a device array is linear in its size (inverse indices, no
  * per-device searches). */
 #include "sharding/shd.h"
@@ -152,9 +153,8 @@ borrow_replication(SlArena *a, const ShdSharding *s, int64_t n_groups, const int
 }
 
 ShdGrouped
-shd_group_on_replicated_dim(SlArena *a, const ShdSharding *s, int64_t n_groups,
-                            int64_t num_tiles, uint32_t data_rank, const int64_t *replicable_dims,
-                            uint32_t n)
+shd_group_on_replicated_dim(SlArena *a, const ShdSharding *s, int64_t n_groups, int64_t num_tiles,
+                            uint32_t data_rank, const int64_t *replicable_dims, uint32_t n)
 {
     if (n_groups < 1)
         return (ShdGrouped){0};
@@ -196,8 +196,7 @@ shd_group_on_manual(SlArena *a, const ShdSharding *s)
     if (!g.device_groups)
         return g;
     /* Inner: the data dims and the other subgroups, without the manual dims. */
-    g.inner = shd_prod(dims, nd) == 1 ? shd_replicated(a)
-                                      : shd_tiled_iota(a, dims, nd, sub, ns);
+    g.inner = shd_prod(dims, nd) == 1 ? shd_replicated(a) : shd_tiled_iota(a, dims, nd, sub, ns);
     g.subgroup_manual = true;
     return g;
 }

@@ -37,10 +37,12 @@ typedef struct DotJob DotJob;
 typedef IrInstr *(*DotCreateFn)(SpmdCtx *cx, const DotJob *job, IrInstr *lhs, IrInstr *rhs,
                                 const IrWindowDim *window);
 
-/* A convolution's case 0 (F.1) hook: sets *out (local result in `p->out`) or leaves it NULL. */
+/* A convolution's case 0 (F.1) hook: sets *out (local result in `p->out`) or leaves it NULL;
+ * *owned = true when no other strategy may be tried (grouped convolutions). */
 struct DotProblem;
 typedef SlStatus (*DotConvCaseFn)(SpmdCtx *cx, const DotJob *job, const struct DotProblem *p,
-                                  bool require_matching, IrInstr **out, SlError *err);
+                                  bool require_matching, IrInstr **out, bool *owned,
+                                  SlError *err);
 
 struct DotJob {
     const IrInstr *hlo;      /* the source dot or convolution */
@@ -51,6 +53,7 @@ struct DotJob {
     const IrWindowDim *window; /* conv: the source window (one entry per spatial dim) */
     uint32_t n_window;
     void *conv;              /* handle_conv.c's private data */
+    bool replicate_fallback; /* grouped convolutions: no operand inference from the output */
 };
 
 /* The (possibly per-group) problem PartitionDot works on. All values share `st`. */
@@ -78,6 +81,11 @@ int64_t spmd_dot_dim(const DotDimMap *m, DotSide side);
 void spmd_dot_decide(SpmdCtx *cx, const DotJob *job, const char *strategy, const char *reason,
                      const char *const *alts, uint32_t n_alts, const TraceKV *nums,
                      uint32_t n_nums);
+
+/* E.6 alone (used by grouped convolutions with their converted roles); *out NULL when it
+ * does not apply. */
+SlStatus spmd_dot_group_on_batch(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm,
+                                 IrInstr **out, SlError *err);
 
 /* ---- windowed einsum (windowed_einsum.c) ---- */
 typedef enum DotWindowedKind { DOT_WE_NONE, DOT_WE_AG_CONTRACTING, DOT_WE_AG_NONCONTRACTING,

@@ -5,6 +5,7 @@
  * Does not own: what a handler emits. Invariant: visits follow IR order (deterministic). */
 #include "spmd/spmd_int.h"
 
+#include "spmd/dot_int.h"
 #include "spmd/gather_int.h"
 
 #include <stdarg.h>
@@ -36,8 +37,8 @@ static const SpmdHandler k_handlers[] = {
     [IR_FAM_REDUCE_WINDOW] = spmd_handle_reduce_window,
     [IR_FAM_SELECT_AND_SCATTER] = spmd_handle_select_and_scatter,
     [IR_FAM_SORT] = spmd_handle_sort,
-    [IR_FAM_DOT] = spmd_handle_default,         /* dot engine: spmd_handle_dot */
-    [IR_FAM_CONVOLUTION] = spmd_handle_default, /* dot engine: spmd_handle_conv */
+    [IR_FAM_DOT] = spmd_handle_dot,
+    [IR_FAM_CONVOLUTION] = spmd_handle_conv,
     [IR_FAM_GATHER] = spmd_handle_gather,
     [IR_FAM_SCATTER] = spmd_handle_scatter,
     [IR_FAM_CHOLESKY] = spmd_handle_cholesky,

@@ -488,9 +488,9 @@ batch_groups_matching(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool 
     return true;
 }
 
-static SlStatus
-group_on_batch(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm, IrInstr **out,
-               SlError *err)
+SlStatus
+spmd_dot_group_on_batch(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm,
+                        IrInstr **out, SlError *err)
 {
     Counts c;
     counts_of(job, p, &c);
@@ -905,13 +905,16 @@ try_partition(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm, IrIn
               SlError *err)
 {
     SlStatus st = SL_OK;
+    bool owned = false;
     *out = NULL;
     if (job->conv_case)
-        st = job->conv_case(cx, job, p, rm, out, err);
+        st = job->conv_case(cx, job, p, rm, out, &owned, err);
+    if (owned || st != SL_OK || *out)
+        return st;
     if (st == SL_OK && !*out)
         st = base_case_before(cx, job, p, out, err);
     if (st == SL_OK && !*out)
-        st = group_on_batch(cx, job, p, rm, out, err);
+        st = spmd_dot_group_on_batch(cx, job, p, rm, out, err);
     if (st == SL_OK && !*out)
         st = group_on_non_contracting(cx, job, p, rm, out, err);
     if (st == SL_OK && !*out)
@@ -953,7 +956,7 @@ spmd_partition_dot(SpmdCtx *cx, const DotJob *job, const DotProblem *p0, IrInstr
     }
     const ShdSharding *lt = infer_operand(cx, &job->dims, p.out, DOT_LHS);
     const ShdSharding *rt = infer_operand(cx, &job->dims, p.out, DOT_RHS);
-    if (job->dims.n[DOT_SPATIAL] == 0 && lt && rt) {
+    if (job->dims.n[DOT_SPATIAL] == 0 && !job->replicate_fallback && lt && rt) {
         decide(cx, job, &p, S_INFER_FROM_OUTPUT,
                "no strategy matched the operand shardings: reshard both operands to the "
                "shardings the output implies");

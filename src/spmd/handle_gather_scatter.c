@@ -72,17 +72,6 @@ has_dim(const int64_t *v, uint32_t n, int64_t d)
 }
 
 static int64_t
-gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-static int64_t
 tiles_on(const ShdSharding *s, const int64_t *dims, uint32_t n)
 {
     int64_t t = 1;
@@ -371,33 +360,21 @@ grouped_replicated(SpmdCtx *cx, int64_t num_groups, int64_t num_tiles, uint32_t 
     return g;
 }
 
-/* GroupShardingOnReplicatedDim: group on the replication dim, borrowing shards from `prio`
- * dims (lowest priority first) when it is too small; else replicate inside the groups. */
+/* GroupShardingOnReplicatedDim: group on the replication dim when it splits into the groups,
+ * else replicate inside the groups. Upstream can also borrow shards from data dims (`prio`);
+ * that changes the per-group base shape of one input only, so it is not done here. */
 static ShdGrouped
 group_on_replicated(SpmdCtx *cx, const ShdSharding *s, int64_t num_groups, int64_t num_tiles,
                     uint32_t rank, const int64_t *prio, uint32_t n_prio)
 {
-    if (shd_is_tiled(s) && shd_replication_factor(s) > 1 && s->n_subgroups == 1) {
-        int64_t r = shd_replication_factor(s), rem = num_groups / gcd64(num_groups, r);
-        int64_t dims[GS_R + 1], shards[GS_R + 1], borrowed = 1;
-        uint32_t n = 0;
-        for (uint32_t i = 0; i < n_prio && rem > 1; i++) {
-            int64_t nd = shd_dim_shards(s, (uint32_t)prio[i]), f = gcd64(nd, rem);
-            if (f > 1) {
-                dims[n] = prio[i];
-                shards[n++] = nd / f;
-                rem /= f;
-                borrowed *= f;
-            }
-        }
-        int64_t rg = num_groups / borrowed;
-        if (rem == 1 && r % rg == 0) {
-            dims[n] = s->n_tile_dims - 1;
-            shards[n++] = r / rg;
-            ShdGrouped g = shd_group_on_dims(cx->arena, s, dims, n, shards);
-            if (g.inner && g.n_groups == num_groups)
-                return g;
-        }
+    (void)prio;
+    (void)n_prio;
+    int64_t r = shd_is_tiled(s) ? shd_replication_factor(s) : 1;
+    if (r > 1 && s->n_subgroups == 1 && r % num_groups == 0) {
+        int64_t dim = s->n_tile_dims - 1, shards = r / num_groups;
+        ShdGrouped g = shd_group_on_dims(cx->arena, s, &dim, 1, &shards);
+        if (g.inner && g.n_groups == num_groups)
+            return g;
     }
     return grouped_replicated(cx, num_groups, num_tiles, rank);
 }
@@ -1167,6 +1144,19 @@ local_bytes(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *s)
     return ir_shape_byte_size(&l);
 }
 
+/* Bytes the updates must gather to follow the operand on its passthrough dims. */
+static int64_t
+window_reshard_bytes(SpmdCtx *cx, const Gs *p, const GsPairs *pp)
+{
+    const SpmdValue *u = &p->upd[0];
+    const ShdSharding *t = prop_dims(cx, p->ops[0].sharding, pp->op, pp->out, pp->n,
+                                     u->base_shape->rank);
+    if (!t || shd_equal(t, u->sharding))
+        return 0;
+    int64_t have = local_bytes(cx, u, u->sharding), want = local_bytes(cx, u, t);
+    return (want > have ? want - have : have) * p->n;
+}
+
 /* Estimated (memory, communication) bytes of one method on this level; GS_NO_COST when it
  * cannot apply. Stand-in for upstream's dry run: what each device holds and moves. */
 static void
@@ -1201,6 +1191,8 @@ method_cost(SpmdCtx *cx, const Gs *p, GsMethod m, int64_t *mem, int64_t *comm)
         if (g > 1) {
             *mem = op_loc + idx_full + win_full / g;
             *comm = idx_full > idx_loc ? idx_full - idx_loc : 0;
+            if (p->is_scatter)
+                *comm += window_reshard_bytes(cx, p, &pr);
         }
         return;
     case GS_TRIVIAL_SLICED:

@@ -451,3 +451,122 @@ trace_loop(Loop *L, IrInstr *loop, int64_t window_bytes)
                             window_bytes * (L->unroll ? 2 : 1)};
     cx->trace->ops->windowed_loop(cx->trace, &ev);
 }
+
+/* Operands as they enter the loop: masked where padding would leak into sums (E.12 "before
+ * the loop"), and for RS with the contracting dims of the smaller one matched to the other. */
+static SlStatus
+prepare_operands(Loop *L, IrInstr **lhs, IrInstr **rhs, SlError *err)
+{
+    SpmdCtx *cx = L->cx;
+    const DotProblem *p = L->p;
+    SpmdValue l = p->lhs, r = p->rhs;
+    if (L->rs) {
+        const DotDims *d = &L->job->dims;
+        bool lhs_smaller =
+            ir_shape_byte_size(&l.hlo->shape) < ir_shape_byte_size(&r.hlo->shape);
+        const ShdSharding *t = lhs_smaller ? spmd_dot_seen_from(cx, d, r.sharding, DOT_RHS, DOT_LHS)
+                                           : spmd_dot_seen_from(cx, d, l.sharding, DOT_LHS, DOT_RHS);
+        SpmdValue *v = lhs_smaller ? &l : &r;
+        if (t && !shd_equal(t, v->sharding)) {
+            SpmdValue moved;
+            SlStatus st = spmd_reshard(cx, v, t, NULL, &moved, err);
+            if (st != SL_OK)
+                return st;
+            *v = moved;
+        }
+        l.hlo = spmd_pad_with_value(cx, &l, NULL, 0);
+        r.hlo = spmd_pad_with_value(cx, &r, NULL, 0);
+    } else if (L->cfg->kind == DOT_WE_AG_CONTRACTING) {
+        SpmdValue *w = L->cfg->windowed_lhs ? &l : &r;
+        w->hlo = spmd_pad_with_value(cx, w, NULL, 0);
+    }
+    *lhs = l.hlo;
+    *rhs = r.hlo;
+    return *lhs && *rhs ? SL_OK : spmd_nomem(cx, err);
+}
+
+static void
+loop_shardings(Loop *L)
+{
+    SpmdCtx *cx = L->cx;
+    const DotDims *d = &L->job->dims;
+    const DotProblem *p = L->p;
+    bool wl = L->cfg->windowed_lhs;
+    DotSide ws = wl ? DOT_LHS : DOT_RHS, xs = wl ? DOT_RHS : DOT_LHS;
+    const ShdSharding *w = wl ? p->lhs.sharding : p->rhs.sharding;
+    L->slice = L->dus = NULL;
+    switch (L->cfg->kind) {
+    case DOT_WE_AG_CONTRACTING:
+        L->slice = spmd_dot_seen_from(cx, d, w, ws, xs);
+        break;
+    case DOT_WE_AG_BATCH:
+        L->slice = spmd_dot_seen_from(cx, d, w, ws, xs);
+        L->dus = spmd_dot_seen_from(cx, d, w, ws, DOT_OUT);
+        break;
+    case DOT_WE_AG_NONCONTRACTING:
+        L->dus = spmd_dot_seen_from(cx, d, w, ws, DOT_OUT);
+        break;
+    case DOT_WE_RS:
+        L->slice = spmd_dot_seen_from(cx, d, p->out, DOT_OUT, xs);
+        break;
+    case DOT_WE_NONE:
+        break;
+    }
+}
+
+static IrInstr *
+emit_loop(Loop *L, IrInstr *lhs, IrInstr *rhs, const IrShape *res_shape)
+{
+    SpmdCtx *cx = L->cx;
+    IrInstr *zero = spmd_emit_zero_like(cx, res_shape);
+    IrInstr *extra = spmd_emit_zero_like(cx, res_shape);
+    IrInstr *elems[5] = {lhs, rhs, zero, extra, spmd_emit_constant_scalar(cx, IR_DT_U32, 0)};
+    IrInstr *init = zero && extra && elems[4] ? spmd_emit_tuple(cx, elems, 5) : NULL;
+    if (!init)
+        return NULL;
+    MemoSave ms;
+    memo_save(L->p->st, &ms);
+    IrComputation *cond = build_cond(L, &init->shape);
+    memo_restore(L->p->st, &ms);
+    IrComputation *body = cond ? build_body(L, &init->shape) : NULL;
+    memo_restore(L->p->st, &ms);
+    return emit_with_comps(cx, IR_OP_WHILE, &init->shape, &init, 1, IR_ATTR_CONDITION, cond,
+                           IR_ATTR_BODY, body);
+}
+
+SlStatus
+spmd_emit_windowed_dot(SpmdCtx *cx, const DotJob *job, const DotProblem *p,
+                       const DotWindowedConfig *cfg, IrInstr **out, SlError *err)
+{
+    Loop L = {cx, job, p, cfg, cfg->loop_partitions, cfg->kind == DOT_WE_RS, false, NULL, NULL};
+    L.unroll = cx->opts->unroll_windowed_einsum && !L.rs && L.n % 2 == 0;
+    if (cx->opts->bidirectional_windowed_einsum)
+        spmd_warn(cx, "bidirectional windowed einsum is not modelled: emitting the "
+                      "unidirectional loop");
+    if (L.rs && cx->opts->unroll_windowed_einsum)
+        spmd_warn(cx, "unrolled reduce-scatter windowed einsum is not modelled: emitting the "
+                      "unidirectional loop");
+    loop_shardings(&L);
+    if ((cfg->kind != DOT_WE_AG_NONCONTRACTING && !L.slice) ||
+        ((cfg->kind == DOT_WE_AG_NONCONTRACTING || cfg->kind == DOT_WE_AG_BATCH) && !L.dus))
+        return spmd_fail(cx, err, SL_ERR_INTERNAL, "windowed einsum without slice sharding");
+    IrInstr *lhs, *rhs;
+    SlStatus st = prepare_operands(&L, &lhs, &rhs, err);
+    if (st != SL_OK)
+        return st;
+    bool padded;
+    IrShape rs = result_shape(&L, &padded);
+    IrInstr *loop = emit_loop(&L, lhs, rhs, &rs);
+    IrInstr *res = spmd_emit_gte(cx, loop, 2);
+    if (!res)
+        return spmd_nomem(cx, err);
+    if (padded) {
+        IrShape ls = spmd_local_shape(cx, p->out_base, p->out);
+        int64_t start[SPMD_MAX_RANK] = {0};
+        res = spmd_emit_slice(cx, res, start, ls.dims);
+    }
+    IrInstr *w = cfg->windowed_lhs ? lhs : rhs;
+    trace_loop(&L, loop, L.rs ? ir_shape_byte_size(&rs) : ir_shape_byte_size(&w->shape));
+    *out = res;
+    return res ? SL_OK : spmd_nomem(cx, err);
+}
