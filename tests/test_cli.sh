@@ -102,8 +102,7 @@ run version 0 --version
 grep -qE '^shardlens [0-9]+\.[0-9]+\.[0-9]+$' "$TMP/version.out" || fail "version: $(cat "$TMP/version.out")"
 
 # commands of the contract that later issues implement: exit 3 with a clear message
-for cmd in "report t.db" "viz t.db" "explain t.db dot" "diff a.json b.json" "verify $SAMPLE" \
-    "analyze $SAMPLE --out $TMP/d"; do
+for cmd in "viz t.db" "verify $SAMPLE"; do
     name="pending_${cmd%% *}"
     # shellcheck disable=SC2086 # split the command words on purpose
     run "$name" 3 $cmd
@@ -170,10 +169,101 @@ run partition_no_count 2 partition "$TMP/no_header_n.hlo"
 has partition_no_count "$TMP/partition_no_count.err" "no partition count"
 run partition_device_out_of_range 2 partition -n 2 "$SAMPLE"
 has partition_device_out_of_range "$TMP/partition_device_out_of_range.err" "does not fit 2 partitions"
-run partition_trace 3 partition "$SAMPLE" --trace "$TMP/t.db"
-has partition_trace "$TMP/partition_trace.err" "--trace is not yet supported"
+run partition_trace 0 partition "$SAMPLE" --trace "$TMP/t.db" -o "$TMP/traced.hlo"
+cmp -s "$TMP/part.hlo" "$TMP/traced.hlo" || fail "partition --trace: output differs from untraced"
+[ -s "$TMP/t.db" ] || fail "partition --trace: no trace database"
 run partition_bad_input 2 partition "$TMP/shape.hlo" -n 4
 has partition_bad_input "$TMP/partition_bad_input.err" "$TMP/shape.hlo:5:2: error:"
+
+# ---- the trace commands: partition --trace, report, explain, diff, analyze ----------------------
+# a second run appended to the same trace; a failed run adds nothing
+run partition_trace_again 0 partition "$SAMPLE" --trace "$TMP/t.db" -o "$TMP/traced2.hlo"
+run partition_trace_fail 2 partition "$TMP/shape.hlo" -n 4 --trace "$TMP/t.db"
+run report_run2 0 report "$TMP/t.db" --run 2
+run report_run3 2 report "$TMP/t.db" --run 3
+run report_notadb 2 report "$SAMPLE"
+has report_notadb "$TMP/report_notadb.err" "samples/mlp_megatron.hlo: error:"
+run report_missing 2 report "$TMP/no-such.db"
+has report_missing "$TMP/report_missing.err" "$TMP/no-such.db: error: no such trace database"
+
+run report 0 report "$TMP/t.db" --mesh data=2,model=2
+has report "$TMP/report.out" "shardlens report: module jit_mlp_megatron, 4 devices"
+has report "$TMP/report.out" "nccl-tests bus bandwidth"
+has report "$TMP/report.out" "link 100 Gbit/s (default; --link-gbps), latency 5 us per step (default; --latency-us)"
+has report "$TMP/report.out" "  bytes sent       3072 B (3.0 KiB), summed over devices"
+has report "$TMP/report.out" "  busiest device   0: 768 B sent, 768 B received"
+has report "$TMP/report.out" "  all-reduce      1        3072      30.06              0"
+has report "$TMP/report.out" "  %dot.8  dot               1        3072  jit(mlp)/jit(main)/dot_general"
+has report "$TMP/report.out" "  %all-reduce  all-reduce  data,model     1x4    512      1              768      30.06  %dot.8 (dot)"
+run report_run1 0 report "$TMP/t.db" --run 1
+cmp -s "$TMP/report_run1.out" "$TMP/report_run2.out" || fail "report: runs 1 and 2 of one module differ"
+run report_model 0 report "$TMP/t.db" --link-gbps 800 --latency-us 0 --devices-per-node 2 \
+    --inter-node-gbps 50
+has report_model "$TMP/report_model.out" "link 800 Gbit/s (--link-gbps), latency 0 us per step (--latency-us)"
+has report_model "$TMP/report_model.out" "2 devices per node, 50 Gbit/s between nodes (--inter-node-gbps)"
+has report_model "$TMP/report_model.out" "  estimated time   0.12 us" # 768 B at 50 Gbit/s
+run report_bad_gbps 2 report "$TMP/t.db" --link-gbps 0
+has report_bad_gbps "$TMP/report_bad_gbps.err" "--link-gbps expects a positive number, got '0'"
+run report_bad_mesh 2 report "$TMP/t.db" --mesh data=3,model=2
+has report_bad_mesh "$TMP/report_bad_mesh.err" "the axes hold 6 devices but the run has 4"
+run report_inter_alone 2 report "$TMP/t.db" --inter-node-gbps 10
+run report_json 0 report "$TMP/t.db" --json "$TMP/s.json"
+has report_json "$TMP/report_json.out" "per collective kind"
+has report_json "$TMP/s.json" '"schema_version":	1,'
+run report_json_stdout 0 report "$TMP/t.db" --json -
+cmp -s "$TMP/s.json" "$TMP/report_json_stdout.out" || fail "report --json -: differs from the file"
+
+run explain 0 explain "$TMP/t.db" dot.8
+has explain "$TMP/explain.out" "group_on_contracting"
+has explain "$TMP/explain.out" "all-reduce"
+has explain "$TMP/explain.out" "768 B"
+run explain_percent 0 explain "$TMP/t.db" %dot.8
+cmp -s "$TMP/explain.out" "$TMP/explain_percent.out" || fail "explain: %NAME and NAME differ"
+run explain_unknown 2 explain "$TMP/t.db" no_such_instr
+has explain_unknown "$TMP/explain_unknown.err" "no_such_instr"
+
+# analyze: every file, deterministic, and diff of a one-sharding change fails the budget
+run analyze 0 analyze "$SAMPLE" --out "$TMP/an"
+for f in partitioned.hlo trace.db summary.json report.txt; do
+    [ -s "$TMP/an/$f" ] || fail "analyze: no $f"
+done
+has analyze "$TMP/analyze.out" "1 collective, 3072 B sent summed over devices, busiest device 0 (768 B sent, 768 B received)"
+cmp -s "$TMP/part.hlo" "$TMP/an/partitioned.hlo" || fail "analyze: partitioned.hlo differs from partition's"
+run analyze_again 0 analyze "$SAMPLE" --out "$TMP/an2/nested/"
+cmp -s "$TMP/an/summary.json" "$TMP/an2/nested/summary.json" || fail "analyze: summary.json is not deterministic"
+cmp -s "$TMP/an/report.txt" "$TMP/an2/nested/report.txt" || fail "analyze: report.txt is not deterministic"
+run analyze_report 0 report "$TMP/an/trace.db"
+cmp -s "$TMP/an/report.txt" "$TMP/analyze_report.out" || fail "analyze: report.txt differs from report"
+run analyze_no_out 2 analyze "$SAMPLE"
+has analyze_no_out "$TMP/analyze_no_out.err" "--out DIR is required"
+run analyze_bad 2 analyze "$TMP/shape.hlo" -n 4 --out "$TMP/bad"
+[ ! -e "$TMP/bad/summary.json" ] || fail "analyze: a failed run wrote a summary"
+ls "$TMP"/an/.trace.db.tmp.* >/dev/null 2>&1 && fail "analyze: temporary trace left behind"
+
+sed 's/parameter(0), sharding={replicated}/parameter(0), sharding={devices=[1,4]<=[4]}/' "$SAMPLE" \
+    >"$TMP/changed.hlo"
+run analyze_changed 0 analyze "$TMP/changed.hlo" --out "$TMP/ch"
+run diff_same 0 diff "$TMP/an/summary.json" "$TMP/an/trace.db" --max-increase 0
+has diff_same "$TMP/diff_same.out" "no source op changed"
+has diff_same "$TMP/diff_same.out" "bytes sent ok, busiest device ok: pass"
+run diff_grew 1 diff "$TMP/an/summary.json" "$TMP/ch/summary.json" --max-increase 10
+has diff_grew "$TMP/diff_grew.out" "added    %dot.4 all-gather [jit(mlp)/jit(main)/dot_general]: 0 -> 1, 0 -> 1536 B  +1536 (new)"
+has diff_grew "$TMP/diff_grew.out" "bytes sent, summed over devices  3072 -> 4608 B  +1536 (+50.00%)"
+has diff_grew "$TMP/diff_grew.out" "FAIL"
+run diff_edge 0 diff "$TMP/an/trace.db" "$TMP/ch/trace.db" --max-increase 50 # exactly +50%
+run diff_past_edge 1 diff "$TMP/an/trace.db" "$TMP/ch/trace.db" --max-increase 49.99
+run diff_shrank 0 diff "$TMP/ch/summary.json" "$TMP/an/summary.json" --max-increase 0
+run diff_no_budget 0 diff "$TMP/an/summary.json" "$TMP/ch/summary.json"
+run diff_json 1 diff "$TMP/an/summary.json" "$TMP/ch/summary.json" --max-increase 10 --json
+has diff_json "$TMP/diff_json.out" '"over_budget":	true'
+has diff_json "$TMP/diff_json.out" '"status":	"added"'
+run diff_bad_pct 2 diff "$TMP/an/summary.json" "$TMP/ch/summary.json" --max-increase -1
+printf '{"schema_version": 1, "devices": [\n  {"device": 0}\n]}\n' >"$TMP/broken.json"
+run diff_broken 2 diff "$TMP/broken.json" "$TMP/an/summary.json"
+has diff_broken "$TMP/diff_broken.err" "$TMP/broken.json: error: not a shardlens summary: devices[0] has no valid 'send_bytes'"
+printf '{"schema_version": 1,\n  "devices": [}\n' >"$TMP/notjson.json"
+run diff_notjson 2 diff "$TMP/notjson.json" "$TMP/an/summary.json"
+has diff_notjson "$TMP/diff_notjson.err" "$TMP/notjson.json:2:15: error: not valid JSON"
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures CLI check(s) failed" >&2

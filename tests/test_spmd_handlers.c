@@ -13,6 +13,44 @@ static const struct {
     const char *want;
     const char *absent; /* must not appear; NULL = no check */
 } k_cases[] = {
+    /* D.5 + C.12: slice at offset 1 of a [4]-sharded f32[16]: a one-element right halo */
+    {"slice_halo",
+     HDR(4) "ENTRY main {\n  p = f32[16] parameter(0), sharding={devices=[4]<=[4]}\n"
+            "  ROOT s = f32[15] slice(p), slice={[1:16]}, sharding={devices=[4]<=[4]}\n}\n",
+     4, "f32[3] slice(%p.1), slice={[1:4]}|f32[1] slice(%p.1), slice={[0:1]}|"
+        "f32[1] collective-permute(%slice.1), channel_id=1, source_target_pairs={{1,0},{2,1},{3,2}}|"
+        "ROOT %concatenate = f32[4] concatenate(%slice, %collective-permute), dimensions={0}",
+     " all-"},
+    /* D.19: the operand takes the reversed device order, a collective-permute */
+    {"reverse_permute",
+     HDR(4) "ENTRY main {\n  p = f32[16] parameter(0), sharding={devices=[4]<=[4]}\n"
+            "  ROOT r = f32[16] reverse(p), dimensions={0}, sharding={devices=[4]<=[4]}\n}\n",
+     4, "f32[4] collective-permute(%p.1), channel_id=1, "
+        "source_target_pairs={{0,3},{1,2},{2,1},{3,0}}|ROOT %r.1 = f32[4] reverse(%collective-permute)",
+     " all-"},
+    /* D.7: pad 1_1 of an uneven f32[14]: a left halo, then masking with the pad value */
+    {"pad_halo_masked",
+     HDR(4) "ENTRY main {\n  p = f32[14] parameter(0), sharding={devices=[4]<=[4]}\n"
+            "  z = f32[] constant(1), sharding={replicated}\n"
+            "  ROOT q = f32[16] pad(p, z), padding=1_1, sharding={devices=[4]<=[4]}\n}\n",
+     4, "f32[1] collective-permute(%slice), channel_id=1, source_target_pairs={{0,1},{1,2},{2,3}}|"
+        "f32[4] concatenate(%collective-permute, %slice.1)|direction=GE|s32[] constant(15)|"
+        "ROOT %select = f32[4] select(%and, %concatenate, %broadcast.3)",
+     " all-"},
+    /* C.12 example: reduce-window size 3 pad 1_1 over f32[16] in 4 shards */
+    {"reduce_window_halo",
+     HDR(4) "mx {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+            "  ROOT m = f32[] maximum(a, b)\n}\n\n"
+            "ENTRY main {\n  p = f32[16] parameter(0), sharding={devices=[4]<=[4]}\n"
+            "  z = f32[] constant(0), sharding={replicated}\n"
+            "  ROOT r = f32[16] reduce-window(p, z), window={size=3 pad=1_1}, to_apply=mx, "
+            "sharding={devices=[4]<=[4]}\n}\n",
+     4, "f32[1] slice(%p.1), slice={[3:4]}|collective-permute(%slice), channel_id=1, "
+        "source_target_pairs={{0,1},{1,2},{2,3}}|collective-permute(%slice.1), channel_id=2, "
+        "source_target_pairs={{1,0},{2,1},{3,2}}|f32[6] concatenate(%collective-permute, %p.1, "
+        "%collective-permute.1)|f32[6] select(|ROOT %r.1 = f32[4] reduce-window(%select, %z.1), "
+        "window={size=3}",
+     " all-"},
     {"elementwise_local",
      HDR(4) "ENTRY main {\n  p = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n"
             "  q = f32[8,16] parameter(1), sharding={devices=[4,1]<=[4]}\n"

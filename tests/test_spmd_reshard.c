@@ -48,6 +48,26 @@ static const struct {
     {"dus_all_reduce", MOD(16, "f32[3,2]", "{devices=[8,2]<=[16]}", "{replicated}"), 16,
      "f32[1,2] all-gather(|f32[3,2] dynamic-update-slice(|f32[3,2] all-reduce(",
      " all-reduce(", 1},
+    /* C.9.1: [1,2,8] -> [4,2,2] by splitting dim 0, one all-to-all and a device reorder */
+    {"split_merge", MOD(16, "f32[8,8,8]", "{devices=[1,2,8]<=[16]}", "{devices=[4,2,2]<=[16]}"),
+     16, "f32[8,4,1,1] reshape(%p.1)|f32[4,2,4,1,1] all-to-all(%reshape.1), channel_id=1, "
+     "replica_groups=[4,4]<=[16], dimensions={0}|f32[2,4,1,4] collective-permute(%reshape.2), "
+     "channel_id=2|f32[2,4,4] reshape(%collective-permute)",
+     " all-gather(", 0},
+    /* C.7 last paragraph: two swaps with distinct dims in one all-to-all on a merged dim 0 */
+    {"single_all_to_all",
+     MOD(8, "f32[32,32,32,32]", "{devices=[1,4,2,1]<=[8]}", "{devices=[2,1,1,4]<=[8]}"), 8,
+     "f32[2,16,8,16,4,8] reshape(%p.1)|f32[2,4,16,8,16,8] transpose(%reshape), "
+     "dimensions={0,4,1,2,3,5}|f32[8,16,8,16,8] all-to-all(%reshape.1), channel_id=1, "
+     "replica_groups={{0,2,4,6,1,3,5,7}}, dimensions={0}|f32[16,4,8,2,16,8] transpose(|"
+     "f32[16,32,32,8] reshape(%transpose.1)",
+     " all-to-all(", 1},
+    /* C.8.3: partial [1,2,3] -> tiled [2,3]: all-to-all to [2,1,3] partial, then a free slice */
+    {"partial_to_tiled_all_to_all",
+     MOD(6, "f32[6,6]", "{devices=[1,2,3]<=[6] last_tile_dim_replicate}", "{devices=[2,3]<=[6]}"),
+     6, "f32[2,3,3] all-to-all(%reshape), channel_id=1, replica_groups=[3,2]<=[2,3]T(1,0), "
+     "dimensions={0}|f32[3,6] reshape(%transpose)|f32[3,2] dynamic-slice(%reshape.1,",
+     " all-gather(", 0},
 };
 
 static void

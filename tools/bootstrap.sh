@@ -74,9 +74,8 @@ fi
 
 shardlens="$build/shardlens"
 sample=samples/mlp_megatron.hlo
-mkdir -p "$out"
 "$shardlens" check "$sample"
-"$shardlens" partition "$sample" -o "$out/mlp_megatron.partitioned.hlo"
-echo "bootstrap: wrote $out/mlp_megatron.partitioned.hlo; its collectives:"
-grep -E ' (all-reduce|all-gather|all-to-all|reduce-scatter|collective-permute)\(' \
-    "$out/mlp_megatron.partitioned.hlo" || echo "bootstrap: (no collectives)"
+# partitioned.hlo, trace.db, summary.json, report.txt and the before/after diagrams
+"$shardlens" analyze "$sample" --out "$out/mlp_megatron"
+echo "bootstrap: wrote $out/mlp_megatron/; its report:"
+cat "$out/mlp_megatron/report.txt"

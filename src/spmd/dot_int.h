@@ -82,6 +82,13 @@ void spmd_dot_decide(SpmdCtx *cx, const DotJob *job, const char *strategy, const
                      const char *const *alts, uint32_t n_alts, const TraceKV *nums,
                      uint32_t n_nums);
 
+/* ParseDotGeneralFromDot for any dot (E.1); SL_ERR_UNSUPPORTED for odd dimension numbers. */
+SlStatus spmd_dot_dims_of(SpmdCtx *cx, const IrInstr *dot, DotDims *d);
+/* InferDotOperandSharding: the operand sharding output sharding `o` implies (dims absent
+ * from the operand moved into replication, contracting dims unsharded). */
+const ShdSharding *spmd_dot_infer_operand(SpmdCtx *cx, const DotDims *d, const ShdSharding *o,
+                                          DotSide side);
+
 /* E.6 alone (used by grouped convolutions with their converted roles); *out NULL when it
  * does not apply. */
 SlStatus spmd_dot_group_on_batch(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm,
@@ -94,7 +101,8 @@ typedef enum DotWindowedKind { DOT_WE_NONE, DOT_WE_AG_CONTRACTING, DOT_WE_AG_NON
 typedef struct DotWindowedConfig {
     DotWindowedKind kind;
     bool windowed_lhs;       /* the operand passed around the ring */
-    int64_t loop_partitions; /* n */
+    int64_t loop_partitions; /* n (== N_cur except partial windowing) */
+    int64_t windowing_dim;   /* partial windowing: the lhs loop dim, else -1 */
     int64_t size_bytes;      /* the size compared with the threshold */
     int64_t threshold_bytes;
 } DotWindowedConfig;

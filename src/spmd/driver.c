@@ -337,6 +337,7 @@ spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink, SlA
     if (cx.num_partitions < 1)
         cx.num_partitions = 1;
     cx.next_channel_id = max_channel_id(in) + 1;
+    cx.allow_full_replication = true;
     cx.root_state.num_partitions = cx.num_partitions;
     cx.root_state.group_size = cx.num_partitions;
     cx.root_state.memo = &cx.root_memo;

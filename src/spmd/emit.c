@@ -380,6 +380,55 @@ spmd_emit_slice(SpmdCtx *cx, IrInstr *x, const int64_t *start, const int64_t *li
 }
 
 IrInstr *
+spmd_emit_slice_strided(SpmdCtx *cx, IrInstr *x, const int64_t *start, const int64_t *limit,
+                        const int64_t *stride)
+{
+    if (!x)
+        return NULL;
+    uint32_t r = x->shape.rank;
+    bool unit = true;
+    int64_t dims[64];
+    if (r > SL_COUNTOF(dims))
+        return NULL;
+    for (uint32_t k = 0; k < r; k++) {
+        unit = unit && stride[k] == 1;
+        dims[k] = stride[k] > 0 ? (limit[k] - start[k] + stride[k] - 1) / stride[k] : 0;
+    }
+    if (unit)
+        return spmd_emit_slice(cx, x, start, limit);
+    IrShape s = ir_shape_make(cx->arena, x->shape.dtype, dims, r);
+    IrInstr *i = emit_new(cx, IR_OP_SLICE, &s, &x, 1);
+    IrAttr *a = i ? ir_instr_add_attr(cx->out, i, IR_ATTR_SLICE) : NULL;
+    IrSliceDim *sd = SL_NEW_ARRAY(cx->arena, IrSliceDim, r ? r : 1);
+    if (!a || !sd)
+        return NULL;
+    for (uint32_t k = 0; k < r; k++)
+        sd[k] = (IrSliceDim){start[k], limit[k], stride[k]};
+    a->u.slice.n = r;
+    a->u.slice.v = sd;
+    return spmd_emit(cx, i, NULL);
+}
+
+IrInstr *
+spmd_emit_concatenate(SpmdCtx *cx, IrInstr *const *ops, uint32_t n, int64_t dim)
+{
+    if (n == 0 || !ops[0])
+        return NULL;
+    if (n == 1)
+        return ops[0];
+    IrShape s = ir_shape_clone(cx->arena, &ops[0]->shape);
+    for (uint32_t k = 1; k < n; k++) {
+        if (!ops[k])
+            return NULL;
+        s.dims[dim] += ops[k]->shape.dims[dim];
+    }
+    IrInstr *i = emit_new(cx, IR_OP_CONCATENATE, &s, ops, n);
+    if (!i || !add_ints(cx, i, IR_ATTR_DIMENSIONS, &dim, 1))
+        return NULL;
+    return spmd_emit(cx, i, NULL);
+}
+
+IrInstr *
 spmd_emit_pad(SpmdCtx *cx, IrInstr *x, IrInstr *pad_value, const IrPadDim *pads)
 {
     if (!x || !pad_value)

@@ -258,6 +258,37 @@ same_groups(const ShdGrouped *a, const ShdGrouped *b)
                    (size_t)(a->n_groups * a->group_size) * sizeof(int64_t));
 }
 
+/* AlignGroupsWith ignoring group order: x's groups are first put in the order of the `ref`
+ * groups holding the same devices (when every group maps onto one), then aligned. */
+static ShdGrouped
+align_any_order(SpmdCtx *cx, const ShdGrouped *x, const ShdGrouped *ref)
+{
+    int64_t G = x->n_groups, S = x->group_size;
+    int64_t *dg = SL_NEW_ARRAY(cx->arena, int64_t, G * S);
+    if (!dg || G != ref->n_groups || S != ref->group_size)
+        return shd_align_groups_with(cx->arena, x, ref);
+    for (int64_t k = 0; k < G * S; k++)
+        dg[k] = -1;
+    for (int64_t g = 0; g < G; g++) {
+        int64_t target = -1;
+        for (int64_t r = 0; r < G && target < 0; r++)
+            for (int64_t m = 0; m < S; m++)
+                target = ref->device_groups[r * S + m] == x->device_groups[g * S] ? r : target;
+        for (int64_t m = 0; target >= 0 && m < S; m++) {
+            bool in = false;
+            for (int64_t q = 0; q < S; q++)
+                in = in || ref->device_groups[target * S + q] == x->device_groups[g * S + m];
+            target = in ? target : -1;
+        }
+        if (target < 0 || dg[target * S] >= 0)
+            return shd_align_groups_with(cx->arena, x, ref);
+        memcpy(dg + target * S, x->device_groups + g * S, (size_t)S * sizeof(int64_t));
+    }
+    ShdGrouped y = *x;
+    y.device_groups = dg;
+    return shd_align_groups_with(cx->arena, &y, ref);
+}
+
 /* x grouped on `dims`, aligned to `ref`; *exact when no device moves are needed. */
 static ShdGrouped
 group_aligned(SpmdCtx *cx, const ShdSharding *x, const int64_t *dims, uint32_t n,
@@ -675,11 +706,15 @@ contracting_output(SpmdCtx *cx, const DotProblem *p, uint32_t rank, const ShdGro
     int64_t G = ref->n_groups, rd = replication_dim(p->out);
     bool exact;
     if (rd >= 0 && shd_replication_factor(p->out) % G == 0) {
+        /* upstream aligns ignoring group order and keeps the result even when the groups
+         * differ: the inner result then lies in ungroup(a), and the final reshard moves it */
         int64_t shards = shd_replication_factor(p->out) / G;
-        ShdGrouped a = group_aligned(cx, p->out, &rd, 1, &shards, ref, &exact);
-        if (a.inner && exact) {
+        ShdGrouped g = shd_group_on_dims(cx->arena, p->out, &rd, 1, &shards);
+        ShdGrouped a = g.inner && g.n_groups == G ? align_any_order(cx, &g, ref) : g;
+        const ShdSharding *u = a.inner ? shd_ungroup(cx->arena, &a) : NULL;
+        if (u) {
             *inner = a.inner;
-            *full = p->out;
+            *full = u;
             return;
         }
     }
@@ -928,8 +963,8 @@ try_partition(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm, IrIn
 
 /* Operand sharding implied by the output alone: dims absent from the operand are moved into
  * replication, contracting dims stay unsharded (InferDotOperandSharding). */
-static const ShdSharding *
-infer_operand(SpmdCtx *cx, const DotDims *d, const ShdSharding *o, DotSide side)
+const ShdSharding *
+spmd_dot_infer_operand(SpmdCtx *cx, const DotDims *d, const ShdSharding *o, DotSide side)
 {
     if (!shd_is_tiled(o))
         return o;
@@ -954,8 +989,8 @@ spmd_partition_dot(SpmdCtx *cx, const DotJob *job, const DotProblem *p0, IrInstr
         if (st != SL_OK || *out)
             return st;
     }
-    const ShdSharding *lt = infer_operand(cx, &job->dims, p.out, DOT_LHS);
-    const ShdSharding *rt = infer_operand(cx, &job->dims, p.out, DOT_RHS);
+    const ShdSharding *lt = spmd_dot_infer_operand(cx, &job->dims, p.out, DOT_LHS);
+    const ShdSharding *rt = spmd_dot_infer_operand(cx, &job->dims, p.out, DOT_RHS);
     if (job->dims.n[DOT_SPATIAL] == 0 && !job->replicate_fallback && lt && rt) {
         decide(cx, job, &p, S_INFER_FROM_OUTPUT,
                "no strategy matched the operand shardings: reshard both operands to the "
@@ -1031,8 +1066,8 @@ listed(const int64_t *v, uint32_t n, int64_t x)
 }
 
 /* ParseDotGeneralFromDot: batch, contracting, lhs free, rhs free (E.1). */
-static SlStatus
-dot_dims(SpmdCtx *cx, const IrInstr *hlo, DotDims *d)
+SlStatus
+spmd_dot_dims_of(SpmdCtx *cx, const IrInstr *hlo, DotDims *d)
 {
     const int64_t *lb, *rb, *lc, *rc;
     uint32_t nb = ir_instr_ints_attr(hlo, IR_ATTR_LHS_BATCH_DIMS, &lb);
@@ -1071,7 +1106,7 @@ spmd_handle_dot(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     job.hlo = hlo;
     job.handler = "dot";
     job.create = create_dot;
-    SlStatus st = hlo->n_operands == 2 ? dot_dims(cx, hlo, &job.dims) : SL_ERR_UNSUPPORTED;
+    SlStatus st = hlo->n_operands == 2 ? spmd_dot_dims_of(cx, hlo, &job.dims) : SL_ERR_UNSUPPORTED;
     if (st == SL_ERR_NOMEM)
         return spmd_nomem(cx, err);
     if (st != SL_OK) {

@@ -1,8 +1,8 @@
 /* handle_shape.c - data-movement handlers (gspmd.md D.2-D.5, D.7-D.9, D.19): broadcast,
  * reshape, transpose, slice, pad, reverse, dynamic-slice, dynamic-update-slice. Decides operand
  * shardings and local attributes; reshards through handle_common.c / spmd_reshard().
- * Where a halo exchange would be needed (sliced/padded/reversed sharded dims) the dims are
- * replicated instead until spmd_reshard_as_windowed_input() covers them. */
+ * Slice, pad and reverse go through the windowed-input reshard (halo.c) and fall back to
+ * DefaultAction only when it has no plan. */
 #include "spmd/spmd_int.h"
 
 #include <string.h>
@@ -94,74 +94,36 @@ replicate_dims(SpmdCtx *cx, const ShdSharding *s, const int64_t *dims, uint32_t 
     return shd_partially_replicate_dims(cx->arena, s, dims, n);
 }
 
-/* Slicing dim d of a value in sharding `s` without a halo: output tile k (size So) must lie
- * inside input shard k (size Si) for every k. Fills offs[k] (the local start); false if not. */
+/* True for a scalar constant whose literal reads as zero (0, 0.0, -0, false). */
 static bool
-aligned_slice(const ShdSharding *s, uint32_t d, int64_t D, IrSliceDim sd, int64_t *offs)
+is_zero_constant(const IrInstr *i)
 {
-    int64_t n = shd_dim_shards(s, d);
-    int64_t L = sd.limit - sd.start;
-    if (sd.stride != 1 || n <= 1)
+    if (i->op != IR_OP_CONSTANT || i->shape.rank != 0 || i->literal.len == 0)
         return false;
-    int64_t Si = (D + n - 1) / n, So = (L + n - 1) / n;
-    for (int64_t k = 0; k < n; k++) {
-        int64_t o = sd.start + k * So - k * Si;
-        if (k * So >= L)
-            o = 0; /* a pure-padding output tile: any data will do */
-        if (o < 0 || o + So > Si)
-            return false;
-        offs[k] = o;
+    bool digit = false;
+    for (size_t k = 0; k < i->literal.len; k++) {
+        char c = i->literal.ptr[k];
+        if (c == '0')
+            digit = true;
+        else if (c != '-' && c != '.' && c != '+')
+            return sl_str_eq_cstr(i->literal, "false");
     }
-    return true;
+    return digit;
 }
 
-/* Emits the local slice of `op` (in sharding s) for the aligned case. */
+/* Local slice of a windowed-input result (SliceDataFromWindowReshard). */
 static IrInstr *
-local_aligned_slice(SpmdCtx *cx, const IrInstr *hlo, const SpmdValue *op, const ShdSharding *s,
-                    int64_t **offs)
+slice_from_window(SpmdCtx *cx, const SpmdWindowedInput *wi, const IrSliceDim *sd,
+                  uint32_t rank)
 {
-    const IrAttr *a = ir_instr_find_attr(hlo, IR_ATTR_SLICE);
-    const IrShape *in = &hlo->operands[0]->shape;
-    uint32_t r = in->rank;
-    IrShape ls = spmd_local_shape(cx, &hlo->shape, s);
-    int64_t lo[SPMD_MAX_RANK], hi[SPMD_MAX_RANK];
-    bool dynamic = false;
-    for (uint32_t d = 0; d < r; d++) {
-        IrSliceDim sd = a->u.slice.v[d];
-        if (offs[d]) {
-            int64_t n = shd_dim_shards(s, d);
-            bool same = true;
-            for (int64_t k = 1; k < n; k++)
-                same = same && offs[d][k] == offs[d][0];
-            dynamic = dynamic || !same;
-            lo[d] = offs[d][0];
-        } else {
-            lo[d] = sd.start;
-        }
-        hi[d] = lo[d] + ls.dims[d];
-        if (!offs[d] && sd.stride != 1)
-            return NULL; /* strided unsharded dims go through the clone path */
+    int64_t lo[SPMD_MAX_RANK], hi[SPMD_MAX_RANK], stride[SPMD_MAX_RANK];
+    IrInstr *x = wi->sharded_input;
+    for (uint32_t d = 0; d < rank; d++) {
+        lo[d] = -wi->shard_window[d].pad_lo;
+        hi[d] = x->shape.dims[d] + wi->shard_window[d].pad_hi;
+        stride[d] = sd[d].stride;
     }
-    if (!dynamic) {
-        IrInstr *x = spmd_emit_slice(cx, op->hlo, lo, hi);
-        return x == op->hlo ? spmd_emit_copy(cx, x) : x; /* never alias another value */
-    }
-    IrInstr *o[SPMD_MAX_RANK];
-    int64_t np = cx->state->num_partitions;
-    int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, np);
-    int64_t idx[SPMD_MAX_RANK];
-    if (!tbl)
-        return NULL;
-    for (uint32_t d = 0; d < r; d++) {
-        if (!offs[d]) {
-            o[d] = spmd_emit_constant_scalar(cx, IR_DT_S32, lo[d]);
-            continue;
-        }
-        for (int64_t dev = 0; dev < np; dev++)
-            tbl[dev] = shd_tile_index(s, dev, idx) ? offs[d][idx[d]] : 0;
-        o[d] = spmd_table_lookup(cx, cx->state, tbl, np, IR_DT_S32);
-    }
-    return spmd_emit_dynamic_slice(cx, op->hlo, o, ls.dims);
+    return spmd_emit_slice_strided(cx, x, lo, hi, stride);
 }
 
 SlStatus
@@ -170,62 +132,57 @@ spmd_handle_slice(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
     const IrAttr *a = ir_instr_find_attr(hlo, IR_ATTR_SLICE);
     const IrShape *in = &hlo->operands[0]->shape;
-    if (!a || a->u.slice.n != in->rank)
+    uint32_t r = in->rank;
+    if (!a || a->u.slice.n != r || r > SPMD_MAX_RANK || r == 0)
         return spmd_handle_default(cx, hlo, err);
-    int64_t sliced[SPMD_MAX_RANK];
-    uint32_t ns = 0;
-    for (uint32_t d = 0; d < in->rank; d++) {
+    /* D.5: a slice is a window of size 1, stride = slice stride, padding -start / limit - D */
+    IrWindowDim win[SPMD_MAX_RANK];
+    for (uint32_t d = 0; d < r; d++) {
         IrSliceDim sd = a->u.slice.v[d];
-        if (sd.start != 0 || sd.limit != in->dims[d] || sd.stride != 1)
-            sliced[ns++] = d;
+        win[d] = (IrWindowDim){1, sd.stride, -sd.start, sd.limit - in->dims[d], 1, 1, false};
     }
-    /* D.5: with the operand's sharding when it has more tiles, else the result's; sliced
-     * sharded dims must not need a halo */
-    const ShdSharding *cur = spmd_get_value(cx, hlo->operands[0])->sharding;
-    const ShdSharding *cands[2] = {shd_is_tiled(cur) &&
-                                           shd_num_tiles(cur) > shd_num_tiles(s) ? cur : s, s};
-    for (uint32_t c = 0; c < 2 && shd_is_tiled(cands[c]) && ns; c++) {
-        const ShdSharding *ts = cands[c];
-        int64_t *offs[SPMD_MAX_RANK] = {0};
-        bool ok = shd_data_rank(ts) == in->rank;
-        for (uint32_t k = 0; k < ns && ok; k++) {
-            uint32_t d = (uint32_t)sliced[k];
-            if (shd_dim_shards(ts, d) <= 1)
-                continue;
-            offs[d] = SL_NEW_ARRAY(cx->arena, int64_t, shd_dim_shards(ts, d));
-            ok = offs[d] && aligned_slice(ts, d, in->dims[d], a->u.slice.v[d], offs[d]);
-        }
-        if (!ok)
+    const SpmdValue *op = spmd_get_value(cx, hlo->operands[0]);
+    const ShdSharding *cur = op->sharding;
+    const ShdSharding *cands[2] = {shd_is_tiled(s) ? s : NULL, NULL};
+    if (shd_is_tiled(cur) && shd_data_rank(cur) == r && shd_num_tiles(cur) > shd_num_tiles(s)) {
+        cands[0] = cur;
+        cands[1] = s;
+    }
+    IrInstr *zero = spmd_emit_constant_scalar(cx, in->dtype, 0);
+    for (uint32_t c = 0; c < 2 && cands[c]; c++) {
+        SpmdWindowedInput wi;
+        SlStatus st = spmd_reshard_as_windowed_input(cx, op, win, cands[c], zero, false, &wi, err);
+        if (st == SL_ERR_UNSUPPORTED)
             continue;
-        SpmdValue op;
-        SlStatus st = spmd_operand(cx, hlo, 0, ts, &op, err);
         if (st != SL_OK)
             return st;
-        IrInstr *local = local_aligned_slice(cx, hlo, &op, ts, offs);
-        if (local)
-            return spmd_finish(cx, hlo, local, ts, err);
+        IrInstr *local = slice_from_window(cx, &wi, a->u.slice.v, r);
+        if (local == op->hlo)
+            local = spmd_emit_copy(cx, local); /* never alias another source value */
+        if (!local)
+            return spmd_nomem(cx, err);
+        return spmd_finish(cx, hlo, local, cands[c], err);
     }
-    const ShdSharding *rs = replicate_dims(cx, s, sliced, ns);
-    if (!rs)
-        return spmd_nomem(cx, err);
-    SpmdValue op;
-    SlStatus st = spmd_operand(cx, hlo, 0, rs, &op, err);
-    if (st != SL_OK)
-        return st;
-    IrShape ls = spmd_local_shape(cx, &hlo->shape, rs);
-    IrInstr *local = spmd_emit_clone(cx, hlo, &ls, &op.hlo, 1);
-    if (!local)
-        return spmd_nomem(cx, err);
-    /* unsliced dims are taken whole from the local shard */
-    IrAttr *la = ir_instr_find_attr_mut(local, IR_ATTR_SLICE);
-    IrSliceDim *v = la ? SL_DUP_ARRAY(cx->arena, IrSliceDim, a->u.slice.v, in->rank) : NULL;
-    if (!v)
-        return spmd_nomem(cx, err);
-    for (uint32_t d = 0; d < in->rank; d++)
-        if (shd_dim_shards(rs, d) > 1)
-            v[d] = (IrSliceDim){0, op.hlo->shape.dims[d], 1};
-    la->u.slice.v = v;
-    return spmd_finish(cx, hlo, local, rs, err);
+    return spmd_handle_default(cx, hlo, err);
+}
+
+/* ReshardDataForPad: the pad as a window (size 1, edge padding, base dilation interior+1);
+ * masking is needed where padding shows and the pad value is not a literal zero or the dim
+ * is uneven. */
+static bool
+pad_window(const IrInstr *hlo, const ShdSharding *s, IrWindowDim *win)
+{
+    const IrAttr *a = ir_instr_find_attr(hlo, IR_ATTR_PADDING);
+    const IrShape *in = &hlo->operands[0]->shape;
+    bool zero = is_zero_constant(hlo->operands[1]), mask = false;
+    for (uint32_t d = 0; d < in->rank; d++) {
+        IrPadDim p = a->u.pad.v[d];
+        int64_t n = shd_dim_shards(s, d);
+        win[d] = (IrWindowDim){1, 1, p.lo, p.hi, p.interior + 1, 1, false};
+        mask = mask || (n > 1 && (p.lo > 0 || p.hi > 0 || p.interior > 0) &&
+                        (!zero || in->dims[d] % n != 0));
+    }
+    return mask;
 }
 
 SlStatus
@@ -234,23 +191,61 @@ spmd_handle_pad(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
     const IrAttr *a = ir_instr_find_attr(hlo, IR_ATTR_PADDING);
     const IrShape *in = &hlo->operands[0]->shape;
-    if (!a || a->u.pad.n != in->rank)
+    uint32_t r = in->rank;
+    if (!a || a->u.pad.n != r || !shd_is_tiled(s) || r > SPMD_MAX_RANK || r == 0)
         return spmd_handle_default(cx, hlo, err);
-    int64_t padded[SPMD_MAX_RANK];
-    uint32_t np = 0;
-    for (uint32_t d = 0; d < in->rank; d++) {
-        IrPadDim p = a->u.pad.v[d];
-        if (p.lo || p.hi || p.interior)
-            padded[np++] = d;
+    SpmdValue pv;
+    SlStatus st = spmd_operand(cx, hlo, 1, shd_replicated(cx->arena), &pv, err);
+    if (st != SL_OK)
+        return st;
+    IrWindowDim win[SPMD_MAX_RANK];
+    bool mask = pad_window(hlo, s, win);
+    SpmdWindowedInput wi;
+    st = spmd_reshard_as_windowed_input(cx, spmd_get_value(cx, hlo->operands[0]), win, s, pv.hlo,
+                                        mask, &wi, err);
+    if (st == SL_ERR_UNSUPPORTED)
+        return spmd_handle_default(cx, hlo, err);
+    if (st != SL_OK)
+        return st;
+    /* PadDataFromWindowReshard: the shard window's padding, then the owned part */
+    IrPadDim pads[SPMD_MAX_RANK];
+    for (uint32_t d = 0; d < r; d++) {
+        const IrWindowDim *w = &wi.shard_window[d];
+        pads[d] = (IrPadDim){w->pad_lo, w->pad_hi, w->lhs_dilate - 1};
     }
-    const ShdSharding *rs = replicate_dims(cx, s, padded, np);
-    if (!rs)
+    IrInstr *local = spmd_emit_pad(cx, wi.sharded_input, pv.hlo, pads);
+    if (local && wi.dynamic_slice_index) {
+        IrShape ls = spmd_local_shape(cx, &hlo->shape, s);
+        local = spmd_emit_dynamic_slice(cx, local, wi.dynamic_slice_index, ls.dims);
+    }
+    if (local == spmd_get_value(cx, hlo->operands[0])->hlo)
+        local = spmd_emit_copy(cx, local);
+    if (!local)
         return spmd_nomem(cx, err);
-    /* uneven unpadded sharded dims would carry garbage between the pieces: only even ones */
-    if (shd_is_tiled(rs) && !shd_evenly_partitions(rs, &hlo->shape))
-        return spmd_handle_default(cx, hlo, err);
-    const ShdSharding *targets[2] = {rs, shd_replicated(cx->arena)};
-    return spmd_handle_with_shardings(cx, hlo, targets, rs, err);
+    return spmd_finish(cx, hlo, local, s, err);
+}
+
+/* HaloExchangeToPadOnLeft: shift uneven reversed dims so that the padding sits on the left. */
+static SlStatus
+pad_on_left(SpmdCtx *cx, const SpmdValue *v, const int64_t *dims, uint32_t n, IrInstr **out,
+            SlError *err)
+{
+    const IrShape *base = v->base_shape;
+    IrWindowDim win[SPMD_MAX_RANK];
+    for (uint32_t d = 0; d < base->rank; d++) {
+        win[d] = (IrWindowDim){1, 1, 0, 0, 1, 1, false};
+        int64_t sh = shd_dim_shards(v->sharding, d);
+        for (uint32_t k = 0; k < n; k++)
+            if (dims[k] == (int64_t)d && sh > 1)
+                win[d].pad_lo = (base->dims[d] + sh - 1) / sh * sh - base->dims[d];
+    }
+    SpmdWindowedInput wi;
+    SlStatus st = spmd_reshard_as_windowed_input(
+        cx, v, win, v->sharding, spmd_emit_constant_scalar(cx, base->dtype, 0), false, &wi, err);
+    if (st == SL_OK && wi.dynamic_slice_index)
+        return SL_ERR_UNSUPPORTED;
+    *out = st == SL_OK ? wi.sharded_input : NULL;
+    return st;
 }
 
 SlStatus
@@ -259,23 +254,25 @@ spmd_handle_reverse(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
     const int64_t *dims;
     uint32_t n = ir_instr_ints_attr(hlo, IR_ATTR_DIMENSIONS, &dims);
-    if (!shd_is_tiled(s))
-        return spmd_handle_with_shardings(cx, hlo, (const ShdSharding *[]){s}, s, err);
-    /* uneven reversed dims would need the pad-on-left halo exchange: replicate them */
-    int64_t uneven[SPMD_MAX_RANK];
-    uint32_t nu = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        int64_t sh = shd_dim_shards(s, (uint32_t)dims[k]);
-        if (sh > 1 && hlo->shape.dims[dims[k]] % sh != 0)
-            uneven[nu++] = dims[k];
-    }
-    const ShdSharding *out_s = replicate_dims(cx, s, uneven, nu);
-    const ShdSharding *op_s = out_s && shd_is_tiled(out_s)
-                                  ? shd_reverse(cx->arena, out_s, dims, n)
-                                  : out_s;
+    if (!shd_is_tiled(s) || hlo->shape.rank > SPMD_MAX_RANK)
+        return spmd_handle_default(cx, hlo, err);
+    const ShdSharding *op_s = shd_reverse(cx->arena, s, dims, n);
     if (!op_s)
         return spmd_handle_default(cx, hlo, err);
-    return spmd_handle_with_shardings(cx, hlo, (const ShdSharding *[]){op_s}, out_s, err);
+    SpmdValue op;
+    SlStatus st = spmd_operand(cx, hlo, 0, op_s, &op, err);
+    if (st != SL_OK)
+        return st;
+    IrInstr *left = NULL;
+    st = pad_on_left(cx, &op, dims, n, &left, err);
+    if (st == SL_ERR_UNSUPPORTED)
+        return spmd_handle_default(cx, hlo, err);
+    if (st != SL_OK)
+        return st;
+    IrInstr *local = spmd_emit_clone(cx, hlo, &left->shape, &left, 1);
+    if (!local)
+        return spmd_nomem(cx, err);
+    return spmd_finish(cx, hlo, local, s, err);
 }
 
 SlStatus

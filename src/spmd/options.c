@@ -18,9 +18,7 @@ static const struct {
     {"threshold_for_windowed_einsum_mib", OPT_INT,
      offsetof(SpmdOptions, threshold_for_windowed_einsum_mib)},
     {"total_bytes_windowed_einsum_threshold", OPT_INT,
-     offsetof(SpmdOptions, total_bytes_windowed_einsum_threshold_mib)},
-    {"total_bytes_windowed_einsum_threshold_mib", OPT_INT,
-     offsetof(SpmdOptions, total_bytes_windowed_einsum_threshold_mib)},
+     offsetof(SpmdOptions, total_bytes_windowed_einsum_threshold)},
     {"max_windowed_einsum_iteration", OPT_INT, offsetof(SpmdOptions, max_windowed_einsum_iteration)},
     {"unroll_windowed_einsum", OPT_BOOL, offsetof(SpmdOptions, unroll_windowed_einsum)},
     {"bidirectional_windowed_einsum", OPT_BOOL,
@@ -41,6 +39,8 @@ static const struct {
     {"enable_experimental_all_to_all_windowed_einsum", OPT_BOOL,
      offsetof(SpmdOptions, enable_experimental_all_to_all_windowed_einsum)},
     {"partial_windowed_einsum", OPT_BOOL, offsetof(SpmdOptions, partial_windowed_einsum)},
+    {"disable_ag_rewrite_for_multiple_consumers", OPT_BOOL,
+     offsetof(SpmdOptions, disable_ag_rewrite_for_multiple_consumers)},
     {"report_instruction_count", OPT_INT, offsetof(SpmdOptions, report_instruction_count)},
     {"preferred_gather_partition_methods", OPT_STR,
      offsetof(SpmdOptions, preferred_gather_partition_methods)},
@@ -51,7 +51,6 @@ static const struct {
     {"conv_halo_exchange_always_on_lhs", OPT_UNUSED_BOOL, 0},
     {"enable_dynamic_slice_collective_broadcast", OPT_UNUSED_BOOL, 0},
     {"max_dynamic_slice_collective_broadcast_partitions", OPT_UNUSED_INT, 0},
-    {"disable_ag_rewrite_for_multiple_consumers", OPT_UNUSED_BOOL, 0},
     {"speculative_windowed_einsum", OPT_UNUSED_BOOL, 0},
     {"enable_full_replicated_partition_tiling", OPT_UNUSED_BOOL, 0},
     {"xla_gpu_operand_bytes_threshold_for_windowed_einsum", OPT_UNUSED_INT, 0},
@@ -64,6 +63,7 @@ spmd_options_init(SpmdOptions *o)
 {
     memset(o, 0, sizeof(*o));
     o->threshold_for_windowed_einsum_mib = 256;
+    o->total_bytes_windowed_einsum_threshold = -1;
     o->max_windowed_einsum_iteration = 32;
     o->enable_windowed_einsum_for_all_gather = true;
     o->enable_windowed_einsum_for_reduce_scatter = true;

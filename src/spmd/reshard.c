@@ -17,6 +17,12 @@ static SlStatus no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, 
                          SpmdValue *out, Plan *plan, SlError *err);
 
 static bool
+shd_is_partial(const ShdSharding *s)
+{
+    return shd_is_tiled(s) && shd_has_partial_replication(s);
+}
+
+static bool
 is_repl_like(const ShdSharding *s)
 {
     return s->kind == SHD_REPLICATED || s->kind == SHD_UNREDUCED || s->kind == SHD_UNKNOWN;
@@ -108,7 +114,7 @@ spmd_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *target, IrInstr
         return spmd_nomem(cx, err);
     out->sharding = target;
     bool fewer_tiles = shd_num_tiles(target) < shd_num_tiles(v->sharding);
-    if (cx->opts->cache_all_gather || !fewer_tiles) {
+    if (!cx->cache_frozen && (cx->opts->cache_all_gather || !fewer_tiles)) {
         cache_put(cx, v->hlo, v->base_shape, target, out);
         cache_put(cx, out->hlo, v->base_shape, v->sharding, v);
     }
@@ -509,11 +515,185 @@ all_to_all_one(SpmdCtx *cx, const SpmdValue *v, uint32_t src, uint32_t tgt, Spmd
     return SL_OK;
 }
 
+/* Reshape/transpose around one all-to-all on a merged leading dim (TryMultipleSourceTargetDims
+ * steps 1-3): each target dim t_k splits into [g_k, L/g_k], the g_k move to the front and merge,
+ * all-to-all on dim 0, then each g_k merges into its source dim. */
+static IrInstr *
+multi_a2a_emit(SpmdCtx *cx, const SpmdValue *v, const int64_t *es, const int64_t *et,
+               const int64_t *g, uint32_t ne, int64_t total_g, const IrReplicaGroups *groups,
+               IrInstr **t0_out)
+{
+    IrInstr *x = v->hlo;
+    uint32_t r = x->shape.rank, w = 0, np = 0;
+    int64_t s0[2 * SPMD_MAX_RANK], p0[2 * SPMD_MAX_RANK];
+    for (uint32_t i = 0; i < r; i++) {
+        int64_t gi = 0;
+        for (uint32_t k = 0; k < ne; k++)
+            gi = et[k] == (int64_t)i ? g[k] : gi;
+        if (gi) {
+            p0[np++] = w;
+            s0[w++] = gi;
+            s0[w++] = x->shape.dims[i] / gi;
+        } else {
+            s0[w++] = x->shape.dims[i];
+        }
+    }
+    for (uint32_t i = 0; i < w; i++) {
+        bool in = false;
+        for (uint32_t k = 0; k < ne; k++)
+            in = in || p0[k] == (int64_t)i;
+        if (!in)
+            p0[np++] = i;
+    }
+    IrInstr *t0 = spmd_emit_transpose(cx, spmd_emit_reshape(cx, x, s0, w), p0);
+    if (!t0)
+        return NULL;
+    *t0_out = t0;
+    int64_t s1[2 * SPMD_MAX_RANK];
+    s1[0] = total_g;
+    for (uint32_t i = ne; i < w; i++)
+        s1[i - ne + 1] = t0->shape.dims[i];
+    IrInstr *a2a = spmd_coll_all_to_all(cx, v->state, spmd_emit_reshape(cx, t0, s1, w - ne + 1),
+                                        groups, 0);
+    IrInstr *r2 = spmd_emit_reshape(cx, a2a, t0->shape.dims, w);
+    /* permutation_1: iota(r) + ne, with eligible k inserted before source dim k */
+    int64_t p1[2 * SPMD_MAX_RANK];
+    uint32_t n1 = r;
+    for (uint32_t i = 0; i < r; i++)
+        p1[i] = i + ne;
+    for (uint32_t k = 0; k < ne; k++) {
+        uint32_t at = 0;
+        while (at < n1 && p1[at] != es[k] + (int64_t)ne)
+            at++;
+        memmove(&p1[at + 1], &p1[at], (n1 - at) * sizeof(p1[0]));
+        p1[at] = k;
+        n1++;
+    }
+    IrInstr *t1 = spmd_emit_transpose(cx, r2, p1);
+    if (!t1)
+        return NULL;
+    int64_t s3[SPMD_MAX_RANK];
+    uint32_t n3 = 0;
+    for (uint32_t i = 0; i < n1; i++) {
+        if (p1[i] < (int64_t)ne) {
+            s3[n3++] = t1->shape.dims[i] * t1->shape.dims[i + 1];
+            i++;
+        } else {
+            s3[n3++] = t1->shape.dims[i];
+        }
+    }
+    return spmd_emit_reshape(cx, t1, s3, n3);
+}
+
+/* Groups of `t` for one all-to-all over several target dims: devices agreeing on every tile
+ * coordinate except the minor g[k] factor of each dim tdims[k], in row-major order. */
+static bool
+multi_groups(SpmdCtx *cx, const ShdSharding *t, const int64_t *tdims, const int64_t *g,
+             uint32_t n, int64_t total_g, IrReplicaGroups *out)
+{
+    int64_t total = shd_device_count(t), n_groups = total / total_g;
+    int64_t *fill = SL_NEW_ARRAY(cx->arena, int64_t, n_groups);
+    uint32_t *sizes = SL_NEW_ARRAY(cx->arena, uint32_t, n_groups);
+    int64_t *ids = SL_NEW_ARRAY(cx->arena, int64_t, total);
+    if (!fill || !sizes || !ids)
+        return false;
+    for (int64_t p = 0; p < total; p++) {
+        int64_t rem = p, idx[SPMD_MAX_RANK + 4], gid = 0;
+        for (uint32_t d = t->n_tile_dims; d-- > 0;) {
+            idx[d] = rem % t->tile_dims[d];
+            rem /= t->tile_dims[d];
+        }
+        for (uint32_t d = 0; d < t->n_tile_dims; d++) {
+            int64_t gs = 1;
+            for (uint32_t k = 0; k < n; k++)
+                gs = tdims[k] == (int64_t)d ? g[k] : gs;
+            gid = gid * (t->tile_dims[d] / gs) + idx[d] / gs;
+        }
+        ids[gid * total_g + fill[gid]++] = t->devices[p];
+    }
+    for (int64_t k = 0; k < n_groups; k++)
+        sizes[k] = (uint32_t)total_g;
+    memset(out, 0, sizeof(*out));
+    out->n_groups = (uint32_t)n_groups;
+    out->group_sizes = sizes;
+    out->ids = ids;
+    return true;
+}
+
+/* C.7 last paragraph (TryMultipleSourceTargetDims): the eligible swaps (distinct dims, evenly
+ * divisible) in one all-to-all on a merged leading dim; the rest go to rest_*. */
+static SlStatus
+all_to_all_multi(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, const int64_t *srcs,
+                 const int64_t *tgts, uint32_t n, SpmdValue *out, int64_t *rest_s,
+                 int64_t *rest_t, uint32_t *n_rest, SlError *err)
+{
+    const ShdSharding *x = v->sharding;
+    const IrShape *base = v->base_shape;
+    uint32_t order[SPMD_MAX_RANK], ne = 0, r = base->rank;
+    int64_t es[SPMD_MAX_RANK], et[SPMD_MAX_RANK], g[SPMD_MAX_RANK], total_g = 1;
+    uint64_t seen = 0;
+    for (uint32_t k = 0; k < n; k++)
+        order[k] = k;
+    for (uint32_t a = 1; a < n; a++) /* stable sort by target dim */
+        for (uint32_t b = a; b > 0 && tgts[order[b - 1]] > tgts[order[b]]; b--) {
+            uint32_t t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    *n_rest = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        int64_t sd = srcs[order[k]], td = tgts[order[k]];
+        bool ok = !(seen >> sd & 1) && !(seen >> td & 1) &&
+                  base->dims[sd] % x->tile_dims[sd] == 0 &&
+                  base->dims[td] % y->tile_dims[td] == 0 && x->tile_dims[td] > 0 &&
+                  x->tile_dims[sd] % x->tile_dims[td] == 0;
+        if (ok) {
+            g[ne] = x->tile_dims[sd] / x->tile_dims[td];
+            ok = v->hlo->shape.dims[td] % g[ne] == 0;
+        }
+        if (!ok) {
+            rest_s[*n_rest] = sd;
+            rest_t[(*n_rest)++] = td;
+            continue;
+        }
+        es[ne] = sd;
+        et[ne] = td;
+        total_g *= g[ne++];
+        seen |= (uint64_t)1 << sd | (uint64_t)1 << td;
+    }
+    if (ne < 2 || r + ne > SPMD_MAX_RANK)
+        return SL_ERR_UNSUPPORTED;
+    const ShdSharding *tt = x;
+    for (uint32_t k = 0; k < ne && tt; k++)
+        tt = shd_all_to_all_sharding(cx->arena, tt, (uint32_t)es[k], (uint32_t)et[k]);
+    IrReplicaGroups groups;
+    if (!tt || !multi_groups(cx, tt, et, g, ne, total_g, &groups))
+        return tt ? spmd_nomem(cx, err) : SL_ERR_UNSUPPORTED;
+    IrInstr *t0 = NULL;
+    IrInstr *res = multi_a2a_emit(cx, v, es, et, g, ne, total_g, &groups, &t0);
+    if (!res)
+        return spmd_nomem(cx, err);
+    *out = with(v, res, tt);
+    return SL_OK;
+}
+
 static SlStatus
 all_to_all_chain(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, const int64_t *srcs,
                  const int64_t *tgts, uint32_t n, SpmdValue *out, Plan *plan, SlError *err)
 {
     SpmdValue cur = *v;
+    int64_t rs[SPMD_MAX_RANK], rt[SPMD_MAX_RANK];
+    uint32_t nr = 0;
+    SlStatus mst = all_to_all_multi(cx, v, y, srcs, tgts, n, &cur, rs, rt, &nr, err);
+    if (mst == SL_OK) {
+        srcs = rs;
+        tgts = rt;
+        n = nr;
+    } else if (mst != SL_ERR_UNSUPPORTED) {
+        return mst;
+    } else {
+        cur = *v;
+    }
     for (uint32_t k = 0; k < n; k++) {
         SpmdValue nx;
         SlStatus st = all_to_all_one(cx, &cur, (uint32_t)srcs[k], (uint32_t)tgts[k], &nx, err);
@@ -819,13 +999,340 @@ reshard_tuple(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *
     return SL_OK;
 }
 
-/* ---- the decision order (C.2) ---- */
+/* ---- trials: reshards that must not fall back to full replication (C.9) ---- */
+
+#define TRIAL_MAX_MEMOS 8
+
+/* What a failed trial restores: emitted instructions, channel ids, partition-id memos. */
+typedef struct Trial {
+    uint32_t n_instrs;
+    int64_t channel;
+    uint32_t n_memos;
+    SpmdStateMemo *memo[TRIAL_MAX_MEMOS];
+    SpmdStateMemo saved[TRIAL_MAX_MEMOS];
+    bool frozen, allow;
+} Trial;
+
+static void
+trial_begin(SpmdCtx *cx, const SpmdState *st, Trial *t)
+{
+    t->n_instrs = cx->comp->n_instrs;
+    t->channel = cx->next_channel_id;
+    t->n_memos = 0;
+    for (const SpmdState *s = st; s && t->n_memos < TRIAL_MAX_MEMOS; s = s->outer) {
+        t->memo[t->n_memos] = s->memo;
+        t->saved[t->n_memos++] = *s->memo;
+    }
+    t->frozen = cx->cache_frozen;
+    t->allow = cx->allow_full_replication;
+    cx->cache_frozen = true;
+    cx->allow_full_replication = false;
+}
+
+/* Ends a trial; SL_ERR_UNSUPPORTED undoes everything it emitted. */
+static SlStatus
+trial_end(SpmdCtx *cx, Trial *t, SlStatus st)
+{
+    cx->cache_frozen = t->frozen;
+    cx->allow_full_replication = t->allow;
+    if (st == SL_ERR_UNSUPPORTED) {
+        cx->comp->n_instrs = t->n_instrs;
+        cx->next_channel_id = t->channel;
+        for (uint32_t k = 0; k < t->n_memos; k++)
+            *t->memo[k] = t->saved[k];
+    }
+    return st;
+}
 
 static bool
-shd_is_partial(const ShdSharding *s)
+has_plain_subgroups(const ShdSharding *s)
 {
-    return shd_is_tiled(s) && shd_has_partial_replication(s);
+    for (uint32_t k = 0; k < s->n_subgroups; k++)
+        if (s->subgroups[k] != SHD_SUB_REPLICATED)
+            return false;
+    return s->n_subgroups <= 1;
 }
+
+/* C.9.1 (PatternMatchMergeOrSplitSharding): X, Y differ on dims i, j with
+ * [X, Y] <-> [X*Y, 1] or [X*Y, Z] <-> [X, Y*Z]. Fills the split source sharding, the target
+ * expressed on the split shape and i. */
+static bool
+match_merge_split(SpmdCtx *cx, const IrShape *local, const IrShape *base, const ShdSharding *x,
+                  const ShdSharding *y, const ShdSharding **before, const ShdSharding **after,
+                  uint32_t *dim)
+{
+    uint32_t r = shd_data_rank(x), diff[SPMD_MAX_RANK], nd = 0;
+    if (r != shd_data_rank(y) || !has_plain_subgroups(x) || !has_plain_subgroups(y) ||
+        shd_replication_factor(x) != shd_replication_factor(y) ||
+        shd_has_partial_replication(x) != shd_has_partial_replication(y))
+        return false;
+    for (uint32_t d = 0; d < r; d++)
+        if (x->tile_dims[d] != y->tile_dims[d])
+            diff[nd++] = d;
+    for (uint32_t a = 0; a < nd; a++)
+        for (uint32_t b = a + 1; b < nd; b++) {
+            uint32_t i = diff[a], j = diff[b];
+            int64_t xi = x->tile_dims[i], xj = x->tile_dims[j], yi = y->tile_dims[i],
+                    yj = y->tile_dims[j], nsz;
+            int ones = (xi == 1) + (xj == 1) + (yi == 1) + (yj == 1);
+            if (ones == 1) {
+                if (xi * xj != yi * yj)
+                    continue;
+                if (xi == 1 || yi == 1) {
+                    uint32_t t = i;
+                    i = j;
+                    j = t;
+                }
+                if (y->tile_dims[j] == 1) {
+                    if (local->dims[i] % x->tile_dims[j] != 0)
+                        continue;
+                    nsz = x->tile_dims[i];
+                } else {
+                    if (base->dims[i] % x->tile_dims[i] != 0)
+                        continue;
+                    nsz = y->tile_dims[i];
+                }
+            } else if (ones == 0) {
+                if (xi < yi) {
+                    uint32_t t = i;
+                    i = j;
+                    j = t;
+                }
+                if (x->tile_dims[i] != y->tile_dims[i] * y->tile_dims[j] ||
+                    base->dims[i] % x->tile_dims[i] != 0)
+                    continue;
+                nsz = y->tile_dims[i];
+            } else {
+                continue;
+            }
+            const ShdSharding *bs = shd_split_dim(cx->arena, x, i, nsz);
+            if (!bs)
+                continue;
+            int64_t dims[SPMD_MAX_RANK + 4];
+            memcpy(dims, bs->tile_dims, bs->n_tile_dims * sizeof(dims[0]));
+            uint32_t jj = j + (j > i ? 1 : 0);
+            int64_t t = dims[i + 1];
+            dims[i + 1] = dims[jj];
+            dims[jj] = t;
+            const ShdSharding *as = shd_tiled(cx->arena, dims, bs->n_tile_dims, y->devices,
+                                              x->subgroups, x->n_subgroups);
+            if (!as)
+                continue;
+            *before = bs;
+            *after = as;
+            *dim = i;
+            return true;
+        }
+    return false;
+}
+
+/* Local reshape splitting dim i into [L_i / size, size] (SplitReshapeHelper). */
+static SpmdValue
+split_helper(SpmdCtx *cx, const SpmdValue *v, uint32_t i, int64_t size, const ShdSharding *s)
+{
+    const IrShape *base = v->base_shape;
+    uint32_t r = base->rank;
+    int64_t ld[SPMD_MAX_RANK + 1], bd[SPMD_MAX_RANK + 1];
+    int64_t f = size * s->tile_dims[i + 1];
+    for (uint32_t d = 0, w = 0; d < r; d++) {
+        ld[w] = d == i ? v->hlo->shape.dims[d] / size : v->hlo->shape.dims[d];
+        bd[w++] = d == i ? base->dims[d] / f : base->dims[d];
+        if (d == i) {
+            ld[w] = size;
+            bd[w++] = f;
+        }
+    }
+    IrShape *nb = SL_NEW(cx->arena, IrShape);
+    if (nb)
+        *nb = ir_shape_make(cx->arena, base->dtype, bd, r + 1);
+    SpmdValue out = {spmd_emit_reshape(cx, v->hlo, ld, r + 1), nb, s, v->state};
+    return out;
+}
+
+/* Local reshape merging dims i and i + 1 (MergeReshapeHelper). */
+static SpmdValue
+merge_helper(SpmdCtx *cx, const SpmdValue *v, uint32_t i, const ShdSharding *s)
+{
+    const IrShape *base = v->base_shape;
+    uint32_t r = base->rank;
+    int64_t ld[SPMD_MAX_RANK], bd[SPMD_MAX_RANK];
+    for (uint32_t d = 0, w = 0; d < r; d++) {
+        ld[w] = v->hlo->shape.dims[d];
+        bd[w++] = base->dims[d];
+        if (d == i) {
+            ld[w - 1] *= v->hlo->shape.dims[d + 1];
+            bd[w - 1] *= base->dims[d + 1];
+            d++;
+        }
+    }
+    IrShape *nb = SL_NEW(cx->arena, IrShape);
+    if (nb)
+        *nb = ir_shape_make(cx->arena, base->dtype, bd, r - 1);
+    SpmdValue out = {spmd_emit_reshape(cx, v->hlo, ld, r - 1), nb, s, v->state};
+    return out;
+}
+
+static SlStatus
+merge_split(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, const ShdSharding *before,
+            const ShdSharding *after, uint32_t i, SpmdValue *out, Plan *plan, SlError *err)
+{
+    if (v->base_shape->rank + 1 > SPMD_MAX_RANK)
+        return SL_ERR_UNSUPPORTED;
+    SpmdValue sv = split_helper(cx, v, i, v->hlo->shape.dims[i], before), rv;
+    if (!sv.hlo || !sv.base_shape)
+        return spmd_nomem(cx, err);
+    SlStatus st = no_cache(cx, &sv, after, NULL, &rv, plan, err);
+    if (st != SL_OK)
+        return st;
+    const ShdSharding *ms = shd_merge_dims(cx->arena, after, i);
+    if (!ms)
+        return SL_ERR_UNSUPPORTED;
+    rv.sharding = after;
+    SpmdValue mv = merge_helper(cx, &rv, i, ms);
+    if (!mv.hlo || !mv.base_shape)
+        return spmd_nomem(cx, err);
+    mv.base_shape = v->base_shape;
+    if (shd_equal(ms, y)) {
+        *out = mv;
+        return SL_OK;
+    }
+    return no_cache(cx, &mv, y, NULL, out, plan, err);
+}
+
+/* Transposes every tile dim (subgroups included) of s by perm. */
+static const ShdSharding *
+transpose_tiles(SlArena *a, const ShdSharding *s, const int64_t *perm)
+{
+    uint32_t n = s->n_tile_dims;
+    int64_t nd[SPMD_MAX_RANK + 4], st[SPMD_MAX_RANK + 4], total = shd_device_count(s);
+    int64_t *dev = SL_NEW_ARRAY(a, int64_t, total ? total : 1);
+    if (!dev || n > SL_COUNTOF(nd))
+        return NULL;
+    for (uint32_t d = n, acc = 1; d-- > 0;) {
+        st[d] = acc;
+        acc *= (uint32_t)s->tile_dims[d];
+    }
+    for (uint32_t d = 0; d < n; d++)
+        nd[d] = s->tile_dims[perm[d]];
+    for (int64_t p = 0; p < total; p++) {
+        int64_t rem = p, src = 0;
+        for (uint32_t d = n; d-- > 0;) {
+            src += rem % nd[d] * st[perm[d]];
+            rem /= nd[d];
+        }
+        dev[p] = s->devices[src];
+    }
+    return shd_tiled(a, nd, n, dev, s->subgroups, s->n_subgroups);
+}
+
+/* Pattern 2 (PatternMatchPartiallyReplicateDim) and 3 (partial source, tiled target: swap the
+ * replication dim into the first dim that needs its shards). */
+static const ShdSharding *
+complex_intermediate(SpmdCtx *cx, const ShdSharding *x, const ShdSharding *y)
+{
+    uint32_t r = shd_data_rank(x);
+    if (shd_is_partial(y) && has_plain_subgroups(y)) {
+        for (uint32_t i = 0; i < r; i++) {
+            int64_t n = x->tile_dims[i];
+            if (n != 1 && n * shd_replication_factor(x) == shd_replication_factor(y))
+                return shd_partially_replicate_dims(cx->arena, x, (const int64_t[]){i}, 1);
+        }
+    }
+    if (shd_is_partial(x) && has_plain_subgroups(x) && !shd_is_partial(y) &&
+        shd_data_rank(y) == r) {
+        int64_t R = shd_replication_factor(x), perm[SPMD_MAX_RANK + 4];
+        for (uint32_t d = 0; d < x->n_tile_dims; d++)
+            perm[d] = d;
+        for (uint32_t i = 0; i < r; i++)
+            if (y->tile_dims[i] != x->tile_dims[i] && x->tile_dims[i] == 1 &&
+                y->tile_dims[i] % R == 0) {
+                perm[i] = x->n_tile_dims - 1;
+                perm[x->n_tile_dims - 1] = i;
+                return transpose_tiles(cx->arena, x, perm);
+            }
+    }
+    return NULL;
+}
+
+/* TryComplexReshardHandling (C.9.1-C.9.3), each pattern undone when it would replicate. */
+static SlStatus
+complex_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out,
+                Plan *plan, SlError *err)
+{
+    const ShdSharding *before, *after;
+    uint32_t i;
+    Trial t;
+    if (match_merge_split(cx, &v->hlo->shape, v->base_shape, v->sharding, y, &before, &after,
+                          &i)) {
+        plan->method = "split-merge";
+        trial_begin(cx, v->state, &t);
+        return trial_end(cx, &t, merge_split(cx, v, y, before, after, i, out, plan, err));
+    }
+    const ShdSharding *mid = complex_intermediate(cx, v->sharding, y);
+    if (!mid || shd_equal(mid, v->sharding))
+        return SL_ERR_UNSUPPORTED;
+    trial_begin(cx, v->state, &t);
+    SpmdValue m;
+    cx->allow_full_replication = t.allow; /* the intermediate is a full Reshard */
+    SlStatus st = spmd_reshard(cx, v, mid, NULL, &m, err);
+    cx->allow_full_replication = false;
+    if (st == SL_OK)
+        st = no_cache(cx, &m, y, NULL, out, plan, err);
+    return trial_end(cx, &t, st);
+}
+
+/* C.8.3 (ReshardPartialReplicateWithAllToAll): tiled [.., a, ..] <-> partial [1, .., a', R]
+ * over the same device order, through the partial sharding with the last sharded dim moved
+ * into the replication dim. */
+static SlStatus
+partial_all_to_all(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out,
+                   Plan *plan, SlError *err)
+{
+    bool from_partial = shd_is_partial(v->sharding);
+    const ShdSharding *p = from_partial ? v->sharding : y, *t = from_partial ? y : v->sharding;
+    if (!shd_is_partial(p) || !has_plain_subgroups(p) || !shd_is_tiled(t) ||
+        t->n_subgroups != 0 || t->n_tile_dims + 1 != p->n_tile_dims || p->tile_dims[0] != 1)
+        return SL_ERR_UNSUPPORTED;
+    int64_t R = p->tile_dims[p->n_tile_dims - 1];
+    int rep = -1;
+    for (uint32_t i = t->n_tile_dims; i-- > 0;) {
+        if (t->tile_dims[i] > 1 && rep < 0) {
+            if (t->tile_dims[i] != R)
+                return SL_ERR_UNSUPPORTED;
+            rep = (int)i;
+        }
+        if (t->tile_dims[i] != p->tile_dims[i + 1])
+            return SL_ERR_UNSUPPORTED;
+    }
+    int64_t total = shd_device_count(t);
+    if (rep < 0 || total != shd_device_count(p) ||
+        memcmp(t->devices, p->devices, (size_t)total * sizeof(int64_t)) != 0)
+        return SL_ERR_UNSUPPORTED;
+    int64_t dims[SPMD_MAX_RANK + 4];
+    memcpy(dims, t->tile_dims, t->n_tile_dims * sizeof(dims[0]));
+    dims[rep] = 1;
+    dims[t->n_tile_dims] = R;
+    const ShdSubgroup sub = SHD_SUB_REPLICATED;
+    const ShdSharding *tmp = shd_tiled(cx->arena, dims, t->n_tile_dims + 1, t->devices, &sub, 1);
+    if (!tmp)
+        return spmd_nomem(cx, err);
+    int64_t srcs[SPMD_MAX_RANK + 4], tgts[SPMD_MAX_RANK + 4];
+    SpmdValue m;
+    if (from_partial) {
+        uint32_t n = shd_all_to_all_dims(v->sharding, tmp, srcs, tgts, SPMD_MAX_RANK);
+        if (n == 0)
+            return SL_ERR_UNSUPPORTED;
+        SlStatus st = all_to_all_chain(cx, v, tmp, srcs, tgts, n, &m, plan, err);
+        return st == SL_OK ? spmd_reshard(cx, &m, y, NULL, out, err) : st;
+    }
+    uint32_t n = shd_all_to_all_dims(tmp, y, srcs, tgts, SPMD_MAX_RANK);
+    if (n == 0)
+        return SL_ERR_UNSUPPORTED;
+    SlStatus st = spmd_reshard(cx, v, tmp, NULL, &m, err);
+    return st == SL_OK ? all_to_all_chain(cx, &m, y, srcs, tgts, n, out, plan, err) : st;
+}
+
+/* ---- the decision order (C.2) ---- */
 
 static SlStatus
 no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, SpmdValue *out,
@@ -900,37 +1407,33 @@ no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, Sp
         if (st != SL_ERR_UNSUPPORTED)
             return st;
     }
+    if (y_tiled && shd_is_partial(x)) {
+        plan->method = "partial-all-to-all";
+        st = partial_all_to_all(cx, v, y, out, plan, err);
+        if (st != SL_ERR_UNSUPPORTED)
+            return st;
+    }
     if (x_tiled && shd_is_partial(y)) {
         plan->method = "all-gather";
         st = tiled_to_partial(cx, v, y, out, err);
         if (st != SL_ERR_UNSUPPORTED)
             return st;
+        plan->method = "partial-all-to-all";
+        st = partial_all_to_all(cx, v, y, out, plan, err);
+        if (st != SL_ERR_UNSUPPORTED)
+            return st;
     }
     if (x_tiled && y_tiled) {
-        /* C.9.2: replicate one dim first when that makes the replication factors match */
-        if (shd_is_partial(y)) {
-            for (uint32_t d = 0; d < shd_data_rank(x); d++) {
-                int64_t nd = shd_dim_shards(x, d);
-                if (nd > 1 && nd * shd_replication_factor(x) == shd_replication_factor(y)) {
-                    int64_t dd = d;
-                    const ShdSharding *mid = shd_partially_replicate_dims(cx->arena, x, &dd, 1);
-                    if (!mid || shd_equal(mid, x))
-                        break;
-                    SpmdValue m;
-                    plan->method = "all-gather";
-                    st = replicate_dims(cx, v, &dd, 1, &m, err);
-                    if (st != SL_OK)
-                        return st;
-                    m.sharding = mid;
-                    return no_cache(cx, &m, y, pad, out, plan, err);
-                }
-            }
-        }
+        st = complex_reshard(cx, v, y, out, plan, err);
+        if (st != SL_ERR_UNSUPPORTED)
+            return st;
         plan->method = "grouped";
         st = group_on_equal_dims(cx, v, y, out, plan, err);
         if (st != SL_ERR_UNSUPPORTED)
             return st;
     }
+    if (!is_repl_like(x) && !cx->allow_full_replication)
+        return SL_ERR_UNSUPPORTED;
     if (!is_repl_like(x)) {
         /* 10: replicate, then slice to the target */
         SpmdValue rep;
@@ -959,22 +1462,4 @@ no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, Sp
     }
     plan->method = "dynamic-slice";
     return slice_from_replicated(cx, v, y, pad, out, err);
-}
-
-/* ---- windowed input (C.12) ---- */
-
-SlStatus
-spmd_reshard_as_windowed_input(SpmdCtx *cx, const SpmdValue *v, const IrWindowDim *window,
-                               const ShdSharding *target, IrInstr *pad_value, bool mask_invalid,
-                               SpmdWindowedInput *out, SlError *err)
-{
-    (void)cx;
-    (void)v;
-    (void)window;
-    (void)target;
-    (void)pad_value;
-    (void)mask_invalid;
-    (void)out;
-    (void)err;
-    return SL_ERR_UNSUPPORTED;
 }

@@ -13,7 +13,7 @@
 typedef struct SpmdOptions {
     int64_t num_partitions;                      /* 0: take the module header's */
     int64_t threshold_for_windowed_einsum_mib;   /* 256 */
-    int64_t total_bytes_windowed_einsum_threshold_mib; /* 0 = unset */
+    int64_t total_bytes_windowed_einsum_threshold; /* bytes; -1 = unset (XLA: nullopt) */
     int64_t max_windowed_einsum_iteration;       /* 32 */
     bool unroll_windowed_einsum;
     bool bidirectional_windowed_einsum;
@@ -26,6 +26,7 @@ typedef struct SpmdOptions {
     bool skip_checking_windowed_einsum_users;
     bool enable_experimental_all_to_all_windowed_einsum; /* false */
     bool partial_windowed_einsum;
+    bool disable_ag_rewrite_for_multiple_consumers;
     int64_t report_instruction_count;            /* 5 */
     const char *preferred_gather_partition_methods;  /* verbatim, NULL = XLA default */
     const char *preferred_scatter_partition_methods; /* verbatim, NULL = XLA default */

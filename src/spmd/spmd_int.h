@@ -87,6 +87,7 @@ struct SpmdCtx {
     uint32_t cur_reshard;         /* reshard being built (0: none), for collective events */
     const char *coll_cause;       /* cause recorded on the next collective events */
     bool allow_full_replication;  /* false while trying C.9 patterns that must not replicate */
+    bool cache_frozen;            /* no reshard-cache insertions (a trial that may be undone) */
     const ShdSharding *const *param_shardings; /* overrides for the computation being built */
     uint32_t n_param_shardings;
     uint32_t depth;               /* nesting of called computations being partitioned */
@@ -119,6 +120,11 @@ IrInstr *spmd_emit_reshape(SpmdCtx *cx, IrInstr *x, const int64_t *dims, uint32_
 IrInstr *spmd_emit_transpose(SpmdCtx *cx, IrInstr *x, const int64_t *perm);
 IrInstr *spmd_emit_slice(SpmdCtx *cx, IrInstr *x, const int64_t *start, const int64_t *limit);
 IrInstr *spmd_emit_pad(SpmdCtx *cx, IrInstr *x, IrInstr *pad_value, const IrPadDim *pads);
+/* slice with strides (plain spmd_emit_slice when every stride is 1). */
+IrInstr *spmd_emit_slice_strided(SpmdCtx *cx, IrInstr *x, const int64_t *start,
+                                 const int64_t *limit, const int64_t *stride);
+/* concatenate(ops...) along `dim`; ops[0] itself when n == 1. */
+IrInstr *spmd_emit_concatenate(SpmdCtx *cx, IrInstr *const *ops, uint32_t n, int64_t dim);
 /* dynamic-slice(x, offsets[rank]) with dynamic_slice_sizes = sizes. */
 IrInstr *spmd_emit_dynamic_slice(SpmdCtx *cx, IrInstr *x, IrInstr *const *offsets,
                                  const int64_t *sizes);

@@ -62,21 +62,81 @@ record(SpmdCtx *cx, const DotJob *job, const DotWindowedConfig *cfg, const char 
     spmd_dot_decide(cx, job, strategy, reason, alts, SL_COUNTOF(alts), nums, SL_COUNTOF(nums));
 }
 
-/* Threshold test: total_bytes_windowed_einsum_threshold (XLA's option, in bytes) when set,
- * else `size` against threshold_for_windowed_einsum_mib. */
+/* Threshold test: total_bytes_windowed_einsum_threshold (XLA's option, in bytes, -1 = unset)
+ * compares the source dot's two full operands; else `size` (this level's full operand or
+ * output) is compared with threshold_for_windowed_einsum_mib. */
 static bool
-big_enough(SpmdCtx *cx, const DotProblem *p, int64_t size, DotWindowedConfig *cfg)
+big_enough(SpmdCtx *cx, const DotJob *job, int64_t size, DotWindowedConfig *cfg)
 {
-    int64_t total = cx->opts->total_bytes_windowed_einsum_threshold_mib;
-    if (total > 0) {
-        cfg->size_bytes = ir_shape_byte_size(p->lhs.base_shape) +
-                          ir_shape_byte_size(p->rhs.base_shape);
+    int64_t total = cx->opts->total_bytes_windowed_einsum_threshold;
+    if (total >= 0) {
+        const IrInstr *h = job->hlo;
+        cfg->size_bytes = ir_shape_byte_size(&h->operands[0]->shape) +
+                          ir_shape_byte_size(&h->operands[1]->shape);
         cfg->threshold_bytes = total;
     } else {
         cfg->size_bytes = size;
         cfg->threshold_bytes = cx->opts->threshold_for_windowed_einsum_mib * MIB_BYTES;
     }
     return cfg->size_bytes >= cfg->threshold_bytes;
+}
+
+static const ShdSharding *
+own_sharding(const IrInstr *i)
+{
+    const IrAttr *a = ir_instr_find_attr(i, IR_ATTR_SHARDING);
+    return a ? a->u.sharding : NULL;
+}
+
+/* The sharding `user` would like its operand `op` to have (GetShardingFromUser, reduced to the
+ * two users that matter here: dots, and elementwise users of the same shape); NULL = unknown. */
+static const ShdSharding *
+sharding_from_user(SpmdCtx *cx, const IrInstr *op, const IrInstr *user)
+{
+    const ShdSharding *us = own_sharding(user);
+    if (!us || us->kind == SHD_TUPLE)
+        return NULL;
+    if (user->op == IR_OP_DOT && user->n_operands == 2) {
+        DotDims d;
+        if (spmd_dot_dims_of(cx, user, &d) != SL_OK)
+            return NULL;
+        return spmd_dot_infer_operand(cx, &d, us, user->operands[0] == op ? DOT_LHS : DOT_RHS);
+    }
+    if (ir_op_family(user->op) == IR_FAM_ELEMENTWISE && ir_shape_equal(&user->shape, &op->shape, false))
+        return us;
+    return NULL;
+}
+
+/* The "users check" of E.5: when another user of the operand to be gathered wants the same
+ * sharding the dot would gather it to, the all-gather is shared, so no loop is built. */
+static bool
+users_allow_loop(SpmdCtx *cx, const DotJob *job, bool window_lhs)
+{
+    if (cx->opts->skip_checking_windowed_einsum_users)
+        return true;
+    const IrInstr *op = job->hlo->operands[window_lhs ? 0 : 1];
+    const IrComputation *c = job->hlo->parent;
+    uint32_t users = 0;
+    for (uint32_t k = 0; c && k < c->n_instrs; k++)
+        for (uint32_t j = 0; j < c->instrs[k]->n_operands; j++)
+            if (c->instrs[k]->operands[j] == op) {
+                users++;
+                break;
+            }
+    const ShdSharding *ideal = users > 1 ? sharding_from_user(cx, op, job->hlo) : NULL;
+    const ShdSharding *have = own_sharding(op);
+    for (uint32_t k = 0; ideal && k < c->n_instrs; k++) {
+        const IrInstr *u = c->instrs[k];
+        bool uses = false;
+        for (uint32_t j = 0; j < u->n_operands; j++)
+            uses = uses || u->operands[j] == op;
+        const ShdSharding *want = uses && u != job->hlo ? sharding_from_user(cx, op, u) : NULL;
+        if (!want || (have && shd_equal(want, have)))
+            continue;
+        if (shd_equal(want, ideal))
+            return false;
+    }
+    return true;
 }
 
 /* Cases 1 and 2 of E.5: the output matches one operand on its free dims; the other operand
@@ -94,7 +154,8 @@ all_gather_case(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool window
         return false;
     const ShdSharding *o2k = spmd_dot_seen_from(cx, d, p->out, DOT_OUT, ks);
     if (!o2k || !shd_equal(o2k, keep->sharding) ||
-        !big_enough(cx, p, ir_shape_byte_size(win->base_shape), cfg))
+        !big_enough(cx, job, ir_shape_byte_size(win->base_shape), cfg) ||
+        !users_allow_loop(cx, job, window_lhs))
         return false;
     cfg->windowed_lhs = window_lhs;
     if (spmd_dot_parts(win->sharding, d, DOT_CONTRACTING, ws) == n)
@@ -116,7 +177,7 @@ reduce_scatter_case(SpmdCtx *cx, const DotJob *job, const DotProblem *p, DotWind
     if (spmd_dot_parts(p->lhs.sharding, d, DOT_CONTRACTING, DOT_LHS) != n ||
         spmd_dot_parts(p->rhs.sharding, d, DOT_CONTRACTING, DOT_RHS) != n ||
         (olnc != n && ornc != n) || !cx->opts->enable_windowed_einsum_for_reduce_scatter ||
-        !big_enough(cx, p, ir_shape_byte_size(p->out_base), cfg))
+        !big_enough(cx, job, ir_shape_byte_size(p->out_base), cfg))
         return false;
     const ShdSharding *o2s =
         spmd_dot_seen_from(cx, d, p->out, DOT_OUT, olnc == n ? DOT_LHS : DOT_RHS);
@@ -127,21 +188,161 @@ reduce_scatter_case(SpmdCtx *cx, const DotJob *job, const DotProblem *p, DotWind
     return true;
 }
 
+/* Partial windowing (E.5 #4): the lhs sharding with its loop dim `w` moved into replication,
+ * merged with the rhs tile dims aligned to the right (position by position, as the upstream
+ * check lines them up), must give exactly the output sharding. */
+static bool
+partial_merge_matches(const ShdSharding *ls, const ShdSharding *rs, const ShdSharding *o,
+                      uint32_t w)
+{
+    uint32_t r = ls->n_tile_dims;
+    if (!shd_is_tiled(rs) || rs->n_tile_dims > r + 1 || !shd_is_tiled(o) ||
+        shd_data_rank(o) != r || shd_device_count(o) != shd_device_count(ls) ||
+        shd_device_count(rs) != shd_device_count(ls) || r > SPMD_MAX_RANK)
+        return false;
+    uint32_t off = r + 1 - rs->n_tile_dims;
+    int64_t a[SPMD_MAX_RANK], b[SPMD_MAX_RANK];
+    for (uint32_t d = 0; d < r; d++) {
+        a[d] = d == w ? 1 : ls->tile_dims[d];
+        b[d] = d < off ? 1 : rs->tile_dims[d - off];
+        int64_t m = a[d] == 1 ? b[d] : (b[d] == 1 || b[d] == a[d]) ? a[d] : 0;
+        if (m != shd_dim_shards(o, d))
+            return false;
+    }
+    int64_t li[SPMD_MAX_RANK], ri[SPMD_MAX_RANK + 1], oi[SPMD_MAX_RANK];
+    for (int64_t k = 0; k < shd_device_count(ls); k++) {
+        int64_t dev = ls->devices[k];
+        if (!shd_tile_index(ls, dev, li) || !shd_tile_index(rs, dev, ri) ||
+            !shd_tile_index(o, dev, oi))
+            return false;
+        for (uint32_t d = 0; d < r; d++)
+            if ((a[d] > 1 && li[d] != oi[d]) || (b[d] > 1 && ri[d - off] != oi[d]))
+                return false;
+    }
+    return true;
+}
+
+/* The loop dim of partial windowing: exactly one sharded lhs free dim the output leaves
+ * unsharded (-1 otherwise), and exactly one sharded like the output (*kept). */
+static int64_t
+partial_loop_dim(const DotJob *job, const DotProblem *p, int64_t *kept)
+{
+    const ShdSharding *ls = p->lhs.sharding;
+    int64_t w = -1, n_w = 0, n_k = 0;
+    for (uint32_t k = 0; k < job->dims.n[DOT_LHS_NC]; k++) {
+        const DotDimMap *m = &job->dims.role[DOT_LHS_NC][k];
+        int64_t t = shd_dim_shards(ls, (uint32_t)m->lhs), o = shd_dim_shards(p->out, (uint32_t)m->out);
+        if (t > 1 && o == 1) {
+            w = m->lhs;
+            n_w++;
+        } else if (t > 1 && o == t) {
+            *kept = m->lhs;
+            n_k++;
+        }
+    }
+    return n_w == 1 && n_k == 1 ? w : -1;
+}
+
+static bool
+partial_case(SpmdCtx *cx, const DotJob *job, const DotProblem *p, DotWindowedConfig *cfg)
+{
+    const DotDims *d = &job->dims;
+    const ShdSharding *ls = p->lhs.sharding;
+    int64_t n = p->st->num_partitions, kept = -1;
+    int64_t ornc = spmd_dot_parts(p->out, d, DOT_RHS_NC, DOT_OUT);
+    if (!cx->opts->partial_windowed_einsum || !shd_is_tiled(ls) || ls->n_subgroups ||
+        spmd_dot_parts(ls, d, DOT_LHS_NC, DOT_LHS) != n ||
+        spmd_dot_parts(p->out, d, DOT_LHS_NC, DOT_OUT) * ornc != n ||
+        spmd_dot_parts(p->rhs.sharding, d, DOT_RHS_NC, DOT_RHS) != ornc ||
+        !big_enough(cx, job, ir_shape_byte_size(p->rhs.base_shape), cfg))
+        return false;
+    int64_t w = partial_loop_dim(job, p, &kept);
+    if (w < 0)
+        return false;
+    /* the devices along the loop dim must come in increasing order */
+    int64_t stride_w = 1, stride_k = 1, prev = ls->devices[0];
+    for (uint32_t k = (uint32_t)w + 1; k < ls->n_tile_dims; k++)
+        stride_w *= ls->tile_dims[k];
+    for (uint32_t k = (uint32_t)kept + 1; k < ls->n_tile_dims; k++)
+        stride_k *= ls->tile_dims[k];
+    for (int64_t a = 0; a < ls->tile_dims[kept]; a++)
+        for (int64_t b = 1; b < ls->tile_dims[w]; b++) {
+            int64_t dev = ls->devices[a * stride_k + b * stride_w];
+            if (dev < prev)
+                return false;
+            prev = dev;
+        }
+    if (!partial_merge_matches(ls, p->rhs.sharding, p->out, (uint32_t)w))
+        return false;
+    cfg->kind = DOT_WE_AG_NONCONTRACTING;
+    cfg->windowed_lhs = true;
+    cfg->windowing_dim = w;
+    cfg->loop_partitions = ls->tile_dims[w];
+    return true;
+}
+
+static const IrInstr *
+through_reshape(const IrInstr *x)
+{
+    bool look = x->op == IR_OP_RESHAPE || x->op == IR_OP_BITCAST || x->op == IR_OP_TRANSPOSE;
+    return look && x->n_operands ? x->operands[0] : x;
+}
+
+/* disable_ag_rewrite_for_multiple_consumers: an all-gather loop built earlier in this
+ * computation (found by its body's name, as upstream does) already windows an operand of
+ * this dot (looking through one reshape, bitcast or transpose). */
+static bool
+shares_all_gather_loop(SpmdCtx *cx, const DotProblem *p)
+{
+    static const char prefix[] = "windowed_dot_general_body_ag";
+    const IrComputation *c = cx->comp;
+    if (!cx->opts->disable_ag_rewrite_for_multiple_consumers || !c)
+        return false;
+    const IrInstr *l = through_reshape(p->lhs.hlo), *r = through_reshape(p->rhs.hlo);
+    for (uint32_t k = 0; k < c->n_instrs; k++) {
+        const IrInstr *w = c->instrs[k];
+        const IrAttr *b = w->op == IR_OP_WHILE ? ir_instr_find_attr(w, IR_ATTR_BODY) : NULL;
+        if (!b || !b->u.comp || w->n_operands != 1)
+            continue;
+        SlStr name = sl_sym_str(b->u.comp->name);
+        const IrInstr *t = w->operands[0];
+        if (name.len < sizeof(prefix) - 1 || memcmp(name.ptr, prefix, sizeof(prefix) - 1) ||
+            t->op != IR_OP_TUPLE || t->n_operands == 0)
+            continue;
+        if (t->operands[0] == l || t->operands[0] == r)
+            return true;
+    }
+    return false;
+}
+
 void
 spmd_windowed_config(SpmdCtx *cx, const DotJob *job, const DotProblem *p, DotWindowedConfig *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     int64_t n = p->st->num_partitions;
     cfg->loop_partitions = n;
+    cfg->windowing_dim = -1;
     if (n <= 1 || disabled_by_attribute(job->hlo) || job->dims.n[DOT_SPATIAL] > 0)
         return;
-    bool found = all_gather_case(cx, job, p, false, cfg) ||
-                 all_gather_case(cx, job, p, true, cfg) || reduce_scatter_case(cx, job, p, cfg);
-    if (!found)
-        return;
-    if (n > cx->opts->max_windowed_einsum_iteration) {
+    if (shares_all_gather_loop(cx, p)) {
         record(cx, job, cfg, "no_windowed_einsum",
-               "the loop would need more iterations than max_windowed_einsum_iteration", n);
+               "an operand is already windowed by an all-gather loop and "
+               "disable_ag_rewrite_for_multiple_consumers is set",
+               n);
+        return;
+    }
+    if (n > cx->opts->max_windowed_einsum_iteration) {
+        DotWindowedConfig probe = *cfg;
+        if (all_gather_case(cx, job, p, false, &probe) ||
+            all_gather_case(cx, job, p, true, &probe) || reduce_scatter_case(cx, job, p, &probe))
+            record(cx, job, &probe, "no_windowed_einsum",
+                   "the loop would need more iterations than max_windowed_einsum_iteration", n);
+        return;
+    }
+    bool found = all_gather_case(cx, job, p, false, cfg) ||
+                 all_gather_case(cx, job, p, true, cfg) || reduce_scatter_case(cx, job, p, cfg) ||
+                 partial_case(cx, job, p, cfg);
+    if (!found) {
         cfg->kind = DOT_WE_NONE;
         return;
     }
@@ -152,24 +353,37 @@ spmd_windowed_config(SpmdCtx *cx, const DotJob *job, const DotProblem *p, DotWin
         cfg->kind = DOT_WE_NONE;
         return;
     }
-    record(cx, job, cfg, cfg->kind == DOT_WE_RS ? "windowed_reduce_scatter" : "windowed_all_gather",
-           "the compared size reaches the windowed-einsum threshold and the output matches an "
-           "operand, so the transfer is overlapped with the per-shard dots",
-           n);
+    record(cx, job, cfg,
+           cfg->kind == DOT_WE_RS          ? "windowed_reduce_scatter"
+           : cfg->windowing_dim >= 0       ? "windowed_all_gather_partial"
+                                           : "windowed_all_gather",
+           cfg->windowing_dim >= 0
+               ? "partial_windowed_einsum: the lhs has one sharded free dim the output leaves "
+                 "unsharded, so only that dim is windowed, in independent rings"
+               : "the compared size reaches the windowed-einsum threshold and the output "
+                 "matches an operand, so the transfer is overlapped with the per-shard dots",
+           cfg->loop_partitions);
 }
 
 /* ---- loop construction (E.12) ---- */
+
+typedef enum LoopShape { LOOP_PLAIN, LOOP_UNROLLED, LOOP_BIDIR } LoopShape;
 
 typedef struct Loop {
     SpmdCtx *cx;
     const DotJob *job;
     const DotProblem *p;
     const DotWindowedConfig *cfg;
-    int64_t n;
-    bool rs;                  /* reduce-scatter flavour: the result buffer travels */
-    bool unroll;
-    const ShdSharding *slice; /* slices the non-windowed operand by data_id, or NULL */
-    const ShdSharding *dus;   /* dynamic-update-slice offsets of the result, or NULL (add) */
+    int64_t n;                 /* loop partitions: the ring length */
+    int64_t N;                 /* partitions of the state: data ids are taken mod N */
+    bool rs;                   /* reduce-scatter flavour: the result buffer travels */
+    LoopShape shape;
+    const ShdSharding *slice;  /* slices the non-windowed operand by data_id, or NULL */
+    const ShdSharding *slice2; /* bidirectional: `slice` with the pair dim inserted at ssd */
+    const ShdSharding *dus;    /* dynamic-update-slice offsets of the result, or NULL (add) */
+    int64_t dus_dim;           /* partial windowing: the only output dim offsets move on */
+    int64_t ssd;               /* bidirectional: first sharded dim of the slice sharding */
+    int64_t wcd;               /* bidirectional all-gather: the window's pair dim */
 } Loop;
 
 /* table[id] as an s32[] scalar, `id` an in-loop u32[] value (G.2 with data_id as index). */
@@ -186,23 +400,24 @@ lookup(SpmdCtx *cx, const int64_t *tbl, int64_t n, IrInstr *id)
     return spmd_emit_reshape(cx, spmd_emit_dynamic_slice(cx, c, &id, &one), NULL, 0);
 }
 
-/* Offsets of device `id`'s tile of `s` in a tensor whose tiles are `tile[d]` long. */
+/* Offsets of device `id`'s tile of `s` in a tensor whose tiles are `tile[d]` long; only dim
+ * `only` moves when it is >= 0 (MakePartitionOffsets restricted to the windowing dims). */
 static bool
 offsets_for_id(Loop *L, const ShdSharding *s, uint32_t rank, const int64_t *tile, IrInstr *id,
-               IrInstr **out)
+               int64_t only, IrInstr **out)
 {
     SpmdCtx *cx = L->cx;
     int64_t idx[SPMD_MAX_RANK];
-    int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, L->n);
+    int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, L->N);
     if (!tbl || rank > SPMD_MAX_RANK)
         return false;
     for (uint32_t d = 0; d < rank; d++) {
-        if (!shd_is_tiled(s) || shd_dim_shards(s, d) <= 1) {
+        if (!shd_is_tiled(s) || shd_dim_shards(s, d) <= 1 || (only >= 0 && only != (int64_t)d)) {
             out[d] = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
         } else {
-            for (int64_t k = 0; k < L->n; k++)
+            for (int64_t k = 0; k < L->N; k++)
                 tbl[k] = shd_tile_index(s, k, idx) ? idx[d] * tile[d] : 0;
-            out[d] = lookup(cx, tbl, L->n, id);
+            out[d] = lookup(cx, tbl, L->N, id);
         }
         if (!out[d])
             return false;
@@ -210,47 +425,67 @@ offsets_for_id(Loop *L, const ShdSharding *s, uint32_t rank, const int64_t *tile
     return true;
 }
 
-/* The piece of the (locally full) operand `x` that belongs to ring position `id`. */
+/* `x` padded with zeros at the end of every dim `s` shards unevenly; tile sizes in `tile`. */
 static IrInstr *
-slice_for_id(Loop *L, IrInstr *x, IrInstr *id)
+pad_to_tiles(SpmdCtx *cx, IrInstr *x, const ShdSharding *s, int64_t *tile)
 {
-    SpmdCtx *cx = L->cx;
-    uint32_t r = x->shape.rank;
-    int64_t tile[SPMD_MAX_RANK];
     IrPadDim pads[SPMD_MAX_RANK];
-    IrInstr *offs[SPMD_MAX_RANK];
     bool padded = false;
-    for (uint32_t d = 0; d < r; d++) {
-        int64_t k = shd_is_tiled(L->slice) ? shd_dim_shards(L->slice, d) : 1, D = x->shape.dims[d];
+    if (!x || x->shape.rank > SPMD_MAX_RANK)
+        return NULL;
+    for (uint32_t d = 0; d < x->shape.rank; d++) {
+        int64_t k = shd_is_tiled(s) ? shd_dim_shards(s, d) : 1, D = x->shape.dims[d];
         tile[d] = (D + k - 1) / k;
         pads[d] = (IrPadDim){0, tile[d] * k - D, 0};
         padded = padded || pads[d].hi;
     }
-    if (padded)
-        x = spmd_emit_pad(cx, x, spmd_emit_constant_scalar(cx, x->shape.dtype, 0), pads);
-    if (!x || !offsets_for_id(L, L->slice, r, tile, id, offs))
-        return NULL;
-    return spmd_emit_dynamic_slice(cx, x, offs, tile);
+    if (!padded)
+        return x;
+    return spmd_emit_pad(cx, x, spmd_emit_constant_scalar(cx, x->shape.dtype, 0), pads);
 }
 
-/* One half-step: dot of the current window and accumulate into `res`. */
+/* The piece of the (locally full) operand `x` that belongs to ring position `id` under `s`. */
 static IrInstr *
-step(Loop *L, IrInstr *lhs, IrInstr *rhs, IrInstr *res, IrInstr *i)
+slice_for_id(Loop *L, IrInstr *x, IrInstr *id, const ShdSharding *s)
+{
+    int64_t tile[SPMD_MAX_RANK];
+    IrInstr *offs[SPMD_MAX_RANK];
+    x = pad_to_tiles(L->cx, x, s, tile);
+    if (!x || !offsets_for_id(L, s, x->shape.rank, tile, id, -1, offs))
+        return NULL;
+    return spmd_emit_dynamic_slice(L->cx, x, offs, tile);
+}
+
+static IrInstr *
+u32(Loop *L, int64_t v)
+{
+    return spmd_emit_constant_scalar(L->cx, IR_DT_U32, v);
+}
+
+/* data_id = (idx + partition_id) mod N: the ring position whose data is used now. */
+static IrInstr *
+data_id(Loop *L, IrInstr *idx)
 {
     SpmdCtx *cx = L->cx;
     IrInstr *pid = spmd_partition_id(cx, L->p->st);
-    IrInstr *at = L->rs ? spmd_emit_binary(cx, IR_OP_ADD, i,
-                                           spmd_emit_constant_scalar(cx, IR_DT_U32, 1))
-                        : i;
-    IrInstr *id = spmd_emit_binary(cx, IR_OP_REMAINDER, spmd_emit_binary(cx, IR_OP_ADD, at, pid),
-                                   spmd_emit_constant_scalar(cx, IR_DT_U32, L->n));
+    return spmd_emit_binary(cx, IR_OP_REMAINDER, spmd_emit_binary(cx, IR_OP_ADD, idx, pid),
+                            u32(L, L->N));
+}
+
+/* One unidirectional step: dot of the current window at ring index `idx`, accumulated into
+ * `res` (add, or dynamic-update-slice at the data id's offsets). */
+static IrInstr *
+step(Loop *L, IrInstr *lhs, IrInstr *rhs, IrInstr *res, IrInstr *idx)
+{
+    SpmdCtx *cx = L->cx;
+    IrInstr *id = idx ? data_id(L, idx) : NULL;
     if (!id)
         return NULL;
     if (L->slice) {
         if (L->cfg->windowed_lhs)
-            rhs = slice_for_id(L, rhs, id);
+            rhs = slice_for_id(L, rhs, id, L->slice);
         else
-            lhs = slice_for_id(L, lhs, id);
+            lhs = slice_for_id(L, lhs, id, L->slice);
     }
     IrInstr *dot = lhs && rhs ? L->job->create(cx, L->job, lhs, rhs, L->p->window) : NULL;
     if (!dot)
@@ -258,9 +493,211 @@ step(Loop *L, IrInstr *lhs, IrInstr *rhs, IrInstr *res, IrInstr *i)
     if (!L->dus)
         return spmd_emit_binary(cx, IR_OP_ADD, res, dot);
     IrInstr *offs[SPMD_MAX_RANK];
-    if (!offsets_for_id(L, L->dus, dot->shape.rank, dot->shape.dims, id, offs))
+    if (!offsets_for_id(L, L->dus, dot->shape.rank, dot->shape.dims, id, L->dus_dim, offs))
         return NULL;
     return spmd_emit_dus(cx, res, dot, offs);
+}
+
+/* ---- bidirectional half-step (dots only) ---- */
+
+/* `x` with a size-1 dim inserted at `at`. */
+static IrInstr *
+insert_unit_dim(SpmdCtx *cx, IrInstr *x, int64_t at)
+{
+    int64_t dims[SPMD_MAX_RANK + 1];
+    uint32_t r = x ? x->shape.rank : 0, m = 0;
+    if (!x || r >= SPMD_MAX_RANK)
+        return NULL;
+    for (uint32_t d = 0; d <= r; d++) {
+        if ((int64_t)d == at)
+            dims[m++] = 1;
+        if (d < r)
+            dims[m++] = x->shape.dims[d];
+    }
+    return spmd_emit_reshape(cx, x, dims, m);
+}
+
+/* `x` with dim `at` (size 1 or 2) removed, after keeping only index `k` of it. */
+static IrInstr *
+take_half(SpmdCtx *cx, IrInstr *x, int64_t at, int64_t k)
+{
+    int64_t start[SPMD_MAX_RANK] = {0}, limit[SPMD_MAX_RANK], dims[SPMD_MAX_RANK];
+    uint32_t r = x ? x->shape.rank : 0, m = 0;
+    if (!x || r > SPMD_MAX_RANK)
+        return NULL;
+    for (uint32_t d = 0; d < r; d++) {
+        limit[d] = x->shape.dims[d];
+        if ((int64_t)d != at)
+            dims[m++] = x->shape.dims[d];
+    }
+    start[at] = k;
+    limit[at] = k + 1;
+    return spmd_emit_reshape(cx, spmd_emit_slice(cx, x, start, limit), dims, m);
+}
+
+/* One of the two slices of the non-windowed operand: the piece for `id`, placed at index 0
+ * (`first`) or 1 of a new pair dim at ssd, the other index holding the lowest value (the
+ * uneven padding comes first, so the lowest value fills the whole other index). */
+static IrInstr *
+slice_half(Loop *L, IrInstr *x, IrInstr *id, bool first)
+{
+    SpmdCtx *cx = L->cx;
+    int64_t tile[SPMD_MAX_RANK];
+    IrInstr *y = insert_unit_dim(cx, pad_to_tiles(cx, x, L->slice, tile), L->ssd);
+    IrPadDim pads[SPMD_MAX_RANK];
+    if (!y)
+        return NULL;
+    for (uint32_t d = 0; d < y->shape.rank; d++)
+        pads[d] = (IrPadDim){0, 0, 0};
+    pads[L->ssd] = (IrPadDim){first ? 0 : 1, first ? 1 : 0, 0};
+    IrDtype t = y->shape.dtype;
+    IrInstr *low = ir_dtype_kind(t) == 'F' ? spmd_emit_constant_literal(cx, t, "-inf")
+                                            : spmd_emit_constant_scalar(cx, t, 0);
+    y = spmd_emit_pad(cx, y, low, pads);
+    return y ? slice_for_id(L, y, id, L->slice2) : NULL;
+}
+
+/* Shifts dims >= `at` of a dimension list by one and inserts `at` before the old dim `at`
+ * when it was listed (upstream UpdateDDNums, keeping pairs aligned); `at` < 0: copy. */
+static uint32_t
+shift_insert(const int64_t *in, uint32_t n, int64_t at, int64_t *out)
+{
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (at >= 0 && in[k] == at)
+            out[m++] = at;
+        out[m++] = at >= 0 && in[k] >= at ? in[k] + 1 : in[k];
+    }
+    return m;
+}
+
+static bool
+listed_dim(const int64_t *v, uint32_t n, int64_t x)
+{
+    for (uint32_t k = 0; k < n; k++)
+        if (v[k] == x)
+            return true;
+    return false;
+}
+
+/* The local dot of operands that carry a pair dim (lhs at `nl`, rhs at `nr`, -1 = none): the
+ * source dimension numbers updated, the result shape derived; *od = the output pair dim. */
+static IrInstr *
+dot_with_pair_dims(Loop *L, IrInstr *l, IrInstr *r, int64_t nl, int64_t nr, int64_t *od)
+{
+    static const IrAttrKey keys[4] = {IR_ATTR_LHS_BATCH_DIMS, IR_ATTR_RHS_BATCH_DIMS,
+                                      IR_ATTR_LHS_CONTRACTING_DIMS, IR_ATTR_RHS_CONTRACTING_DIMS};
+    SpmdCtx *cx = L->cx;
+    int64_t lists[4][SPMD_MAX_RANK + 1], dims[2 * SPMD_MAX_RANK + 2];
+    uint32_t cnt[4], m = 0;
+    if (!l || !r || l->shape.rank > SPMD_MAX_RANK || r->shape.rank > SPMD_MAX_RANK)
+        return NULL;
+    for (int k = 0; k < 4; k++) {
+        const int64_t *v;
+        uint32_t n = ir_instr_ints_attr(L->job->hlo, keys[k], &v);
+        cnt[k] = n < SPMD_MAX_RANK ? shift_insert(v, n, k % 2 ? nr : nl, lists[k]) : 0;
+    }
+    *od = -1;
+    for (uint32_t k = 0; k < cnt[0]; k++) {
+        *od = lists[0][k] == nl && nl >= 0 ? (int64_t)m : *od;
+        dims[m++] = l->shape.dims[lists[0][k]];
+    }
+    for (int side = 0; side < 2; side++) {
+        IrInstr *x = side ? r : l;
+        int64_t nd = side ? nr : nl;
+        for (uint32_t d = 0; d < x->shape.rank; d++) {
+            if (listed_dim(lists[side], cnt[side], d) || listed_dim(lists[2 + side], cnt[2 + side], d))
+                continue;
+            *od = (int64_t)d == nd ? (int64_t)m : *od;
+            dims[m++] = x->shape.dims[d];
+        }
+    }
+    IrShape s = ir_shape_make(cx->arena, L->job->hlo->shape.dtype, dims, m);
+    IrInstr *ops[2] = {l, r};
+    IrInstr *dot = spmd_emit_clone(cx, L->job->hlo, &s, ops, 2);
+    for (int k = 0; dot && k < 4; k++) {
+        IrAttr *a = ir_instr_find_attr_mut(dot, keys[k]);
+        if (!a && cnt[k])
+            a = ir_instr_add_attr(cx->out, dot, keys[k]);
+        if (!a)
+            continue;
+        a->u.ints.n = cnt[k];
+        a->u.ints.v = cnt[k] ? SL_DUP_ARRAY(cx->arena, int64_t, lists[k], cnt[k]) : NULL;
+        if (cnt[k] && !a->u.ints.v)
+            return NULL;
+    }
+    return dot;
+}
+
+/* The two data ids of a bidirectional half-step: counter-clockwise (i + p) and clockwise
+ * (p - 1 - i), both shifted by half the ring for the reduce-scatter flavour. */
+static void
+bidir_ids(Loop *L, IrInstr *i, IrInstr **ccw, IrInstr **cw)
+{
+    SpmdCtx *cx = L->cx;
+    IrInstr *pid = spmd_partition_id(cx, L->p->st), *n = u32(L, L->N);
+    IrInstr *a = spmd_emit_binary(cx, IR_OP_ADD, i, pid);
+    IrInstr *b = spmd_emit_binary(cx, IR_OP_ADD, n, pid);
+    if (L->rs) {
+        a = spmd_emit_binary(cx, IR_OP_ADD, a, u32(L, L->N / 2 + 1));
+        b = spmd_emit_binary(cx, IR_OP_SUBTRACT, b, u32(L, L->N / 2));
+    } else {
+        b = spmd_emit_binary(cx, IR_OP_SUBTRACT, b, u32(L, 1));
+    }
+    *ccw = spmd_emit_binary(cx, IR_OP_REMAINDER, a, n);
+    b = spmd_emit_binary(cx, IR_OP_SUBTRACT, b, i);
+    *cw = spmd_emit_binary(cx, IR_OP_REMAINDER, b, n);
+}
+
+/* One bidirectional half-step: a single dot over both windows (the counter-clockwise one in
+ * the operand slot, the clockwise one `extra_in`), two results written. */
+static bool
+bidir_half(Loop *L, IrInstr *l, IrInstr *r, IrInstr **o, IrInstr *extra_in, IrInstr **cw_out,
+           IrInstr *i)
+{
+    SpmdCtx *cx = L->cx;
+    bool wl = L->cfg->windowed_lhs;
+    int64_t nl = -1, nr = -1, od;
+    IrInstr *ccw, *cw;
+    bidir_ids(L, i, &ccw, &cw);
+    if (!ccw || !cw)
+        return false;
+    if (L->slice) { /* contracting, batch and reduce-scatter flavours */
+        IrInstr **x = wl ? &r : &l;
+        IrInstr *a = slice_half(L, *x, ccw, true), *b = slice_half(L, *x, cw, false);
+        bool fl = a && ir_dtype_kind(a->shape.dtype) == 'F';
+        *x = a && b ? spmd_emit_binary(cx, fl ? IR_OP_MAXIMUM : IR_OP_ADD, a, b) : NULL;
+        *(wl ? &nr : &nl) = L->ssd;
+    }
+    if (!L->rs) {
+        IrInstr **x = wl ? &l : &r;
+        IrInstr *parts[2] = {*x, extra_in};
+        *x = spmd_emit_concatenate(cx, parts, 2, L->wcd);
+        *(wl ? &nl : &nr) = L->wcd;
+    }
+    IrInstr *dot = dot_with_pair_dims(L, l, r, nl, nr, &od);
+    if (!dot)
+        return false;
+    if (L->cfg->kind == DOT_WE_AG_CONTRACTING) {
+        *o = spmd_emit_binary(cx, IR_OP_ADD, *o, dot);
+        return *o != NULL;
+    }
+    IrInstr *h0 = take_half(cx, dot, od, 0), *h1 = take_half(cx, dot, od, 1);
+    if (!h0 || !h1)
+        return false;
+    if (L->rs) {
+        *o = spmd_emit_binary(cx, IR_OP_ADD, *o, h0);
+        *cw_out = spmd_emit_binary(cx, IR_OP_ADD, *cw_out, h1);
+        return *o && *cw_out;
+    }
+    IrInstr *offs[SPMD_MAX_RANK];
+    if (!offsets_for_id(L, L->dus, h0->shape.rank, h0->shape.dims, ccw, -1, offs))
+        return false;
+    *o = spmd_emit_dus(cx, *o, h0, offs);
+    if (!*o || !offsets_for_id(L, L->dus, h1->shape.rank, h1->shape.dims, cw, -1, offs))
+        return false;
+    *o = spmd_emit_dus(cx, *o, h1, offs);
+    return *o != NULL;
 }
 
 /* ---- computations ---- */
@@ -307,20 +744,21 @@ emit_with_comps(SpmdCtx *cx, IrOp op, const IrShape *shape, IrInstr *const *ops,
     return spmd_emit(cx, i, NULL);
 }
 
-/* The ring step: every device sends `x` to its predecessor (s -> s-1 mod n). */
+/* Every device sends `x` `shift` steps along its ring of n devices (s -> s + shift mod n,
+ * several independent rings when n < N). */
 static IrInstr *
-ring_permute(Loop *L, IrInstr *x)
+ring_permute(Loop *L, IrInstr *x, int64_t shift)
 {
-    int64_t *pairs = SL_NEW_ARRAY(L->cx->arena, int64_t, 2 * L->n);
+    int64_t *pairs = SL_NEW_ARRAY(L->cx->arena, int64_t, 2 * L->N);
     if (!pairs || !x)
         return NULL;
-    for (int64_t s = 0; s < L->n; s++) {
+    for (int64_t s = 0; s < L->N; s++) {
         pairs[2 * s] = s;
-        pairs[2 * s + 1] = (s + L->n - 1) % L->n;
+        pairs[2 * s + 1] = ((s % L->n + shift) % L->n + L->n) % L->n + s / L->n * L->n;
     }
     const char *saved = L->cx->coll_cause;
     L->cx->coll_cause = "windowed-einsum";
-    IrInstr *r = spmd_coll_permute(L->cx, L->p->st, x, pairs, (uint32_t)L->n);
+    IrInstr *r = spmd_coll_permute(L->cx, L->p->st, x, pairs, (uint32_t)L->N);
     L->cx->coll_cause = saved;
     return r;
 }
@@ -333,13 +771,12 @@ ring_step_conditional(Loop *L, IrInstr *x, IrInstr *i_next)
     IrComputation *saved, *tc, *fc;
     IrInstr *tp, *fp;
     tc = begin_comp(cx, "window_collective_permute", &x->shape, &tp, &saved);
-    if (!tc || !end_comp(cx, tc, ring_permute(L, tp), saved))
+    if (!tc || !end_comp(cx, tc, ring_permute(L, tp, -1), saved))
         return NULL;
     fc = begin_comp(cx, "last_iteration_noop", &x->shape, &fp, &saved);
     if (!fc || !end_comp(cx, fc, fp, saved))
         return NULL;
-    IrInstr *pred =
-        spmd_emit_compare(cx, i_next, spmd_emit_constant_scalar(cx, IR_DT_U32, L->n), "LT");
+    IrInstr *pred = spmd_emit_compare(cx, i_next, u32(L, L->n), "LT");
     IrInstr *ops[3] = {pred, x, x};
     if (!pred)
         return NULL;
@@ -347,7 +784,89 @@ ring_step_conditional(Loop *L, IrInstr *x, IrInstr *i_next)
                            tc, IR_ATTR_FALSE_COMPUTATION, fc);
 }
 
-/* Body: (lhs, rhs, result, extra, i) -> one iteration (two half-steps when unrolled). */
+/* g = (lhs, rhs, result, extra, i) throughout the bodies below. */
+
+/* Plain body: one dot, then the window (the result buffer for RS) moves one step back around
+ * the ring, skipped on the last iteration. RS computes block i + 1 + p. */
+static bool
+body_plain(Loop *L, IrInstr **g)
+{
+    SpmdCtx *cx = L->cx;
+    IrInstr *idx = L->rs ? spmd_emit_binary(cx, IR_OP_ADD, g[4], u32(L, 1)) : g[4];
+    g[2] = step(L, g[0], g[1], g[2], idx);
+    g[4] = spmd_emit_binary(cx, IR_OP_ADD, g[4], u32(L, 1));
+    int w = L->rs ? 2 : L->cfg->windowed_lhs ? 0 : 1;
+    g[w] = g[2] && g[4] ? ring_step_conditional(L, g[w], g[4]) : NULL;
+    return g[w] != NULL;
+}
+
+/* Unrolled all-gather: two half-steps, the window permuted before each dot (no conditional:
+ * the last permute is wasted). */
+static bool
+body_unrolled_ag(Loop *L, IrInstr **g)
+{
+    SpmdCtx *cx = L->cx;
+    int w = L->cfg->windowed_lhs ? 0 : 1;
+    IrInstr *w1 = ring_permute(L, g[w], -1);
+    g[2] = step(L, g[0], g[1], g[2], g[4]);
+    g[4] = spmd_emit_binary(cx, IR_OP_ADD, g[4], u32(L, 1));
+    IrInstr *cur[2] = {g[0], g[1]};
+    cur[w] = w1;
+    IrInstr *w2 = ring_permute(L, w1, -1);
+    g[2] = step(L, cur[0], cur[1], g[2], g[4]);
+    g[4] = spmd_emit_binary(cx, IR_OP_ADD, g[4], u32(L, 1));
+    g[w] = w2;
+    return g[2] && g[4] && g[w];
+}
+
+/* Unrolled reduce-scatter: the result moves two steps back and collects block i + 3 + p, the
+ * extra buffer collects block i + p and moves two steps back; i += 2. */
+static bool
+body_unrolled_rs(Loop *L, IrInstr **g)
+{
+    SpmdCtx *cx = L->cx;
+    g[2] = ring_permute(L, g[2], -2);
+    g[3] = ring_permute(L, step(L, g[0], g[1], g[3], g[4]), -2);
+    g[4] = spmd_emit_binary(cx, IR_OP_ADD, g[4], u32(L, 2));
+    IrInstr *real = spmd_emit_binary(cx, IR_OP_ADD, g[4], u32(L, 1));
+    g[2] = g[2] && real ? step(L, g[0], g[1], g[2], real) : NULL;
+    return g[2] && g[3] && g[4];
+}
+
+/* Bidirectional: two half-steps; in each, the main window (the result for RS) moves one step
+ * counter-clockwise and the extra one one step clockwise, and one dot serves both. */
+static bool
+body_bidir(Loop *L, IrInstr **g)
+{
+    SpmdCtx *cx = L->cx;
+    int w = L->rs ? 2 : L->cfg->windowed_lhs ? 0 : 1;
+    IrInstr *next[2] = {g[0], g[1]}, *o = g[2];
+    IrInstr *ccw = ring_permute(L, g[w], -1);
+    if (L->rs)
+        o = ccw;
+    else
+        next[w] = ccw;
+    IrInstr *cw = ring_permute(L, g[3], 1);
+    if (!ccw || !cw || !bidir_half(L, g[0], g[1], &o, g[3], &cw, g[4]))
+        return false;
+    IrInstr *i1 = spmd_emit_binary(cx, IR_OP_ADD, g[4], u32(L, 1));
+    IrInstr *second[2] = {next[0], next[1]};
+    IrInstr *ccw2 = ring_permute(L, L->rs ? o : next[w], -1);
+    if (L->rs)
+        o = ccw2;
+    else
+        second[w] = ccw2;
+    IrInstr *cw2 = ring_permute(L, cw, 1);
+    if (!i1 || !ccw2 || !cw2 || !bidir_half(L, next[0], next[1], &o, cw, &cw2, i1))
+        return false;
+    g[0] = second[0];
+    g[1] = second[1];
+    g[2] = o;
+    g[3] = cw2;
+    g[4] = spmd_emit_binary(cx, IR_OP_ADD, i1, u32(L, 1));
+    return g[4] != NULL;
+}
+
 static IrComputation *
 build_body(Loop *L, const IrShape *tuple_shape)
 {
@@ -361,23 +880,14 @@ build_body(Loop *L, const IrShape *tuple_shape)
         return NULL;
     for (int k = 0; k < 5; k++)
         g[k] = spmd_emit_gte(cx, param, k);
-    IrInstr *one = spmd_emit_constant_scalar(cx, IR_DT_U32, 1);
-    int w = L->cfg->windowed_lhs ? 0 : 1;
-    IrInstr *res = step(L, g[0], g[1], g[2], g[4]);
-    IrInstr *i1 = spmd_emit_binary(cx, IR_OP_ADD, g[4], one);
-    if (L->unroll) { /* AG only: window moves every half-step, no conditional */
-        IrInstr *w1 = ring_permute(L, g[w]);
-        IrInstr *ops2[2] = {w ? g[0] : w1, w ? w1 : g[1]};
-        res = step(L, ops2[0], ops2[1], res, i1);
-        g[w] = ring_permute(L, w1);
-        i1 = spmd_emit_binary(cx, IR_OP_ADD, i1, one);
-    } else if (L->rs) {
-        res = res && i1 ? ring_step_conditional(L, res, i1) : NULL;
-    } else {
-        g[w] = i1 ? ring_step_conditional(L, g[w], i1) : NULL;
-    }
-    IrInstr *elems[5] = {g[0], g[1], res, g[3], i1};
-    IrInstr *root = res && g[w] ? spmd_emit_tuple(cx, elems, 5) : NULL;
+    bool ok = g[0] && g[1] && g[2] && g[3] && g[4];
+    if (ok && L->shape == LOOP_BIDIR)
+        ok = body_bidir(L, g);
+    else if (ok && L->shape == LOOP_UNROLLED)
+        ok = L->rs ? body_unrolled_rs(L, g) : body_unrolled_ag(L, g);
+    else if (ok)
+        ok = body_plain(L, g);
+    IrInstr *root = ok ? spmd_emit_tuple(cx, g, 5) : NULL;
     return end_comp(cx, c, root, saved) ? c : NULL;
 }
 
@@ -393,7 +903,8 @@ build_cond(Loop *L, const IrShape *tuple_shape)
     if (!c)
         return NULL;
     IrInstr *i = spmd_emit_gte(cx, param, 4);
-    IrInstr *lt = spmd_emit_compare(cx, i, spmd_emit_constant_scalar(cx, IR_DT_U32, L->n), "LT");
+    int64_t trips = L->shape == LOOP_BIDIR ? L->n / 2 : L->n; /* i counts half-steps */
+    IrInstr *lt = spmd_emit_compare(cx, i, u32(L, trips), "LT");
     return end_comp(cx, c, lt, saved) ? c : NULL;
 }
 
@@ -440,15 +951,17 @@ result_shape(Loop *L, bool *padded)
 static void
 trace_loop(Loop *L, IrInstr *loop, int64_t window_bytes)
 {
+    static const char *const k_variant[2][3] = {
+        {"all-gather", "all-gather-unrolled", "all-gather-bidirectional"},
+        {"reduce-scatter", "reduce-scatter-unrolled", "reduce-scatter-bidirectional"}};
     SpmdCtx *cx = L->cx;
     if (!cx->trace->ops->windowed_loop)
         return;
-    const char *variant = L->rs ? "reduce-scatter"
-                          : L->unroll ? "all-gather-unrolled"
-                                      : "all-gather";
-    int64_t iters = L->unroll ? L->n / 2 : L->n;
-    TraceWindowedLoop ev = {L->job->hlo, loop, variant, iters,
-                            window_bytes * (L->unroll ? 2 : 1)};
+    const char *variant = L->cfg->windowing_dim >= 0 ? "all-gather-partial"
+                                                      : k_variant[L->rs][L->shape];
+    int64_t per_trip = L->shape == LOOP_BIDIR ? 4 : L->shape == LOOP_UNROLLED ? 2 : 1;
+    TraceWindowedLoop ev = {L->job->hlo, loop, variant, L->n / per_trip,
+                            window_bytes * per_trip};
     cx->trace->ops->windowed_loop(cx->trace, &ev);
 }
 
@@ -485,6 +998,49 @@ prepare_operands(Loop *L, IrInstr **lhs, IrInstr **rhs, SlError *err)
     return *lhs && *rhs ? SL_OK : spmd_nomem(cx, err);
 }
 
+/* The first sharded dim of `s`, or -1. */
+static int64_t
+first_sharded_dim(const ShdSharding *s)
+{
+    for (uint32_t d = 0; s && shd_is_tiled(s) && d < shd_data_rank(s); d++)
+        if (shd_dim_shards(s, d) > 1)
+            return d;
+    return -1;
+}
+
+/* The dim of `to` matched to dim `dim` of `from` by the role records, or -1. */
+static int64_t
+map_dim(const DotDims *d, DotSide from, DotSide to, int64_t dim)
+{
+    for (int r = 0; r < DOT_ROLE_COUNT; r++)
+        for (uint32_t k = 0; k < d->n[r]; k++)
+            if (spmd_dot_dim(&d->role[r][k], from) == dim)
+                return spmd_dot_dim(&d->role[r][k], to);
+    return -1;
+}
+
+/* Bidirectional geometry: the pair dims. Returns false when the shardings give none. */
+static bool
+bidir_dims(Loop *L)
+{
+    SpmdCtx *cx = L->cx;
+    const DotDims *d = &L->job->dims;
+    bool wl = L->cfg->windowed_lhs;
+    DotSide ws = wl ? DOT_LHS : DOT_RHS, xs = wl ? DOT_RHS : DOT_LHS;
+    L->ssd = first_sharded_dim(L->slice ? L->slice : L->dus);
+    if (L->ssd < 0)
+        return false;
+    if (L->slice) {
+        L->slice2 = shd_insert_dims(cx->arena, L->slice, &L->ssd, 1);
+        if (!L->slice2)
+            return false;
+    }
+    if (L->rs)
+        return true;
+    L->wcd = map_dim(d, L->slice ? xs : DOT_OUT, ws, L->ssd);
+    return L->wcd >= 0;
+}
+
 static void
 loop_shardings(Loop *L)
 {
@@ -512,16 +1068,44 @@ loop_shardings(Loop *L)
     case DOT_WE_NONE:
         break;
     }
+    if (L->cfg->windowing_dim >= 0)
+        L->dus_dim = map_dim(d, DOT_LHS, DOT_OUT, L->cfg->windowing_dim);
+}
+
+/* The loop variant the options ask for (E.12): bidirectional needs N mod 4 == 0, unrolled
+ * N even, both a full ring; convolutions have no bidirectional form here. */
+static void
+choose_shape(Loop *L)
+{
+    SpmdCtx *cx = L->cx;
+    bool full = L->n == L->N;
+    L->shape = LOOP_PLAIN;
+    if (cx->opts->bidirectional_windowed_einsum && L->N % 4 == 0 && full) {
+        if (!L->job->conv_case && bidir_dims(L)) {
+            L->shape = LOOP_BIDIR;
+            return;
+        }
+        spmd_warn(cx, "bidirectional windowed einsum is not modelled for this operation: "
+                      "emitting the unrolled or one-direction loop");
+    }
+    if (cx->opts->unroll_windowed_einsum && L->N % 2 == 0 && full)
+        L->shape = LOOP_UNROLLED;
 }
 
 static IrInstr *
 emit_loop(Loop *L, IrInstr *lhs, IrInstr *rhs, const IrShape *res_shape)
 {
     SpmdCtx *cx = L->cx;
-    IrInstr *zero = spmd_emit_zero_like(cx, res_shape);
-    IrInstr *extra = spmd_emit_zero_like(cx, res_shape);
-    IrInstr *elems[5] = {lhs, rhs, zero, extra, spmd_emit_constant_scalar(cx, IR_DT_U32, 0)};
-    IrInstr *init = zero && extra && elems[4] ? spmd_emit_tuple(cx, elems, 5) : NULL;
+    IrInstr *zero = spmd_emit_zero_like(cx, res_shape), *extra;
+    if (L->shape == LOOP_BIDIR && !L->rs) { /* the window gets its pair dim; a copy pre-shifted */
+        IrInstr **w = L->cfg->windowed_lhs ? &lhs : &rhs;
+        *w = insert_unit_dim(cx, *w, L->wcd);
+        extra = ring_permute(L, *w, 1);
+    } else {
+        extra = spmd_emit_zero_like(cx, res_shape);
+    }
+    IrInstr *elems[5] = {lhs, rhs, zero, extra, u32(L, 0)};
+    IrInstr *init = lhs && rhs && zero && extra && elems[4] ? spmd_emit_tuple(cx, elems, 5) : NULL;
     if (!init)
         return NULL;
     MemoSave ms;
@@ -534,30 +1118,51 @@ emit_loop(Loop *L, IrInstr *lhs, IrInstr *rhs, const IrShape *res_shape)
                            IR_ATTR_BODY, body);
 }
 
+/* After an unrolled or bidirectional reduce-scatter loop: the two partial buffers are
+ * realigned (extra one step clockwise when bidirectional, the result one step clockwise when
+ * unroll_windowed_einsum is set, as upstream applies both flags) and added. */
+static IrInstr *
+finish_rs(Loop *L, IrInstr *loop, IrInstr *res)
+{
+    SpmdCtx *cx = L->cx;
+    if (!L->rs || L->shape == LOOP_PLAIN)
+        return res;
+    IrInstr *extra = spmd_emit_gte(cx, loop, 3);
+    if (L->shape == LOOP_BIDIR)
+        extra = ring_permute(L, extra, 1);
+    if (cx->opts->unroll_windowed_einsum && L->N % 2 == 0) {
+        if (L->shape == LOOP_BIDIR)
+            spmd_warn(cx, "bidirectional and unroll_windowed_einsum together: the reduce-scatter "
+                          "result is shifted once more after the loop, as upstream does; the "
+                          "blocks end up on the wrong devices");
+        res = ring_permute(L, res, 1);
+    }
+    return res && extra ? spmd_emit_binary(cx, IR_OP_ADD, res, extra) : NULL;
+}
+
 SlStatus
 spmd_emit_windowed_dot(SpmdCtx *cx, const DotJob *job, const DotProblem *p,
                        const DotWindowedConfig *cfg, IrInstr **out, SlError *err)
 {
-    Loop L = {cx, job, p, cfg, cfg->loop_partitions, cfg->kind == DOT_WE_RS, false, NULL, NULL};
-    L.unroll = cx->opts->unroll_windowed_einsum && !L.rs && L.n % 2 == 0;
-    if (cx->opts->bidirectional_windowed_einsum)
-        spmd_warn(cx, "bidirectional windowed einsum is not modelled: emitting the "
-                      "unidirectional loop");
-    if (L.rs && cx->opts->unroll_windowed_einsum)
-        spmd_warn(cx, "unrolled reduce-scatter windowed einsum is not modelled: emitting the "
-                      "unidirectional loop");
+    Loop L = (Loop){.cx = cx, .job = job, .p = p, .cfg = cfg, .n = cfg->loop_partitions,
+               .N = p->st->num_partitions, .rs = cfg->kind == DOT_WE_RS, .dus_dim = -1,
+               .ssd = -1, .wcd = -1};
     loop_shardings(&L);
     if ((cfg->kind != DOT_WE_AG_NONCONTRACTING && !L.slice) ||
-        ((cfg->kind == DOT_WE_AG_NONCONTRACTING || cfg->kind == DOT_WE_AG_BATCH) && !L.dus))
+        ((cfg->kind == DOT_WE_AG_NONCONTRACTING || cfg->kind == DOT_WE_AG_BATCH) && !L.dus) ||
+        L.n <= 0 || L.N % L.n)
         return spmd_fail(cx, err, SL_ERR_INTERNAL, "windowed einsum without slice sharding");
+    choose_shape(&L);
     IrInstr *lhs, *rhs;
     SlStatus st = prepare_operands(&L, &lhs, &rhs, err);
     if (st != SL_OK)
         return st;
     bool padded;
     IrShape rs = result_shape(&L, &padded);
+    IrInstr *w = cfg->windowed_lhs ? lhs : rhs;
+    int64_t window_bytes = L.rs ? ir_shape_byte_size(&rs) : ir_shape_byte_size(&w->shape);
     IrInstr *loop = emit_loop(&L, lhs, rhs, &rs);
-    IrInstr *res = spmd_emit_gte(cx, loop, 2);
+    IrInstr *res = finish_rs(&L, loop, spmd_emit_gte(cx, loop, 2));
     if (!res)
         return spmd_nomem(cx, err);
     if (padded) {
@@ -565,8 +1170,7 @@ spmd_emit_windowed_dot(SpmdCtx *cx, const DotJob *job, const DotProblem *p,
         int64_t start[SPMD_MAX_RANK] = {0};
         res = spmd_emit_slice(cx, res, start, ls.dims);
     }
-    IrInstr *w = cfg->windowed_lhs ? lhs : rhs;
-    trace_loop(&L, loop, L.rs ? ir_shape_byte_size(&rs) : ir_shape_byte_size(&w->shape));
+    trace_loop(&L, loop, window_bytes);
     *out = res;
     return res ? SL_OK : spmd_nomem(cx, err);
 }

@@ -1,0 +1,349 @@
+/* diff.c - compares two reports (from trace databases or summary.json files): totals, the
+ * busiest device, per kind, per source op matched by name and op_name, and the budget gate.
+ * Owns: what "traffic grew" means: the bytes sent summed over devices, and the bytes the
+ * busiest device sends plus receives, both with known trip counts applied; either growing by
+ * more than --max-increase percent fails. Growth from zero is infinite. Exactly at the budget
+ * passes. Invariant: figures come from the fixed fields only (devices, collectives), so a
+ * summary written by any version of this schema diffs like a trace. */
+#include "reports/report_int.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Old and new of one figure. */
+typedef struct Pair {
+    double old_v, new_v;
+} Pair;
+
+/* One (source, op_name, kind) or (kind) row. */
+typedef struct DRow {
+    const char *source, *op_name, *kind; /* source/op_name NULL for kind rows */
+    Pair count, bytes;
+} DRow;
+
+typedef struct Agg {
+    Pair total, busiest, time, count, unknown;
+    int64_t old_dev, new_dev;
+    SlVec kinds, sources; /* DRow */
+    bool oom;
+} Agg;
+
+static bool
+same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static DRow *
+drow(Agg *g, SlVec *rows, const char *source, const char *op_name, const char *kind)
+{
+    for (size_t k = 0; k < rows->len; k++) {
+        DRow *r = &SL_VEC_AT(rows, DRow, k);
+        if (same_str(r->source, source) && same_str(r->op_name, op_name) &&
+            same_str(r->kind, kind))
+            return r;
+    }
+    DRow fresh = {source, op_name, kind, {0, 0}, {0, 0}};
+    if (!SL_VEC_PUSH(rows, DRow, fresh)) {
+        g->oom = true;
+        return NULL;
+    }
+    return &SL_VEC_AT(rows, DRow, rows->len - 1);
+}
+
+static double *
+side(Pair *p, bool is_new)
+{
+    return is_new ? &p->new_v : &p->old_v;
+}
+
+static void
+collect(Agg *g, const Report *r, bool is_new)
+{
+    for (uint32_t k = 0; k < r->n_collectives; k++) {
+        const ReportCollective *c = &r->collectives[k];
+        bool known = c->trip_count >= 0;
+        double bytes = known ? c->send_bytes * (double)c->trip_count : 0;
+        *side(&g->count, is_new) += 1;
+        *side(&g->total, is_new) += bytes;
+        *side(&g->time, is_new) += known ? c->time_us * (double)c->trip_count : 0;
+        *side(&g->unknown, is_new) += known ? 0 : c->send_bytes;
+        DRow *row = drow(g, &g->kinds, NULL, NULL, c->kind);
+        if (row) {
+            *side(&row->count, is_new) += 1;
+            *side(&row->bytes, is_new) += bytes;
+        }
+        row = drow(g, &g->sources, c->source ? c->source : "", c->op_name, c->kind);
+        if (row) {
+            *side(&row->count, is_new) += 1;
+            *side(&row->bytes, is_new) += bytes;
+        }
+    }
+    int64_t best = -1;
+    double most = 0;
+    for (uint32_t d = 0; d < r->n_devices; d++) {
+        double v = r->devices[d].t.send_bytes + r->devices[d].t.recv_bytes;
+        if (v > most) { /* ties: the lowest id, listed first */
+            most = v;
+            best = r->devices[d].device;
+        }
+    }
+    *side(&g->busiest, is_new) = most;
+    if (is_new)
+        g->new_dev = best;
+    else
+        g->old_dev = best;
+}
+
+/* Percent change; NAN when growing from zero (infinite). */
+static double
+pct(Pair p)
+{
+    if (p.old_v == 0)
+        return p.new_v == 0 ? 0 : NAN;
+    return (p.new_v - p.old_v) * 100.0 / p.old_v;
+}
+
+static bool
+over(Pair p, double max_pct)
+{
+    if (p.new_v <= p.old_v)
+        return false;
+    if (p.old_v == 0)
+        return true;
+    return p.new_v * 100.0 > p.old_v * (100.0 + max_pct);
+}
+
+static int
+by_change(const void *pa, const void *pb)
+{
+    const DRow *a = pa, *b = pb;
+    double da = fabs(a->bytes.new_v - a->bytes.old_v), db = fabs(b->bytes.new_v - b->bytes.old_v);
+    if (da != db)
+        return da > db ? -1 : 1;
+    int c = strcmp(a->source ? a->source : "", b->source ? b->source : "");
+    if (!c)
+        c = strcmp(a->op_name ? a->op_name : "", b->op_name ? b->op_name : "");
+    return c ? c : strcmp(a->kind, b->kind);
+}
+
+static int
+by_kind(const void *pa, const void *pb)
+{
+    return strcmp(((const DRow *)pa)->kind, ((const DRow *)pb)->kind);
+}
+
+static const char *
+status_of(const DRow *r)
+{
+    if (r->count.old_v == 0)
+        return "added";
+    if (r->count.new_v == 0)
+        return "removed";
+    return r->bytes.old_v == r->bytes.new_v && r->count.old_v == r->count.new_v ? "unchanged"
+                                                                                : "changed";
+}
+
+/* ---- text ---------------------------------------------------------------------------------- */
+
+static void
+put_change(SlBuf *b, Pair p)
+{
+    double d = p.new_v - p.old_v;
+    if (d >= 0)
+        sl_buf_putc(b, '+');
+    report_put_bytes(b, d);
+    double c = pct(p);
+    if (isnan(c))
+        sl_buf_puts(b, " (new)");
+    else if (p.old_v != 0)
+        sl_buf_printf(b, " (%+.2f%%)", c);
+}
+
+static void
+put_figure(SlBuf *b, const char *label, Pair p, const char *unit)
+{
+    sl_buf_printf(b, "  %-32s ", label);
+    report_put_bytes(b, p.old_v);
+    sl_buf_puts(b, " -> ");
+    report_put_bytes(b, p.new_v);
+    sl_buf_printf(b, "%s  ", unit);
+    put_change(b, p);
+    sl_buf_putc(b, '\n');
+}
+
+static void
+print_text(const Agg *g, const DRow *kinds, size_t n_kinds, const DRow *src, size_t n_src,
+           const ReportDiffOptions *o, bool fail_total, bool fail_busiest, SlBuf *b)
+{
+    sl_buf_printf(b, "shardlens diff: %s -> %s (bytes with known trip counts applied)\n",
+                  o->old_label ? o->old_label : "old", o->new_label ? o->new_label : "new");
+    put_figure(b, "collectives", g->count, "");
+    put_figure(b, "bytes sent, summed over devices", g->total, " B");
+    sl_buf_printf(b, "  %-32s ", "busiest device, sent+received");
+    report_put_bytes(b, g->busiest.old_v);
+    sl_buf_printf(b, " B (device %lld) -> ", (long long)g->old_dev);
+    report_put_bytes(b, g->busiest.new_v);
+    sl_buf_printf(b, " B (device %lld)  ", (long long)g->new_dev);
+    put_change(b, g->busiest);
+    sl_buf_putc(b, '\n');
+    sl_buf_printf(b, "  %-32s %.2f -> %.2f us\n", "estimated time", g->time.old_v, g->time.new_v);
+    if (g->unknown.old_v != 0 || g->unknown.new_v != 0)
+        put_figure(b, "unknown-trip bytes/execution", g->unknown, " B");
+    sl_buf_puts(b, "\nper kind (bytes sent, summed over devices)\n");
+    for (size_t k = 0; k < n_kinds; k++) {
+        sl_buf_printf(b, "  %-22s %g -> %g collectives, ", kinds[k].kind, kinds[k].count.old_v,
+                      kinds[k].count.new_v);
+        report_put_bytes(b, kinds[k].bytes.old_v);
+        sl_buf_puts(b, " -> ");
+        report_put_bytes(b, kinds[k].bytes.new_v);
+        sl_buf_puts(b, " B  ");
+        put_change(b, kinds[k].bytes);
+        sl_buf_putc(b, '\n');
+    }
+    if (!n_kinds)
+        sl_buf_puts(b, "  (no collectives on either side)\n");
+    sl_buf_puts(b, "\nper source op (matched by name and op_name)\n");
+    size_t unchanged = 0;
+    for (size_t k = 0; k < n_src; k++) {
+        const DRow *r = &src[k];
+        const char *st = status_of(r);
+        if (strcmp(st, "unchanged") == 0) {
+            unchanged++;
+            continue;
+        }
+        sl_buf_printf(b, "  %-8s %s%s %s", st, r->source[0] ? "%" : "", r->source[0] ? r->source : "(none)", r->kind);
+        if (r->op_name)
+            sl_buf_printf(b, " [%s]", r->op_name);
+        sl_buf_printf(b, ": %g -> %g, ", r->count.old_v, r->count.new_v);
+        report_put_bytes(b, r->bytes.old_v);
+        sl_buf_puts(b, " -> ");
+        report_put_bytes(b, r->bytes.new_v);
+        sl_buf_puts(b, " B  ");
+        put_change(b, r->bytes);
+        sl_buf_putc(b, '\n');
+    }
+    if (unchanged)
+        sl_buf_printf(b, "  (%zu unchanged)\n", unchanged);
+    if (unchanged == n_src)
+        sl_buf_puts(b, "  no source op changed\n");
+    if (o->has_budget)
+        sl_buf_printf(b, "\nbudget --max-increase %g%%: bytes sent %s, busiest device %s: %s\n",
+                      o->max_increase_pct, fail_total ? "OVER" : "ok",
+                      fail_busiest ? "OVER" : "ok",
+                      fail_total || fail_busiest ? "FAIL" : "pass");
+}
+
+/* ---- JSON ---------------------------------------------------------------------------------- */
+
+static bool
+jfigure(cJSON *parent, const char *key, Pair p)
+{
+    cJSON *o = cJSON_AddObjectToObject(parent, key);
+    double c = pct(p);
+    return o && cJSON_AddNumberToObject(o, "old", p.old_v) &&
+           cJSON_AddNumberToObject(o, "new", p.new_v) &&
+           cJSON_AddNumberToObject(o, "change", p.new_v - p.old_v) &&
+           (isnan(c) ? cJSON_AddNullToObject(o, "change_pct")
+                     : cJSON_AddNumberToObject(o, "change_pct", c));
+}
+
+static bool
+jrows(cJSON *root, const char *key, const DRow *rows, size_t n, bool with_source)
+{
+    cJSON *a = cJSON_AddArrayToObject(root, key);
+    bool ok = a != NULL;
+    for (size_t k = 0; ok && k < n; k++) {
+        cJSON *o = cJSON_CreateObject();
+        ok = o && cJSON_AddItemToArray(a, o);
+        if (!ok) {
+            cJSON_Delete(o);
+            break;
+        }
+        if (with_source) {
+            ok = (rows[k].source[0] ? cJSON_AddStringToObject(o, "source", rows[k].source)
+                                    : cJSON_AddNullToObject(o, "source")) &&
+                 (rows[k].op_name ? cJSON_AddStringToObject(o, "op_name", rows[k].op_name)
+                                  : cJSON_AddNullToObject(o, "op_name"));
+        }
+        ok = ok && cJSON_AddStringToObject(o, "kind", rows[k].kind) &&
+             cJSON_AddStringToObject(o, "status", status_of(&rows[k])) &&
+             jfigure(o, "collectives", rows[k].count) && jfigure(o, "send_bytes", rows[k].bytes);
+    }
+    return ok;
+}
+
+static char *
+print_json(const Agg *g, const DRow *kinds, size_t n_kinds, const DRow *src, size_t n_src,
+           const ReportDiffOptions *o, bool fail_total, bool fail_busiest)
+{
+    cJSON *root = cJSON_CreateObject();
+    bool ok = root && cJSON_AddNumberToObject(root, "schema_version", REPORT_SCHEMA_VERSION) &&
+              (o->old_label ? cJSON_AddStringToObject(root, "old", o->old_label)
+                            : cJSON_AddNullToObject(root, "old")) &&
+              (o->new_label ? cJSON_AddStringToObject(root, "new", o->new_label)
+                            : cJSON_AddNullToObject(root, "new"));
+    cJSON *t = ok ? cJSON_AddObjectToObject(root, "totals") : NULL;
+    ok = t && jfigure(t, "collectives", g->count) && jfigure(t, "send_bytes", g->total) &&
+         jfigure(t, "busiest_device_bytes", g->busiest) && jfigure(t, "time_us", g->time) &&
+         jfigure(t, "unknown_trip_send_bytes_per_execution", g->unknown) &&
+         (g->old_dev >= 0 ? cJSON_AddNumberToObject(t, "old_busiest_device", (double)g->old_dev)
+                          : cJSON_AddNullToObject(t, "old_busiest_device")) &&
+         (g->new_dev >= 0 ? cJSON_AddNumberToObject(t, "new_busiest_device", (double)g->new_dev)
+                          : cJSON_AddNullToObject(t, "new_busiest_device"));
+    ok = ok && jrows(root, "kinds", kinds, n_kinds, false) &&
+         jrows(root, "sources", src, n_src, true);
+    cJSON *b = ok ? cJSON_AddObjectToObject(root, "budget") : NULL;
+    ok = b &&
+         (o->has_budget ? cJSON_AddNumberToObject(b, "max_increase_pct", o->max_increase_pct)
+                        : cJSON_AddNullToObject(b, "max_increase_pct")) &&
+         cJSON_AddBoolToObject(b, "send_bytes_over", fail_total) &&
+         cJSON_AddBoolToObject(b, "busiest_device_over", fail_busiest) &&
+         cJSON_AddBoolToObject(b, "over_budget", fail_total || fail_busiest);
+    char *text = ok ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    return text;
+}
+
+SlStatus
+report_diff(const Report *old_r, const Report *new_r, const ReportDiffOptions *o, bool as_json,
+            SlBuf *out, bool *over_budget, SlError *err)
+{
+    SlSrcLoc nowhere = {NULL, 0, 0};
+    Agg g;
+    memset(&g, 0, sizeof(g));
+    g.old_dev = g.new_dev = -1;
+    collect(&g, old_r, false);
+    collect(&g, new_r, true);
+    bool fail_total = o->has_budget && over(g.total, o->max_increase_pct);
+    bool fail_busiest = o->has_budget && over(g.busiest, o->max_increase_pct);
+    *over_budget = fail_total || fail_busiest;
+    if (g.kinds.len)
+        qsort(g.kinds.data, g.kinds.len, sizeof(DRow), by_kind);
+    if (g.sources.len)
+        qsort(g.sources.data, g.sources.len, sizeof(DRow), by_change);
+    const DRow *kinds = g.kinds.data, *src = g.sources.data;
+    SlStatus st = SL_OK;
+    if (g.oom) {
+        st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory comparing reports");
+    } else if (as_json) {
+        char *text = print_json(&g, kinds, g.kinds.len, src, g.sources.len, o, fail_total,
+                                fail_busiest);
+        if (!text) {
+            st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory writing the diff");
+        } else {
+            sl_buf_puts(out, text);
+            sl_buf_putc(out, '\n');
+            cJSON_free(text);
+        }
+    } else {
+        print_text(&g, kinds, g.kinds.len, src, g.sources.len, o, fail_total, fail_busiest, out);
+    }
+    sl_vec_fini(&g.kinds);
+    sl_vec_fini(&g.sources);
+    if (!st && out->failed)
+        st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+    return st;
+}

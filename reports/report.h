@@ -1,0 +1,127 @@
+/* report.h - communication reports of a recorded run (product.md "Cost model", "Reports"):
+ * per-device byte traffic under the ring model, a time estimate, mesh axes of every
+ * collective, the text report, summary.json, and diff of two runs or summaries.
+ * Owns: the cost model as reported, and the JSON form (only reports/ sees cJSON). Works on a
+ * TraceRun loaded by the trace reader, never on the partitioner. Output is deterministic: rows
+ * are sorted, nothing depends on the clock, the run id or pointer values. Every Report lives in
+ * the arena passed to the function that made it; strings may point into the TraceRun. */
+#ifndef SHARDLENS_REPORT_H
+#define SHARDLENS_REPORT_H
+
+#include "base/base.h"
+#include "trace/trace_run.h"
+
+#define REPORT_SCHEMA_VERSION 1
+#define REPORT_DEFAULT_LINK_GBPS 100.0      /* Gbit/s per device (bus bandwidth) */
+#define REPORT_DEFAULT_LATENCY_US 5.0       /* per ring step */
+#define REPORT_DEFAULT_INTER_NODE_GBPS 25.0 /* with devices_per_node, between nodes */
+
+typedef struct ReportOptions {
+    double link_gbps;         /* > 0: Gbit/s (1e9 bit/s) each device sends at within a node */
+    double latency_us;        /* >= 0: paid once per algorithm step */
+    int64_t devices_per_node; /* 0: one level; K: devices [kK, (k+1)K) form node k */
+    double inter_node_gbps;   /* > 0: a group with members on two nodes runs at this rate */
+    const char *mesh;         /* "data=2,model=4": axes over the device order, or NULL */
+    bool is_default_link, is_default_latency, is_default_inter; /* for the output's wording */
+} ReportOptions;
+void report_options_init(ReportOptions *o); /* the defaults above, no mesh, one level */
+
+typedef struct ReportAxis {
+    const char *name;
+    int64_t size;
+} ReportAxis;
+
+/* Traffic of a set of collectives. Known trip counts are applied; collectives whose trip count
+ * is unknown are kept apart, per execution, and never counted as if they ran once. */
+typedef struct ReportTraffic {
+    uint32_t collectives;
+    double send_bytes, recv_bytes; /* summed over the set's devices, trip counts applied */
+    double time_us;                /* estimated, trip counts applied */
+    uint32_t unknown_trip_collectives;
+    double unknown_send_bytes, unknown_recv_bytes, unknown_time_us; /* per execution */
+} ReportTraffic;
+
+typedef struct ReportCollective {
+    const char *name, *kind, *opcode, *computation, *shape;
+    const char *source, *op_name; /* the input instruction it derives from; NULL when none */
+    const char *cause;            /* NULL when unreported */
+    const char *axes;             /* "model", "data,model", "none", ...; NULL without a mesh */
+    int64_t channel_id;           /* -1: none */
+    int64_t group_size, n_groups; /* largest group; permute: 2 and the number of pairs */
+    double bytes;                 /* S of the cost model, one execution */
+    int64_t trip_count;           /* -1: unknown */
+    double send_bytes, recv_bytes; /* one execution, summed over devices */
+    double max_device_send_bytes;  /* one execution, the busiest device */
+    uint32_t steps;                /* algorithm steps of the slowest group */
+    bool crosses_nodes;            /* some group spans two nodes (two-level topology only) */
+    double time_us;                /* one execution */
+} ReportCollective;
+
+typedef struct ReportDevice {
+    int64_t device;
+    ReportTraffic t; /* this device's own bytes; time is not split per device (0) */
+} ReportDevice;
+
+/* A total by kind, by source instruction or by metadata op_name. */
+typedef struct ReportRow {
+    const char *key;     /* kind, source name or op_name ("" when the collective has none) */
+    const char *op_name; /* source rows: the source's op_name, NULL when none */
+    const char *opcode;  /* source rows: the source's opcode, NULL when unknown */
+    ReportTraffic t;
+} ReportRow;
+
+typedef struct ReportLoop {
+    const char *dot, *loop, *variant;
+    int64_t iterations, bytes_per_iteration;
+} ReportLoop;
+
+typedef struct Report {
+    const char *module, *input_hash, *tool_version;
+    int64_t num_partitions;
+    ReportOptions model; /* as used; `mesh` is the canonical text */
+    ReportAxis *axes;    /* n_axes; none without a mesh */
+    uint32_t n_axes;
+    ReportTraffic total;
+    int64_t bottleneck_device; /* most bytes sent + received, lowest id on ties; -1: none */
+    ReportCollective *collectives; /* output order */
+    uint32_t n_collectives;
+    ReportDevice *devices; /* 0 .. n_devices-1 */
+    uint32_t n_devices;
+    ReportRow *kinds, *sources, *op_names; /* kinds by name; the others by bytes, then name */
+    uint32_t n_kinds, n_sources, n_op_names;
+    ReportLoop *loops;
+    uint32_t n_loops;
+} Report;
+
+/* Computes the report of `run`. A mesh that does not parse or whose size is not the run's
+ * device count is SL_ERR_INVALID; bad model numbers are SL_ERR_INVALID. */
+SlStatus report_build(const TraceRun *run, const ReportOptions *o, SlArena *arena,
+                      Report **out, SlError *err);
+/* Bytes of a shape in HLO text ("f32[8,16]", "(s4[3], bf16[2])"), sub-byte types packed;
+ * false when the text is not a shape. */
+bool report_shape_bytes(const char *shape, double *bytes);
+
+/* The text report for people: totals, per kind, per device, top source ops, collectives,
+ * windowed loops, with the model's assumptions stated. */
+void report_print_text(const Report *r, SlBuf *out);
+/* One line: collectives, bytes sent, the busiest device, estimated time, unknown trips. */
+void report_print_summary_line(const Report *r, SlBuf *out);
+/* summary.json (schema/summary.schema.json), byte-for-byte deterministic. */
+SlStatus report_write_json(const Report *r, SlBuf *out, SlError *err);
+/* Reads a summary.json back (for diff). Errors name `path`. */
+SlStatus report_parse_json(SlStr text, const char *path, SlArena *arena, Report **out,
+                           SlError *err);
+
+typedef struct ReportDiffOptions {
+    bool has_budget;
+    double max_increase_pct;        /* >= 0: growth allowed for total and busiest-device bytes */
+    const char *old_label, *new_label; /* how to name the inputs (paths), may be NULL */
+} ReportDiffOptions;
+
+/* Compares two reports: per kind, busiest device, per source op (matched by name and
+ * op_name), per (source, kind). Writes text or, with `as_json`, JSON for bots into `out`;
+ * `*over_budget` is true when a budget is set and a gated figure grew past it. */
+SlStatus report_diff(const Report *old_r, const Report *new_r, const ReportDiffOptions *o,
+                     bool as_json, SlBuf *out, bool *over_budget, SlError *err);
+
+#endif

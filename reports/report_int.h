@@ -1,0 +1,53 @@
+/* report_int.h - shared inside reports/ only: the per-group cost model, mesh decoding, and
+ * number formatting. */
+#ifndef SHARDLENS_REPORT_INT_H
+#define SHARDLENS_REPORT_INT_H
+
+#include "reports/report.h"
+
+/* ---- cost.c: ring model and time of one group ---------------------------------------- */
+
+typedef enum ReportKind {
+    RK_ALL_GATHER,
+    RK_REDUCE_SCATTER,
+    RK_ALL_REDUCE,
+    RK_ALL_TO_ALL,
+    RK_PERMUTE,
+    RK_BROADCAST,
+    RK_OTHER, /* a kind this version does not cost: bytes 0, named in the report */
+} ReportKind;
+
+ReportKind report_kind_of(const char *kind);
+
+/* Bytes each member of a group of `g` devices sends (and receives) for one execution of a
+ * collective of `kind` with full buffer `s` (all kinds but collective-permute). */
+double report_ring_bytes(ReportKind kind, int64_t g, double s);
+/* Algorithm steps of one execution over a group of `g` (collective-permute: 1). */
+uint32_t report_ring_steps(ReportKind kind, int64_t g);
+/* latency * steps + bytes / bandwidth, in microseconds, at `gbps` Gbit/s. */
+double report_time_us(const ReportOptions *o, uint32_t steps, double bytes, bool crosses_nodes);
+/* True when `devices[0..n)` are not all on one node (never without a two-level topology). */
+bool report_crosses_nodes(const ReportOptions *o, const int64_t *devices, uint32_t n);
+
+/* ---- mesh.c: axes over the device order ------------------------------------------------- */
+
+/* Parses "data=2,model=4" into axes; their product must be `n_devices`. */
+SlStatus report_mesh_parse(const char *text, int64_t n_devices, SlArena *arena,
+                           ReportAxis **axes, uint32_t *n_axes, SlError *err);
+/* The canonical spelling of the axes ("data=2,model=4"). */
+const char *report_mesh_print(const ReportAxis *axes, uint32_t n_axes, SlArena *arena);
+/* The axes a collective's groups span: "model", "data,model", "none" (groups of one), with
+ * "part of X" when a group covers only some of X's devices; permutes name the axes each pair
+ * moves along. NULL on allocation failure. */
+const char *report_mesh_axes_of(const ReportAxis *axes, uint32_t n_axes,
+                                const TraceRunCollective *c, bool is_permute, SlArena *arena);
+
+/* ---- text.c / summary_json.c helpers ----------------------------------------------------- */
+
+/* Exact byte counts: integers as integers, fractions (packed sub-byte types) with up to
+ * three decimals, deterministically. */
+void report_put_bytes(SlBuf *b, double v);
+/* "1.5 MiB" style, for people. */
+void report_put_human(SlBuf *b, double v);
+
+#endif

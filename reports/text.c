@@ -1,0 +1,399 @@
+/* text.c - the text report for people: what was assumed, totals, per kind, per device, top
+ * source ops, per op_name, every collective, windowed loops. Owns: layout (aligned tables) and
+ * number wording. Does not own: any figure (traffic.c computes them all).
+ * Invariant: deterministic; exact byte counts are printed, human units only beside them. */
+#include "reports/report_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TOP_SOURCES = 10, MAX_COLS = 10 };
+
+void
+report_put_bytes(SlBuf *b, double v)
+{
+    if (v == floor(v) && fabs(v) < 9007199254740992.0) { /* 2^53: exact as an integer */
+        sl_buf_printf(b, "%.0f", v);
+        return;
+    }
+    char tmp[64];
+    int n = snprintf(tmp, sizeof(tmp), "%.3f", v);
+    while (n > 0 && tmp[n - 1] == '0')
+        n--;
+    if (n > 0 && tmp[n - 1] == '.')
+        n--;
+    sl_buf_append(b, tmp, (size_t)n);
+}
+
+void
+report_put_human(SlBuf *b, double v)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    size_t u = 0;
+    while (fabs(v) >= 1024.0 && u + 1 < SL_COUNTOF(units)) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        report_put_bytes(b, v);
+    else
+        sl_buf_printf(b, "%.1f", v);
+    sl_buf_printf(b, " %s", units[u]);
+}
+
+/* ---- a small aligned table ---------------------------------------------------------------- */
+
+typedef struct Table {
+    uint32_t n_cols;
+    const char *align; /* one of 'l' / 'r' per column */
+    SlVec cells;       /* char *, row-major, heap */
+    SlBuf cell;        /* the cell being written */
+} Table;
+
+static void
+table_init(Table *t, const char *align)
+{
+    memset(t, 0, sizeof(*t));
+    t->n_cols = (uint32_t)strlen(align);
+    t->align = align;
+    sl_buf_init(&t->cell);
+}
+
+/* Ends the cell written into t->cell. */
+static void
+table_end_cell(Table *t)
+{
+    char *c = malloc(t->cell.len + 1);
+    if (c) {
+        memcpy(c, t->cell.data ? t->cell.data : "", t->cell.len);
+        c[t->cell.len] = '\0';
+    }
+    if (!c || !SL_VEC_PUSH(&t->cells, char *, c)) {
+        free(c);
+        t->cell.failed = true;
+    }
+    sl_buf_clear(&t->cell);
+}
+
+static void
+table_cell(Table *t, const char *text)
+{
+    sl_buf_puts(&t->cell, text ? text : "");
+    table_end_cell(t);
+}
+
+static void
+table_bytes(Table *t, double v)
+{
+    report_put_bytes(&t->cell, v);
+    table_end_cell(t);
+}
+
+static void
+table_print(Table *t, SlBuf *out, const char *indent)
+{
+    size_t w[MAX_COLS] = {0};
+    size_t n = t->cells.len;
+    for (size_t k = 0; k < n; k++) {
+        size_t len = strlen(SL_VEC_AT(&t->cells, char *, k));
+        size_t col = k % t->n_cols;
+        w[col] = len > w[col] ? len : w[col];
+    }
+    for (size_t k = 0; k < n; k++) {
+        size_t col = k % t->n_cols;
+        const char *c = SL_VEC_AT(&t->cells, char *, k);
+        bool last = col + 1 == t->n_cols;
+        if (col == 0)
+            sl_buf_puts(out, indent);
+        if (t->align[col] == 'r')
+            sl_buf_printf(out, "%*s", (int)w[col], c);
+        else if (last)
+            sl_buf_puts(out, c);
+        else
+            sl_buf_printf(out, "%-*s", (int)w[col], c);
+        sl_buf_puts(out, last ? "\n" : "  ");
+        free(SL_VEC_AT(&t->cells, char *, k));
+    }
+    if (t->cell.failed)
+        out->failed = true;
+    sl_vec_fini(&t->cells);
+    sl_buf_fini(&t->cell);
+}
+
+/* ---- sections ------------------------------------------------------------------------------ */
+
+static void
+put_time(SlBuf *b, double us)
+{
+    sl_buf_printf(b, "%.2f", us);
+}
+
+static void
+print_model(const Report *r, SlBuf *out)
+{
+    const ReportOptions *o = &r->model;
+    sl_buf_puts(out, "model: ring algorithms, bytes per device and per execution, g = group size, "
+                     "S = full buffer:\n"
+                     "       all-gather, reduce-scatter, all-to-all (g-1)/g*S; all-reduce "
+                     "2(g-1)/g*S;\n"
+                     "       collective-permute S sent by each source, S received by each target;"
+                     " groups of one 0;\n"
+                     "       collectives in loops count once per iteration (unknown trip counts "
+                     "are reported apart)\n");
+    sl_buf_puts(out, "time:  latency * steps + bytes each device sends / bandwidth, the link speed read "
+                     "as\n       nccl-tests bus bandwidth, collectives one after another;\n");
+    sl_buf_printf(out, "       link %g Gbit/s (%s), latency %g us per step (%s)\n", o->link_gbps,
+                  o->is_default_link ? "default; --link-gbps" : "--link-gbps", o->latency_us,
+                  o->is_default_latency ? "default; --latency-us" : "--latency-us");
+    if (o->devices_per_node > 0)
+        sl_buf_printf(out, "       %lld devices per node, %g Gbit/s between nodes (%s)\n",
+                      (long long)o->devices_per_node, o->inter_node_gbps,
+                      o->is_default_inter ? "default; --inter-node-gbps" : "--inter-node-gbps");
+    if (o->mesh)
+        sl_buf_printf(out, "mesh:  %s (axes over the device order, last axis fastest)\n",
+                      o->mesh);
+    else
+        sl_buf_puts(out, "mesh:  none given (--mesh data=2,model=4 names the axes collectives "
+                         "span)\n");
+}
+
+static void
+put_unknown(SlBuf *out, const ReportTraffic *t)
+{
+    sl_buf_printf(out, "%u collective%s in loops with unknown trip counts: ",
+                  t->unknown_trip_collectives, t->unknown_trip_collectives == 1 ? "" : "s");
+    report_put_bytes(out, t->unknown_send_bytes);
+    sl_buf_puts(out, " B sent per execution, not included above");
+}
+
+static void
+print_totals(const Report *r, SlBuf *out)
+{
+    const ReportTraffic *t = &r->total;
+    sl_buf_printf(out, "\ntotals\n  collectives      %u\n  bytes sent       ", t->collectives);
+    report_put_bytes(out, t->send_bytes);
+    sl_buf_puts(out, " B (");
+    report_put_human(out, t->send_bytes);
+    sl_buf_puts(out, "), summed over devices; as many are received\n  busiest device   ");
+    if (r->bottleneck_device >= 0) {
+        const ReportTraffic *d = &r->devices[r->bottleneck_device].t;
+        sl_buf_printf(out, "%lld: ", (long long)r->bottleneck_device);
+        report_put_bytes(out, d->send_bytes);
+        sl_buf_puts(out, " B sent, ");
+        report_put_bytes(out, d->recv_bytes);
+        sl_buf_puts(out, " B received\n");
+    } else {
+        sl_buf_puts(out, "none (no device moves any byte)\n");
+    }
+    sl_buf_puts(out, "  estimated time   ");
+    put_time(out, t->time_us);
+    sl_buf_puts(out, " us\n  trip counts      ");
+    if (t->unknown_trip_collectives)
+        put_unknown(out, t);
+    else
+        sl_buf_puts(out, "all known");
+    sl_buf_putc(out, '\n');
+}
+
+static void
+print_kinds(const Report *r, SlBuf *out)
+{
+    sl_buf_puts(out, "\nper collective kind\n");
+    if (!r->n_kinds) {
+        sl_buf_puts(out, "  (no collectives)\n");
+        return;
+    }
+    Table t;
+    table_init(&t, "lrrrr");
+    const char *head[] = {"kind", "count", "bytes sent", "time (us)", "unknown trips"};
+    for (size_t k = 0; k < SL_COUNTOF(head); k++)
+        table_cell(&t, head[k]);
+    for (uint32_t k = 0; k < r->n_kinds; k++) {
+        const ReportRow *row = &r->kinds[k];
+        table_cell(&t, row->key);
+        sl_buf_printf(&t.cell, "%u", row->t.collectives);
+        table_end_cell(&t);
+        table_bytes(&t, row->t.send_bytes);
+        put_time(&t.cell, row->t.time_us);
+        table_end_cell(&t);
+        sl_buf_printf(&t.cell, "%u", row->t.unknown_trip_collectives);
+        table_end_cell(&t);
+    }
+    table_print(&t, out, "  ");
+}
+
+static void
+print_devices(const Report *r, SlBuf *out)
+{
+    sl_buf_puts(out, "\nper device\n");
+    Table t;
+    table_init(&t, "rrrr");
+    const char *head[] = {"device", "bytes sent", "bytes received", "collectives"};
+    for (size_t k = 0; k < SL_COUNTOF(head); k++)
+        table_cell(&t, head[k]);
+    for (uint32_t d = 0; d < r->n_devices; d++) {
+        const ReportTraffic *x = &r->devices[d].t;
+        sl_buf_printf(&t.cell, "%lld", (long long)r->devices[d].device);
+        table_end_cell(&t);
+        table_bytes(&t, x->send_bytes);
+        table_bytes(&t, x->recv_bytes);
+        sl_buf_printf(&t.cell, "%u", x->collectives);
+        table_end_cell(&t);
+    }
+    table_print(&t, out, "  ");
+}
+
+static void
+print_rows(const char *title, const ReportRow *rows, uint32_t n, bool is_source, SlBuf *out)
+{
+    sl_buf_printf(out, "\n%s\n", title);
+    if (!n) {
+        sl_buf_puts(out, "  (none)\n");
+        return;
+    }
+    Table t;
+    table_init(&t, is_source ? "llrrl" : "rrl");
+    if (is_source) {
+        table_cell(&t, "source");
+        table_cell(&t, "opcode");
+    }
+    table_cell(&t, "collectives");
+    table_cell(&t, "bytes sent");
+    table_cell(&t, "op_name");
+    uint32_t shown = n < TOP_SOURCES ? n : TOP_SOURCES;
+    for (uint32_t k = 0; k < shown; k++) {
+        const ReportRow *row = &rows[k];
+        if (is_source) {
+            sl_buf_printf(&t.cell, "%s%s", row->key[0] ? "%" : "(none)", row->key);
+            table_end_cell(&t);
+            table_cell(&t, row->opcode ? row->opcode : "-");
+        }
+        sl_buf_printf(&t.cell, "%u", row->t.collectives);
+        table_end_cell(&t);
+        table_bytes(&t, row->t.send_bytes);
+        const char *op = is_source ? row->op_name : row->key;
+        table_cell(&t, op && op[0] ? op : "-");
+    }
+    table_print(&t, out, "  ");
+    if (shown < n)
+        sl_buf_printf(out, "  ... %u more in summary.json\n", n - shown);
+}
+
+static void
+print_collectives(const Report *r, SlBuf *out)
+{
+    sl_buf_puts(out, "\ncollectives\n");
+    if (!r->n_collectives) {
+        sl_buf_puts(out, "  (none)\n");
+        return;
+    }
+    Table t;
+    table_init(&t, "lllrrrrrl");
+    const char *head[] = {"name",  "kind",           "over",      "groups", "S (B)",
+                          "trips", "max sent/device", "time (us)", "source"};
+    for (size_t k = 0; k < SL_COUNTOF(head); k++)
+        table_cell(&t, head[k]);
+    for (uint32_t k = 0; k < r->n_collectives; k++) {
+        const ReportCollective *c = &r->collectives[k];
+        sl_buf_printf(&t.cell, "%%%s", c->name);
+        table_end_cell(&t);
+        table_cell(&t, c->kind);
+        table_cell(&t, c->axes ? c->axes : "-");
+        if (report_kind_of(c->kind) == RK_PERMUTE)
+            sl_buf_printf(&t.cell, "%lld pairs", (long long)c->n_groups);
+        else
+            sl_buf_printf(&t.cell, "%lldx%lld", (long long)c->n_groups, (long long)c->group_size);
+        table_end_cell(&t);
+        table_bytes(&t, c->bytes);
+        if (c->trip_count < 0)
+            sl_buf_puts(&t.cell, "unknown");
+        else
+            sl_buf_printf(&t.cell, "%lld", (long long)c->trip_count);
+        table_end_cell(&t);
+        table_bytes(&t, c->max_device_send_bytes);
+        put_time(&t.cell, c->time_us);
+        if (c->crosses_nodes)
+            sl_buf_puts(&t.cell, " (inter-node)");
+        table_end_cell(&t);
+        if (c->source)
+            sl_buf_printf(&t.cell, "%%%s", c->source);
+        else
+            sl_buf_puts(&t.cell, "(none)");
+        if (c->cause)
+            sl_buf_printf(&t.cell, " (%s)", c->cause);
+        table_end_cell(&t);
+    }
+    table_print(&t, out, "  ");
+    sl_buf_puts(out, "  (max sent/device and time are per execution; multiply by trips)\n");
+}
+
+static void
+print_loops(const Report *r, SlBuf *out)
+{
+    sl_buf_puts(out, "\nwindowed loops\n");
+    if (!r->n_loops) {
+        sl_buf_puts(out, "  (none)\n");
+        return;
+    }
+    Table t;
+    table_init(&t, "lllrr");
+    const char *head[] = {"dot", "loop", "variant", "iterations", "bytes/iteration"};
+    for (size_t k = 0; k < SL_COUNTOF(head); k++)
+        table_cell(&t, head[k]);
+    for (uint32_t k = 0; k < r->n_loops; k++) {
+        const ReportLoop *l = &r->loops[k];
+        sl_buf_printf(&t.cell, "%%%s", l->dot);
+        table_end_cell(&t);
+        sl_buf_printf(&t.cell, "%%%s", l->loop);
+        table_end_cell(&t);
+        table_cell(&t, l->variant);
+        sl_buf_printf(&t.cell, "%lld", (long long)l->iterations);
+        table_end_cell(&t);
+        table_bytes(&t, (double)l->bytes_per_iteration);
+    }
+    table_print(&t, out, "  ");
+}
+
+void
+report_print_text(const Report *r, SlBuf *out)
+{
+    sl_buf_printf(out, "shardlens report: module %s, %lld devices, input %s (traced by shardlens %s)\n",
+                  r->module ? r->module : "?", (long long)r->num_partitions,
+                  r->input_hash ? r->input_hash : "?", r->tool_version ? r->tool_version : "?");
+    print_model(r, out);
+    print_totals(r, out);
+    print_kinds(r, out);
+    print_devices(r, out);
+    print_rows("top source ops (bytes sent, summed over devices)", r->sources, r->n_sources,
+               true, out);
+    print_rows("per op_name", r->op_names, r->n_op_names, false, out);
+    print_collectives(r, out);
+    print_loops(r, out);
+}
+
+void
+report_print_summary_line(const Report *r, SlBuf *out)
+{
+    const ReportTraffic *t = &r->total;
+    sl_buf_printf(out, "%u collective%s, ", t->collectives, t->collectives == 1 ? "" : "s");
+    report_put_bytes(out, t->send_bytes);
+    sl_buf_puts(out, " B sent summed over devices");
+    if (r->bottleneck_device >= 0) {
+        const ReportTraffic *d = &r->devices[r->bottleneck_device].t;
+        sl_buf_printf(out, ", busiest device %lld (", (long long)r->bottleneck_device);
+        report_put_bytes(out, d->send_bytes);
+        sl_buf_puts(out, " B sent, ");
+        report_put_bytes(out, d->recv_bytes);
+        sl_buf_puts(out, " B received)");
+    }
+    sl_buf_puts(out, ", estimated ");
+    put_time(out, t->time_us);
+    sl_buf_puts(out, " us");
+    if (t->unknown_trip_collectives) {
+        sl_buf_puts(out, "; ");
+        put_unknown(out, t);
+    }
+    sl_buf_putc(out, '\n');
+}

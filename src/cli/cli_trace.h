@@ -1,0 +1,66 @@
+/* cli_trace.h - what the trace commands share (partition --trace, report, explain, diff,
+ * analyze): partition options from -n/--set, a partition run recorded into a trace database,
+ * loading a recorded run, and the report's model options. Owns: the clock (created_at and
+ * duration come from here, never from the library). Invariant: every function that returns an
+ * int returns an exit code and has printed its diagnostic when it is not CLI_EXIT_OK. */
+#ifndef SHARDLENS_CLI_TRACE_H
+#define SHARDLENS_CLI_TRACE_H
+
+#include "cli/cli_util.h"
+#include "reports/report.h"
+#include "spmd/spmd.h"
+#include "trace/trace_db.h"
+#include "trace/trace_run.h"
+
+/* Option ids shared by the report-making commands; a command's own ids stay below 100. */
+enum {
+    CLI_OPT_RUN = 100,
+    CLI_OPT_LINK_GBPS,
+    CLI_OPT_LATENCY_US,
+    CLI_OPT_MESH,
+    CLI_OPT_DEVICES_PER_NODE,
+    CLI_OPT_INTER_NODE_GBPS,
+};
+
+/* The model options' rows, for a command's CliOpt table. */
+#define CLI_REPORT_MODEL_OPTS                                                                  \
+    {CLI_OPT_LINK_GBPS, 0, "link-gbps", "G",                                                  \
+     "link bandwidth in Gbit/s, as nccl-tests bus bandwidth (default 100)", false},           \
+        {CLI_OPT_LATENCY_US, 0, "latency-us", "L", "latency per algorithm step (default 5)",   \
+         false},                                                                               \
+        {CLI_OPT_MESH, 0, "mesh", "AXES", "name mesh axes over the devices: data=2,model=4",   \
+         false},                                                                               \
+        {CLI_OPT_DEVICES_PER_NODE, 0, "devices-per-node", "K",                                 \
+         "two-level topology: K devices per node", false},                                     \
+        {CLI_OPT_INTER_NODE_GBPS, 0, "inter-node-gbps", "G",                                   \
+         "bandwidth between nodes in Gbit/s (default 25)", false }
+
+/* ReportOptions from CLI_REPORT_MODEL_OPTS; usage errors print and return CLI_EXIT_BAD_INPUT. */
+int cli_report_options(const CliArgs *a, ReportOptions *o);
+
+/* SpmdOptions from -n (option `n_id`), else the module header, and every --set (`set_id`). */
+int cli_spmd_options(const CliArgs *a, int n_id, int set_id, const IrModule *m, SpmdOptions *o);
+
+/* Checks the shardings against N, partitions `in` (recording the run into `trace_path`, opened
+ * for appending, when not NULL), checks the result and prints it into `text`. On success
+ * `*run_id` (may be NULL) is the recorded run, 0 without a trace. Nothing of a failed run is
+ * in the trace. */
+int cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
+                         SlBuf *text, int64_t *run_id);
+
+/* A run loaded from a trace database. */
+typedef struct CliRun {
+    TraceDb *db;
+    SlArena arena;
+    const TraceRun *run;
+} CliRun;
+/* Opens `path` read-only and loads run `run_id` (0: the latest). Pair with cli_run_fini. */
+int cli_run_load(CliRun *r, const char *path, int64_t run_id);
+void cli_run_fini(CliRun *r);
+/* --run ID (CLI_OPT_RUN) as a positive integer, 0 when absent. */
+int cli_run_id(const CliArgs *a, int64_t *run_id);
+
+/* Prints err (its location defaulting to `path`) and returns the exit code. */
+int cli_report_at(SlError *err, const char *path);
+
+#endif

@@ -1,0 +1,248 @@
+/* cmd_analyze.c - `shardlens analyze IN.hlo [-n N] --out DIR`: partition with a trace, report
+ * and draw, all into DIR: partitioned.hlo, trace.db, summary.json, report.txt, and before.svg /
+ * after.svg when the build has viz/. Owns: the directory layout and the order of the steps.
+ * Invariant: every file is written atomically, and trace.db holds exactly this run (it is built
+ * beside under a temporary name and renamed over any older one). */
+#include "cli/cli_trace.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifdef SHARDLENS_HAVE_VIZ
+#include "viz/viz.h"
+#endif
+
+enum { OPT_N, OPT_OUT, OPT_SET };
+
+static const CliOpt k_opts[] = {
+    {OPT_N,   'n', "num-partitions", "N",         "partition for N devices (default: the header's)",
+     false                                                                                                 },
+    {OPT_OUT, 0,   "out",            "DIR",       "directory for every output (created when missing)", false},
+    {OPT_SET, 0,   "set",            "KEY=VALUE", "set a partitioner option by its XLA name",          true },
+    CLI_REPORT_MODEL_OPTS,
+};
+
+/* mkdir -p */
+static SlStatus
+make_dir(const char *dir, SlError *err)
+{
+    SlSrcLoc loc = {dir, 0, 0};
+    size_t n = strlen(dir);
+    char *p = malloc(n + 1);
+    if (!p)
+        return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");
+    memcpy(p, dir, n + 1);
+    SlStatus st = SL_OK;
+    for (size_t k = 1; k <= n && !st; k++) {
+        if (p[k] != '/' && p[k] != '\0')
+            continue;
+        char keep = p[k];
+        p[k] = '\0';
+        struct stat sb;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            st = sl_fail(err, SL_ERR_IO, loc, "cannot create directory: %s", strerror(errno));
+        else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            st = sl_fail(err, SL_ERR_IO, loc, "not a directory: %s", p);
+        p[k] = keep;
+    }
+    free(p);
+    return st;
+}
+
+typedef struct Paths {
+    char hlo[4096], trace[4096], trace_tmp[4096], json[4096], text[4096], before[4096],
+        after[4096];
+} Paths;
+
+static bool
+join(char *out, size_t n, const char *dir, const char *name)
+{
+    size_t len = strlen(dir);
+    const char *sep = len && dir[len - 1] == '/' ? "" : "/";
+    int w = snprintf(out, n, "%s%s%s", dir, sep, name);
+    return w > 0 && (size_t)w < n;
+}
+
+static bool
+make_paths(Paths *p, const char *dir)
+{
+    char tmp[64];
+    snprintf(tmp, sizeof(tmp), ".trace.db.tmp.%ld", (long)getpid());
+    return join(p->hlo, sizeof(p->hlo), dir, "partitioned.hlo") &&
+           join(p->trace, sizeof(p->trace), dir, "trace.db") &&
+           join(p->trace_tmp, sizeof(p->trace_tmp), dir, tmp) &&
+           join(p->json, sizeof(p->json), dir, "summary.json") &&
+           join(p->text, sizeof(p->text), dir, "report.txt") &&
+           join(p->before, sizeof(p->before), dir, "before.svg") &&
+           join(p->after, sizeof(p->after), dir, "after.svg");
+}
+
+/* Removes a temporary database and the journal files SQLite may have left beside it. */
+static void
+remove_db(const char *path)
+{
+    static const char *const suffixes[] = {"", "-journal", "-wal", "-shm"};
+    char p[4200];
+    for (size_t k = 0; k < SL_COUNTOF(suffixes); k++) {
+        snprintf(p, sizeof(p), "%s%s", path, suffixes[k]);
+        (void)remove(p);
+    }
+}
+
+static int
+write_file(const char *path, const SlBuf *b)
+{
+    SlError err = {0};
+    if (sl_file_write_atomic(path, b->data ? b->data : "", b->len, &err))
+        return cli_report_at(&err, path);
+    printf("  %s\n", path);
+    return CLI_EXIT_OK;
+}
+
+static int
+draw(const TraceRun *run, const ReportOptions *ro, const Paths *p)
+{
+#ifdef SHARDLENS_HAVE_VIZ
+    const char *paths[] = {p->before, p->after};
+    const VizView views[] = {VIZ_BEFORE, VIZ_AFTER};
+    for (size_t k = 0; k < SL_COUNTOF(paths); k++) {
+        VizOptions vo;
+        viz_options_init(&vo);
+        vo.view = views[k];
+        vo.format = VIZ_SVG;
+        vo.mesh = ro->mesh;
+        SlError err = {0};
+        SlBuf note;
+        sl_buf_init(&note);
+        SlStatus st = viz_render(run, &vo, paths[k], &note, &err);
+        if (!st)
+            printf("  %s%s%.*s\n", paths[k], note.len ? "  (" : "", (int)note.len,
+                   note.data ? note.data : "");
+        if (!st && note.len)
+            printf("  )\n");
+        sl_buf_fini(&note);
+        if (st)
+            return cli_report_at(&err, paths[k]);
+    }
+    return CLI_EXIT_OK;
+#else
+    /* viz/ is not in this build: no diagrams (the viz engineer enables this branch by defining
+     * viz_lib in viz/meson.build, which sets SHARDLENS_HAVE_VIZ for the CLI). */
+    (void)run;
+    (void)ro;
+    (void)p;
+    printf("  (no diagrams: this build has no viz/)\n");
+    return CLI_EXIT_OK;
+#endif
+}
+
+/* Report, summary and diagrams from the freshly written trace. */
+static int
+report_all(const Paths *p, const ReportOptions *ro)
+{
+    CliRun r;
+    int code = cli_run_load(&r, p->trace, 0);
+    SlArena arena;
+    sl_arena_init(&arena);
+    Report *rep = NULL;
+    SlError err = {0};
+    SlBuf json, text;
+    sl_buf_init(&json);
+    sl_buf_init(&text);
+    if (code == CLI_EXIT_OK && report_build(r.run, ro, &arena, &rep, &err))
+        code = cli_report_at(&err, p->trace);
+    if (code == CLI_EXIT_OK && report_write_json(rep, &json, &err))
+        code = cli_report_at(&err, p->json);
+    if (code == CLI_EXIT_OK)
+        code = write_file(p->json, &json);
+    if (code == CLI_EXIT_OK) {
+        report_print_text(rep, &text);
+        code = write_file(p->text, &text);
+    }
+    if (code == CLI_EXIT_OK)
+        code = draw(r.run, ro, p);
+    if (code == CLI_EXIT_OK) {
+        sl_buf_clear(&text);
+        report_print_summary_line(rep, &text);
+        printf("%.*s", (int)text.len, text.data ? text.data : "");
+    }
+    sl_buf_fini(&json);
+    sl_buf_fini(&text);
+    sl_arena_fini(&arena);
+    cli_run_fini(&r);
+    return code;
+}
+
+static int
+run(const CliArgs *a)
+{
+    const char *dir = cli_args_value(a, OPT_OUT);
+    if (!dir)
+        return cli_usage_error(a->cmd, "--out DIR is required");
+    ReportOptions ro;
+    Paths p;
+    int code = cli_report_options(a, &ro);
+    if (code != CLI_EXIT_OK)
+        return code;
+    if (!make_paths(&p, dir))
+        return cli_usage_error(a->cmd, "--out: path too long");
+    CliInput in;
+    SlError err = {0};
+    SpmdOptions o;
+    SlBuf hlo;
+    sl_buf_init(&hlo);
+    if (cli_input_load(&in, a->pos[0], &err) || ir_module_check(in.module, in.display, &err))
+        code = cli_report(&err, &in);
+    else
+        code = cli_spmd_options(a, OPT_N, OPT_SET, in.module, &o);
+    if (code == CLI_EXIT_OK && make_dir(dir, &err))
+        code = cli_report(&err, NULL);
+    if (code == CLI_EXIT_OK) {
+        remove_db(p.trace_tmp);
+        code = cli_partition_traced(&in, &o, p.trace_tmp, &hlo, NULL);
+    }
+    if (code == CLI_EXIT_OK) {
+        printf("analyze: %s on %lld devices, into %s\n", in.display, (long long)o.num_partitions,
+               dir);
+        code = write_file(p.hlo, &hlo);
+    }
+    if (code == CLI_EXIT_OK && rename(p.trace_tmp, p.trace) != 0) {
+        SlSrcLoc loc = {p.trace, 0, 0};
+        sl_fail(&err, SL_ERR_IO, loc, "cannot write: %s", strerror(errno));
+        code = cli_report(&err, NULL);
+    } else if (code == CLI_EXIT_OK) {
+        printf("  %s\n", p.trace);
+    }
+    remove_db(p.trace_tmp);
+    if (code == CLI_EXIT_OK)
+        code = report_all(&p, &ro);
+    sl_buf_fini(&hlo);
+    cli_input_fini(&in);
+    return code;
+}
+
+const CliCommand cmd_analyze = {
+    .name = "analyze",
+    .usage = "IN.hlo [-n N] --out DIR [--set KEY=VALUE]... [--mesh AXES] [--link-gbps G] "
+             "[--latency-us L]",
+    .summary = "partition, trace, report and draw into one directory",
+    .description =
+        "Partitions IN.hlo with a trace and writes into DIR (created when missing):\n"
+        "  partitioned.hlo  the per-device module (as partition -o writes it)\n"
+        "  trace.db         the trace of this run alone (as partition --trace records it)\n"
+        "  summary.json     the report as JSON (as report --json writes it)\n"
+        "  report.txt       the report for people (as report prints it)\n"
+        "  before.svg       the input graph, nodes coloured by sharding (when built with viz)\n"
+        "  after.svg        the partitioned graph, collectives highlighted (when built with viz)\n"
+        "Each file is written atomically; the paths are printed as they are written, then\n"
+        "the totals. The model options are report's.\n",
+    .opts = k_opts,
+    .n_opts = SL_COUNTOF(k_opts),
+    .min_pos = 1,
+    .max_pos = 1,
+    .run = run,
+};

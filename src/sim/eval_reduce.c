@@ -1,0 +1,407 @@
+/* eval_reduce.c - kernels that apply a called computation: reduce (variadic), reduce-window
+ * (variadic, base and window dilation, padding), select-and-scatter, and sort (stable, any
+ * comparator). Owns: the order in which elements meet the body, which follows XLA's evaluator
+ * (row-major over the reduced positions). Does not own: the body's arithmetic (a recognised
+ * `op(p0, p1)` body takes sim_apply2's fast path; any other body is interpreted). */
+#include "sim/sim_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SIM_MAX_VARIADIC 16 /* operands of a variadic reduce, reduce-window or sort */
+
+/* k accumulators and k new elements through a body with 2k scalar parameters. */
+typedef struct Body {
+    SimCtx *cx;
+    const IrInstr *ins;
+    const IrComputation *comp;
+    int64_t dev;
+    uint32_t k;
+    IrDtype t[SIM_MAX_VARIADIC];
+    SimValue *args[2 * SIM_MAX_VARIADIC];
+} Body;
+
+static SlStatus
+body_init(Body *b, SimCtx *cx, const IrInstr *ins, IrAttrKey key, int64_t dev, uint32_t k,
+          SimValue *const *ops)
+{
+    memset(b, 0, sizeof *b);
+    b->cx = cx, b->ins = ins, b->dev = dev, b->k = k;
+    b->comp = ir_instr_called(ins, key);
+    if (!b->comp)
+        return sim_fail(cx, ins, SL_ERR_INVALID, "missing called computation");
+    if (k > SIM_MAX_VARIADIC)
+        return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "more than %d operands", SIM_MAX_VARIADIC);
+    for (uint32_t j = 0; j < k; j++) {
+        b->t[j] = ops[j]->dtype;
+        if (!(b->args[j] = sim_value_new_array(b->t[j], NULL, 0)) ||
+            !(b->args[k + j] = sim_value_new_array(b->t[j], NULL, 0)))
+            return sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+    }
+    return SL_OK;
+}
+
+static void
+body_fini(Body *b)
+{
+    for (uint32_t j = 0; j < 2 * SIM_MAX_VARIADIC; j++)
+        sim_value_unref(b->args[j]);
+}
+
+/* acc[j] = body(acc..., x...)[j] */
+static SlStatus
+body_apply(Body *b, SimElem *acc, const SimElem *x)
+{
+    if (b->k == 1)
+        return sim_apply2(b->cx, b->ins, b->comp, b->t[0], acc[0], x[0], &acc[0]);
+    for (uint32_t j = 0; j < b->k; j++) {
+        b->args[j]->data[0] = acc[j];
+        b->args[b->k + j]->data[0] = x[j];
+    }
+    SimValue *r = NULL;
+    SlStatus st = sim_call(b->cx, b->comp, b->dev, b->args, 2 * b->k, &r);
+    if (!st && (r->dtype != IR_DT_TUPLE || r->n_elems != b->k))
+        st = sim_fail(b->cx, b->ins, SL_ERR_INVALID, "body must return %u values", b->k);
+    for (uint32_t j = 0; !st && j < b->k; j++)
+        acc[j] = sim_convert(r->elems[j]->dtype, b->t[j], r->elems[j]->data[0]);
+    sim_value_unref(r);
+    return st;
+}
+
+/* k arrays of `dims`, returned as one array (k == 1) or a tuple. */
+static SlStatus
+make_results(SimCtx *cx, const IrInstr *ins, SimValue *const *inits, uint32_t k,
+             SimValue **res, SimValue **out)
+{
+    const IrShape *s = &ins->shape;
+    for (uint32_t j = 0; j < k; j++) {
+        const IrShape *sj = s->dtype == IR_DT_TUPLE ? (j < s->n_elems ? &s->elems[j] : NULL) : s;
+        if (!sj || sj->dtype == IR_DT_TUPLE)
+            return sim_fail(cx, ins, SL_ERR_INVALID, "result shape does not match the inputs");
+        res[j] = sim_value_new_array(inits[j]->dtype, sj->dims, sj->rank);
+        if (!res[j])
+            return sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; i < res[j]->n; i++)
+            res[j]->data[i] = inits[j]->data[0];
+    }
+    *out = k == 1 ? sim_value_ref(res[0]) : sim_value_new_tuple(res, k);
+    return *out ? SL_OK : sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+}
+
+static SlStatus
+eval_reduce_body(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops, uint32_t k,
+                 SimValue **res)
+{
+    const SimValue *a = ops[0];
+    const int64_t *dims;
+    uint32_t nd = ir_instr_ints_attr(ins, IR_ATTR_DIMENSIONS, &dims);
+    bool red[SIM_MAX_RANK] = {false};
+    for (uint32_t i = 0; i < nd; i++) {
+        if (dims[i] < 0 || dims[i] >= a->rank)
+            return sim_fail(cx, ins, SL_ERR_INVALID, "reduce dimension out of range");
+        red[dims[i]] = true;
+    }
+    int64_t map[SIM_MAX_RANK] = {0}, rs[SIM_MAX_RANK], idx[SIM_MAX_RANK] = {0};
+    sim_strides(res[0]->dims, res[0]->rank, rs);
+    for (uint32_t d = 0, o = 0; d < a->rank; d++)
+        if (!red[d])
+            map[d] = o < res[0]->rank ? rs[o++] : 0;
+    Body b;
+    SlStatus st = body_init(&b, cx, ins, IR_ATTR_TO_APPLY, dev, k, ops);
+    for (int64_t i = 0; !st && i < a->n; i++, sim_idx_next(idx, a->dims, a->rank)) {
+        int64_t off = 0;
+        SimElem acc[SIM_MAX_VARIADIC], x[SIM_MAX_VARIADIC];
+        for (uint32_t d = 0; d < a->rank; d++)
+            off += idx[d] * map[d];
+        for (uint32_t j = 0; j < k; j++) {
+            acc[j] = res[j]->data[off];
+            x[j] = ops[j]->data[i];
+        }
+        st = body_apply(&b, acc, x);
+        for (uint32_t j = 0; !st && j < k; j++)
+            res[j]->data[off] = acc[j];
+    }
+    body_fini(&b);
+    return st;
+}
+
+/* Operand offset of window position `w` for output `o`, or -1 when it falls in padding or
+ * between dilated base elements. */
+static int64_t
+window_offset(const IrWindowDim *win, const SimValue *a, const int64_t *as, const int64_t *o,
+              const int64_t *w)
+{
+    int64_t off = 0;
+    for (uint32_t d = 0; d < a->rank; d++) {
+        const IrWindowDim *wd = &win[d];
+        int64_t p = o[d] * wd->stride + w[d] * wd->rhs_dilate - wd->pad_lo;
+        if (p < 0 || p % wd->lhs_dilate != 0 || p / wd->lhs_dilate >= a->dims[d])
+            return -1;
+        off += (p / wd->lhs_dilate) * as[d];
+    }
+    return off;
+}
+
+static SlStatus
+window_of(SimCtx *cx, const IrInstr *ins, const SimValue *a, const IrWindowDim **win,
+          int64_t *wsize)
+{
+    const IrAttr *w = ir_instr_find_attr(ins, IR_ATTR_WINDOW);
+    if (!w || w->u.window.n != a->rank)
+        return sim_fail(cx, ins, SL_ERR_INVALID, "window does not match the operand rank");
+    for (uint32_t d = 0; d < a->rank; d++) {
+        const IrWindowDim *wd = &w->u.window.v[d];
+        if (wd->stride < 1 || wd->lhs_dilate < 1 || wd->rhs_dilate < 1 || wd->reversal)
+            return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "window form in dim %u", d);
+        wsize[d] = wd->size;
+    }
+    *win = w->u.window.v;
+    return SL_OK;
+}
+
+static SlStatus
+eval_reduce_window_body(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops,
+                        uint32_t k, SimValue **res)
+{
+    const SimValue *a = ops[0];
+    const IrWindowDim *win;
+    int64_t wsize[SIM_MAX_RANK], as[SIM_MAX_RANK], o[SIM_MAX_RANK] = {0}, nw = 1;
+    SlStatus st = window_of(cx, ins, a, &win, wsize);
+    if (st)
+        return st;
+    for (uint32_t d = 0; d < a->rank; d++)
+        nw *= wsize[d];
+    sim_strides(a->dims, a->rank, as);
+    Body b;
+    st = body_init(&b, cx, ins, IR_ATTR_TO_APPLY, dev, k, ops);
+    for (int64_t i = 0; !st && i < res[0]->n; i++, sim_idx_next(o, res[0]->dims, a->rank)) {
+        SimElem acc[SIM_MAX_VARIADIC], x[SIM_MAX_VARIADIC];
+        int64_t w[SIM_MAX_RANK] = {0};
+        for (uint32_t j = 0; j < k; j++)
+            acc[j] = res[j]->data[i];
+        for (int64_t p = 0; !st && p < nw; p++, sim_idx_next(w, wsize, a->rank)) {
+            int64_t off = window_offset(win, a, as, o, w);
+            if (off < 0)
+                continue;
+            for (uint32_t j = 0; j < k; j++)
+                x[j] = ops[j]->data[off];
+            st = body_apply(&b, acc, x);
+        }
+        for (uint32_t j = 0; j < k; j++)
+            res[j]->data[i] = acc[j];
+    }
+    body_fini(&b);
+    return st;
+}
+
+/* select(a, b): true keeps the current selection a. */
+static SlStatus
+call_select(Body *b, SimElem cur, SimElem cand, bool *keep)
+{
+    b->args[0]->data[0] = cur;
+    b->args[1]->data[0] = cand;
+    SimValue *r = NULL;
+    SlStatus st = sim_call(b->cx, b->comp, b->dev, b->args, 2, &r);
+    if (!st)
+        *keep = r->n == 1 && r->data[0].i != 0;
+    sim_value_unref(r);
+    return st;
+}
+
+static SlStatus
+eval_select_and_scatter(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops,
+                        SimValue *r)
+{
+    const SimValue *a = ops[0], *src = ops[1];
+    const IrWindowDim *win;
+    int64_t wsize[SIM_MAX_RANK], as[SIM_MAX_RANK], o[SIM_MAX_RANK] = {0}, nw = 1;
+    SlStatus st = window_of(cx, ins, a, &win, wsize);
+    if (!st && src->rank != a->rank)
+        st = sim_fail(cx, ins, SL_ERR_INVALID, "source rank differs from the operand");
+    for (uint32_t d = 0; !st && d < a->rank; d++)
+        nw *= wsize[d];
+    sim_strides(a->dims, a->rank, as);
+    Body sel, sc;
+    SimValue *one[2] = {ops[0], ops[0]};
+    SlStatus st1 = body_init(&sel, cx, ins, IR_ATTR_SELECT, dev, 1, one);
+    SlStatus st2 = body_init(&sc, cx, ins, IR_ATTR_SCATTER, dev, 1, one);
+    st = st ? st : st1 ? st1 : st2;
+    for (int64_t i = 0; !st && i < src->n; i++, sim_idx_next(o, src->dims, src->rank)) {
+        int64_t w[SIM_MAX_RANK] = {0}, best = -1;
+        for (int64_t p = 0; !st && p < nw; p++, sim_idx_next(w, wsize, a->rank)) {
+            int64_t off = window_offset(win, a, as, o, w);
+            bool keep = false;
+            if (off < 0)
+                continue;
+            if (best >= 0)
+                st = call_select(&sel, a->data[best], a->data[off], &keep);
+            if (best < 0 || !keep)
+                best = off;
+        }
+        if (!st && best >= 0)
+            st = sim_apply2(cx, ins, sc.comp, r->dtype, r->data[best], src->data[i],
+                            &r->data[best]);
+    }
+    body_fini(&sel);
+    body_fini(&sc);
+    return st;
+}
+
+SlStatus
+sim_eval_reduce(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops,
+                SimValue **out)
+{
+    uint32_t k = ins->op == IR_OP_SELECT_AND_SCATTER ? 1 : ins->n_operands / 2;
+    if (k == 0 || k > SIM_MAX_VARIADIC || (ins->op != IR_OP_SELECT_AND_SCATTER &&
+                                           ins->n_operands != 2 * k))
+        return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "operand count %u", ins->n_operands);
+    for (uint32_t j = 0; j < ins->n_operands; j++)
+        if (ops[j]->dtype == IR_DT_TUPLE || (j < k && ops[j]->n != ops[0]->n))
+            return sim_fail(cx, ins, SL_ERR_INVALID, "operand %u does not match", j);
+    SimValue *res[SIM_MAX_VARIADIC] = {NULL};
+    SimValue *const *inits = ins->op == IR_OP_SELECT_AND_SCATTER ? ops + 2 : ops + k;
+    SlStatus st = make_results(cx, ins, inits, k, res, out);
+    if (!st && ins->op == IR_OP_REDUCE)
+        st = eval_reduce_body(cx, ins, dev, ops, k, res);
+    else if (!st && ins->op == IR_OP_REDUCE_WINDOW)
+        st = eval_reduce_window_body(cx, ins, dev, ops, k, res);
+    else if (!st)
+        st = eval_select_and_scatter(cx, ins, dev, ops, res[0]);
+    for (uint32_t j = 0; j < k; j++)
+        sim_value_unref(res[j]);
+    if (st) {
+        sim_value_unref(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* ---- sort ---------------------------------------------------------------------------- */
+
+typedef struct SortCtx {
+    Body b;
+    SimValue *const *ops;
+    uint32_t k;
+    const IrInstr *cmp;  /* fast path: ROOT compare(p[2m + swap], p[2m + 1 - swap]) */
+    uint32_t cmp_operand;
+    bool cmp_swapped;
+    SlStatus st;
+} SortCtx;
+
+static void
+sort_fast_path(SortCtx *s)
+{
+    const IrComputation *c = s->b.comp;
+    const IrInstr *r = c->root ? c->root : c->instrs[c->n_instrs - 1];
+    s->cmp = NULL;
+    if (r->op != IR_OP_COMPARE || r->operands[0]->op != IR_OP_PARAMETER ||
+        r->operands[1]->op != IR_OP_PARAMETER)
+        return;
+    int64_t p0 = r->operands[0]->parameter_number, p1 = r->operands[1]->parameter_number;
+    if (p0 / 2 != p1 / 2 || p0 == p1)
+        return;
+    s->cmp = r;
+    s->cmp_operand = (uint32_t)(p0 / 2);
+    s->cmp_swapped = p0 > p1;
+}
+
+/* less(i, j): the comparator on the elements at offsets i and j of every operand. */
+static bool
+sort_less(SortCtx *s, int64_t i, int64_t j)
+{
+    if (s->st)
+        return false;
+    if (s->cmp) {
+        const SimValue *v = s->ops[s->cmp_operand];
+        bool ok = true;
+        bool r = s->cmp_swapped ? sim_compare(s->cmp, v->dtype, v->data[j], v->data[i], &ok)
+                                : sim_compare(s->cmp, v->dtype, v->data[i], v->data[j], &ok);
+        if (ok)
+            return r;
+        s->cmp = NULL;
+    }
+    for (uint32_t m = 0; m < s->k; m++) {
+        s->b.args[2 * m]->data[0] = s->ops[m]->data[i];
+        s->b.args[2 * m + 1]->data[0] = s->ops[m]->data[j];
+    }
+    SimValue *r = NULL;
+    s->st = sim_call(s->b.cx, s->b.comp, s->b.dev, s->b.args, 2 * s->k, &r);
+    bool less = !s->st && r->n == 1 && r->data[0].i != 0;
+    sim_value_unref(r);
+    return less;
+}
+
+/* Stable merge sort of offsets `v` (n of them) using `tmp`. */
+static void
+merge_sort(SortCtx *s, int64_t *v, int64_t *tmp, int64_t n)
+{
+    if (n < 2)
+        return;
+    int64_t h = n / 2;
+    merge_sort(s, v, tmp, h);
+    merge_sort(s, v + h, tmp, n - h);
+    int64_t i = 0, j = h, o = 0;
+    while (i < h && j < n)
+        tmp[o++] = sort_less(s, v[j], v[i]) ? v[j++] : v[i++];
+    while (i < h)
+        tmp[o++] = v[i++];
+    while (j < n)
+        tmp[o++] = v[j++];
+    memcpy(v, tmp, (size_t)n * sizeof *v);
+}
+
+static SlStatus
+sort_slices(SortCtx *s, uint32_t dim, SimValue **res)
+{
+    const SimValue *a = s->ops[0];
+    int64_t len = a->dims[dim], stride = 1, n_slices = len ? a->n / len : 0;
+    for (uint32_t d = dim + 1; d < a->rank; d++)
+        stride *= a->dims[d];
+    int64_t *v = calloc((size_t)len + 1, sizeof *v), *tmp = calloc((size_t)len + 1, sizeof *tmp);
+    if (!v || !tmp)
+        s->st = sim_fail(s->b.cx, s->b.ins, SL_ERR_NOMEM, "out of memory");
+    for (int64_t sl = 0; !s->st && sl < n_slices; sl++) {
+        int64_t base = (sl / stride) * stride * len + sl % stride;
+        for (int64_t i = 0; i < len; i++)
+            v[i] = base + i * stride;
+        merge_sort(s, v, tmp, len);
+        for (uint32_t m = 0; m < s->k; m++)
+            for (int64_t i = 0; i < len; i++)
+                res[m]->data[base + i * stride] = s->ops[m]->data[v[i]];
+    }
+    free(v);
+    free(tmp);
+    return s->st;
+}
+
+SlStatus
+sim_eval_sort(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops, SimValue **out)
+{
+    SortCtx s = {.ops = ops, .k = ins->n_operands};
+    const int64_t *dims;
+    if (ir_instr_ints_attr(ins, IR_ATTR_DIMENSIONS, &dims) != 1 || s.k == 0 ||
+        dims[0] < 0 || dims[0] >= ops[0]->rank)
+        return sim_fail(cx, ins, SL_ERR_INVALID, "sort needs one dimension");
+    for (uint32_t m = 0; m < s.k; m++)
+        if (ops[m]->dtype == IR_DT_TUPLE || ops[m]->n != ops[0]->n)
+            return sim_fail(cx, ins, SL_ERR_INVALID, "operand %u does not match", m);
+    SimValue *res[SIM_MAX_VARIADIC] = {NULL};
+    s.st = body_init(&s.b, cx, ins, IR_ATTR_TO_APPLY, dev, s.k, ops);
+    for (uint32_t m = 0; !s.st && m < s.k; m++)
+        if (!(res[m] = sim_value_copy(ops[m])))
+            s.st = sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; !s.st && i < 2 * s.k; i++)
+        s.b.args[i]->dtype = ops[i / 2]->dtype; /* comparator params come in (a_m, b_m) pairs */
+    if (!s.st) {
+        sort_fast_path(&s);
+        sort_slices(&s, (uint32_t)dims[0], res);
+    }
+    if (!s.st)
+        *out = s.k == 1 ? sim_value_ref(res[0]) : sim_value_new_tuple(res, s.k);
+    if (!s.st && !*out)
+        s.st = sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+    for (uint32_t m = 0; m < s.k; m++)
+        sim_value_unref(res[m]);
+    body_fini(&s.b);
+    return s.st;
+}

@@ -1,0 +1,584 @@
+/* halo.c - the windowed-input reshard and its halo exchange (gspmd.md C.12; upstream
+ * ReshardAsWindowedInput, ExchangeHalo, ExchangeHaloAndGetValidData).
+ * Owns: the per-dim window plan (which padded input elements each shard needs, the shard
+ * window, the output dynamic-slice offsets), the edge-slice collective-permutes between
+ * neighbours along one tile dim, the concatenation, trimming and masking of the exchanged data,
+ * and the explicit pad + dynamic-slice plan used when the windowed dims are replicated.
+ * Does not own: reshards to the target (spmd_reshard) or the local windowed op (callers).
+ * Invariants: every feasibility check runs before anything is emitted, so SL_ERR_UNSUPPORTED
+ * leaves the output untouched; communication only through spmd_coll_permute(). Halos larger
+ * than a neighbour's shard that would cover the whole dim, and the compact variant
+ * (ExchangeHaloCompact), fall back to replicating the windowed dims. */
+#include "spmd/spmd_int.h"
+
+#include <string.h>
+
+/* (ordinal * m + o) / d with C's truncating division (MultiplyAddDivideOffsetCalculation). */
+typedef struct Mad {
+    int64_t m, o, d; /* d > 0 */
+} Mad;
+
+#define CALC_MAX_TERMS 4
+
+/* A signed sum of Mad terms (OffsetCalculation); terms with d == 1 are merged. */
+typedef struct Calc {
+    uint32_t n;
+    Mad t[CALC_MAX_TERMS];
+    int sign[CALC_MAX_TERMS]; /* +1 or -1 */
+} Calc;
+
+/* The plan of one sharded, non-trivially windowed dim. */
+typedef struct DimPlan {
+    int64_t n;          /* shards along the dim */
+    int64_t S;          /* input shard size */
+    int64_t el;         /* explicit left padding on the full shape (may be negative) */
+    Mad start, limit;   /* [start, limit) on the left-padded, undilated input, per ordinal */
+    int64_t shard_size; /* local size with halos: max(limit - start) */
+    int64_t padded;     /* limit(n - 1): the padded full size */
+    bool ds_out;        /* the local result needs a dynamic-slice (base dilation) */
+    int64_t W;          /* output windows per shard */
+    int64_t bd, pl0, max_pl;
+} DimPlan;
+
+static int64_t
+ceil_of(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+static int64_t
+max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+static int64_t
+min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+static Mad
+mad(int64_t m, int64_t o, int64_t d)
+{
+    if (d != 1 && m % d == 0 && (o % d == 0 || o * m > 0)) {
+        m /= d;
+        o /= d;
+        d = 1;
+    }
+    return (Mad){m, o, d};
+}
+
+static int64_t
+mad_eval(Mad f, int64_t i)
+{
+    return (i * f.m + f.o) / f.d;
+}
+
+static void
+calc_add(Calc *c, int sign, Mad f)
+{
+    if (f.d == 1) {
+        for (uint32_t k = 0; k < c->n; k++)
+            if (c->t[k].d == 1) {
+                int64_t m = c->sign[k] * c->t[k].m + sign * f.m;
+                int64_t o = c->sign[k] * c->t[k].o + sign * f.o;
+                c->t[k] = (Mad){m, o, 1};
+                c->sign[k] = 1;
+                return;
+            }
+    }
+    if (c->n < CALC_MAX_TERMS) {
+        c->t[c->n] = f;
+        c->sign[c->n++] = sign;
+    }
+}
+
+static Calc
+calc_diff(Mad a, Mad b)
+{
+    Calc c = {0};
+    calc_add(&c, 1, a);
+    calc_add(&c, -1, b);
+    return c;
+}
+
+static int64_t
+calc_eval(const Calc *c, int64_t i)
+{
+    int64_t v = 0;
+    for (uint32_t k = 0; k < c->n; k++)
+        v += c->sign[k] * mad_eval(c->t[k], i);
+    return v;
+}
+
+static int64_t
+calc_max(const Calc *c, int64_t lo, int64_t hi)
+{
+    int64_t m = calc_eval(c, lo);
+    for (int64_t i = lo + 1; i < hi; i++)
+        m = max64(m, calc_eval(c, i));
+    return m;
+}
+
+static bool
+calc_is_constant(const Calc *c, int64_t n)
+{
+    for (int64_t i = 1; i < n; i++)
+        if (calc_eval(c, i) != calc_eval(c, 0))
+            return false;
+    return true;
+}
+
+static IrInstr *
+mad_emit(SpmdCtx *cx, Mad f, IrInstr *ordinal)
+{
+    if (f.m == 0)
+        return spmd_emit_constant_scalar(cx, IR_DT_S32, f.o / f.d);
+    IrInstr *r = ordinal;
+    if (f.m != 1)
+        r = spmd_emit_binary(cx, IR_OP_MULTIPLY, r,
+                             spmd_emit_constant_scalar(cx, IR_DT_S32, f.m));
+    if (f.o != 0)
+        r = spmd_emit_binary(cx, IR_OP_ADD, r, spmd_emit_constant_scalar(cx, IR_DT_S32, f.o));
+    if (f.d != 1)
+        r = spmd_emit_binary(cx, IR_OP_DIVIDE, r,
+                             spmd_emit_constant_scalar(cx, IR_DT_S32, f.d));
+    return r;
+}
+
+static IrInstr *
+calc_emit(SpmdCtx *cx, const Calc *c, IrInstr *ordinal)
+{
+    IrInstr *r = NULL;
+    for (int pass = 0; pass < 2; pass++) /* positive terms first */
+        for (uint32_t k = 0; k < c->n; k++) {
+            if ((c->sign[k] > 0) != (pass == 0))
+                continue;
+            IrInstr *t = mad_emit(cx, c->t[k], ordinal);
+            if (!r)
+                r = c->sign[k] > 0 ? t
+                                   : spmd_emit_binary(cx, IR_OP_SUBTRACT,
+                                                      spmd_emit_constant_scalar(cx, IR_DT_S32, 0),
+                                                      t);
+            else
+                r = spmd_emit_binary(cx, c->sign[k] > 0 ? IR_OP_ADD : IR_OP_SUBTRACT, r, t);
+        }
+    return r ? r : spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
+}
+
+/* ---- window plan ---- */
+
+static bool
+is_trivial(const IrWindowDim *w)
+{
+    return w->size == 1 && w->stride == 1 && w->pad_lo == 0 && w->pad_hi == 0 &&
+           w->lhs_dilate == 1 && w->rhs_dilate == 1;
+}
+
+/* Base dilation: the shard window's padding and, with stride 1, the output offsets. */
+static void
+plan_base_dilation(DimPlan *p, const IrWindowDim *wd, int64_t dilated, IrWindowDim *swd)
+{
+    int64_t bd = p->bd, st = wd->stride, W = p->W;
+    int64_t first0 = mad_eval(p->start, 0) * bd + swd->pad_lo;
+    for (int64_t k = 0; k < p->n; k++) {
+        int64_t first = mad_eval(p->start, k) * bd + swd->pad_lo - st * W * k;
+        int64_t actual = first + (p->shard_size - 1) * bd + 1;
+        swd->pad_hi = max64(swd->pad_hi, st * (W - 1) + dilated - actual);
+    }
+    if (st != 1)
+        return;
+    int64_t max_pl = first0;
+    bool same = true;
+    for (int64_t k = 1; k < p->n; k++) {
+        int64_t first = mad_eval(p->start, k) * bd + swd->pad_lo - st * W * k;
+        same = same && first == swd->pad_lo;
+        max_pl = max64(max_pl, first);
+    }
+    p->ds_out = !same;
+    p->pl0 = swd->pad_lo;
+    p->max_pl = max_pl;
+    swd->pad_lo = max_pl;
+}
+
+/* Plans one windowed dim of full size D cut into n shards of S; false when unsupported. */
+static bool
+plan_dim(const IrWindowDim *wd, int64_t D, int64_t n, int64_t S, IrWindowDim *swd, DimPlan *p)
+{
+    int64_t bd = wd->lhs_dilate, st = wd->stride;
+    if (bd < 1 || st < 1 || wd->rhs_dilate < 1 || wd->size < 1 || D < 1)
+        return false;
+    int64_t dilated = 1 + (wd->size - 1) * wd->rhs_dilate;
+    int64_t full = 1 + (D - 1) * bd + wd->pad_lo + wd->pad_hi;
+    if (full < dilated)
+        return false;
+    int64_t windows = (full - dilated) / st + 1;
+    memset(p, 0, sizeof(*p));
+    p->n = n;
+    p->S = S;
+    p->bd = bd;
+    p->W = ceil_of(windows, n);
+    p->el = wd->pad_lo / bd;
+    swd->pad_lo = wd->pad_lo % bd;
+    swd->pad_hi = 0;
+    if (st != 1 && (st * p->W) % bd != 0)
+        return false;
+    p->start = mad(st * p->W, bd - 1 - swd->pad_lo, bd);
+    int64_t dss = st * (p->W - 1) + dilated;
+    p->limit = mad(st * p->W, dss + bd - 1 - swd->pad_lo, bd);
+    for (int64_t k = 0; k < n; k++)
+        p->shard_size = max64(p->shard_size, mad_eval(p->limit, k) - mad_eval(p->start, k));
+    p->padded = mad_eval(p->limit, n - 1);
+    if (bd != 1)
+        plan_base_dilation(p, wd, dilated, swd);
+    return p->shard_size > 0;
+}
+
+/* ---- halo exchange along one dim ---- */
+
+typedef struct Halo {
+    Calc left, right;   /* per-ordinal halo sizes */
+    int64_t max_l, max_r; /* over ordinals [1, n) and [0, n - 1) */
+    int64_t lb, rb;     /* useful region [lb, rb) relative to the own shard */
+} Halo;
+
+/* Halo sizes of plan p, and whether ExchangeHalo (non-compact) can build them. */
+static bool
+halo_of(const DimPlan *p, Halo *h)
+{
+    int64_t n = p->n, S = p->S;
+    h->left = calc_diff(mad(S, p->el, 1), p->start);
+    h->right = calc_diff(p->limit, mad(S, S + p->el, 1));
+    if (p->el == calc_eval(&h->left, 0)) { /* ExchangeHaloCompact territory */
+        int64_t max_halo = max64(calc_max(&h->left, 0, n), calc_max(&h->right, 0, n));
+        int64_t max_lr = calc_eval(&h->left, 0) + calc_eval(&h->right, 0);
+        for (int64_t i = 1; i < n; i++)
+            max_lr = max64(max_lr, calc_eval(&h->left, i) + calc_eval(&h->right, i));
+        if (S + max_lr == p->shard_size && max_halo > 2 * p->shard_size)
+            return false;
+    }
+    h->max_l = calc_max(&h->left, 1, n);
+    h->max_r = calc_max(&h->right, 0, n - 1);
+    if (h->max_l + h->max_r + S >= S * n && (h->max_l > S || h->max_r > S))
+        return false;
+    h->lb = -calc_max(&h->left, 0, n);
+    h->rb = S + calc_max(&h->right, 0, n);
+    return h->lb < h->rb;
+}
+
+/* Slice [lo, hi) of x along dim (x itself when that is everything). */
+static IrInstr *
+slice_dim(SpmdCtx *cx, IrInstr *x, uint32_t dim, int64_t lo, int64_t hi)
+{
+    int64_t st[SPMD_MAX_RANK], li[SPMD_MAX_RANK];
+    if (!x)
+        return NULL;
+    for (uint32_t d = 0; d < x->shape.rank; d++) {
+        st[d] = 0;
+        li[d] = x->shape.dims[d];
+    }
+    st[dim] = lo;
+    li[dim] = hi;
+    return spmd_emit_slice(cx, x, st, li);
+}
+
+/* Collective-permute of `x` from tile k to tile k + shift along dim (shift may be negative),
+ * pairs in row-major order of the tile array of `s`. */
+static IrInstr *
+shift_permute(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_t dim,
+              int64_t shift, IrInstr *x)
+{
+    int64_t total = shd_device_count(s), stride = 1;
+    for (uint32_t d = s->n_tile_dims; d-- > dim + 1;)
+        stride *= s->tile_dims[d];
+    int64_t *pairs = SL_NEW_ARRAY(cx->arena, int64_t, 2 * total);
+    if (!pairs || !x)
+        return NULL;
+    uint32_t np = 0;
+    int64_t n = s->tile_dims[dim], a = shift < 0 ? -shift : shift;
+    for (int64_t p = 0; p < total; p++) {
+        int64_t k = p / stride % n;
+        if (k < a)
+            continue;
+        /* every device at index k >= |shift| receives (shift > 0) or sends (shift < 0) */
+        int64_t other = s->devices[p - a * stride];
+        pairs[2 * np] = shift > 0 ? other : s->devices[p];
+        pairs[2 * np + 1] = shift > 0 ? s->devices[p] : other;
+        np++;
+    }
+    return spmd_coll_permute(cx, st, x, pairs, np);
+}
+
+/* ExchangeHalo: left halos, the (trimmed) own shard and right halos, concatenated. */
+static IrInstr *
+exchange(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_t dim, IrInstr *x,
+         const Halo *h, int64_t S)
+{
+    IrInstr *pieces[2 * SPMD_MAX_RANK + 1];
+    uint32_t np = 0;
+    for (int64_t i = ceil_of(h->max_l, S) - 1; i >= 0 && (-i - 1) * S < h->rb; i--) {
+        int64_t incl = min64(h->max_l - S * i, S), rskip = max64(-i * S - h->rb, 0);
+        IrInstr *src = slice_dim(cx, x, dim, S - incl, S - rskip);
+        if (np < SL_COUNTOF(pieces))
+            pieces[np++] = shift_permute(cx, st, s, dim, i + 1, src);
+    }
+    if (h->lb < S && h->rb > 0 && np < SL_COUNTOF(pieces))
+        pieces[np++] = slice_dim(cx, x, dim, max64(0, h->lb), min64(S, h->rb));
+    int64_t skipped = min64(max64(h->lb - S, 0), max64(h->max_r, 0)) / S;
+    for (int64_t i = skipped; i < ceil_of(h->max_r, S); i++) {
+        int64_t incl = min64(h->max_r - S * i, S), lskip = max64(h->lb - (i + 1) * S, 0);
+        IrInstr *src = slice_dim(cx, x, dim, lskip, incl);
+        if (np < SL_COUNTOF(pieces))
+            pieces[np++] = shift_permute(cx, st, s, dim, -(i + 1), src);
+    }
+    return np ? spmd_emit_concatenate(cx, pieces, np, dim) : NULL;
+}
+
+/* select(el <= start(ordinal) + iota < D + el, x, pad) where padding or unevenness shows. */
+static IrInstr *
+mask_dim(SpmdCtx *cx, IrInstr *x, uint32_t dim, const DimPlan *p, int64_t D, IrInstr *offset,
+         IrInstr *pad)
+{
+    int64_t right = p->padded - D - p->el;
+    if (!x || (p->el <= 0 && right <= 0))
+        return x;
+    IrShape is = ir_shape_make(cx->arena, IR_DT_S32, x->shape.dims, x->shape.rank);
+    IrInstr *idx = spmd_emit_binary(cx, IR_OP_ADD, spmd_emit_iota(cx, &is, dim),
+                                    spmd_emit_broadcast(cx, offset, &is, NULL, 0));
+    IrInstr *ok = NULL;
+    if (p->el > 0) {
+        IrInstr *lo = spmd_emit_constant_scalar(cx, IR_DT_S32, p->el);
+        ok = spmd_emit_compare(cx, idx, spmd_emit_broadcast(cx, lo, &is, NULL, 0), "GE");
+    }
+    if (right > 0) {
+        IrInstr *hi = spmd_emit_constant_scalar(cx, IR_DT_S32, D + p->el);
+        IrInstr *lt = spmd_emit_compare(cx, idx, spmd_emit_broadcast(cx, hi, &is, NULL, 0), "LT");
+        ok = ok ? spmd_emit_binary(cx, IR_OP_AND, ok, lt) : lt;
+    }
+    IrShape vs = ir_shape_clone(cx->arena, &x->shape);
+    return spmd_emit_select(cx, ok, x, spmd_emit_broadcast(cx, pad, &vs, NULL, 0));
+}
+
+/* Pads dim of x by (lo, hi) with pad. */
+static IrInstr *
+pad_dim(SpmdCtx *cx, IrInstr *x, uint32_t dim, int64_t lo, int64_t hi, IrInstr *pad)
+{
+    IrPadDim pads[SPMD_MAX_RANK];
+    if (!x)
+        return NULL;
+    for (uint32_t d = 0; d < x->shape.rank; d++)
+        pads[d] = (IrPadDim){0, 0, 0};
+    pads[dim] = (IrPadDim){lo, hi, 0};
+    return spmd_emit_pad(cx, x, pad, pads);
+}
+
+/* ExchangeHaloAndGetValidData for one dim (feasibility already checked by halo_of). */
+static IrInstr *
+exchange_valid(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *s, uint32_t dim,
+               IrInstr *x, const DimPlan *p, const Halo *h, IrInstr *ordinal, IrInstr *pad,
+               bool mask)
+{
+    IrInstr *cat = exchange(cx, v->state, s, dim, x, h, p->S);
+    if (!cat)
+        return NULL;
+    int64_t n = p->n, max_l = calc_max(&h->left, 1, n);
+    int64_t max_lp = max64(max_l, p->el);
+    Calc off = {0}; /* max_lp - left(i): where shard i starts in the padded concat */
+    calc_add(&off, 1, mad(0, max_lp, 1));
+    for (uint32_t k = 0; k < h->left.n; k++)
+        calc_add(&off, -h->left.sign[k], h->left.t[k]);
+    int64_t xl = max64(0, max_lp - max64(0, max_l));
+    int64_t xr = max64(0, calc_max(&off, 0, n) + p->shard_size - cat->shape.dims[dim] - xl);
+    if (xl > 0 || xr > 0)
+        cat = pad_dim(cx, cat, dim, xl, xr, pad);
+    if (cat && cat->shape.dims[dim] != p->shard_size) {
+        if (calc_is_constant(&h->left, n) && calc_eval(&h->left, 0) == p->el) {
+            cat = slice_dim(cx, cat, dim, 0, p->shard_size);
+        } else {
+            IrInstr *offs[SPMD_MAX_RANK];
+            int64_t sizes[SPMD_MAX_RANK];
+            IrInstr *zero = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
+            for (uint32_t d = 0; d < cat->shape.rank; d++) {
+                offs[d] = zero;
+                sizes[d] = cat->shape.dims[d];
+            }
+            offs[dim] = calc_emit(cx, &off, ordinal);
+            sizes[dim] = p->shard_size;
+            cat = spmd_emit_dynamic_slice(cx, cat, offs, sizes);
+        }
+    }
+    if (!mask)
+        return cat;
+    return mask_dim(cx, cat, dim, p, v->base_shape->dims[dim], mad_emit(cx, p->start, ordinal),
+                    pad);
+}
+
+/* ---- the reshard ---- */
+
+typedef struct WinPlan {
+    uint32_t rank;
+    bool windowed[SPMD_MAX_RANK]; /* target-sharded dim with a non-trivial window */
+    DimPlan dim[SPMD_MAX_RANK];
+    int64_t shard_shape[SPMD_MAX_RANK];
+    IrWindowDim *swin;
+    bool ds_out;
+} WinPlan;
+
+static bool
+plan_all(SpmdCtx *cx, const IrShape *base, const IrWindowDim *window, const ShdSharding *t,
+         WinPlan *wp)
+{
+    wp->rank = base->rank;
+    wp->ds_out = false;
+    wp->swin = SL_DUP_ARRAY(cx->arena, IrWindowDim, window, base->rank ? base->rank : 1);
+    if (!wp->swin)
+        return false;
+    for (uint32_t d = 0; d < base->rank; d++) {
+        int64_t n = shd_dim_shards(t, d), D = base->dims[d];
+        wp->windowed[d] = n > 1 && !is_trivial(&window[d]);
+        wp->shard_shape[d] = ceil_of(D, n);
+        if (!wp->windowed[d])
+            continue;
+        if (!plan_dim(&window[d], D, n, ceil_of(D, n), &wp->swin[d], &wp->dim[d]))
+            return false;
+        wp->shard_shape[d] = wp->dim[d].shard_size;
+        wp->ds_out = wp->ds_out || wp->dim[d].ds_out;
+    }
+    return true;
+}
+
+/* Output offsets of the base-dilated dims: W * k - (start(k) * bd + pl0 - max_pl). */
+static IrInstr **
+output_offsets(SpmdCtx *cx, const SpmdState *st, const ShdSharding *t, const WinPlan *wp)
+{
+    if (!wp->ds_out)
+        return NULL;
+    IrInstr **o = SL_NEW_ARRAY(cx->arena, IrInstr *, wp->rank);
+    if (!o)
+        return NULL;
+    IrInstr *zero = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
+    for (uint32_t d = 0; d < wp->rank; d++) {
+        const DimPlan *p = &wp->dim[d];
+        o[d] = zero;
+        if (!wp->windowed[d] || !p->ds_out)
+            continue;
+        IrInstr *ord = spmd_partition_ordinal(cx, st, t, d);
+        IrInstr *first = mad_emit(cx, mad(p->bd, p->pl0 - p->max_pl, 1),
+                                  mad_emit(cx, p->start, ord));
+        o[d] = spmd_emit_binary(cx, IR_OP_SUBTRACT, mad_emit(cx, mad(p->W, 0, 1), ord), first);
+    }
+    return o;
+}
+
+/* Windowed dims unsharded in the value (or the value replicated): explicit pad, then a
+ * dynamic-slice of each shard's window range. */
+static SlStatus
+pad_and_slice(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *t, const WinPlan *wp,
+              IrInstr *pad, SpmdWindowedInput *out, SlError *err)
+{
+    const IrShape *base = v->base_shape;
+    bool repl = !shd_is_tiled(v->sharding);
+    IrPadDim pads[SPMD_MAX_RANK];
+    IrInstr *offs[SPMD_MAX_RANK];
+    IrInstr *zero = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
+    for (uint32_t d = 0; d < wp->rank; d++) {
+        int64_t n = shd_dim_shards(t, d);
+        pads[d] = (IrPadDim){0, 0, 0};
+        offs[d] = zero;
+        if (wp->windowed[d]) {
+            const DimPlan *p = &wp->dim[d];
+            pads[d] = (IrPadDim){p->el, p->padded - p->el - base->dims[d], 0};
+            offs[d] = mad_emit(cx, p->start, spmd_partition_ordinal(cx, v->state, t, d));
+        } else if (n > 1 && repl) {
+            int64_t S = wp->shard_shape[d];
+            pads[d] = (IrPadDim){0, S * n - base->dims[d], 0};
+            offs[d] = mad_emit(cx, mad(S, 0, 1), spmd_partition_ordinal(cx, v->state, t, d));
+        }
+    }
+    IrInstr *x = spmd_emit_pad(cx, v->hlo, pad, pads);
+    x = spmd_emit_dynamic_slice(cx, x, offs, wp->shard_shape);
+    out->sharded_input = x;
+    out->shard_window = wp->swin;
+    out->dynamic_slice_index = output_offsets(cx, v->state, t, wp);
+    return x ? SL_OK : spmd_nomem(cx, err);
+}
+
+static bool
+is_repl_value(const ShdSharding *s)
+{
+    return s->kind == SHD_REPLICATED || s->kind == SHD_UNKNOWN || s->kind == SHD_UNREDUCED;
+}
+
+/* The target with its windowed dims replicated (GetShardingReplicatedOnWindowedDimension). */
+static const ShdSharding *
+windowed_replicated(SpmdCtx *cx, const ShdSharding *t, const IrWindowDim *window, uint32_t r)
+{
+    int64_t dims[SPMD_MAX_RANK];
+    uint32_t n = 0;
+    for (uint32_t d = 0; d < r; d++)
+        if (!is_trivial(&window[d]))
+            dims[n++] = d;
+    return n ? shd_partially_replicate_dims(cx->arena, t, dims, n) : t;
+}
+
+static SlStatus
+halo_path(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *t, const WinPlan *wp,
+          const Halo *h, IrInstr *pad, bool mask, SpmdWindowedInput *out, SlError *err)
+{
+    IrInstr *x = v->hlo;
+    for (uint32_t d = 0; d < wp->rank; d++) {
+        if (!wp->windowed[d])
+            continue;
+        IrInstr *ord = spmd_partition_ordinal(cx, v->state, t, d);
+        x = exchange_valid(cx, v, t, d, x, &wp->dim[d], &h[d], ord, pad, mask);
+        if (!x)
+            return spmd_nomem(cx, err);
+    }
+    out->sharded_input = x;
+    out->shard_window = wp->swin;
+    out->dynamic_slice_index = output_offsets(cx, v->state, t, wp);
+    return SL_OK;
+}
+
+SlStatus
+spmd_reshard_as_windowed_input(SpmdCtx *cx, const SpmdValue *v, const IrWindowDim *window,
+                               const ShdSharding *target, IrInstr *pad_value, bool mask_invalid,
+                               SpmdWindowedInput *out, SlError *err)
+{
+    const IrShape *base = v->base_shape;
+    WinPlan wp;
+    if (!ir_shape_is_array(base) || base->rank > SPMD_MAX_RANK || !shd_is_tiled(target) ||
+        shd_data_rank(target) != base->rank || v->sharding->kind == SHD_TUPLE ||
+        shd_is_manual_subgroup(target) || !plan_all(cx, base, window, target, &wp))
+        return SL_ERR_UNSUPPORTED;
+    memset(out, 0, sizeof(*out));
+    const ShdSharding *rw = windowed_replicated(cx, target, window, base->rank);
+    if (!rw)
+        return spmd_nomem(cx, err);
+    if (!pad_value)
+        pad_value = spmd_emit_constant_scalar(cx, base->dtype, 0);
+    SpmdValue cur = *v;
+    bool same = shd_equal(cur.sharding, target);
+    if (is_repl_value(cur.sharding) || (!same && shd_equal(rw, cur.sharding)))
+        return pad_and_slice(cx, &cur, target, &wp, pad_value, out, err);
+    Halo *h = SL_NEW_ARRAY(cx->arena, Halo, base->rank ? base->rank : 1);
+    if (!h)
+        return spmd_nomem(cx, err);
+    bool ok = true;
+    for (uint32_t d = 0; d < base->rank && ok; d++)
+        ok = !wp.windowed[d] || halo_of(&wp.dim[d], &h[d]);
+    SlStatus st = SL_OK;
+    if (!same) /* upstream reshards to the target first, then retries */
+        st = spmd_reshard(cx, &cur, target, NULL, &cur, err);
+    if (st == SL_OK && !ok) { /* halo beyond the neighbour: replicate the windowed dims */
+        if (!shd_equal(rw, cur.sharding))
+            st = spmd_reshard(cx, &cur, rw, NULL, &cur, err);
+        if (st == SL_OK)
+            st = pad_and_slice(cx, &cur, target, &wp, pad_value, out, err);
+        return st;
+    }
+    if (st != SL_OK)
+        return st;
+    return halo_path(cx, &cur, target, &wp, h, pad_value, mask_invalid, out, err);
+}

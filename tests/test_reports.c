@@ -1,0 +1,833 @@
+/* test_reports.c - reports/: hand-computed bytes for every collective kind (gspmd.md §H.3),
+ * uneven groups, groups of one, permutes with partial pairs, sub-byte types, loops with known
+ * and unknown trip counts, the time model, mesh axes, summary.json against its schema and byte
+ * determinism, and diff's budget edge. Runs are made by partitioning small hand-written modules
+ * (whose collectives the partitioner copies through) into a temporary trace database; the
+ * figures are also checked against the database's own per-device view on every sample.
+ * This test reads the schema with cJSON to validate summary.json; the library keeps cJSON
+ * inside reports/. */
+#include <dirent.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <cJSON.h>
+
+#include "hlo/hlo.h"
+#include "reports/report.h"
+#include "spmd/spmd.h"
+#include "trace/trace_db.h"
+#include "trace/trace_run.h"
+
+/* ---- fixture: a temporary trace database, and runs recorded into it ---------------------- */
+
+typedef struct Fx {
+    char dir[64];
+    char path[96];
+    SlArena arena; /* runs and reports */
+} Fx;
+
+static int
+fx_setup(void **state)
+{
+    Fx *fx = calloc(1, sizeof(*fx));
+    if (!fx)
+        return -1;
+    snprintf(fx->dir, sizeof(fx->dir), "/tmp/sl_reports_XXXXXX");
+    if (!mkdtemp(fx->dir))
+        return -1;
+    snprintf(fx->path, sizeof(fx->path), "%s/t.db", fx->dir);
+    sl_arena_init(&fx->arena);
+    *state = fx;
+    return 0;
+}
+
+static int
+fx_teardown(void **state)
+{
+    Fx *fx = *state;
+    char p[128];
+    static const char *const suffixes[] = {"", "-journal", "-wal", "-shm"};
+    for (size_t k = 0; k < SL_COUNTOF(suffixes); k++) {
+        snprintf(p, sizeof(p), "%s%s", fx->path, suffixes[k]);
+        (void)unlink(p);
+    }
+    (void)rmdir(fx->dir);
+    sl_arena_fini(&fx->arena);
+    free(fx);
+    return 0;
+}
+
+/* Partitions `hlo` for `n` devices into the fixture's database; returns the status. */
+static SlStatus
+record(Fx *fx, const char *hlo, int64_t n, SlError *err)
+{
+    SlArena in_arena, out_arena;
+    SlInterner names;
+    IrModule *in = NULL, *out = NULL;
+    TraceDb *db = NULL;
+    TraceSink *sink = NULL;
+    sl_arena_init(&in_arena);
+    sl_arena_init(&out_arena);
+    sl_interner_init(&names, &in_arena);
+    SpmdOptions o;
+    spmd_options_init(&o);
+    o.num_partitions = n;
+    TraceRunInfo info = {"test", "2000-01-01T00:00:00Z", sl_str(hlo), sl_str("num_partitions=0\n"),
+                         n};
+    SlStatus st = hlo_parse(&in_arena, &names, sl_str(hlo), "test.hlo", &in, err);
+    if (!st)
+        st = trace_db_open(fx->path, TRACE_DB_APPEND, &db, err);
+    if (!st)
+        st = trace_db_begin_run(db, in, &info, &sink, err);
+    if (!st)
+        st = spmd_partition(in, &o, sink, &out_arena, &out, err);
+    if (!st)
+        st = trace_db_end_run(db, out, -1, NULL, err);
+    else if (db)
+        trace_db_abort_run(db);
+    trace_db_close(db);
+    if (out)
+        ir_module_fini(out);
+    if (in)
+        ir_module_fini(in);
+    sl_interner_fini(&names);
+    sl_arena_fini(&out_arena);
+    sl_arena_fini(&in_arena);
+    return st;
+}
+
+static const TraceRun *
+load(Fx *fx, int64_t run_id)
+{
+    TraceDb *db = NULL;
+    const TraceRun *run = NULL;
+    SlError err = {0};
+    if (trace_db_open(fx->path, TRACE_DB_READ, &db, &err) ||
+        trace_run_load(db, run_id, &fx->arena, &run, &err))
+        fail_msg("load: %s", err.msg);
+    trace_db_close(db);
+    return run;
+}
+
+static const TraceRun *
+traced(Fx *fx, const char *hlo, int64_t n)
+{
+    SlError err = {0};
+    if (record(fx, hlo, n, &err))
+        fail_msg("record: %s: %u:%u: %s", sl_status_name(err.status), err.loc.line, err.loc.col,
+                 err.msg);
+    return load(fx, 0);
+}
+
+static const Report *
+build(Fx *fx, const TraceRun *run, const ReportOptions *o)
+{
+    Report *r = NULL;
+    SlError err = {0};
+    ReportOptions dflt;
+    report_options_init(&dflt);
+    if (report_build(run, o ? o : &dflt, &fx->arena, &r, &err))
+        fail_msg("report_build: %s", err.msg);
+    return r;
+}
+
+static const ReportCollective *
+coll(const Report *r, const char *name)
+{
+    for (uint32_t k = 0; k < r->n_collectives; k++)
+        if (strcmp(r->collectives[k].name, name) == 0)
+            return &r->collectives[k];
+    fail_msg("no collective %s", name);
+    return NULL;
+}
+
+static void
+near(const char *what, double got, double want)
+{
+    if (fabs(got - want) > 1e-9 * (fabs(want) + 1))
+        fail_msg("%s: got %.12g, want %.12g", what, got, want);
+}
+
+/* Every device's figures equal the trace database's device_traffic view. */
+static void
+check_against_view(const char *what, const TraceRun *run, const Report *r)
+{
+    for (uint32_t k = 0; k < run->n_devices; k++) {
+        const TraceRunDevice *v = &run->devices[k];
+        if (v->device < 0 || v->device >= r->n_devices)
+            fail_msg("%s: view has device %lld", what, (long long)v->device);
+        const ReportTraffic *t = &r->devices[v->device].t;
+        /* the view counts collectives of unknown trip count once: compare like with like */
+        char label[160];
+        snprintf(label, sizeof(label), "%s: device %lld send", what, (long long)v->device);
+        near(label, t->send_bytes + t->unknown_send_bytes, v->send_bytes);
+        snprintf(label, sizeof(label), "%s: device %lld recv", what, (long long)v->device);
+        near(label, t->recv_bytes + t->unknown_recv_bytes, v->recv_bytes);
+        if (v->unknown_trip_collectives != t->unknown_trip_collectives)
+            fail_msg("%s: device %lld: unknown-trip collectives %u vs %u", what,
+                     (long long)v->device, t->unknown_trip_collectives,
+                     v->unknown_trip_collectives);
+    }
+    for (uint32_t k = 0; k < run->n_collectives; k++) {
+        char label[160];
+        snprintf(label, sizeof(label), "%s: S of %s", what, r->collectives[k].name);
+        near(label, r->collectives[k].bytes, run->collectives[k].bytes);
+    }
+}
+
+/* ---- every kind, by hand (gspmd.md §H.3) ------------------------------------------------- */
+
+static const char k_kinds[] =
+    "HloModule kinds, num_partitions=4\n\n"
+    "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\n"
+    "ENTRY main {\n"
+    "  p = f32[2,16] parameter(0), metadata={op_name=\"p\"}\n"
+    "  ag = f32[8,16] all-gather(p), channel_id=1, replica_groups=[1,4]<=[4], dimensions={0}, "
+    "use_global_device_ids=true, metadata={op_name=\"layer/gather\"}\n"
+    "  ar = f32[8,16] all-reduce(ag), channel_id=2, replica_groups={{0,1},{2,3}}, "
+    "use_global_device_ids=true, to_apply=add\n"
+    "  rs = f32[2,16] reduce-scatter(ar), channel_id=3, replica_groups=[1,4]<=[4], "
+    "use_global_device_ids=true, dimensions={0}, to_apply=add\n"
+    "  r3 = f32[2,4,4] reshape(rs)\n"
+    "  a2a = f32[2,4,4] all-to-all(r3), channel_id=4, replica_groups=[1,4]<=[4], dimensions={1}\n"
+    "  r2 = f32[2,16] reshape(a2a)\n"
+    "  cp = f32[2,16] collective-permute(r2), channel_id=5, "
+    "source_target_pairs={{0,1},{1,2},{2,3}}\n"
+    "  ROOT one = f32[2,16] all-reduce(cp), channel_id=6, replica_groups={{0},{1},{2},{3}}, "
+    "use_global_device_ids=true, to_apply=add\n"
+    "}\n";
+
+static void
+test_kinds_by_hand(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = traced(fx, k_kinds, 4);
+    const Report *r = build(fx, run, NULL);
+    assert_int_equal(r->n_collectives, 6);
+    assert_int_equal(r->n_devices, 4);
+    static const struct {
+        const char *name, *kind;
+        double s, sum_send, max_send;
+    } want[] = {
+        {"ag.1",  "all-gather",         512, 4 * 384, 384}, /* Out 512, 3/4 of it */
+        {"ar.1",  "all-reduce",         512, 4 * 512, 512}, /* g = 2: 2 * 1/2 * 512 */
+        {"rs.1",  "reduce-scatter",     512, 4 * 384, 384}, /* In = 4 x 128 */
+        {"a2a.1", "all-to-all",         128, 4 * 96,  96 },
+        {"cp.1",  "collective-permute", 128, 3 * 128, 128}, /* 3 pairs */
+        {"one.1", "all-reduce",         128, 0,       0  }, /* groups of one */
+    };
+    for (size_t k = 0; k < SL_COUNTOF(want); k++) {
+        const ReportCollective *c = coll(r, want[k].name);
+        assert_string_equal(c->kind, want[k].kind);
+        near(want[k].name, c->bytes, want[k].s);
+        near(want[k].name, c->send_bytes, want[k].sum_send);
+        near(want[k].name, c->recv_bytes, want[k].sum_send);
+        near(want[k].name, c->max_device_send_bytes, want[k].max_send);
+        assert_int_equal(c->trip_count, 1);
+    }
+    /* device 0 receives nothing from the permute, device 3 sends nothing */
+    static const double send[] = {1504, 1504, 1504, 1376}, recv[] = {1376, 1504, 1504, 1504};
+    for (uint32_t d = 0; d < 4; d++) {
+        near("send", r->devices[d].t.send_bytes, send[d]);
+        near("recv", r->devices[d].t.recv_bytes, recv[d]);
+        assert_int_equal(r->devices[d].t.collectives, 6);
+    }
+    near("total", r->total.send_bytes, 5888);
+    assert_int_equal(r->bottleneck_device, 1); /* 1 and 2 tie: the lowest id */
+    /* per kind, sorted by name; per source op and op_name */
+    assert_int_equal(r->n_kinds, 5);
+    assert_string_equal(r->kinds[0].key, "all-gather");
+    assert_string_equal(r->kinds[1].key, "all-reduce");
+    assert_int_equal(r->kinds[1].t.collectives, 2);
+    near("all-reduce kind", r->kinds[1].t.send_bytes, 2048);
+    assert_string_equal(r->sources[0].key, "ar");
+    near("top source", r->sources[0].t.send_bytes, 2048);
+    bool found = false;
+    for (uint32_t k = 0; k < r->n_op_names; k++)
+        if (strcmp(r->op_names[k].key, "layer/gather") == 0) {
+            near("op_name", r->op_names[k].t.send_bytes, 1536);
+            found = true;
+        }
+    assert_true(found);
+    check_against_view("kinds", run, r);
+}
+
+/* ---- uneven groups, devices outside every group, sub-byte types --------------------------- */
+
+static const char k_uneven[] =
+    "HloModule uneven, num_partitions=4\n\n"
+    "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\n"
+    "ENTRY main {\n"
+    "  p = f32[8] parameter(0)\n"
+    "  ROOT ar = f32[8] all-reduce(p), channel_id=1, replica_groups={{0,1,2},{3}}, "
+    "use_global_device_ids=true, to_apply=add\n"
+    "}\n";
+
+static void
+test_uneven_groups(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = traced(fx, k_uneven, 4);
+    const Report *r = build(fx, run, NULL);
+    const ReportCollective *c = coll(r, "ar.1");
+    double per = 2.0 * 2.0 / 3.0 * 32; /* g = 3, S = 32 B */
+    for (uint32_t d = 0; d < 3; d++)
+        near("in the group of three", r->devices[d].t.send_bytes, per);
+    near("alone", r->devices[3].t.send_bytes, 0); /* its group is of one */
+    near("sum", c->send_bytes, 3 * per);
+    assert_int_equal(c->group_size, 3);
+    assert_int_equal(c->n_groups, 2);
+    assert_int_equal(c->steps, 4);
+}
+
+static const char k_partial_pairs[] =
+    "HloModule pairs, num_partitions=4\n\n"
+    "ENTRY main {\n"
+    "  p = s4[3] parameter(0)\n"
+    "  ag = s4[12] all-gather(p), channel_id=1, replica_groups=[1,4]<=[4], dimensions={0}, "
+    "use_global_device_ids=true\n"
+    "  ROOT cp = s4[12] collective-permute(ag), channel_id=2, source_target_pairs={{1,3},{2,2}}\n"
+    "}\n";
+
+static void
+test_partial_pairs_and_packed_bytes(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = traced(fx, k_partial_pairs, 4);
+    const Report *r = build(fx, run, NULL);
+    /* s4[12] is 6 bytes packed; the all-gather moves 3/4 of it from every device */
+    near("ag S", coll(r, "ag.1")->bytes, 6);
+    near("ag per device", coll(r, "ag.1")->max_device_send_bytes, 4.5);
+    /* only 1 -> 3 moves: a pair from a device to itself moves nothing */
+    static const double send[] = {4.5, 4.5 + 6, 4.5, 4.5}, recv[] = {4.5, 4.5, 4.5, 4.5 + 6};
+    for (uint32_t d = 0; d < 4; d++) {
+        near("send", r->devices[d].t.send_bytes, send[d]);
+        near("recv", r->devices[d].t.recv_bytes, recv[d]);
+    }
+    near("cp sum", coll(r, "cp.1")->send_bytes, 6);
+    check_against_view("pairs", run, r);
+}
+
+static void
+test_shape_bytes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *shape;
+        bool ok;
+        double bytes;
+    } cases[] = {
+        {"f32[8,16]",               true,  512 },
+        {"s4[3]",                   true,  1.5 },
+        {"(f32[2], s4[3])",         true,  9.5 },
+        {"bf16[2,3]{1,0}",          true,  12  },
+        {"pred[4]",                 true,  4   },
+        {"f32[<=8]",                true,  32  },
+        {"f32[]",                   true,  4   },
+        {"(f32[2], (u2[4], s8[]))", true,  10  },
+        {"f8e4m3fn[10]",            true,  10  },
+        {"foo[2]",                  false, 0   },
+        {"f32[2",                   false, 0   },
+        {"f32[2] junk",             false, 0   },
+    };
+    for (size_t k = 0; k < SL_COUNTOF(cases); k++) {
+        double b = -1;
+        bool ok = report_shape_bytes(cases[k].shape, &b);
+        if (ok != cases[k].ok || (ok && b != cases[k].bytes))
+            fail_msg("%s: got %d %g", cases[k].shape, ok, b);
+    }
+}
+
+/* ---- loops: known and unknown trip counts ---------------------------------------------------- */
+
+static const char k_loop_fmt[] =
+    "HloModule loop, num_partitions=2\n\n"
+    "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\n"
+    "cond {\n  p = (s32[], f32[8]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+    "  n = s32[] constant(5)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n"
+    "body {\n  p = (s32[], f32[8]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+    "  v = f32[8] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
+    "  i1 = s32[] add(i, one)\n"
+    "  ar = f32[8] all-reduce(v), channel_id=1, replica_groups={{0,1}}, "
+    "use_global_device_ids=true, to_apply=add\n"
+    "  ROOT t = (s32[], f32[8]) tuple(i1, ar)\n}\n\n"
+    "ENTRY main {\n  x = f32[8] parameter(0)\n  z = s32[] constant(0)\n"
+    "  t = (s32[], f32[8]) tuple(z, x)\n"
+    "  w = (s32[], f32[8]) while(t), condition=cond, body=body%s\n"
+    "  g = f32[8] get-tuple-element(w), index=1\n"
+    "  ROOT out = f32[8] all-reduce(g), channel_id=2, replica_groups={{0,1}}, "
+    "use_global_device_ids=true, to_apply=add\n"
+    "}\n";
+
+static const TraceRun *
+traced_loop(Fx *fx, const char *backend_config)
+{
+    char hlo[2048];
+    snprintf(hlo, sizeof(hlo), k_loop_fmt, backend_config);
+    return traced(fx, hlo, 2);
+}
+
+static void
+test_loop_known_trip_count(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run =
+        traced_loop(fx, ", backend_config={\"known_trip_count\":{\"n\":\"5\"}}");
+    const Report *r = build(fx, run, NULL);
+    assert_int_equal(coll(r, "ar.1")->trip_count, 5);
+    assert_int_equal(coll(r, "out.1")->trip_count, 1);
+    /* 32 B per device per execution (2 * 1/2 * 32): 5 in the loop, 1 after it */
+    near("device 0", r->devices[0].t.send_bytes, 6 * 32);
+    near("total", r->total.send_bytes, 2 * 6 * 32);
+    assert_int_equal(r->total.unknown_trip_collectives, 0);
+    check_against_view("known trip", run, r);
+}
+
+static void
+test_loop_unknown_trip_count(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = traced_loop(fx, "");
+    const Report *r = build(fx, run, NULL);
+    assert_int_equal(coll(r, "ar.1")->trip_count, -1);
+    /* never counted as once: only the collective after the loop is in the totals */
+    near("device 0", r->devices[0].t.send_bytes, 32);
+    near("device 0 unknown", r->devices[0].t.unknown_send_bytes, 32);
+    assert_int_equal(r->devices[0].t.unknown_trip_collectives, 1);
+    assert_int_equal(r->total.unknown_trip_collectives, 1);
+    near("total", r->total.send_bytes, 64);
+    near("total unknown", r->total.unknown_send_bytes, 64);
+    SlBuf text;
+    sl_buf_init(&text);
+    report_print_text(r, &text);
+    if (!strstr(text.data, "1 collective in loops with unknown trip counts: 64 B sent per "
+                           "execution, not included above"))
+        fail_msg("text does not state the unknown trip count:\n%s", text.data);
+    if (!strstr(text.data, "unknown"))
+        fail_msg("no unknown trip in the collectives table:\n%s", text.data);
+    sl_buf_fini(&text);
+    check_against_view("unknown trip", run, r);
+}
+
+/* ---- the time model ---------------------------------------------------------------------- */
+
+static void
+test_time_model(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = traced(fx, k_kinds, 4);
+    const Report *r = build(fx, run, NULL); /* 100 Gbit/s, 5 us per step */
+    /* all-gather g = 4: 3 steps, 384 B per device: 15 us + 384 * 8 / 1e5 us */
+    near("ag", coll(r, "ag.1")->time_us, 15 + 0.03072);
+    assert_int_equal(coll(r, "ag.1")->steps, 3);
+    near("ar", coll(r, "ar.1")->time_us, 10 + 0.04096); /* 2(g-1) = 2 steps, 512 B */
+    near("cp", coll(r, "cp.1")->time_us, 5 + 0.01024);  /* one step, 128 B */
+    near("one", coll(r, "one.1")->time_us, 0);
+    near("total", r->total.time_us, 15.03072 + 10.04096 + 15.03072 + 15.00768 + 5.01024);
+
+    ReportOptions o;
+    report_options_init(&o);
+    o.link_gbps = 400;
+    o.latency_us = 1;
+    o.devices_per_node = 2;
+    o.inter_node_gbps = 25;
+    r = build(fx, run, &o);
+    /* the 4-device groups span both nodes: 25 Gbit/s */
+    near("ag two-level", coll(r, "ag.1")->time_us, 3 + 384 * 8 / 25e3);
+    assert_true(coll(r, "ag.1")->crosses_nodes);
+    /* {0,1} and {2,3} stay within a node: 400 Gbit/s */
+    near("ar two-level", coll(r, "ar.1")->time_us, 2 + 512 * 8 / 400e3);
+    assert_false(coll(r, "ar.1")->crosses_nodes);
+    /* the pair 1 -> 2 crosses: the slowest pair sets the time */
+    near("cp two-level", coll(r, "cp.1")->time_us, 1 + 128 * 8 / 25e3);
+    assert_true(coll(r, "cp.1")->crosses_nodes);
+
+    SlBuf text;
+    sl_buf_init(&text);
+    report_print_text(r, &text);
+    if (!strstr(text.data, "nccl-tests bus bandwidth") || !strstr(text.data, "link 400 Gbit/s") ||
+        !strstr(text.data, "2 devices per node, 25 Gbit/s between nodes"))
+        fail_msg("the model is not stated:\n%s", text.data);
+    sl_buf_fini(&text);
+}
+
+/* ---- mesh axes ----------------------------------------------------------------------------- */
+
+static void
+test_mesh_axes(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = traced(fx, k_kinds, 4);
+    ReportOptions o;
+    report_options_init(&o);
+    o.mesh = "data=2,model=2"; /* device d = (data d/2, model d%2) */
+    const Report *r = build(fx, run, &o);
+    assert_string_equal(coll(r, "ag.1")->axes, "data,model");
+    assert_string_equal(coll(r, "ar.1")->axes, "model"); /* {0,1},{2,3} */
+    assert_string_equal(coll(r, "cp.1")->axes, "data,model"); /* 1 -> 2 moves along both */
+    assert_string_equal(coll(r, "one.1")->axes, "none");
+    assert_int_equal(r->n_axes, 2);
+    assert_string_equal(r->model.mesh, "data=2,model=2");
+
+    o.mesh = "model=2,data=2"; /* the same groups now run along the first axis */
+    r = build(fx, run, &o);
+    assert_string_equal(coll(r, "ar.1")->axes, "data");
+
+    o.mesh = "4"; /* one unnamed axis; {0,1} covers half of it */
+    r = build(fx, run, &o);
+    assert_string_equal(coll(r, "ar.1")->axes, "part of axis_0");
+    assert_string_equal(coll(r, "ag.1")->axes, "axis_0");
+
+    static const char *const bad[] = {"data=3,model=2", "data=2,", "data", "data=0,model=4",
+                                      "a=2,a=2", "2x3"};
+    for (size_t k = 0; k < SL_COUNTOF(bad); k++) {
+        Report *x = NULL;
+        SlError err = {0};
+        o.mesh = bad[k];
+        if (report_build(run, &o, &fx->arena, &x, &err) != SL_ERR_INVALID)
+            fail_msg("mesh '%s' accepted", bad[k]);
+        if (!strstr(err.msg, "--mesh"))
+            fail_msg("mesh '%s': message does not name the option: %s", bad[k], err.msg);
+    }
+}
+
+/* ---- summary.json: schema, determinism, round trip ------------------------------------- */
+
+static cJSON *
+load_schema(void)
+{
+    const char *root = getenv("SHARDLENS_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/schema/summary.schema.json", root ? root : ".");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cJSON *s = cJSON_Parse(buf);
+    if (!s)
+        fail_msg("%s is not JSON", path);
+    return s;
+}
+
+static bool
+type_is(const cJSON *v, const char *type)
+{
+    if (!strcmp(type, "object"))
+        return cJSON_IsObject(v);
+    if (!strcmp(type, "array"))
+        return cJSON_IsArray(v);
+    if (!strcmp(type, "string"))
+        return cJSON_IsString(v);
+    if (!strcmp(type, "boolean"))
+        return cJSON_IsBool(v);
+    if (!strcmp(type, "null"))
+        return cJSON_IsNull(v);
+    if (!strcmp(type, "number"))
+        return cJSON_IsNumber(v);
+    if (!strcmp(type, "integer"))
+        return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble);
+    return false;
+}
+
+/* A small JSON Schema subset: type (or a list of types), required, properties, items, allOf
+ * with local $ref, const for numbers and strings. */
+static void
+validate(const cJSON *schema, const cJSON *defs, const cJSON *v, const char *where)
+{
+    const cJSON *ref = cJSON_GetObjectItem(schema, "$ref");
+    if (cJSON_IsString(ref)) {
+        const char *name = strrchr(ref->valuestring, '/') + 1;
+        validate(cJSON_GetObjectItem(defs, name), defs, v, where);
+    }
+    const cJSON *all = cJSON_GetObjectItem(schema, "allOf"), *s;
+    cJSON_ArrayForEach(s, all) validate(s, defs, v, where);
+    const cJSON *type = cJSON_GetObjectItem(schema, "type");
+    if (cJSON_IsString(type) && !type_is(v, type->valuestring))
+        fail_msg("%s: not of type %s", where, type->valuestring);
+    if (cJSON_IsArray(type)) {
+        bool ok = false;
+        cJSON_ArrayForEach(s, type) ok = ok || type_is(v, s->valuestring);
+        if (!ok)
+            fail_msg("%s: none of its allowed types", where);
+    }
+    const cJSON *c = cJSON_GetObjectItem(schema, "const");
+    if (c && !cJSON_Compare(c, v, true))
+        fail_msg("%s: not the constant the schema fixes", where);
+    const cJSON *req = cJSON_GetObjectItem(schema, "required");
+    cJSON_ArrayForEach(s, req) if (!cJSON_GetObjectItem(v, s->valuestring))
+        fail_msg("%s: required '%s' missing", where, s->valuestring);
+    const cJSON *props = cJSON_GetObjectItem(schema, "properties");
+    cJSON_ArrayForEach(s, props)
+    {
+        const cJSON *x = cJSON_GetObjectItem(v, s->string);
+        char w[256];
+        snprintf(w, sizeof(w), "%s.%s", where, s->string);
+        if (x)
+            validate(s, defs, x, w);
+    }
+    const cJSON *items = cJSON_GetObjectItem(schema, "items");
+    if (items && cJSON_IsArray(v)) {
+        int k = 0;
+        cJSON_ArrayForEach(s, v)
+        {
+            char w[256];
+            snprintf(w, sizeof(w), "%s[%d]", where, k++);
+            validate(items, defs, s, w);
+        }
+    }
+}
+
+static char *
+json_of(const Report *r)
+{
+    SlBuf b;
+    SlError err = {0};
+    sl_buf_init(&b);
+    if (report_write_json(r, &b, &err))
+        fail_msg("report_write_json: %s", err.msg);
+    return b.data; /* the caller frees */
+}
+
+static void
+test_summary_json(void **state)
+{
+    Fx *fx = *state;
+    ReportOptions o;
+    report_options_init(&o);
+    o.mesh = "data=2,model=2";
+    const TraceRun *run = traced(fx, k_kinds, 4);
+    char *a = json_of(build(fx, run, &o));
+    /* the same module again, appended as a second run: the summary is the same bytes */
+    const TraceRun *again = traced(fx, k_kinds, 4);
+    assert_int_not_equal(run->id, again->id);
+    char *b = json_of(build(fx, again, &o));
+    assert_string_equal(a, b);
+
+    cJSON *schema = load_schema();
+    cJSON *doc = cJSON_Parse(a);
+    assert_non_null(doc);
+    validate(schema, cJSON_GetObjectItem(schema, "$defs"), doc, "summary");
+    /* the fixed fields scripts rely on, and their values */
+    const cJSON *devs = cJSON_GetObjectItem(doc, "devices");
+    assert_int_equal(cJSON_GetArraySize(devs), 4);
+    const cJSON *d3 = cJSON_GetArrayItem(devs, 3);
+    assert_int_equal(cJSON_GetObjectItem(d3, "device")->valueint, 3);
+    near("json send", cJSON_GetObjectItem(d3, "send_bytes")->valuedouble, 1376);
+    near("json recv", cJSON_GetObjectItem(d3, "recv_bytes")->valuedouble, 1504);
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "collectives"), 0);
+    assert_string_equal(cJSON_GetObjectItem(c0, "name")->valuestring, "ag.1");
+    assert_string_equal(cJSON_GetObjectItem(c0, "kind")->valuestring, "all-gather");
+    assert_string_equal(cJSON_GetObjectItem(c0, "source")->valuestring, "ag");
+    assert_int_equal(cJSON_GetObjectItem(c0, "trip_count")->valueint, 1);
+    assert_string_equal(cJSON_GetObjectItem(c0, "axes")->valuestring, "data,model");
+    /* key order is fixed: schema_version first, then the header, devices before collectives */
+    assert_true(strncmp(a, "{\n\t\"schema_version\":\t1,", 23) == 0);
+    assert_true(strstr(a, "\"devices\":\t[") < strstr(a, "\"collectives\":\t["));
+    cJSON_Delete(doc);
+
+    /* an unknown trip count is null, never 1 */
+    char *u = json_of(build(fx, traced_loop(fx, ""), NULL));
+    doc = cJSON_Parse(u);
+    validate(schema, cJSON_GetObjectItem(schema, "$defs"), doc, "unknown");
+    c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "collectives"), 0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(c0, "trip_count")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(c0, "send_bytes")));
+    cJSON_Delete(doc);
+    cJSON_Delete(schema);
+
+    /* read back: the figures diff needs survive */
+    Report *back = NULL;
+    SlError err = {0};
+    assert_int_equal(report_parse_json(sl_str(a), "a.json", &fx->arena, &back, &err), SL_OK);
+    assert_int_equal(back->n_devices, 4);
+    assert_int_equal(back->n_collectives, 6);
+    near("round trip", back->devices[1].t.send_bytes, 1504);
+    assert_string_equal(back->collectives[4].kind, "collective-permute");
+    near("round trip cp", back->collectives[4].send_bytes, 384);
+    free(u);
+    free(a);
+    free(b);
+
+    static const struct {
+        const char *text;
+        SlStatus want;
+        const char *msg;
+    } bad[] = {
+        {"{",                                                 SL_ERR_PARSE,   "not valid JSON"},
+        {"{\"devices\":[]}",                                  SL_ERR_INVALID, "schema_version"},
+        {"{\"schema_version\":1,\"collectives\":[]}",         SL_ERR_INVALID, "'devices'"     },
+        {"{\"schema_version\":1,\"devices\":[{\"device\":0}],\"collectives\":[]}",
+         SL_ERR_INVALID, "devices[0] has no valid 'send_bytes'"},
+        {"{\"schema_version\":9,\"devices\":[],\"collectives\":[]}", SL_ERR_INVALID, "newer"},
+        {"{\"schema_version\":1,\"devices\":[],\"collectives\":[{\"name\":\"x\",\"kind\":\"all-gather\"}]}",
+         SL_ERR_INVALID, "collectives[0] has no valid 'source'"},
+    };
+    for (size_t k = 0; k < SL_COUNTOF(bad); k++) {
+        Report *x = NULL;
+        SlError e = {0};
+        SlStatus st = report_parse_json(sl_str(bad[k].text), "b.json", &fx->arena, &x, &e);
+        if (st != bad[k].want || !strstr(e.msg, bad[k].msg) || strcmp(e.loc.path, "b.json"))
+            fail_msg("case %zu: %s: %s", k, sl_status_name(st), e.msg);
+    }
+}
+
+/* ---- diff: the budget's edge ---------------------------------------------------------------- */
+
+/* A report of one all-reduce from `source` moving `bytes` summed over two devices. */
+static Report
+one_collective(ReportCollective *c, ReportDevice *d, const char *source, double bytes)
+{
+    memset(c, 0, sizeof(*c));
+    c->name = "all-reduce";
+    c->kind = "all-reduce";
+    c->source = source;
+    c->op_name = "model/dense";
+    c->trip_count = 1;
+    c->send_bytes = c->recv_bytes = bytes;
+    for (int k = 0; k < 2; k++) {
+        memset(&d[k], 0, sizeof(d[k]));
+        d[k].device = k;
+        d[k].t.send_bytes = d[k].t.recv_bytes = bytes / 2;
+    }
+    Report r;
+    memset(&r, 0, sizeof(r));
+    r.module = "m";
+    r.num_partitions = 2;
+    r.collectives = c;
+    r.n_collectives = 1;
+    r.devices = d;
+    r.n_devices = 2;
+    return r;
+}
+
+static bool
+diff_over(const Report *a, const Report *b, double pct, SlBuf *out)
+{
+    ReportDiffOptions o = {true, pct, "old.json", "new.json"};
+    bool over = false;
+    SlError err = {0};
+    sl_buf_clear(out);
+    if (report_diff(a, b, &o, false, out, &over, &err))
+        fail_msg("report_diff: %s", err.msg);
+    return over;
+}
+
+static void
+test_diff_budget_edge(void **state)
+{
+    (void)state;
+    ReportCollective c1, c2, c3;
+    ReportDevice d1[2], d2[2], d3[2];
+    Report old_r = one_collective(&c1, d1, "dot", 1000);
+    Report new_r = one_collective(&c2, d2, "dot", 1100); /* +10% exactly */
+    SlBuf out;
+    sl_buf_init(&out);
+    assert_false(diff_over(&old_r, &new_r, 10, &out)); /* at the edge: passes */
+    if (!strstr(out.data, "budget --max-increase 10%: bytes sent ok, busiest device ok: pass"))
+        fail_msg("%s", out.data);
+    assert_true(diff_over(&old_r, &new_r, 9.99, &out)); /* just past it: fails */
+    if (!strstr(out.data, "OVER") || !strstr(out.data, "FAIL"))
+        fail_msg("%s", out.data);
+    assert_false(diff_over(&new_r, &old_r, 0, &out)); /* shrinking never fails */
+    assert_false(diff_over(&old_r, &old_r, 0, &out)); /* nor staying */
+    if (!strstr(out.data, "no source op changed"))
+        fail_msg("%s", out.data);
+
+    /* a new collective from another source op: added, and growth from zero fails */
+    Report zero = one_collective(&c3, d3, "dot", 0);
+    zero.n_collectives = 0;
+    assert_true(diff_over(&zero, &old_r, 1000, &out));
+    if (!strstr(out.data, "added    %dot all-reduce [model/dense]: 0 -> 1, 0 -> 1000 B  +1000 (new)"))
+        fail_msg("%s", out.data);
+
+    /* JSON for bots */
+    ReportDiffOptions o = {true, 5, "a", "b"};
+    bool over = false;
+    SlError err = {0};
+    sl_buf_clear(&out);
+    assert_int_equal(report_diff(&old_r, &new_r, &o, true, &out, &over, &err), SL_OK);
+    assert_true(over);
+    cJSON *doc = cJSON_Parse(out.data);
+    assert_non_null(doc);
+    const cJSON *budget = cJSON_GetObjectItem(doc, "budget");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(budget, "over_budget")));
+    const cJSON *sent = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "totals"), "send_bytes");
+    near("json change", cJSON_GetObjectItem(sent, "change_pct")->valuedouble, 10);
+    const cJSON *src = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "sources"), 0);
+    assert_string_equal(cJSON_GetObjectItem(src, "status")->valuestring, "changed");
+    cJSON_Delete(doc);
+    sl_buf_fini(&out);
+}
+
+/* ---- every sample: the report agrees with the database's own view ------------------------ */
+
+static void
+test_samples_against_view(void **state)
+{
+    Fx *fx = *state;
+    const char *root = getenv("SHARDLENS_SOURCE_DIR");
+    char dir[1024];
+    snprintf(dir, sizeof(dir), "%s/samples", root ? root : ".");
+    DIR *d = opendir(dir);
+    if (!d)
+        skip();
+    struct dirent *e;
+    uint32_t checked = 0;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 4, ".hlo") != 0)
+            continue;
+        char path[1400];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        SlBuf text;
+        SlError err = {0};
+        sl_buf_init(&text);
+        if (sl_file_read(path, &text, &err))
+            fail_msg("%s: %s", path, err.msg);
+        /* the sample's own device count, from its header */
+        const char *np = strstr(text.data, "num_partitions=");
+        int64_t n = np ? strtoll(np + strlen("num_partitions="), NULL, 10) : 0;
+        if (n > 0 && record(fx, text.data, n, &err) == SL_OK) {
+            const TraceRun *run = load(fx, 0);
+            check_against_view(e->d_name, run, build(fx, run, NULL));
+            checked++;
+        } else {
+            print_message("  (skipped %s: %s)\n", e->d_name, n > 0 ? err.msg : "no header");
+        }
+        sl_buf_fini(&text);
+    }
+    closedir(d);
+    assert_true(checked > 0);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_kinds_by_hand, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_uneven_groups, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_partial_pairs_and_packed_bytes, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test(test_shape_bytes),
+        cmocka_unit_test_setup_teardown(test_loop_known_trip_count, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_loop_unknown_trip_count, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_time_model, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_mesh_axes, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_summary_json, fx_setup, fx_teardown),
+        cmocka_unit_test(test_diff_budget_edge),
+        cmocka_unit_test_setup_teardown(test_samples_against_view, fx_setup, fx_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

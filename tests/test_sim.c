@@ -1,0 +1,537 @@
+/* test_sim.c - the interpreter, the N-device simulator and verify (src/sim). Evaluator rows run
+ * a small module built from literals and compare the root with a hand-computed literal exactly
+ * (bf16 rounding included); simulator rows give every device its own data (from partition-id)
+ * and check each device's collective result; verify runs hand-written partitioned pairs,
+ * including two negative controls that must fail (a wrong replica group, a wrong dynamic-slice
+ * offset), and the sample through our own partitioner. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/base.h"
+#include "hlo/hlo.h"
+#include "ir/ir.h"
+#include "sim/sim.h"
+#include "spmd/spmd.h"
+#include "trace/trace.h"
+
+typedef struct Fixture {
+    SlArena arena;
+    SlInterner names;
+} Fixture;
+
+static int
+fixture_setup(void **state)
+{
+    Fixture *fx = calloc(1, sizeof(*fx));
+    if (!fx)
+        return -1;
+    sl_arena_init(&fx->arena);
+    sl_interner_init(&fx->names, &fx->arena);
+    *state = fx;
+    return 0;
+}
+
+static int
+fixture_teardown(void **state)
+{
+    Fixture *fx = *state;
+    sl_interner_fini(&fx->names);
+    sl_arena_fini(&fx->arena);
+    free(fx);
+    return 0;
+}
+
+static IrModule *
+parse(Fixture *fx, const char *text)
+{
+    IrModule *m = NULL;
+    SlError err = {0};
+    if (hlo_parse(&fx->arena, &fx->names, sl_str(text), "test", &m, &err))
+        fail_msg("parse: %d:%d: %s\n%s", err.loc.line, err.loc.col, err.msg, text);
+    return m;
+}
+
+/* Exact comparison of two values (NaN equals NaN). */
+static bool
+same_value(const SimValue *a, const SimValue *b)
+{
+    if (a->dtype != b->dtype || a->n_elems != b->n_elems || a->n != b->n || a->rank != b->rank)
+        return false;
+    for (uint32_t i = 0; i < a->n_elems; i++)
+        if (!same_value(a->elems[i], b->elems[i]))
+            return false;
+    for (int64_t i = 0; i < a->n; i++) {
+        bool is_float = a->dtype == IR_DT_F32 || a->dtype == IR_DT_BF16 ||
+                        a->dtype == IR_DT_F16 || a->dtype == IR_DT_F64;
+        if (is_float ? !(a->data[i].f == b->data[i].f ||
+                         (isnan(a->data[i].f) && isnan(b->data[i].f)))
+                     : a->data[i].i != b->data[i].i)
+            return false;
+    }
+    return true;
+}
+
+static void
+print_value(const SimValue *v, char *buf, size_t cap)
+{
+    size_t at = strlen(buf);
+    for (uint32_t i = 0; i < v->n_elems; i++)
+        print_value(v->elems[i], buf, cap);
+    for (int64_t i = 0; i < v->n && at + 32 < cap; i++) {
+        bool is_float = v->dtype == IR_DT_F32 || v->dtype == IR_DT_BF16 ||
+                        v->dtype == IR_DT_F16 || v->dtype == IR_DT_F64;
+        at += (size_t)(is_float ? snprintf(buf + at, cap - at, "%.9g ", v->data[i].f)
+                                : snprintf(buf + at, cap - at, "%lld ", (long long)v->data[i].i));
+    }
+}
+
+/* ---- evaluator: one module per opcode, root against a literal -------------------------------- */
+
+#define ADD_F32                                                                                    \
+    "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n"
+#define MAX_F32                                                                                    \
+    "max {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"                                  \
+    "  ROOT s = f32[] maximum(x, y)\n}\n"
+#define GE_F32                                                                                     \
+    "ge {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"                                   \
+    "  ROOT s = pred[] compare(x, y), direction=GE\n}\n"
+#define ARGMAX                                                                                     \
+    "argmax {\n  a = f32[] parameter(0)\n  i = s32[] parameter(1)\n  b = f32[] parameter(2)\n"     \
+    "  j = s32[] parameter(3)\n  c = pred[] compare(a, b), direction=GE\n"                         \
+    "  m = f32[] select(c, a, b)\n  k = s32[] select(c, i, j)\n"                                   \
+    "  ROOT t = (f32[], s32[]) tuple(m, k)\n}\n"
+#define LESS_KV                                                                                    \
+    "less {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  i = s32[] parameter(2)\n"       \
+    "  j = s32[] parameter(3)\n  ROOT c = pred[] compare(a, b), direction=LT\n}\n"
+#define LESS_ANY                                                                                   \
+    "less2 {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  na = f32[] negate(a)\n"        \
+    "  nb = f32[] negate(b)\n  ROOT c = pred[] compare(nb, na), direction=GT\n}\n"
+
+static const struct {
+    const char *name, *text, *want;
+} k_eval[] = {
+    {"add_mul", "ENTRY e {\n a = f32[3] constant({1, 2.5, -3})\n b = f32[3] constant({2, 2, 2})\n"
+                " s = f32[3] add(a, b)\n ROOT m = f32[3] multiply(s, b)\n}\n", "{6, 9, -2}"},
+    {"bf16_round_even", "ENTRY e {\n a = f64[4] constant({1.00390625, 1.01171875, 1.0039063, 3e39})\n"
+                        " ROOT c = bf16[4] convert(a)\n}\n", "{1, 1.015625, 1.0078125, inf}"},
+    {"f16_round", "ENTRY e {\n a = f32[3] constant({1.00048828125, 65520, 0.0000000596046448})\n"
+                  " ROOT c = f16[3] convert(a)\n}\n", "{1, inf, 5.96046448e-08}"},
+    {"f32_store_rounds", "ENTRY e {\n a = f32[] constant(16777216)\n b = f32[] constant(1)\n"
+                         " ROOT s = f32[] add(a, b)\n}\n", "16777216"},
+    {"compare_select", "ENTRY e {\n a = f32[3] constant({1, 5, 3})\n b = f32[3] constant({2, 2, 3})\n"
+                       " c = pred[3] compare(a, b), direction=GE\n"
+                       " ROOT s = f32[3] select(c, a, b)\n}\n", "{2, 5, 3}"},
+    {"clamp", "ENTRY e {\n lo = f32[] constant(0)\n x = f32[3] constant({-1, 0.5, 7})\n"
+              " hi = f32[] constant(1)\n ROOT c = f32[3] clamp(lo, x, hi)\n}\n", "{0, 0.5, 1}"},
+    {"convert_f2i", "ENTRY e {\n a = f32[4] constant({2.7, -2.7, 3e10, nan})\n"
+                    " ROOT c = s32[4] convert(a)\n}\n", "{2, -2, 2147483647, 0}"},
+    {"int_div_rem", "ENTRY e {\n a = s32[3] constant({7, -7, 5})\n b = s32[3] constant({2, 2, 0})\n"
+                    " d = s32[3] divide(a, b)\n r = s32[3] remainder(a, b)\n"
+                    " ROOT t = (s32[3], s32[3]) tuple(d, r)\n}\n", "({3, -3, -1}, {1, -1, 5})"},
+    {"u8_wrap", "ENTRY e {\n a = u8[2] constant({250, 3})\n b = u8[2] constant({10, 5})\n"
+                " ROOT s = u8[2] add(a, b)\n}\n", "{4, 8}"},
+    {"shifts", "ENTRY e {\n a = s32[3] constant({-8, 1, 1})\n b = s32[3] constant({1, 31, 32})\n"
+               " l = s32[3] shift-left(a, b)\n r = s32[3] shift-right-arithmetic(a, b)\n"
+               " ROOT t = (s32[3], s32[3]) tuple(l, r)\n}\n", "({-16, -2147483648, 0}, {-4, 0, 0})"},
+    {"bitcast_convert", "ENTRY e {\n a = f32[2] constant({1, -2})\n"
+                        " ROOT b = s32[2] bitcast-convert(a)\n}\n", "{1065353216, -1073741824}"},
+    {"unary", "ENTRY e {\n a = f32[3] constant({-4, 0, 9})\n ab = f32[3] abs(a)\n"
+              " ROOT s = f32[3] sqrt(ab)\n}\n", "{2, 0, 3}"},
+    {"broadcast", "ENTRY e {\n a = f32[2] constant({1, 2})\n"
+                  " ROOT b = f32[2,3] broadcast(a), dimensions={0}\n}\n", "{{1,1,1},{2,2,2}}"},
+    {"reshape_transpose", "ENTRY e {\n a = f32[6] constant({1, 2, 3, 4, 5, 6})\n"
+                          " r = f32[2,3] reshape(a)\n ROOT t = f32[3,2] transpose(r), dimensions={1,0}\n}\n",
+     "{{1,4},{2,5},{3,6}}"},
+    {"slice_stride", "ENTRY e {\n a = f32[6] constant({1, 2, 3, 4, 5, 6})\n"
+                     " ROOT s = f32[2] slice(a), slice={[1:6:3]}\n}\n", "{2, 5}"},
+    {"dynamic_slice_clamps", "ENTRY e {\n a = f32[6] constant({1, 2, 3, 4, 5, 6})\n"
+                             " i = s32[] constant(5)\n"
+                             " ROOT s = f32[2] dynamic-slice(a, i), dynamic_slice_sizes={2}\n}\n",
+     "{5, 6}"},
+    {"dynamic_update_slice", "ENTRY e {\n a = f32[2,3] constant({{1,2,3},{4,5,6}})\n"
+                             " u = f32[1,2] constant({{9,8}})\n i = s32[] constant(1)\n"
+                             " j = s32[] constant(-3)\n"
+                             " ROOT s = f32[2,3] dynamic-update-slice(a, u, i, j)\n}\n",
+     "{{1,2,3},{9,8,6}}"},
+    {"pad_negative_interior", "ENTRY e {\n a = f32[3] constant({1, 2, 3})\n v = f32[] constant(9)\n"
+                              " ROOT p = f32[4] pad(a, v), padding=0_-1_1\n}\n", "{1, 9, 2, 9}"},
+    {"pad_low", "ENTRY e {\n a = f32[2,2] constant({{1,2},{3,4}})\n v = f32[] constant(0)\n"
+                " ROOT p = f32[3,2] pad(a, v), padding=1_0x-1_1\n}\n", "{{0,0},{2,0},{4,0}}"},
+    {"concatenate", "ENTRY e {\n a = f32[2,1] constant({{1},{2}})\n b = f32[2,2] constant({{3,4},{5,6}})\n"
+                    " ROOT c = f32[2,3] concatenate(a, b), dimensions={1}\n}\n", "{{1,3,4},{2,5,6}}"},
+    {"reverse", "ENTRY e {\n a = f32[2,2] constant({{1,2},{3,4}})\n"
+                " ROOT r = f32[2,2] reverse(a), dimensions={1}\n}\n", "{{2,1},{4,3}}"},
+    {"iota", "ENTRY e {\n ROOT i = s32[2,3] iota(), iota_dimension=1\n}\n", "{{0,1,2},{0,1,2}}"},
+    {"constant_nested_pred", "ENTRY e {\n ROOT c = pred[2,2] constant({ { true, false }, /*i=1*/ {0, 1} })\n}\n",
+     "{{1,0},{0,1}}"},
+    {"reduce_add", ADD_F32 "ENTRY e {\n a = f32[2,3] constant({{1,2,3},{4,5,6}})\n z = f32[] constant(0)\n"
+                   " ROOT r = f32[2] reduce(a, z), dimensions={1}, to_apply=add\n}\n", "{6, 15}"},
+    {"reduce_variadic_argmax", ARGMAX "ENTRY e {\n a = f32[4] constant({3, 7, 7, 1})\n"
+                               " i = s32[4] iota(), iota_dimension=0\n z = f32[] constant(-inf)\n"
+                               " k = s32[] constant(0)\n ROOT r = (f32[], s32[]) reduce(a, i, z, k),"
+                               " dimensions={0}, to_apply=argmax\n}\n", "(7, 1)"},
+    {"reduce_window", ADD_F32 "ENTRY e {\n a = f32[3] constant({1, 2, 3})\n z = f32[] constant(0)\n"
+                      " ROOT r = f32[3] reduce-window(a, z), window={size=2 pad=0_1}, to_apply=add\n}\n",
+     "{3, 5, 3}"},
+    {"reduce_window_dilated", MAX_F32 "ENTRY e {\n a = f32[4] constant({1, 5, 2, 4})\n"
+                              " z = f32[] constant(-inf)\n ROOT r = f32[2] reduce-window(a, z),"
+                              " window={size=2 rhs_dilate=2}, to_apply=max\n}\n", "{2, 5}"},
+    {"select_and_scatter", GE_F32 ADD_F32 "ENTRY e {\n a = f32[4] constant({1, 5, 2, 4})\n"
+                           " s = f32[2] constant({10, 20})\n z = f32[] constant(0)\n"
+                           " ROOT r = f32[4] select-and-scatter(a, s, z), window={size=2 stride=2},"
+                           " select=ge, scatter=add\n}\n", "{0, 10, 0, 20}"},
+    {"dot", "ENTRY e {\n a = f32[2,3] constant({{1,2,3},{4,5,6}})\n b = f32[3,2] constant({{1,0},{0,1},{1,1}})\n"
+            " ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+     "{{4,5},{10,11}}"},
+    {"dot_batch", "ENTRY e {\n a = f32[2,1,2] constant({{{1,2}},{{3,4}}})\n b = f32[2,2,1] constant({{{1},{1}},{{2},{0}}})\n"
+                  " ROOT d = f32[2,1,1] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2},"
+                  " rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n", "{{{3}},{{6}}}"},
+    {"dot_bf16_rounds_once", "ENTRY e {\n a = bf16[1,2] constant({{1, 0.00390625}})\n"
+                             " b = bf16[2,1] constant({{1},{1}})\n ROOT d = bf16[1,1] dot(a, b),"
+                             " lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n", "{{1}}"},
+    {"convolution_1d", "ENTRY e {\n a = f32[1,4,1] constant({{{1},{2},{3},{4}}})\n"
+                       " k = f32[2,1,1] constant({{{1}},{{10}}})\n"
+                       " ROOT c = f32[1,3,1] convolution(a, k), window={size=2}, dim_labels=b0f_0io->b0f\n}\n",
+     "{{{21},{32},{43}}}"},
+    {"convolution_pad_dilate", "ENTRY e {\n a = f32[1,1,3] constant({{{1,2,3}}})\n"
+                               " k = f32[1,1,2] constant({{{1,1}}})\n"
+                               " ROOT c = f32[1,1,6] convolution(a, k), window={size=2 pad=1_1 lhs_dilate=2},"
+                               " dim_labels=bf0_oi0->bf0\n}\n", "{{{1,1,2,2,3,3}}}"},
+    {"convolution_groups", "ENTRY e {\n a = f32[1,1,2] constant({{{1,2}}})\n"
+                           " k = f32[1,1,2] constant({{{10,100}}})\n"
+                           " ROOT c = f32[1,1,2] convolution(a, k), window={size=1},"
+                           " dim_labels=b0f_0io->b0f, feature_group_count=2\n}\n", "{{{10,200}}}"},
+    {"gather_rows", "ENTRY e {\n a = f32[3,2] constant({{1,2},{3,4},{5,6}})\n i = s32[2] constant({2, 0})\n"
+                    " ROOT g = f32[2,2] gather(a, i), offset_dims={1}, collapsed_slice_dims={0},"
+                    " start_index_map={0}, index_vector_dim=1, slice_sizes={1,2}\n}\n", "{{5,6},{1,2}}"},
+    {"gather_clamps", "ENTRY e {\n a = f32[4] constant({1, 2, 3, 4})\n i = s32[1,1] constant({{3}})\n"
+                      " ROOT g = f32[1,2] gather(a, i), offset_dims={1}, collapsed_slice_dims={},"
+                      " start_index_map={0}, index_vector_dim=1, slice_sizes={2}\n}\n", "{{3,4}}"},
+    {"scatter_add", ADD_F32 "ENTRY e {\n a = f32[3] constant({0, 0, 0})\n i = s32[3,1] constant({{0},{2},{0}})\n"
+                    " u = f32[3] constant({1, 2, 4})\n ROOT s = f32[3] scatter(a, i, u),"
+                    " update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0},"
+                    " index_vector_dim=1, to_apply=add\n}\n", "{5, 0, 2}"},
+    {"sort_key_value", LESS_KV "ENTRY e {\n k = f32[4] constant({3, 1, 2, 1})\n v = s32[4] iota(), iota_dimension=0\n"
+                       " ROOT s = (f32[4], s32[4]) sort(k, v), dimensions={0}, is_stable=true, to_apply=less\n}\n",
+     "({1, 1, 2, 3}, {1, 3, 2, 0})"},
+    {"sort_generic_comparator", LESS_ANY "ENTRY e {\n k = f32[2,3] constant({{3, 1, 2},{0, 5, 4}})\n"
+                                " ROOT s = f32[2,3] sort(k), dimensions={1}, to_apply=less2\n}\n",
+     "{{3,2,1},{5,4,0}}"},
+};
+
+static void
+check_eval(Fixture *fx, const char *name, const char *body, const char *want)
+{
+    char text[4096];
+    snprintf(text, sizeof text, "HloModule m\n\n%s", body);
+    IrModule *m = parse(fx, text);
+    SlError err = {0};
+    SimValue *out = NULL, *exp = NULL;
+    if (sim_run(m, 1, NULL, &out, &err))
+        fail_msg("%s: %s", name, err.msg);
+    if (sim_literal_parse(&m->entry->root->shape, sl_str(want), &exp, &err))
+        fail_msg("%s: expected literal: %s", name, err.msg);
+    if (!same_value(out, exp)) {
+        char got[512] = "";
+        print_value(out, got, sizeof got);
+        fail_msg("%s: got %s, want %s", name, got, want);
+    }
+    sim_value_unref(out);
+    sim_value_unref(exp);
+    ir_module_fini(m);
+}
+
+static void
+test_eval_cases(void **state)
+{
+    for (size_t i = 0; i < SL_COUNTOF(k_eval); i++)
+        check_eval(*state, k_eval[i].name, k_eval[i].text, k_eval[i].want);
+}
+
+static void
+test_eval_control_flow(void **state)
+{
+    check_eval(*state, "while",
+               "cond {\n p = (s32[], f32[]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+               " n = s32[] constant(5)\n ROOT c = pred[] compare(i, n), direction=LT\n}\n"
+               "body {\n p = (s32[], f32[]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+               " x = f32[] get-tuple-element(p), index=1\n one = s32[] constant(1)\n"
+               " j = s32[] add(i, one)\n two = f32[] constant(2)\n y = f32[] multiply(x, two)\n"
+               " ROOT t = (s32[], f32[]) tuple(j, y)\n}\n"
+               "ENTRY e {\n z = s32[] constant(0)\n o = f32[] constant(1)\n"
+               " t = (s32[], f32[]) tuple(z, o)\n w = (s32[], f32[]) while(t), condition=cond, body=body\n"
+               " ROOT r = f32[] get-tuple-element(w), index=1\n}\n",
+               "32");
+    check_eval(*state, "conditional_index",
+               "b0 {\n p = f32[] parameter(0)\n ROOT n = f32[] negate(p)\n}\n"
+               "b1 {\n p = f32[] parameter(0)\n ROOT n = f32[] add(p, p)\n}\n"
+               "ENTRY e {\n i = s32[] constant(7)\n x = f32[] constant(3)\n"
+               " ROOT c = f32[] conditional(i, x, x), branch_computations={b0, b1}\n}\n",
+               "6");
+    check_eval(*state, "call",
+               ADD_F32 "ENTRY e {\n x = f32[] constant(3)\n ROOT c = f32[] call(x, x), to_apply=add\n}\n",
+               "6");
+}
+
+static void
+test_eval_errors(void **state)
+{
+    Fixture *fx = *state;
+    static const struct {
+        const char *name, *text;
+        SlStatus want;
+        const char *msg;
+    } k_bad[] = {
+        {"elided", "HloModule m\n\nENTRY e {\n ROOT c = f32[20] constant({...})\n}\n",
+         SL_ERR_INVALID, "literal not available"},
+        {"unsupported", "HloModule m\n\nENTRY e {\n a = f32[4] constant({1,2,3,4})\n"
+                        " ROOT f = f32[4] cholesky(a)\n}\n", SL_ERR_UNSUPPORTED, "cholesky"},
+    };
+    for (size_t i = 0; i < SL_COUNTOF(k_bad); i++) {
+        IrModule *m = parse(fx, k_bad[i].text);
+        SlError err = {0};
+        SimValue *out = NULL;
+        SlStatus st = sim_run(m, 1, NULL, &out, &err);
+        if (st != k_bad[i].want || !strstr(err.msg, k_bad[i].msg))
+            fail_msg("%s: got %s '%s'", k_bad[i].name, sl_status_name(st), err.msg);
+        ir_module_fini(m);
+    }
+    assert_true(sim_round(IR_DT_BF16, 1.0 + 0x1p-8) == 1.0);
+    assert_true(sim_round(IR_DT_BF16, 1.0 + 3 * 0x1p-8) == 1.0 + 0x1p-6);
+    assert_true(sim_round(IR_DT_BF16, -(1.0 + 0x1p-8 + 0x1p-20)) == -(1.0 + 0x1p-7));
+}
+
+/* ---- simulator: each collective on 4 devices, x_d = 10 * d + {0, 1, 2, 3} -------------------- */
+
+#define SIM_MODULE                                                                                 \
+    "HloModule m, num_partitions=4\n\n" ADD_F32                                                    \
+    "ENTRY e {\n pid = u32[] partition-id()\n f = f32[] convert(pid)\n ten = f32[] constant(10)\n"  \
+    " m = f32[] multiply(f, ten)\n b = f32[4] broadcast(m), dimensions={}\n"                       \
+    " c = f32[4] constant({0, 1, 2, 3})\n x = f32[4] add(b, c)\n ROOT r = %s\n}\n"
+
+static const struct {
+    const char *name, *root, *want[4];
+} k_coll[] = {
+    {"all_reduce_list", "f32[4] all-reduce(x), channel_id=1, replica_groups={{0,1},{2,3}}, "
+                        "use_global_device_ids=true, to_apply=add",
+     {"{10,12,14,16}", "{10,12,14,16}", "{50,52,54,56}", "{50,52,54,56}"}},
+    {"all_reduce_iota", "f32[4] all-reduce(x), channel_id=1, replica_groups=[2,2]<=[2,2]T(1,0), "
+                        "use_global_device_ids=true, to_apply=add",
+     {"{20,22,24,26}", "{40,42,44,46}", "{20,22,24,26}", "{40,42,44,46}"}},
+    {"all_reduce_cross_replica", "f32[4] all-reduce(x), replica_groups={}, to_apply=add",
+     {"{0,1,2,3}", "{10,11,12,13}", "{20,21,22,23}", "{30,31,32,33}"}},
+    {"all_reduce_replica_and_partition", "f32[4] all-reduce(x), channel_id=1, "
+                                         "replica_groups={{0}}, to_apply=add",
+     {"{60,64,68,72}", "{60,64,68,72}", "{60,64,68,72}", "{60,64,68,72}"}},
+    {"all_gather", "f32[8] all-gather(x), channel_id=1, replica_groups={{0,1},{2,3}}, "
+                   "dimensions={0}, use_global_device_ids=true",
+     {"{0,1,2,3,10,11,12,13}", "{0,1,2,3,10,11,12,13}", "{20,21,22,23,30,31,32,33}",
+      "{20,21,22,23,30,31,32,33}"}},
+    {"reduce_scatter", "f32[1] reduce-scatter(x), channel_id=1, replica_groups=[1,4]<=[4], "
+                       "dimensions={0}, use_global_device_ids=true, to_apply=add",
+     {"{60}", "{64}", "{68}", "{72}"}},
+    {"all_to_all", "f32[4] all-to-all(x), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}",
+     {"{0,10,20,30}", "{1,11,21,31}", "{2,12,22,32}", "{3,13,23,33}"}},
+    {"all_to_all_tuple", "(f32[4], f32[4]) all-to-all(x, b), channel_id=1, "
+                         "replica_groups={{0,1},{2,3}}",
+     {"({0,1,2,3}, {10,11,12,13})", "({0,0,0,0}, {10,10,10,10})",
+      "({20,21,22,23}, {30,31,32,33})", "({20,20,20,20}, {30,30,30,30})"}},
+    {"collective_permute", "f32[4] collective-permute(x), channel_id=1, "
+                           "source_target_pairs={{0,1},{1,2},{2,3}}",
+     {"{0,0,0,0}", "{0,1,2,3}", "{10,11,12,13}", "{20,21,22,23}"}},
+    {"collective_broadcast", "f32[4] collective-broadcast(x), channel_id=1, "
+                             "replica_groups={{1,0},{3,2}}",
+     {"{10,11,12,13}", "{10,11,12,13}", "{30,31,32,33}", "{30,31,32,33}"}},
+};
+
+static void
+test_sim_collectives(void **state)
+{
+    Fixture *fx = *state;
+    for (size_t i = 0; i < SL_COUNTOF(k_coll); i++) {
+        char text[4096];
+        snprintf(text, sizeof text, SIM_MODULE, k_coll[i].root);
+        IrModule *m = parse(fx, text);
+        SlError err = {0};
+        SimValue *out[4] = {NULL};
+        if (sim_run(m, 4, NULL, out, &err))
+            fail_msg("%s: %s", k_coll[i].name, err.msg);
+        for (int d = 0; d < 4; d++) {
+            SimValue *exp = NULL;
+            if (sim_literal_parse(&m->entry->root->shape, sl_str(k_coll[i].want[d]), &exp, &err))
+                fail_msg("%s: expected literal: %s", k_coll[i].name, err.msg);
+            if (!same_value(out[d], exp)) {
+                char got[512] = "";
+                print_value(out[d], got, sizeof got);
+                fail_msg("%s: device %d got %s, want %s", k_coll[i].name, d, got,
+                         k_coll[i].want[d]);
+            }
+            sim_value_unref(exp);
+            sim_value_unref(out[d]);
+        }
+        ir_module_fini(m);
+    }
+}
+
+static void
+test_sim_errors(void **state)
+{
+    Fixture *fx = *state;
+    static const struct {
+        const char *name, *root, *msg;
+    } k_bad[] = {
+        {"out_of_range", "f32[4] all-reduce(x), channel_id=1, replica_groups={{0,5}}, "
+                         "use_global_device_ids=true, to_apply=add", "out of range"},
+        {"twice", "f32[4] all-reduce(x), channel_id=1, replica_groups={{0,1},{1,2,3}}, "
+                  "use_global_device_ids=true, to_apply=add", "appears twice"},
+        {"missing", "f32[4] all-reduce(x), channel_id=1, replica_groups={{0,1},{2}}, "
+                    "use_global_device_ids=true, to_apply=add", "device 3 is in no replica group"},
+        {"permute_target_twice", "f32[4] collective-permute(x), channel_id=1, "
+                                 "source_target_pairs={{0,1},{2,1}}", "target of two pairs"},
+    };
+    for (size_t i = 0; i < SL_COUNTOF(k_bad); i++) {
+        char text[4096];
+        snprintf(text, sizeof text, SIM_MODULE, k_bad[i].root);
+        IrModule *m = parse(fx, text);
+        SlError err = {0};
+        SimValue *out[4] = {NULL};
+        SlStatus st = sim_run(m, 4, NULL, out, &err);
+        if (st != SL_ERR_INVALID || !strstr(err.msg, k_bad[i].msg) || !strstr(err.msg, "%r"))
+            fail_msg("%s: got %s '%s'", k_bad[i].name, sl_status_name(st), err.msg);
+        ir_module_fini(m);
+    }
+    /* devices 0 and 1 take the branch with an all-reduce over all four: a deadlock */
+    IrModule *m = parse(fx, "HloModule m, num_partitions=4\n\n" ADD_F32
+                            "yes {\n p = f32[] parameter(0)\n ROOT a = f32[] all-reduce(p), "
+                            "channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, "
+                            "to_apply=add\n}\nno {\n ROOT p = f32[] parameter(0)\n}\n"
+                            "ENTRY e {\n pid = u32[] partition-id()\n two = u32[] constant(2)\n"
+                            " c = pred[] compare(pid, two), direction=LT\n x = f32[] constant(1)\n"
+                            " ROOT r = f32[] conditional(c, x, x), true_computation=yes, "
+                            "false_computation=no\n}\n");
+    SlError err = {0};
+    SimValue *out[4] = {NULL};
+    assert_int_equal(sim_run(m, 4, NULL, out, &err), SL_ERR_INVALID);
+    if (!strstr(err.msg, "deadlock") || !strstr(err.msg, "%a"))
+        fail_msg("deadlock: '%s'", err.msg);
+    ir_module_fini(m);
+}
+
+/* ---- verify ------------------------------------------------------------------------------------ */
+
+#define V_HDR "HloModule v, num_partitions=4\n\n" ADD_F32
+static const char k_orig_reduce[] =
+    V_HDR "ENTRY e {\n p = f32[8,4] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+    " z = f32[] constant(0)\n"
+    " ROOT r = f32[4] reduce(p, z), dimensions={0}, to_apply=add, sharding={replicated}\n}\n";
+#define PART_REDUCE(groups)                                                                        \
+    V_HDR "ENTRY e {\n p = f32[2,4] parameter(0), sharding={devices=[4,1]<=[4]}\n"                 \
+    " z = f32[] constant(0)\n r = f32[4] reduce(p, z), dimensions={0}, to_apply=add\n"             \
+    " ROOT a = f32[4] all-reduce(r), channel_id=1, replica_groups=" groups                        \
+    ", use_global_device_ids=true, to_apply=add\n}\n"
+static const char k_orig_copy[] =
+    V_HDR "ENTRY e {\n p = f32[8] parameter(0), sharding={replicated}\n"
+    " ROOT c = f32[8] copy(p), sharding={devices=[4]<=[4]}\n}\n";
+#define PART_DS(table)                                                                             \
+    V_HDR "ENTRY e {\n p = f32[8] parameter(0), sharding={replicated}\n"                           \
+    " t = s32[4] constant(" table ")\n pid = u32[] partition-id()\n"                               \
+    " o = s32[1] dynamic-slice(t, pid), dynamic_slice_sizes={1}\n os = s32[] reshape(o)\n"         \
+    " ROOT d = f32[2] dynamic-slice(p, os), dynamic_slice_sizes={2}\n}\n"
+static const char k_orig_uneven[] =
+    V_HDR "ENTRY e {\n p = f32[7] parameter(0), sharding={devices=[4]<=[4]}\n"
+    " ROOT c = f32[7] negate(p), sharding={replicated}\n}\n";
+static const char k_part_uneven[] =
+    V_HDR "ENTRY e {\n p = f32[2] parameter(0), sharding={devices=[4]<=[4]}\n"
+    " n = f32[2] negate(p)\n g = f32[8] all-gather(n), channel_id=1, replica_groups={{0,1,2,3}},"
+    " dimensions={0}, use_global_device_ids=true\n ROOT s = f32[7] slice(g), slice={[0:7]}\n}\n";
+
+static void
+test_verify_pairs(void **state)
+{
+    Fixture *fx = *state;
+    static const struct {
+        const char *name, *orig, *part;
+        bool ok;
+        const char *msg;
+    } k_pairs[] = {
+        {"reduce_all_reduce", k_orig_reduce, PART_REDUCE("{{0,1,2,3}}"), true, ""},
+        {"wrong_replica_group", k_orig_reduce, PART_REDUCE("{{0,1},{2,3}}"), false, "differs"},
+        {"dynamic_slice", k_orig_copy, PART_DS("{0, 2, 4, 6}"), true, ""},
+        {"wrong_dynamic_slice_offset", k_orig_copy, PART_DS("{0, 2, 4, 5}"), false,
+         "on device 3"},
+        {"uneven_padded", k_orig_uneven, k_part_uneven, true, ""},
+    };
+    for (size_t i = 0; i < SL_COUNTOF(k_pairs); i++) {
+        IrModule *o = parse(fx, k_pairs[i].orig), *p = parse(fx, k_pairs[i].part);
+        SimVerifyOptions opt;
+        SimVerifyReport rep;
+        SlError err = {0};
+        sim_verify_options_init(&opt);
+        opt.trials = 3;
+        if (sim_verify(o, p, 4, &opt, &rep, &err))
+            fail_msg("%s: %s", k_pairs[i].name, err.msg);
+        if (rep.ok != k_pairs[i].ok || !strstr(rep.detail, k_pairs[i].msg))
+            fail_msg("%s: ok=%d '%s'", k_pairs[i].name, rep.ok, rep.detail);
+        ir_module_fini(o);
+        ir_module_fini(p);
+    }
+}
+
+/* The sample through our own partitioner, as `shardlens verify` runs it. */
+static void
+test_verify_sample(void **state)
+{
+    Fixture *fx = *state;
+    const char *src = getenv("SHARDLENS_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/samples/mlp_megatron.hlo", src ? src : ".");
+    SlBuf text;
+    SlError err = {0};
+    sl_buf_init(&text);
+    if (sl_file_read(path, &text, &err))
+        fail_msg("%s", err.msg);
+    IrModule *m = NULL, *part = NULL;
+    assert_int_equal(hlo_parse(&fx->arena, &fx->names, sl_buf_str(&text), path, &m, &err), SL_OK);
+    SpmdOptions po;
+    spmd_options_init(&po);
+    po.num_partitions = 4;
+    SlArena out;
+    sl_arena_init(&out);
+    if (spmd_partition(m, &po, trace_null_sink(), &out, &part, &err))
+        fail_msg("partition: %s", err.msg);
+    SimVerifyOptions opt;
+    SimVerifyReport rep;
+    sim_verify_options_init(&opt);
+    opt.trials = 2;
+    assert_int_equal(sim_verify(m, part, 4, &opt, &rep, &err), SL_OK);
+    if (!rep.ok)
+        fail_msg("%s", rep.detail);
+    assert_int_equal(rep.n_outputs, 1);
+    ir_module_fini(part);
+    ir_module_fini(m);
+    sl_arena_fini(&out);
+    sl_buf_fini(&text);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_eval_cases, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_eval_control_flow, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_eval_errors, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_sim_collectives, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_sim_errors, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_verify_pairs, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_verify_sample, fixture_setup, fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

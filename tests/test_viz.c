@@ -1,0 +1,644 @@
+/* test_viz.c - diagrams (viz/): golden DOT text for two hand-written modules partitioned into a
+ * temporary trace database and loaded back, as the CLI does; focus extraction on a hand-built
+ * run; both collapse levels; the before/after pair; rendering SVG and PNG with gvc; errors.
+ * Goldens live in tests/golden/viz_*.dot; SHARDLENS_UPDATE_GOLDEN=1 rewrites them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hlo/hlo.h"
+#include "spmd/spmd.h"
+#include "trace/trace_db.h"
+#include "trace/trace_run.h"
+#include "viz/viz.h"
+
+/* Megatron MLP on a 2x2 mesh (data x model): batch over data, the hidden dim over model; the
+ * second dot contracts the model-sharded dim, so one all-reduce over model groups follows. */
+static const char k_mlp[] =
+    "HloModule viz_mlp, num_partitions=4\n"
+    "\n"
+    "ENTRY %main (x: f32[8,16], w1: f32[16,32], w2: f32[32,16]) -> f32[8,16] {\n"
+    "  %x = f32[8,16]{1,0} parameter(0), sharding={devices=[2,1,2]<=[4] "
+    "last_tile_dim_replicate}\n"
+    "  %w1 = f32[16,32]{1,0} parameter(1), sharding={devices=[1,2,2]<=[2,2]T(1,0) "
+    "last_tile_dim_replicate}\n"
+    "  %w2 = f32[32,16]{1,0} parameter(2), sharding={devices=[2,1,2]<=[2,2]T(1,0) "
+    "last_tile_dim_replicate}\n"
+    "  %h = f32[8,32]{1,0} dot(%x, %w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+    "sharding={devices=[2,2]<=[4]}, metadata={op_name=\"mlp/h\" source_file=\"mlp.py\" "
+    "source_line=3}\n"
+    "  %zero = f32[] constant(0)\n"
+    "  %zeros = f32[8,32]{1,0} broadcast(%zero), dimensions={}, sharding={devices=[2,2]<=[4]}\n"
+    "  %relu = f32[8,32]{1,0} maximum(%h, %zeros), sharding={devices=[2,2]<=[4]}\n"
+    "  ROOT %y = f32[8,16]{1,0} dot(%relu, %w2), lhs_contracting_dims={1}, "
+    "rhs_contracting_dims={0}, sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}\n"
+    "}\n";
+
+/* A matmul whose all-gather becomes a windowed-einsum loop (threshold 0): a while with body and
+ * condition, a conditional with a collective-permute inside, on 4 devices. */
+static const char k_loop[] =
+    "HloModule viz_loop, num_partitions=4\n"
+    "\n"
+    "ENTRY %main (a: f32[64,32], b: f32[32,16]) -> f32[64,16] {\n"
+    "  %a = f32[64,32]{1,0} parameter(0), sharding={devices=[4,1]<=[4]}\n"
+    "  %b = f32[32,16]{1,0} parameter(1), sharding={devices=[1,4]<=[4]}\n"
+    "  %dot = f32[64,16]{1,0} dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+    "sharding={devices=[1,4]<=[4]}\n"
+    "  ROOT %neg = f32[64,16]{1,0} negate(%dot), sharding={devices=[1,4]<=[4]}\n"
+    "}\n";
+
+/* ---- fixture: a temporary trace database ---- */
+
+typedef struct Fx {
+    char dir[64];
+    char path[96];
+    SlArena arena; /* loaded runs */
+} Fx;
+
+static int
+fx_setup(void **state)
+{
+    Fx *fx = calloc(1, sizeof(*fx));
+    if (!fx)
+        return -1;
+    snprintf(fx->dir, sizeof(fx->dir), "/tmp/sl_viz_XXXXXX");
+    if (!mkdtemp(fx->dir))
+        return -1;
+    snprintf(fx->path, sizeof(fx->path), "%s/t.db", fx->dir);
+    sl_arena_init(&fx->arena);
+    *state = fx;
+    return 0;
+}
+
+static void
+rm(const Fx *fx, const char *name)
+{
+    char p[160];
+    snprintf(p, sizeof(p), "%s/%s", fx->dir, name);
+    (void)unlink(p);
+}
+
+static int
+fx_teardown(void **state)
+{
+    Fx *fx = *state;
+    static const char *const files[] = {"t.db", "t.db-journal", "t.db-wal", "t.db-shm",
+                                        "a.svg", "a.png", "a.dot"};
+    for (size_t k = 0; k < SL_COUNTOF(files); k++)
+        rm(fx, files[k]);
+    (void)rmdir(fx->dir);
+    sl_arena_fini(&fx->arena);
+    free(fx);
+    return 0;
+}
+
+/* Partitions `text` for 4 devices into the fixture's database and loads the run back. */
+static const TraceRun *
+record(Fx *fx, const char *text, const char *set)
+{
+    SlArena in_arena, out_arena;
+    SlInterner names;
+    sl_arena_init(&in_arena);
+    sl_arena_init(&out_arena);
+    sl_interner_init(&names, &in_arena);
+    SlError err = {0};
+    IrModule *in = NULL, *out = NULL;
+    if (hlo_parse(&in_arena, &names, sl_str(text), "test.hlo", &in, &err))
+        fail_msg("parse: %u:%u: %s", err.loc.line, err.loc.col, err.msg);
+    SpmdOptions o;
+    spmd_options_init(&o);
+    o.num_partitions = 4;
+    if (set && spmd_options_set(&o, sl_str(set), &err))
+        fail_msg("--set %s: %s", set, err.msg);
+    TraceDb *db = NULL;
+    TraceSink *sink = NULL;
+    TraceRunInfo info = {"test", "2024-01-01T00:00:00Z", sl_str(text), sl_str(""), 4};
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    assert_int_equal(trace_db_begin_run(db, in, &info, &sink, &err), SL_OK);
+    if (spmd_partition(in, &o, sink, &out_arena, &out, &err))
+        fail_msg("partition: %s", err.msg);
+    int64_t run_id = 0;
+    if (trace_db_end_run(db, out, -1, &run_id, &err))
+        fail_msg("end_run: %s", err.msg);
+    const TraceRun *run = NULL;
+    if (trace_run_load(db, run_id, &fx->arena, &run, &err))
+        fail_msg("load: %s", err.msg);
+    trace_db_close(db);
+    ir_module_fini(out);
+    ir_module_fini(in);
+    sl_interner_fini(&names);
+    sl_arena_fini(&out_arena);
+    sl_arena_fini(&in_arena);
+    return run;
+}
+
+static void
+dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note)
+{
+    SlError err = {0};
+    sl_buf_clear(out);
+    SlStatus st = viz_dot_text(run, o, out, note, &err);
+    if (st)
+        fail_msg("viz_dot_text: %s: %s", sl_status_name(st), err.msg);
+}
+
+static size_t
+count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* Node lines: `"ID" [` at the start of a line (after indentation). */
+static size_t
+count_nodes(const char *dot, const char *id_prefix)
+{
+    size_t n = 0, len = strlen(id_prefix);
+    for (const char *line = dot; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        const char *p = line;
+        while (*p == ' ')
+            p++;
+        if (*p == '"' && !strncmp(p + 1, id_prefix, len)) {
+            const char *q = strchr(p + 1, '"');
+            if (q && q[1] == ' ' && q[2] == '[')
+                n++;
+            else if (q && q[1] == ';')
+                n++;
+        }
+    }
+    return n;
+}
+
+static void
+want(const SlBuf *b, const char *fragment)
+{
+    if (!b->data || !strstr(b->data, fragment))
+        fail_msg("missing \"%s\" in:\n%s", fragment, b->data ? b->data : "");
+}
+
+static void
+want_not(const SlBuf *b, const char *fragment)
+{
+    if (b->data && strstr(b->data, fragment))
+        fail_msg("unexpected \"%s\" in:\n%s", fragment, b->data);
+}
+
+/* Compares with tests/golden/NAME byte for byte, or rewrites it. */
+static void
+golden(const char *name, const SlBuf *text)
+{
+    const char *root = getenv("SHARDLENS_SOURCE_DIR");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tests/golden/%s", root ? root : ".", name);
+    SlError err = {0};
+    const char *update = getenv("SHARDLENS_UPDATE_GOLDEN");
+    if (update && !strcmp(update, "1")) {
+        assert_int_equal(sl_file_write_atomic(path, text->data, text->len, &err), SL_OK);
+        return;
+    }
+    SlBuf want_text;
+    sl_buf_init(&want_text);
+    if (sl_file_read(path, &want_text, &err))
+        fail_msg("%s: %s (SHARDLENS_UPDATE_GOLDEN=1 writes it)", path, err.msg);
+    if (want_text.len != text->len || memcmp(want_text.data, text->data, text->len) != 0) {
+        size_t line = 1, k = 0;
+        for (; k < text->len && k < want_text.len && text->data[k] == want_text.data[k]; k++)
+            line += text->data[k] == '\n';
+        fail_msg("%s differs at line %zu; got:\n%s", path, line, text->data);
+    }
+    sl_buf_fini(&want_text);
+}
+
+/* A computation other than the entry holding only scalars: a reducer, which is not drawn. */
+static bool
+is_reducer(const TraceRun *run, uint32_t lo, uint32_t hi, const char *comp)
+{
+    if (!strcmp(run->instrs[hi - 1].computation, comp))
+        return false;
+    for (uint32_t i = lo; i < hi; i++) {
+        const char *s = run->instrs[i].shape;
+        if (!strcmp(run->instrs[i].computation, comp) &&
+            (s[0] == '(' || strlen(s) < 2 || strcmp(s + strlen(s) - 2, "[]") != 0))
+            return false;
+    }
+    return true;
+}
+
+/* Node and edge sets: one node line per drawn instruction, one edge per operand edge. */
+static void
+check_sets(const TraceRun *run, TracePhase phase, const SlBuf *dot, uint32_t call_edges)
+{
+    uint32_t lo = phase == TRACE_BEFORE ? 0 : run->n_before;
+    uint32_t hi = phase == TRACE_BEFORE ? run->n_before : run->n_instrs;
+    size_t edges = 0;
+    char id[32], edge[64];
+    for (uint32_t i = lo; i < hi; i++) {
+        const TraceRunInstr *in = &run->instrs[i];
+        snprintf(id, sizeof(id), "%c%u\"", phase == TRACE_BEFORE ? 'b' : 'a', i);
+        if (is_reducer(run, lo, hi, in->computation))
+            continue;
+        if (count_nodes(dot->data, id) != 1)
+            fail_msg("node %s (%%%s) drawn %zu times", id, in->name, count_nodes(dot->data, id));
+        for (uint32_t k = 0; k < in->n_operands; k++) {
+            snprintf(edge, sizeof(edge), "\"%c%u\" -> \"%c%u\"", phase == TRACE_BEFORE ? 'b' : 'a',
+                     in->operands[k], phase == TRACE_BEFORE ? 'b' : 'a', i);
+            if (!strstr(dot->data, edge))
+                fail_msg("missing edge %s", edge);
+            edges++;
+        }
+    }
+    assert_int_equal(count(dot->data, " -> "), edges + call_edges);
+}
+
+/* ---- goldens ---- */
+
+static void
+test_golden_mlp(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = record(fx, k_mlp, NULL);
+    VizOptions o;
+    viz_options_init(&o);
+    o.mesh = "data=2,model=2";
+    SlBuf dot, note;
+    sl_buf_init(&dot);
+    sl_buf_init(&note);
+    dot_text(run, &o, &dot, &note);
+    golden("viz_mlp.before.dot", &dot);
+    check_sets(run, TRACE_BEFORE, &dot, 0);
+    for (uint32_t i = 0; i < run->n_before; i++) {
+        char label[64];
+        snprintf(label, sizeof(label), "%%%s\\n%s %s", run->instrs[i].name,
+                 run->instrs[i].opcode, run->instrs[i].shape);
+        want(&dot, label);
+    }
+    want(&dot, "dim0/2 (data), replicated x2 (model)"); /* %x */
+    want(&dot, "dim1/2 (model), replicated x2 (data)"); /* %w1 */
+    want(&dot, "dim0/2 (data), dim1/2 (model)");        /* %h */
+    want(&dot, "sharding (fill colour)");                /* the legend */
+    want(&dot, "tooltip=\"mlp/h at mlp.py:3\"");
+    assert_int_equal(note.len, 0);
+
+    o.view = VIZ_AFTER;
+    dot_text(run, &o, &dot, &note);
+    golden("viz_mlp.after.dot", &dot);
+    check_sets(run, TRACE_AFTER, &dot, 0);
+    assert_int_equal(run->n_collectives, 1);
+    want(&dot, "all-reduce %");
+    want(&dot, "groups 2x2 {0,1},... over model");
+    want(&dot, "S 256 B, sends 256 B/device"); /* f32[4,16]; 2(g-1)/g S with g = 2 */
+    want(&dot, "label=\"1 KiB\""); /* an edge: %w1 is f32[16,16] locally */
+    want(&dot, "from %y (dot)");  /* the dot and its all-reduce, grouped */
+    want_not(&dot, "f32[4,16]\\ndim0/2"); /* shardings are for the before view */
+    want(&dot, "<b>collectives</b>");
+    sl_buf_fini(&dot);
+    sl_buf_fini(&note);
+}
+
+static void
+test_golden_loop(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = record(fx, k_loop, "threshold_for_windowed_einsum_mib=0");
+    VizOptions o;
+    viz_options_init(&o);
+    SlBuf dot, note;
+    sl_buf_init(&dot);
+    sl_buf_init(&note);
+    dot_text(run, &o, &dot, &note);
+    golden("viz_loop.before.dot", &dot);
+    check_sets(run, TRACE_BEFORE, &dot, 0);
+
+    o.view = VIZ_AFTER;
+    dot_text(run, &o, &dot, &note);
+    golden("viz_loop.after.dot", &dot);
+    assert_int_equal(run->n_loops, 1);
+    /* body, condition and the two branches of the conditional: four call edges */
+    check_sets(run, TRACE_AFTER, &dot, 4);
+    want(&dot, "%windowed_dot_general_body_ag\\nbody of %while (windowed einsum, all-gather, "
+               "4 iterations)");
+    want(&dot, "%windowed_dot_general_cond_ag\\ncondition of %while");
+    want(&dot, "%window_collective_permute\\nbranch of %conditional");
+    want(&dot, "windowed einsum (all-gather)\\n4 iterations");
+    want(&dot, "collective-permute %collective-permute");
+    want(&dot, "pairs 0->3, 1->0, 2->1, 3->2");
+    want(&dot, "x4 per run (in a loop)");
+    want(&dot, "lhead=\"cluster_c");
+    want(&dot, "compound=\"true\"");
+    want(&dot, "from %dot (dot): ");
+    /* Clusters nest: the loop body sits inside the dot's group. */
+    const char *group = strstr(dot.data, "label=\"from %dot (dot)");
+    const char *body = strstr(dot.data, "label=\"%windowed_dot_general_body_ag");
+    assert_non_null(group);
+    assert_non_null(body);
+    assert_true(group < body);
+
+    /* Deterministic: the same run gives the same text. */
+    SlBuf again;
+    sl_buf_init(&again);
+    dot_text(run, &o, &again, &note);
+    assert_int_equal(again.len, dot.len);
+    assert_memory_equal(again.data, dot.data, dot.len);
+    sl_buf_fini(&again);
+    sl_buf_fini(&dot);
+    sl_buf_fini(&note);
+}
+
+/* ---- focus on a hand-built run ---- */
+
+/* before: p -> n1 -> n2 -> n3 -> n4 -> n5, and n2 -> n6. */
+static TraceRun *
+hand_run(SlArena *a)
+{
+    static const char *const names[] = {"p", "n1", "n2", "n3", "n4", "n5", "n6"};
+    enum { N = SL_COUNTOF(names) };
+    static const uint32_t op_of[N] = {TRACE_NONE, 0, 1, 2, 3, 4, 2};
+    TraceRun *run = SL_NEW(a, TraceRun);
+    TraceRunInstr *in = SL_NEW_ARRAY(a, TraceRunInstr, N);
+    uint32_t *ops = SL_NEW_ARRAY(a, uint32_t, N);
+    assert_non_null(run);
+    assert_non_null(in);
+    assert_non_null(ops);
+    for (uint32_t i = 0; i < N; i++) {
+        in[i].phase = TRACE_BEFORE;
+        in[i].ir_id = i;
+        in[i].computation = "main";
+        in[i].name = names[i];
+        in[i].opcode = i ? "negate" : "parameter";
+        in[i].shape = "f32[4]";
+        in[i].sharding = i % 2 ? "{replicated}" : "{devices=[2]0,1}";
+        in[i].size_bytes = 16;
+        in[i].derived_from = TRACE_NONE;
+        in[i].is_root = i == 5;
+        if (op_of[i] != TRACE_NONE) {
+            ops[i] = op_of[i];
+            in[i].operands = &ops[i];
+            in[i].n_operands = 1;
+        }
+    }
+    run->module = "hand";
+    run->num_partitions = 2;
+    run->instrs = in;
+    run->n_instrs = run->n_before = N;
+    return run;
+}
+
+static void
+test_focus_hand_built(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = hand_run(&fx->arena);
+    VizOptions o;
+    viz_options_init(&o);
+    o.focus = "%n3";
+    o.depth = 1;
+    SlBuf dot, note;
+    sl_buf_init(&dot);
+    sl_buf_init(&note);
+    dot_text(run, &o, &dot, &note);
+    static const char *const in_ids[] = {"\"b2\" [", "\"b3\" [", "\"b4\" ["};
+    static const char *const out_ids[] = {"\"b0\" [", "\"b1\" [", "\"b5\" [", "\"b6\" ["};
+    for (size_t k = 0; k < SL_COUNTOF(in_ids); k++)
+        want(&dot, in_ids[k]);
+    for (size_t k = 0; k < SL_COUNTOF(out_ids); k++)
+        want_not(&dot, out_ids[k]);
+    want(&dot, "\"b2\" -> \"b3\"");
+    want(&dot, "\"b3\" -> \"b4\"");
+    /* Stubs for what was cut: n1 above n2, n6 beside n3, n5 below n4. */
+    want(&dot, "\"o2\" [label=\"+1 operands\"");
+    want(&dot, "\"u2\" [label=\"+1 users\"");
+    want(&dot, "\"u4\" [label=\"+1 users\"");
+    want_not(&dot, "\"o3\"");
+    want(&dot, "\"b3\" [label=\"%n3\\nnegate f32[4]\\nreplicated\", fillcolor=\"#e6e6e6\", "
+               "color=\"#c0392b\", penwidth=\"3\"]");
+    want(&dot, "3 of 7 instructions");
+
+    o.depth = 0;
+    dot_text(run, &o, &dot, &note);
+    assert_int_equal(count_nodes(dot.data, "b"), 1);
+    assert_int_equal(count_nodes(dot.data, "o3"), 1);
+    assert_int_equal(count_nodes(dot.data, "u3"), 1);
+
+    /* Depth 2 around n3 reaches everything but p, except when max_nodes stops it. */
+    o.depth = 2;
+    o.max_nodes = 3;
+    sl_buf_clear(&note);
+    dot_text(run, &o, &dot, &note);
+    want(&note, "cut at 3 nodes");
+    assert_int_equal(count(dot.data, "\\nnegate "), 3);
+
+    SlError err = {0};
+    o.focus = "n33";
+    assert_int_equal(viz_dot_text(run, &o, &dot, &note, &err), SL_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "no instruction named %n33"));
+    assert_non_null(strstr(err.msg, "did you mean %n3"));
+    sl_buf_fini(&dot);
+    sl_buf_fini(&note);
+}
+
+/* ---- collapse, pair, rendering, errors ---- */
+
+static void
+test_collapse(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = record(fx, k_loop, "threshold_for_windowed_einsum_mib=0");
+    VizOptions o;
+    viz_options_init(&o);
+    o.view = VIZ_AFTER;
+    o.max_nodes = 12;
+    SlBuf dot, note;
+    sl_buf_init(&dot);
+    sl_buf_init(&note);
+    dot_text(run, &o, &dot, &note);
+    want(&note, "drew one box per source instruction");
+    assert_int_equal(count_nodes(dot.data, "a"), 0); /* no instruction nodes */
+    want(&dot, "%dot\\ndot f32[64,16]");
+    want(&dot, "collective-permute x1");
+    want(&dot, "windowed einsum (all-gather, 4 iterations)");
+
+    o.max_nodes = 3;
+    sl_buf_clear(&note);
+    dot_text(run, &o, &dot, &note);
+    want(&note, "drew one box per computation");
+    want(&dot, "%main\\n");
+    want(&dot, "(entry)");
+    want(&dot, "[label=\"body\", style=\"dashed\"]");
+    assert_int_equal(count_nodes(dot.data, "g"), 0);
+
+    o.view = VIZ_BEFORE;
+    o.max_nodes = 2;
+    sl_buf_clear(&note);
+    dot_text(run, &o, &dot, &note);
+    want(&note, "before: 4 instructions exceed --max-nodes 2: drew one box per computation");
+
+    /* A focus view is never collapsed. */
+    o.view = VIZ_AFTER;
+    o.focus = "dot";
+    o.depth = 1;
+    o.max_nodes = 400;
+    sl_buf_clear(&note);
+    dot_text(run, &o, &dot, &note);
+    assert_int_equal(note.len, 0);
+    want(&dot, "color=\"#c0392b\"");
+    sl_buf_fini(&dot);
+    sl_buf_fini(&note);
+}
+
+static void
+test_pair(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = record(fx, k_mlp, NULL);
+    VizOptions o;
+    viz_options_init(&o);
+    o.view = VIZ_PAIR;
+    o.focus = "y";
+    SlBuf dot, note;
+    sl_buf_init(&dot);
+    sl_buf_init(&note);
+    dot_text(run, &o, &dot, &note);
+    want(&dot, "subgraph \"cluster_before\"");
+    want(&dot, "subgraph \"cluster_after\"");
+    want(&dot, "label=\"before: %y (dot)\"");
+    want(&dot, "label=\"after: 2 instructions emitted for %y");
+    want(&dot, "all-reduce %");
+    const char *before = strstr(dot.data, "cluster_before"), *after = strstr(dot.data,
+                                                                              "cluster_after");
+    const TraceRunInstr *y = trace_run_find_instr(run, TRACE_BEFORE, "y");
+    assert_non_null(y);
+    char id[32];
+    snprintf(id, sizeof(id), "\"b%u\" [", (uint32_t)(y - run->instrs));
+    const char *ynode = strstr(dot.data, id);
+    assert_true(before < ynode && ynode < after);
+    sl_buf_fini(&dot);
+    sl_buf_fini(&note);
+}
+
+static void
+read_file(const char *path, SlBuf *out)
+{
+    SlError err = {0};
+    sl_buf_clear(out);
+    if (sl_file_read(path, out, &err))
+        fail_msg("%s: %s", path, err.msg);
+}
+
+static void
+test_render(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = record(fx, k_loop, "threshold_for_windowed_einsum_mib=0");
+    VizOptions o;
+    viz_options_init(&o);
+    o.view = VIZ_AFTER;
+    char path[160];
+    snprintf(path, sizeof(path), "%s/a.svg", fx->dir);
+    SlError err = {0};
+    SlBuf text, note;
+    sl_buf_init(&text);
+    sl_buf_init(&note);
+    assert_int_equal(viz_render(run, &o, path, &note, &err), SL_OK);
+    read_file(path, &text);
+    want(&text, "<svg");
+    assert_true(run->n_collectives >= 1);
+    for (uint32_t k = 0; k < run->n_collectives; k++) {
+        const TraceRunCollective *c = &run->collectives[k];
+        SlBuf label; /* as graphviz writes text into SVG: '-' becomes "&#45;" */
+        sl_buf_init(&label);
+        sl_buf_printf(&label, "%s %%%s", c->kind, run->instrs[c->instr].name);
+        SlBuf svg;
+        sl_buf_init(&svg);
+        for (size_t i = 0; i < label.len; i++) {
+            if (label.data[i] == '-')
+                sl_buf_puts(&svg, "&#45;");
+            else
+                sl_buf_putc(&svg, label.data[i]);
+        }
+        want(&text, svg.data);
+        sl_buf_fini(&svg);
+        sl_buf_fini(&label);
+    }
+    want(&text, "windowed einsum (all&#45;gather)");
+
+    snprintf(path, sizeof(path), "%s/a.png", fx->dir);
+    o.format = VIZ_PNG;
+    assert_int_equal(viz_render(run, &o, path, &note, &err), SL_OK);
+    read_file(path, &text);
+    assert_true(text.len > 8);
+    assert_memory_equal(text.data, "\x89PNG", 4);
+
+    snprintf(path, sizeof(path), "%s/a.dot", fx->dir);
+    o.format = VIZ_DOT;
+    assert_int_equal(viz_render(run, &o, path, &note, &err), SL_OK);
+    read_file(path, &text);
+    SlBuf dot;
+    sl_buf_init(&dot);
+    dot_text(run, &o, &dot, &note);
+    assert_int_equal(text.len, dot.len);
+    assert_memory_equal(text.data, dot.data, dot.len);
+
+    /* A directory that does not exist: an IO error naming the path, no crash. */
+    err = (SlError){0};
+    o.format = VIZ_SVG;
+    assert_int_equal(viz_render(run, &o, "/nonexistent-dir/x.svg", &note, &err), SL_ERR_IO);
+    sl_buf_fini(&dot);
+    sl_buf_fini(&text);
+    sl_buf_fini(&note);
+}
+
+static void
+test_errors(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = hand_run(&fx->arena);
+    static const struct {
+        const char *mesh, *msg;
+    } k_cases[] = {
+        {"data",          "expected NAME=SIZE"         },
+        {"data=0",        "positive integer"           },
+        {"=2",            "expected NAME=SIZE"         },
+        {"data=2,model=2", "has 4 devices but the run has 2"},
+    };
+    SlBuf dot;
+    sl_buf_init(&dot);
+    for (size_t i = 0; i < SL_COUNTOF(k_cases); i++) {
+        VizOptions o;
+        viz_options_init(&o);
+        o.mesh = k_cases[i].mesh;
+        SlError err = {0};
+        SlStatus st = viz_dot_text(run, &o, &dot, NULL, &err);
+        if (st != SL_ERR_INVALID || !strstr(err.msg, k_cases[i].msg))
+            fail_msg("%s: got %s: %s", k_cases[i].mesh, sl_status_name(st), err.msg);
+    }
+    VizOptions o;
+    viz_options_init(&o);
+    o.view = VIZ_PAIR;
+    SlError err = {0};
+    assert_int_equal(viz_dot_text(run, &o, &dot, NULL, &err), SL_ERR_INVALID);
+    sl_buf_fini(&dot);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_golden_mlp, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_golden_loop, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_focus_hand_built, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_collapse, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_pair, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_render, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_errors, fx_setup, fx_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,208 @@
+/* viz_int.h - viz/ internals: the diagram model (nodes, edges, nested clusters with a fixed
+ * attribute set), the index of a run's phase (computations, callers, users), labels and
+ * colours. Used only inside viz/.
+ * Invariant: the model is written out in creation order, and everything is created while
+ * walking the run's arrays in recorded order, so DOT text never depends on pointers or hashes. */
+#ifndef SHARDLENS_VIZ_INT_H
+#define SHARDLENS_VIZ_INT_H
+
+#include "viz/viz.h"
+
+#define VIZ_NONE UINT32_MAX
+
+/* ---- the model --------------------------------------------------------------------------- */
+
+/* One row per DOT attribute the diagrams use; written in this order. */
+#define VIZ_ATTRS(X)                                                                           \
+    X(LABEL, "label")                                                                          \
+    X(SHAPE, "shape")                                                                          \
+    X(STYLE, "style")                                                                          \
+    X(FILLCOLOR, "fillcolor")                                                                  \
+    X(COLOR, "color")                                                                          \
+    X(FONTCOLOR, "fontcolor")                                                                  \
+    X(PENWIDTH, "penwidth")                                                                    \
+    X(PERIPHERIES, "peripheries")                                                              \
+    X(LHEAD, "lhead")                                                                          \
+    X(ARROWHEAD, "arrowhead")                                                                  \
+    X(TOOLTIP, "tooltip")
+
+typedef enum VizAttrKey {
+#define VIZ_ATTR_ENUM(e, s) VIZ_A_##e,
+    VIZ_ATTRS(VIZ_ATTR_ENUM)
+#undef VIZ_ATTR_ENUM
+        VIZ_A_COUNT
+} VizAttrKey;
+
+typedef struct VizAttrs {
+    const char *v[VIZ_A_COUNT]; /* NULL: not written */
+    bool html_label;            /* label is an HTML-like label, written as <...> */
+} VizAttrs;
+
+typedef struct VizNode {
+    const char *id;
+    uint32_t cluster; /* VIZ_NONE: top level */
+    VizAttrs a;
+} VizNode;
+
+typedef struct VizEdge {
+    uint32_t tail, head; /* node indices */
+    VizAttrs a;
+} VizEdge;
+
+typedef struct VizCluster {
+    const char *id;  /* starts with "cluster" */
+    uint32_t parent; /* VIZ_NONE: top level */
+    VizAttrs a;
+} VizCluster;
+
+typedef struct VizGraph {
+    SlArena *arena; /* ids, labels and attribute strings */
+    const char *name;
+    const char *label; /* graph label (title line), may be NULL */
+    bool compound;     /* some edge uses lhead */
+    bool left_right;   /* rankdir LR (wide trees of computations), else TB */
+    SlVec nodes, edges, clusters; /* VizNode, VizEdge, VizCluster (heap) */
+    bool failed;                  /* sticky allocation failure */
+} VizGraph;
+
+void viz_graph_init(VizGraph *g, SlArena *a, const char *name);
+void viz_graph_fini(VizGraph *g);
+uint32_t viz_add_node(VizGraph *g, const char *id, uint32_t cluster); /* VIZ_NONE on failure */
+uint32_t viz_add_edge(VizGraph *g, uint32_t tail, uint32_t head);
+uint32_t viz_add_cluster(VizGraph *g, const char *id, uint32_t parent);
+VizAttrs *viz_node_attrs(VizGraph *g, uint32_t n); /* NULL for VIZ_NONE */
+VizAttrs *viz_edge_attrs(VizGraph *g, uint32_t e);
+VizAttrs *viz_cluster_attrs(VizGraph *g, uint32_t c);
+static inline uint32_t
+viz_node_count(const VizGraph *g)
+{
+    return (uint32_t)g->nodes.len;
+}
+/* printf into the graph's arena (NULL on failure, and the graph is marked failed). */
+const char *viz_fmt(VizGraph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *viz_strdup_buf(VizGraph *g, const SlBuf *b);
+/* Writes the model as DOT text. */
+void viz_graph_write_dot(const VizGraph *g, SlBuf *out);
+
+/* ---- labels ------------------------------------------------------------------------------ */
+
+typedef struct VizMesh {
+    uint32_t n_axes;
+    const char *names[8];
+    int64_t sizes[8];
+} VizMesh;
+
+/* Parses "data=2,model=4"; NULL or "" gives no axes. */
+SlStatus viz_mesh_parse(const char *text, VizMesh *out, SlError *err);
+/* Appends a readable account of sharding text `s` ("replicated", "dim1/4 (model)", ...). */
+void viz_sharding_readable(SlArena *scratch, const char *s, const VizMesh *mesh, SlBuf *out);
+/* Appends the mesh axes a group of devices spans ("model"), or nothing when it spans no
+ * whole set of axes. */
+bool viz_mesh_axes_of(const VizMesh *mesh, const int64_t *devices, uint32_t n, SlBuf *out);
+void viz_bytes(SlBuf *out, double bytes); /* "512 B", "2 KiB", "1.5 MiB" */
+/* Appends `s` escaped for an HTML-like label. */
+void viz_html_escape(SlBuf *out, const char *s);
+
+/* Distinct shardings of the 'before' phase in first-appearance order, with their colours. */
+typedef struct VizPalette {
+    const char **shardings;
+    const char **readable;
+    uint32_t n;
+    SlMap by_hash; /* sl_hash_bytes(text) -> index + 1 (first one with that hash) */
+} VizPalette;
+
+SlStatus viz_palette_init(VizPalette *p, const TraceRun *run, const VizMesh *mesh, SlArena *a,
+                          SlError *err);
+void viz_palette_fini(VizPalette *p);
+uint32_t viz_palette_find(const VizPalette *p, const char *sharding); /* VIZ_NONE if absent */
+const char *viz_palette_color(uint32_t idx); /* fill colour of palette entry idx */
+const char *viz_collective_color(const char *kind);
+
+/* ---- the index of one phase of a run ------------------------------------------------------- */
+
+typedef struct VizComp {
+    const char *name;
+    uint32_t first, n;   /* its instructions are run->instrs[first, first + n) */
+    uint32_t caller;     /* the instruction that calls it (inferred), VIZ_NONE */
+    const char *role;    /* "body", "condition", "branch", "called", or NULL */
+    bool is_entry;       /* the last computation of the phase */
+    bool is_reducer;     /* scalar-only and uncalled: a to_apply reducer, not drawn */
+} VizComp;
+
+typedef struct VizIndex {
+    const TraceRun *run;
+    TracePhase phase;
+    uint32_t lo, hi; /* the phase's instructions: run->instrs[lo, hi) */
+    VizComp *comps;
+    uint32_t n_comps;
+    uint32_t *comp_of;   /* [hi - lo]: computation index per instruction */
+    uint32_t *user_off;  /* [hi - lo + 1] CSR offsets into users */
+    uint32_t *users;     /* global instruction indices */
+    uint32_t *collective; /* [n_instrs]: index into run->collectives, VIZ_NONE */
+    uint32_t *loop;       /* [n_instrs]: index into run->loops (by loop while), VIZ_NONE */
+    uint32_t *decision;   /* [n_instrs]: index into run->decisions ('before'), VIZ_NONE */
+} VizIndex;
+
+SlStatus viz_index_build(VizIndex *x, const TraceRun *run, TracePhase phase, SlArena *a,
+                         SlError *err);
+static inline uint32_t
+viz_comp_of(const VizIndex *x, uint32_t instr)
+{
+    return x->comp_of[instr - x->lo];
+}
+
+/* ---- views --------------------------------------------------------------------------------- */
+
+/* Everything a view builder needs. */
+typedef struct VizCtx {
+    const TraceRun *run;
+    const VizOptions *opt;
+    VizMesh mesh;
+    VizPalette pal;
+    SlArena *arena; /* whole call */
+    SlBuf *note;    /* may be NULL */
+    VizGraph g;
+    uint32_t top;    /* the cluster top-level content goes in (pair views), else VIZ_NONE */
+    bool *used_pal;  /* [pal.n]: drawn somewhere, for the legend */
+    bool *used_kind; /* [viz_kind_count()] */
+} VizCtx;
+
+/* Selection of a phase's instructions to draw: sel[i - lo] != 0. */
+typedef struct VizSel {
+    uint8_t *sel;    /* VIZ_SEL_* */
+    uint32_t count;  /* instructions selected */
+    bool is_partial; /* a neighbourhood: draw "+N" stubs for what was left out */
+} VizSel;
+enum { VIZ_SEL_OUT = 0, VIZ_SEL_IN = 1, VIZ_SEL_FOCUS = 2 };
+
+/* Resolves `name` (with or without '%') to the instructions of x's phase it stands for: the
+ * instruction itself, the instructions derived from a 'before' name, or the source of an
+ * 'after' name. Unknown names are SL_ERR_INVALID with the closest names. */
+SlStatus viz_resolve(const VizIndex *x, const char *name, SlVec *out, SlError *err);
+/* Marks the instructions within `depth` operand/user hops of the seeds, stopping at
+ * `max_nodes`. */
+void viz_select_focus(const VizIndex *x, const uint32_t *seeds, uint32_t n_seeds, int depth,
+                      uint32_t max_nodes, VizSel *s, bool *truncated);
+void viz_select_all(const VizIndex *x, VizSel *s);
+
+SlStatus viz_build_phase(VizCtx *c, const VizIndex *x, const VizSel *s, SlError *err);
+/* Collapsed views: one node per (computation, source op), or per computation; the latter
+ * keeps the max_nodes biggest computations and counts the rest in `dropped`. */
+SlStatus viz_build_by_source(VizCtx *c, const VizIndex *x, SlError *err);
+SlStatus viz_build_by_comp(VizCtx *c, const VizIndex *x, uint32_t *dropped, SlError *err);
+uint32_t viz_count_sources(const VizIndex *x);
+SlStatus viz_build_pair(VizCtx *c, const VizIndex *before, const VizIndex *after,
+                        const char *name, SlError *err);
+
+/* Shared by the builders: node label/style for one instruction, and the legend. */
+/* `in_group`: the node sits in its source's group cluster, which already names the source. */
+uint32_t viz_add_instr_node(VizCtx *c, const VizIndex *x, uint32_t instr, uint32_t cluster,
+                            bool in_group);
+void viz_add_legend(VizCtx *c, bool with_kinds);
+const char *viz_phase_title(VizCtx *c, const VizIndex *x, uint32_t drawn);
+uint32_t viz_kind_index(const char *kind); /* index into the collective kinds table */
+uint32_t viz_kind_count(void);
+const char *viz_kind_name(uint32_t k);
+const char *viz_kind_note(uint32_t k); /* one line for the legend */
+
+#endif

@@ -1,0 +1,292 @@
+/* viz_render.c - the public entry points: choosing what to draw (whole graph, focus
+ * neighbourhood, collapsed, or a before/after pair), and rendering DOT text with gvc.
+ * Owns: the only cgraph/gvc calls, the collapse policy and the note that reports it.
+ * Does not own: graph content (viz_graph.c, viz_collapse.c).
+ * Invariant: the DOT text is built first and is what gets laid out, so a picture and its DOT
+ * text always agree; files are written atomically. */
+#include "viz/viz.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Included as system headers (viz/meson.build), which keeps their warnings out of ours. */
+#include <cgraph.h>
+#include <gvc.h>
+
+#include "viz/viz_int.h"
+
+void
+viz_options_init(VizOptions *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->view = VIZ_BEFORE;
+    o->format = VIZ_SVG;
+    o->depth = 2;
+    o->max_nodes = 400;
+}
+
+static SlStatus
+ctx_init(VizCtx *c, const TraceRun *run, const VizOptions *o, SlArena *a, SlBuf *note,
+         SlError *err)
+{
+    memset(c, 0, sizeof(*c));
+    c->run = run;
+    c->opt = o;
+    c->arena = a;
+    c->note = note;
+    c->top = VIZ_NONE;
+    SlSrcLoc nowhere = {0};
+    viz_graph_init(&c->g, a, o->view == VIZ_BEFORE ? "before" : o->view == VIZ_AFTER ? "after"
+                                                                                      : "pair");
+    SlStatus st = viz_mesh_parse(o->mesh, &c->mesh, err);
+    if (st)
+        return st;
+    if (c->mesh.n_axes) {
+        int64_t p = 1;
+        for (uint32_t i = 0; i < c->mesh.n_axes; i++)
+            p *= c->mesh.sizes[i];
+        if (p != run->num_partitions)
+            return sl_fail(err, SL_ERR_INVALID, nowhere,
+                           "--mesh '%s' has %lld devices but the run has %lld partitions",
+                           o->mesh, (long long)p, (long long)run->num_partitions);
+    }
+    st = viz_palette_init(&c->pal, run, &c->mesh, a, err);
+    if (st)
+        return st;
+    c->used_pal = SL_NEW_ARRAY(a, bool, c->pal.n + 1);
+    c->used_kind = SL_NEW_ARRAY(a, bool, viz_kind_count());
+    if (!c->used_pal || !c->used_kind)
+        return sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+    return SL_OK;
+}
+
+static void
+ctx_fini(VizCtx *c)
+{
+    viz_palette_fini(&c->pal);
+    viz_graph_fini(&c->g);
+}
+
+static void
+note(VizCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void
+note(VizCtx *c, const char *fmt, ...)
+{
+    if (!c->note)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    if (c->note->len)
+        sl_buf_puts(c->note, "; ");
+    sl_buf_vprintf(c->note, fmt, ap);
+    va_end(ap);
+}
+
+static VizSel
+sel_new(const VizIndex *x, SlArena *a)
+{
+    VizSel s = {SL_NEW_ARRAY(a, uint8_t, x->hi - x->lo + 1), 0, false};
+    return s;
+}
+
+/* A whole phase, or the neighbourhood of o->focus in it, collapsed when too big. */
+static SlStatus
+build_view(VizCtx *c, const VizIndex *x, SlError *err)
+{
+    const VizOptions *o = c->opt;
+    const char *phase = x->phase == TRACE_BEFORE ? "before" : "after";
+    VizSel s = sel_new(x, c->arena);
+    SlSrcLoc nowhere = {0};
+    if (!s.sel)
+        return sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+    if (o->focus) {
+        SlVec seeds = {0};
+        SlStatus st = viz_resolve(x, o->focus, &seeds, err);
+        bool truncated = false;
+        if (st == SL_OK)
+            viz_select_focus(x, seeds.data, (uint32_t)seeds.len, o->depth < 0 ? 0 : o->depth,
+                             o->max_nodes ? o->max_nodes : UINT32_MAX, &s, &truncated);
+        sl_vec_fini(&seeds);
+        if (st)
+            return st;
+        if (truncated)
+            note(c, "%s: the neighbourhood of %s within depth %d was cut at %u nodes "
+                    "(--max-nodes)",
+                 phase, o->focus, o->depth, s.count);
+        st = viz_build_phase(c, x, &s, err);
+        c->g.label = viz_phase_title(c, x, s.count);
+        return st;
+    }
+    viz_select_all(x, &s);
+    if (!o->max_nodes || s.count <= o->max_nodes) {
+        SlStatus st = viz_build_phase(c, x, &s, err);
+        c->g.label = viz_phase_title(c, x, s.count);
+        return st;
+    }
+    uint32_t n_src = x->phase == TRACE_AFTER ? viz_count_sources(x) : UINT32_MAX;
+    SlStatus st;
+    if (n_src <= o->max_nodes) {
+        note(c,
+             "%s: %u instructions exceed --max-nodes %u: drew one box per source instruction "
+             "(%u boxes); use --focus NAME to see instructions",
+             phase, s.count, o->max_nodes, n_src);
+        st = viz_build_by_source(c, x, err);
+        c->g.label = viz_fmt(&c->g, "%s: %s, %u instructions collapsed into %u source ops",
+                             phase, c->run->module, s.count, n_src);
+    } else {
+        uint32_t comps = 0, dropped = 0;
+        for (uint32_t k = 0; k < x->n_comps; k++)
+            comps += !x->comps[k].is_reducer;
+        st = viz_build_by_comp(c, x, &dropped, err);
+        note(c,
+             "%s: %u instructions exceed --max-nodes %u: drew one box per computation (%u "
+             "boxes%s); use --focus NAME to see instructions",
+             phase, s.count, o->max_nodes, comps - dropped,
+             dropped ? viz_fmt(&c->g, ", leaving out the %u smallest computations", dropped)
+                     : "");
+        c->g.label = viz_fmt(&c->g, "%s: %s, %u instructions collapsed into %u computations%s",
+                             phase, c->run->module, s.count, comps - dropped,
+                             dropped ? viz_fmt(&c->g, " (the %u smallest left out)", dropped)
+                                     : "");
+    }
+    return st;
+}
+
+static SlStatus
+build_pair(VizCtx *c, const VizIndex *bx, const VizIndex *ax, SlError *err)
+{
+    SlSrcLoc nowhere = {0};
+    if (!c->opt->focus)
+        return sl_fail(err, SL_ERR_INVALID, nowhere, "a pair view needs an instruction name");
+    SlVec seeds = {0};
+    SlStatus st = viz_resolve(bx, c->opt->focus, &seeds, err);
+    if (st) {
+        sl_vec_fini(&seeds);
+        return st;
+    }
+    uint32_t source = SL_VEC_AT(&seeds, uint32_t, 0);
+    sl_vec_fini(&seeds);
+    const TraceRunInstr *src = &c->run->instrs[source];
+    VizSel bs = sel_new(bx, c->arena), as = sel_new(ax, c->arena);
+    if (!bs.sel || !as.sel)
+        return sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+    bool cut = false, cut2 = false;
+    uint32_t cap = c->opt->max_nodes ? c->opt->max_nodes : UINT32_MAX;
+    viz_select_focus(bx, &source, 1, 1, cap, &bs, &cut);
+    SlVec derived = {0};
+    for (uint32_t i = ax->lo; i < ax->hi; i++)
+        if (c->run->instrs[i].derived_from == source && !SL_VEC_PUSH(&derived, uint32_t, i))
+            break;
+    viz_select_focus(ax, derived.data, (uint32_t)derived.len, 1, cap, &as, &cut2);
+    uint32_t n_derived = (uint32_t)derived.len;
+    for (uint32_t i = 0; i < ax->hi - ax->lo; i++) /* the after cluster's label names them */
+        if (as.sel[i] == VIZ_SEL_FOCUS)
+            as.sel[i] = VIZ_SEL_IN;
+    sl_vec_fini(&derived);
+    if (cut || cut2)
+        note(c, "pair %s: cut at %u nodes per side (--max-nodes)", src->name, cap);
+
+    c->top = viz_add_cluster(&c->g, "cluster_before", VIZ_NONE);
+    VizAttrs *a = viz_cluster_attrs(&c->g, c->top);
+    if (a) {
+        a->v[VIZ_A_LABEL] = viz_fmt(&c->g, "before: %%%s (%s)", src->name, src->opcode);
+        a->v[VIZ_A_STYLE] = "rounded";
+    }
+    st = viz_build_phase(c, bx, &bs, err);
+    if (st)
+        return st;
+    c->top = viz_add_cluster(&c->g, "cluster_after", VIZ_NONE);
+    a = viz_cluster_attrs(&c->g, c->top);
+    if (a) {
+        uint32_t d = bx->decision[source];
+        a->v[VIZ_A_LABEL] = viz_fmt(&c->g, "after: %u instruction%s emitted for %%%s%s%s",
+                                    n_derived, n_derived == 1 ? "" : "s", src->name,
+                                    d != VIZ_NONE ? ", strategy " : "",
+                                    d != VIZ_NONE ? c->run->decisions[d].strategy : "");
+        a->v[VIZ_A_STYLE] = "rounded";
+    }
+    st = viz_build_phase(c, ax, &as, err);
+    c->top = VIZ_NONE;
+    c->g.label = viz_fmt(&c->g, "%s: %%%s before and after partitioning for %lld devices",
+                         c->run->module, src->name, (long long)c->run->num_partitions);
+    return st;
+}
+
+SlStatus
+viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out,
+             SlError *err)
+{
+    SlArena arena;
+    VizCtx c;
+    VizIndex bx, ax;
+    sl_arena_init(&arena);
+    SlStatus st = ctx_init(&c, run, o, &arena, note_out, err);
+    if (!st && o->view != VIZ_AFTER)
+        st = viz_index_build(&bx, run, TRACE_BEFORE, &arena, err);
+    if (!st && o->view != VIZ_BEFORE)
+        st = viz_index_build(&ax, run, TRACE_AFTER, &arena, err);
+    if (!st && o->view == VIZ_PAIR)
+        st = build_pair(&c, &bx, &ax, err);
+    else if (!st)
+        st = build_view(&c, o->view == VIZ_BEFORE ? &bx : &ax, err);
+    if (!st) {
+        viz_add_legend(&c, o->view != VIZ_BEFORE);
+        viz_graph_write_dot(&c.g, out);
+        if (out->failed) {
+            SlSrcLoc nowhere = {0};
+            st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory writing DOT text");
+        }
+    }
+    ctx_fini(&c);
+    sl_arena_fini(&arena);
+    return st;
+}
+
+/* ---- rendering -------------------------------------------------------------------------------- */
+
+static SlStatus
+render(const SlBuf *dot, const char *format, const char *path, SlError *err)
+{
+    SlSrcLoc at = {path, 0, 0};
+    agseterr(AGERR); /* warnings (e.g. font substitutions) would only be noise */
+    Agraph_t *g = agmemread(dot->data);
+    if (!g)
+        return sl_fail(err, SL_ERR_INTERNAL, at, "graphviz could not read our DOT text: %s",
+                       aglasterr() ? aglasterr() : "no message");
+    GVC_t *gvc = gvContext();
+    char *data = NULL;
+    unsigned int len = 0;
+    SlStatus st = SL_OK;
+    if (!gvc) {
+        st = sl_fail(err, SL_ERR_IO, at, "graphviz: cannot create a context");
+    } else if (gvLayout(gvc, g, "dot") != 0) {
+        st = sl_fail(err, SL_ERR_IO, at, "graphviz: layout failed (is the dot plugin installed?)");
+    } else {
+        if (gvRenderData(gvc, g, format, &data, &len) != 0 || !data)
+            st = sl_fail(err, SL_ERR_IO, at, "graphviz: cannot render %s (plugin missing?)",
+                         format);
+        else
+            st = sl_file_write_atomic(path, data, len, err);
+        gvFreeRenderData(data);
+        gvFreeLayout(gvc, g);
+    }
+    agclose(g);
+    if (gvc)
+        gvFreeContext(gvc);
+    return st;
+}
+
+SlStatus
+viz_render(const TraceRun *run, const VizOptions *o, const char *path, SlBuf *note_out,
+           SlError *err)
+{
+    SlBuf dot;
+    sl_buf_init(&dot);
+    SlStatus st = viz_dot_text(run, o, &dot, note_out, err);
+    if (!st && o->format == VIZ_DOT)
+        st = sl_file_write_atomic(path, dot.data, dot.len, err);
+    else if (!st)
+        st = render(&dot, o->format == VIZ_PNG ? "png" : "svg", path, err);
+    sl_buf_fini(&dot);
+    return st;
+}
