@@ -101,13 +101,6 @@ done
 run version 0 --version
 grep -qE '^shardlens [0-9]+\.[0-9]+\.[0-9]+$' "$TMP/version.out" || fail "version: $(cat "$TMP/version.out")"
 
-# commands of the contract that later issues implement: exit 3 with a clear message
-for cmd in "viz t.db" "verify $SAMPLE"; do
-    name="pending_${cmd%% *}"
-    # shellcheck disable=SC2086 # split the command words on purpose
-    run "$name" 3 $cmd
-    has "$name" "$TMP/$name.err" "is not yet available"
-done
 
 # ---- print: canonical text, idempotent, options anywhere, atomic output ------------------------
 EXPECTED_PRINT='HloModule jit_mlp_megatron, entry_computation_layout={(f32[8,16]{1,0}, f32[16,32]{1,0}, f32[32,16]{1,0})->f32[8,16]{1,0}}, num_partitions=4

@@ -19,7 +19,9 @@
 int
 cli_report_at(SlError *err, const char *path)
 {
-    if (!err->loc.path)
+    /* The file as the user named it; also, a location the trace layer set may point into a
+     * connection it has already closed. */
+    if (path)
         err->loc.path = path;
     return cli_report(err, NULL);
 }
@@ -166,8 +168,8 @@ cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
         char created[32];
         iso_now(created, sizeof(created));
         spmd_options_print(o, &opts);
-        TraceRunInfo info = {SHARDLENS_VERSION, created, sl_buf_str(&in->text),
-                             sl_buf_str(&opts), o->num_partitions};
+        TraceRunInfo info = {SHARDLENS_VERSION, created, sl_buf_str(&in->text), sl_buf_str(&opts),
+                             o->num_partitions};
         if (trace_db_open(trace_path, TRACE_DB_APPEND, &db, &err) ||
             trace_db_begin_run(db, in->module, &info, &sink, &err))
             code = cli_report_at(&err, trace_path);

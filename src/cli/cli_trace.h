@@ -23,17 +23,25 @@ enum {
 };
 
 /* The model options' rows, for a command's CliOpt table. */
-#define CLI_REPORT_MODEL_OPTS                                                                  \
-    {CLI_OPT_LINK_GBPS, 0, "link-gbps", "G",                                                  \
-     "link bandwidth in Gbit/s, as nccl-tests bus bandwidth (default 100)", false},           \
-        {CLI_OPT_LATENCY_US, 0, "latency-us", "L", "latency per algorithm step (default 5)",   \
-         false},                                                                               \
-        {CLI_OPT_MESH, 0, "mesh", "AXES", "name mesh axes over the devices: data=2,model=4",   \
-         false},                                                                               \
-        {CLI_OPT_DEVICES_PER_NODE, 0, "devices-per-node", "K",                                 \
-         "two-level topology: K devices per node", false},                                     \
-        {CLI_OPT_INTER_NODE_GBPS, 0, "inter-node-gbps", "G",                                   \
-         "bandwidth between nodes in Gbit/s (default 25)", false }
+#define CLI_REPORT_MODEL_OPTS                                                                        \
+    {CLI_OPT_LINK_GBPS,                                                                              \
+     0,                                                                                              \
+     "link-gbps",                                                                                    \
+     "G",                                                                                            \
+     "link bandwidth in Gbit/s, as nccl-tests bus bandwidth (default 100)",                          \
+     false},                                                                                         \
+        {CLI_OPT_LATENCY_US, 0, "latency-us", "L", "latency per algorithm step (default 5)", false}, \
+        {CLI_OPT_MESH, 0, "mesh", "AXES", "name mesh axes over the devices: data=2,model=4", false}, \
+        {CLI_OPT_DEVICES_PER_NODE,                                                                   \
+         0,                                                                                          \
+         "devices-per-node",                                                                         \
+         "K",                                                                                        \
+         "two-level topology: K devices per node",                                                   \
+         false},                                                                                     \
+    {                                                                                                \
+        CLI_OPT_INTER_NODE_GBPS, 0, "inter-node-gbps", "G",                                          \
+            "bandwidth between nodes in Gbit/s (default 25)", false                                  \
+    }
 
 /* ReportOptions from CLI_REPORT_MODEL_OPTS; usage errors print and return CLI_EXIT_BAD_INPUT. */
 int cli_report_options(const CliArgs *a, ReportOptions *o);
@@ -45,8 +53,8 @@ int cli_spmd_options(const CliArgs *a, int n_id, int set_id, const IrModule *m, 
  * for appending, when not NULL), checks the result and prints it into `text`. On success
  * `*run_id` (may be NULL) is the recorded run, 0 without a trace. Nothing of a failed run is
  * in the trace. */
-int cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
-                         SlBuf *text, int64_t *run_id);
+int cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path, SlBuf *text,
+                         int64_t *run_id);
 
 /* A run loaded from a trace database. */
 typedef struct CliRun {
@@ -60,7 +68,7 @@ void cli_run_fini(CliRun *r);
 /* --run ID (CLI_OPT_RUN) as a positive integer, 0 when absent. */
 int cli_run_id(const CliArgs *a, int64_t *run_id);
 
-/* Prints err (its location defaulting to `path`) and returns the exit code. */
+/* Prints err as being about file `path` (its line:col kept) and returns the exit code. */
 int cli_report_at(SlError *err, const char *path);
 
 #endif

@@ -37,7 +37,7 @@ typedef struct CliCommand {
     const CliOpt *opts;
     uint32_t n_opts;
     uint32_t min_pos, max_pos;              /* positional argument counts */
-    int (*run)(const struct CliArgs *args); /* NULL: listed but not yet available */
+    int (*run)(const struct CliArgs *args); /* returns the exit code */
     void (*help_extra)(FILE *out);          /* NULL or more help after the options */
 } CliCommand;
 

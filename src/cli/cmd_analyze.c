@@ -3,8 +3,6 @@
  * after.svg when the build has viz/. Owns: the directory layout and the order of the steps.
  * Invariant: every file is written atomically, and trace.db holds exactly this run (it is built
  * beside under a temporary name and renamed over any older one). */
-#include "cli/cli_trace.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,15 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifdef SHARDLENS_HAVE_VIZ
+#include "cli/cli_trace.h"
+
 #include "viz/viz.h"
-#endif
 
 enum { OPT_N, OPT_OUT, OPT_SET };
 
 static const CliOpt k_opts[] = {
-    {OPT_N,   'n', "num-partitions", "N",         "partition for N devices (default: the header's)",
-     false                                                                                                 },
+    {OPT_N,   'n', "num-partitions", "N",         "partition for N devices (default: the header's)",   false},
     {OPT_OUT, 0,   "out",            "DIR",       "directory for every output (created when missing)", false},
     {OPT_SET, 0,   "set",            "KEY=VALUE", "set a partitioner option by its XLA name",          true },
     CLI_REPORT_MODEL_OPTS,
@@ -54,8 +51,7 @@ make_dir(const char *dir, SlError *err)
 }
 
 typedef struct Paths {
-    char hlo[4096], trace[4096], trace_tmp[4096], json[4096], text[4096], before[4096],
-        after[4096];
+    char hlo[4096], trace[4096], trace_tmp[4096], json[4096], text[4096], before[4096], after[4096];
 } Paths;
 
 static bool
@@ -106,38 +102,32 @@ write_file(const char *path, const SlBuf *b)
 static int
 draw(const TraceRun *run, const ReportOptions *ro, const Paths *p)
 {
-#ifdef SHARDLENS_HAVE_VIZ
+    /* One renderer for both pictures: graphviz must not be set up twice in one process. */
+    SlError err = {0};
+    VizRenderer *r = NULL;
+    if (viz_renderer_new(&r, &err))
+        return cli_report_at(&err, p->after);
     const char *paths[] = {p->before, p->after};
     const VizView views[] = {VIZ_BEFORE, VIZ_AFTER};
-    for (size_t k = 0; k < SL_COUNTOF(paths); k++) {
+    int code = CLI_EXIT_OK;
+    for (size_t k = 0; k < SL_COUNTOF(paths) && code == CLI_EXIT_OK; k++) {
         VizOptions vo;
         viz_options_init(&vo);
         vo.view = views[k];
         vo.format = VIZ_SVG;
         vo.mesh = ro->mesh;
-        SlError err = {0};
         SlBuf note;
         sl_buf_init(&note);
-        SlStatus st = viz_render(run, &vo, paths[k], &note, &err);
-        if (!st)
-            printf("  %s%s%.*s\n", paths[k], note.len ? "  (" : "", (int)note.len,
-                   note.data ? note.data : "");
-        if (!st && note.len)
-            printf("  )\n");
+        if (viz_render_with(r, run, &vo, paths[k], &note, &err))
+            code = cli_report_at(&err, paths[k]);
+        else if (note.len)
+            printf("  %s  (%.*s)\n", paths[k], (int)note.len, note.data);
+        else
+            printf("  %s\n", paths[k]);
         sl_buf_fini(&note);
-        if (st)
-            return cli_report_at(&err, paths[k]);
     }
-    return CLI_EXIT_OK;
-#else
-    /* viz/ is not in this build: no diagrams (the viz engineer enables this branch by defining
-     * viz_lib in viz/meson.build, which sets SHARDLENS_HAVE_VIZ for the CLI). */
-    (void)run;
-    (void)ro;
-    (void)p;
-    printf("  (no diagrams: this build has no viz/)\n");
-    return CLI_EXIT_OK;
-#endif
+    viz_renderer_free(r);
+    return code;
 }
 
 /* Report, summary and diagrams from the freshly written trace. */

@@ -2,19 +2,19 @@
  * two runs, each a trace database (its latest run) or a summary.json, and gates on growth.
  * Owns: telling the two input kinds apart (by the SQLite file header, not the name) and the
  * exit status: 1 when over the budget. Does not own: the comparison (reports/diff.c). */
-#include "cli/cli_trace.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli_trace.h"
+
 enum { OPT_MAX_INCREASE, OPT_JSON };
 
 static const CliOpt k_opts[] = {
     {OPT_MAX_INCREASE, 0, "max-increase", "PCT",
-     "exit 1 when bytes sent (all devices, or the busiest) grow more than PCT percent",                  false},
+     "exit 1 when bytes sent (all devices, or the busiest) grow more than PCT percent",        false},
     {OPT_JSON,         0, "json",         NULL,  "print the comparison as JSON (for CI bots)", false},
 };
 
@@ -78,10 +78,10 @@ run(const CliArgs *a)
         char *end = NULL;
         errno = 0;
         o.max_increase_pct = strtod(pct, &end);
-        if (errno || end == pct || *end || !isfinite(o.max_increase_pct) ||
-            o.max_increase_pct < 0)
-            return cli_usage_error(a->cmd, "--max-increase expects a non-negative percentage, "
-                                           "got '%s'",
+        if (errno || end == pct || *end || !isfinite(o.max_increase_pct) || o.max_increase_pct < 0)
+            return cli_usage_error(a->cmd,
+                                   "--max-increase expects a non-negative percentage, "
+                                   "got '%s'",
                                    pct);
         o.has_budget = true;
     }

@@ -1,14 +1,14 @@
 /* cmd_report.c - `shardlens report TRACE.db [--run ID] [--json OUT.json] [model options]`.
  * Owns: wiring a recorded run to reports/: the text report on stdout, summary.json written
  * atomically. Does not own: any figure (reports/). */
-#include "cli/cli_trace.h"
-
 #include <string.h>
+
+#include "cli/cli_trace.h"
 
 enum { OPT_JSON };
 
 static const CliOpt k_opts[] = {
-    {CLI_OPT_RUN, 0, "run",  "ID",       "which run of the trace (default: the latest)",   false},
+    {CLI_OPT_RUN, 0, "run",  "ID",       "which run of the trace (default: the latest)",      false},
     {OPT_JSON,    0, "json", "OUT.json", "also write summary.json ('-': only it, on stdout)", false},
     CLI_REPORT_MODEL_OPTS,
 };

@@ -25,16 +25,18 @@ enum {
 };
 
 static const CliOpt k_opts[] = {
-    {OPT_RUN,       0,   "run",       "ID",             "which run of the trace (default: the last)",          false},
-    {OPT_BEFORE,    0,   "before",    "B.svg",          "diagram of the input graph",                          false},
-    {OPT_AFTER,     0,   "after",     "A.svg",          "diagram of the partitioned graph",                    false},
-    {OPT_PAIR,      0,   "pair",      "NAME",           "one source op before and after, side by side",        false},
-    {OPT_OUTPUT,    'o', "output",    "P.svg",          "where --pair writes (default: pair.svg)",             false},
-    {OPT_FOCUS,     0,   "focus",     "NAME",           "only the neighbourhood of instruction NAME",          false},
-    {OPT_DEPTH,     0,   "depth",     "K",              "neighbourhood radius for --focus (default 2)",        false},
-    {OPT_FORMAT,    0,   "format",    "svg|png|dot",    "output format (default: from the file name, or svg)", false},
-    {OPT_MESH,      0,   "mesh",      "AXES",           "name mesh axes in labels: data=2,model=4",            false},
-    {OPT_MAX_NODES, 0,   "max-nodes", "N",              "collapse whole graphs above N nodes (default 400)",   false},
+    {OPT_RUN,       0,   "run",       "ID",          "which run of the trace (default: the last)",          false},
+    {OPT_BEFORE,    0,   "before",    "B.svg",       "diagram of the input graph",                          false},
+    {OPT_AFTER,     0,   "after",     "A.svg",       "diagram of the partitioned graph",                    false},
+    {OPT_PAIR,      0,   "pair",      "NAME",        "one source op before and after, side by side",        false},
+    {OPT_OUTPUT,    'o', "output",    "P.svg",       "where --pair writes (default: pair.svg)",             false},
+    {OPT_FOCUS,     0,   "focus",     "NAME",        "only the neighbourhood of instruction NAME",          false},
+    {OPT_DEPTH,     0,   "depth",     "K",           "neighbourhood radius for --focus (default 2)",        false},
+    {OPT_FORMAT,    0,   "format",    "svg|png|dot", "output format (default: from the file name, or svg)",
+     false                                                                                                       },
+    {OPT_MESH,      0,   "mesh",      "AXES",        "name mesh axes in labels: data=2,model=4",            false},
+    {OPT_MAX_NODES, 0,   "max-nodes", "N",           "collapse whole graphs above N nodes (default 400)",
+     false                                                                                                       },
 };
 
 static bool
@@ -78,7 +80,7 @@ typedef struct Job {
 } Job;
 
 static int
-draw(const TraceRun *run, const VizOptions *base, const char *format, Job job)
+draw(VizRenderer *r, const TraceRun *run, const VizOptions *base, const char *format, Job job)
 {
     VizOptions o = *base;
     o.view = job.view;
@@ -86,7 +88,7 @@ draw(const TraceRun *run, const VizOptions *base, const char *format, Job job)
     SlBuf note;
     SlError err = {0};
     sl_buf_init(&note);
-    SlStatus st = viz_render(run, &o, job.path, &note, &err);
+    SlStatus st = viz_render_with(r, run, &o, job.path, &note, &err);
     if (note.len)
         fprintf(stderr, "shardlens viz: note: %s\n", note.data);
     sl_buf_fini(&note);
@@ -169,18 +171,22 @@ run(const CliArgs *a)
     TraceDb *db = NULL;
     SlArena arena;
     const TraceRun *tr = NULL;
+    VizRenderer *r = NULL; /* one graphviz context for every picture (viz.h) */
     sl_arena_init(&arena);
     if (trace_db_open(path, TRACE_DB_READ, &db, &err) ||
         trace_run_load(db, run_id, &arena, &tr, &err)) {
         code = report_at(&err, path);
+    } else if (viz_renderer_new(&r, &err)) {
+        code = report_at(&err, NULL);
     } else {
         for (uint32_t k = 0; k < n_jobs && code == CLI_EXIT_OK; k++) {
             VizOptions jo = o;
             if (jobs[k].view == VIZ_PAIR)
                 jo.focus = pair;
-            code = draw(tr, &jo, format, jobs[k]);
+            code = draw(r, tr, &jo, format, jobs[k]);
         }
     }
+    viz_renderer_free(r);
     trace_db_close(db);
     sl_arena_fini(&arena);
     return code;

@@ -27,7 +27,7 @@ print_top_help(FILE *out)
           out);
     for (size_t i = 0; i < SL_COUNTOF(k_commands); i++) {
         const CliCommand *c = k_commands[i];
-        fprintf(out, "  %-10s %s%s\n", c->name, c->summary, c->run ? "" : " (not yet available)");
+        fprintf(out, "  %-10s %s\n", c->name, c->summary);
     }
     fputs("\nOptions may come before or after the positional arguments; IN.hlo may be '-' for\n"
           "standard input.\n"
@@ -54,12 +54,6 @@ run_command(const CliCommand *cmd, int argc, char **argv)
     if (r == CLI_PARSE_HELP) {
         cli_print_command_help(cmd, stdout);
         code = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
-    } else if (r == CLI_PARSE_OK && !cmd->run) {
-        fprintf(stderr,
-                "shardlens %s: error: this command is not yet available in this version "
-                "(see 'shardlens --help')\n",
-                cmd->name);
-        code = CLI_EXIT_UNSUPPORTED;
     } else if (r == CLI_PARSE_OK) {
         code = cmd->run(&args);
     }
