@@ -3,9 +3,9 @@
  * model is one file. Convention (nccl-tests): a link's speed is the bus bandwidth, so the time
  * of a collective is the bytes each device sends by the ring formula divided by that bandwidth,
  * plus a latency per algorithm step. */
-#include "reports/report_int.h"
-
 #include <string.h>
+
+#include "reports/report_int.h"
 
 static const struct {
     const char *name;

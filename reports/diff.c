@@ -5,12 +5,12 @@
  * more than --max-increase percent fails. Growth from zero is infinite. Exactly at the budget
  * passes. Invariant: figures come from the fixed fields only (devices, collectives), so a
  * summary written by any version of this schema diffs like a trace. */
-#include "reports/report_int.h"
-
 #include <cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "reports/report_int.h"
 
 /* Old and new of one figure. */
 typedef struct Pair {
@@ -41,11 +41,13 @@ drow(Agg *g, SlVec *rows, const char *source, const char *op_name, const char *k
 {
     for (size_t k = 0; k < rows->len; k++) {
         DRow *r = &SL_VEC_AT(rows, DRow, k);
-        if (same_str(r->source, source) && same_str(r->op_name, op_name) &&
-            same_str(r->kind, kind))
+        if (same_str(r->source, source) && same_str(r->op_name, op_name) && same_str(r->kind, kind))
             return r;
     }
-    DRow fresh = {source, op_name, kind, {0, 0}, {0, 0}};
+    DRow fresh = {
+        source, op_name, kind, {0, 0},
+           {0, 0}
+    };
     if (!SL_VEC_PUSH(rows, DRow, fresh)) {
         g->oom = true;
         return NULL;
@@ -214,7 +216,8 @@ print_text(const Agg *g, const DRow *kinds, size_t n_kinds, const DRow *src, siz
             unchanged++;
             continue;
         }
-        sl_buf_printf(b, "  %-8s %s%s %s", st, r->source[0] ? "%" : "", r->source[0] ? r->source : "(none)", r->kind);
+        sl_buf_printf(b, "  %-8s %s%s %s", st, r->source[0] ? "%" : "",
+                      r->source[0] ? r->source : "(none)", r->kind);
         if (r->op_name)
             sl_buf_printf(b, " [%s]", r->op_name);
         sl_buf_printf(b, ": %g -> %g, ", r->count.old_v, r->count.new_v);
@@ -231,8 +234,7 @@ print_text(const Agg *g, const DRow *kinds, size_t n_kinds, const DRow *src, siz
         sl_buf_puts(b, "  no source op changed\n");
     if (o->has_budget)
         sl_buf_printf(b, "\nbudget --max-increase %g%%: bytes sent %s, busiest device %s: %s\n",
-                      o->max_increase_pct, fail_total ? "OVER" : "ok",
-                      fail_busiest ? "OVER" : "ok",
+                      o->max_increase_pct, fail_total ? "OVER" : "ok", fail_busiest ? "OVER" : "ok",
                       fail_total || fail_busiest ? "FAIL" : "pass");
 }
 
@@ -329,8 +331,8 @@ report_diff(const Report *old_r, const Report *new_r, const ReportDiffOptions *o
     if (g.oom) {
         st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory comparing reports");
     } else if (as_json) {
-        char *text = print_json(&g, kinds, g.kinds.len, src, g.sources.len, o, fail_total,
-                                fail_busiest);
+        char *text =
+            print_json(&g, kinds, g.kinds.len, src, g.sources.len, o, fail_total, fail_busiest);
         if (!text) {
             st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory writing the diff");
         } else {

@@ -3,13 +3,13 @@
  * assignment. Owns: parsing the mesh and naming the axes a collective's device groups span
  * ("all-gather over model"). Invariant: labels depend only on the groups, never on order of
  * discovery: axes are always listed in mesh order. */
-#include "reports/report_int.h"
-
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "reports/report_int.h"
 
 enum { MAX_AXES = 16 };
 
@@ -112,8 +112,7 @@ coord(const ReportAxis *axes, uint32_t n_axes, int64_t d, uint32_t a)
 /* Marks in `spans` the axes along which devices[0..n) differ; returns the product of their
  * sizes. */
 static int64_t
-spanned(const ReportAxis *axes, uint32_t n_axes, const int64_t *devices, uint32_t n,
-        bool *spans)
+spanned(const ReportAxis *axes, uint32_t n_axes, const int64_t *devices, uint32_t n, bool *spans)
 {
     int64_t product = 1;
     for (uint32_t a = 0; a < n_axes; a++) {

@@ -11,10 +11,10 @@
 #include "base/base.h"
 #include "trace/trace_run.h"
 
-#define REPORT_SCHEMA_VERSION 1
-#define REPORT_DEFAULT_LINK_GBPS 100.0      /* Gbit/s per device (bus bandwidth) */
-#define REPORT_DEFAULT_LATENCY_US 5.0       /* per ring step */
-#define REPORT_DEFAULT_INTER_NODE_GBPS 25.0 /* with devices_per_node, between nodes */
+#define REPORT_SCHEMA_VERSION          1
+#define REPORT_DEFAULT_LINK_GBPS       100.0 /* Gbit/s per device (bus bandwidth) */
+#define REPORT_DEFAULT_LATENCY_US      5.0   /* per ring step */
+#define REPORT_DEFAULT_INTER_NODE_GBPS 25.0  /* with devices_per_node, between nodes */
 
 typedef struct ReportOptions {
     double link_gbps;         /* > 0: Gbit/s (1e9 bit/s) each device sends at within a node */
@@ -43,13 +43,13 @@ typedef struct ReportTraffic {
 
 typedef struct ReportCollective {
     const char *name, *kind, *opcode, *computation, *shape;
-    const char *source, *op_name; /* the input instruction it derives from; NULL when none */
-    const char *cause;            /* NULL when unreported */
-    const char *axes;             /* "model", "data,model", "none", ...; NULL without a mesh */
-    int64_t channel_id;           /* -1: none */
-    int64_t group_size, n_groups; /* largest group; permute: 2 and the number of pairs */
-    double bytes;                 /* S of the cost model, one execution */
-    int64_t trip_count;           /* -1: unknown */
+    const char *source, *op_name;  /* the input instruction it derives from; NULL when none */
+    const char *cause;             /* NULL when unreported */
+    const char *axes;              /* "model", "data,model", "none", ...; NULL without a mesh */
+    int64_t channel_id;            /* -1: none */
+    int64_t group_size, n_groups;  /* largest group; permute: 2 and the number of pairs */
+    double bytes;                  /* S of the cost model, one execution */
+    int64_t trip_count;            /* -1: unknown */
     double send_bytes, recv_bytes; /* one execution, summed over devices */
     double max_device_send_bytes;  /* one execution, the busiest device */
     uint32_t steps;                /* algorithm steps of the slowest group */
@@ -82,7 +82,7 @@ typedef struct Report {
     ReportAxis *axes;    /* n_axes; none without a mesh */
     uint32_t n_axes;
     ReportTraffic total;
-    int64_t bottleneck_device; /* most bytes sent + received, lowest id on ties; -1: none */
+    int64_t bottleneck_device;     /* most bytes sent + received, lowest id on ties; -1: none */
     ReportCollective *collectives; /* output order */
     uint32_t n_collectives;
     ReportDevice *devices; /* 0 .. n_devices-1 */
@@ -95,8 +95,8 @@ typedef struct Report {
 
 /* Computes the report of `run`. A mesh that does not parse or whose size is not the run's
  * device count is SL_ERR_INVALID; bad model numbers are SL_ERR_INVALID. */
-SlStatus report_build(const TraceRun *run, const ReportOptions *o, SlArena *arena,
-                      Report **out, SlError *err);
+SlStatus report_build(const TraceRun *run, const ReportOptions *o, SlArena *arena, Report **out,
+                      SlError *err);
 /* Bytes of a shape in HLO text ("f32[8,16]", "(s4[3], bf16[2])"), sub-byte types packed;
  * false when the text is not a shape. */
 bool report_shape_bytes(const char *shape, double *bytes);
@@ -114,7 +114,7 @@ SlStatus report_parse_json(SlStr text, const char *path, SlArena *arena, Report 
 
 typedef struct ReportDiffOptions {
     bool has_budget;
-    double max_increase_pct;        /* >= 0: growth allowed for total and busiest-device bytes */
+    double max_increase_pct;           /* >= 0: growth allowed for total and busiest-device bytes */
     const char *old_label, *new_label; /* how to name the inputs (paths), may be NULL */
 } ReportDiffOptions;
 

@@ -32,8 +32,8 @@ bool report_crosses_nodes(const ReportOptions *o, const int64_t *devices, uint32
 /* ---- mesh.c: axes over the device order ------------------------------------------------- */
 
 /* Parses "data=2,model=4" into axes; their product must be `n_devices`. */
-SlStatus report_mesh_parse(const char *text, int64_t n_devices, SlArena *arena,
-                           ReportAxis **axes, uint32_t *n_axes, SlError *err);
+SlStatus report_mesh_parse(const char *text, int64_t n_devices, SlArena *arena, ReportAxis **axes,
+                           uint32_t *n_axes, SlError *err);
 /* The canonical spelling of the axes ("data=2,model=4"). */
 const char *report_mesh_print(const ReportAxis *axes, uint32_t n_axes, SlArena *arena);
 /* The axes a collective's groups span: "model", "data,model", "none" (groups of one), with

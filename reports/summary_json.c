@@ -2,10 +2,10 @@
  * back for diff. Owns: the JSON key names and their order (fixed: scripts rely on them) and the
  * only use of cJSON in the project. Invariant: byte-for-byte deterministic for equal reports;
  * nothing that changes from run to run (run id, clock, duration) is written. */
-#include "reports/report_int.h"
-
 #include <cJSON.h>
 #include <string.h>
+
+#include "reports/report_int.h"
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
@@ -223,8 +223,8 @@ bad(Rd *rd, const char *what, const char *where, int index)
     if (index >= 0)
         return sl_fail(rd->err, SL_ERR_INVALID, loc,
                        "not a shardlens summary: %s[%d] has no valid '%s'", where, index, what);
-    return sl_fail(rd->err, SL_ERR_INVALID, loc, "not a shardlens summary: no valid '%s'%s%s",
-                   what, where ? " in " : "", where ? where : "");
+    return sl_fail(rd->err, SL_ERR_INVALID, loc, "not a shardlens summary: no valid '%s'%s%s", what,
+                   where ? " in " : "", where ? where : "");
 }
 
 static const char *

@@ -2,12 +2,12 @@
  * source ops, per op_name, every collective, windowed loops. Owns: layout (aligned tables) and
  * number wording. Does not own: any figure (traffic.c computes them all).
  * Invariant: deterministic; exact byte counts are printed, human units only beside them. */
-#include "reports/report_int.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "reports/report_int.h"
 
 enum { TOP_SOURCES = 10, MAX_COLS = 10 };
 
@@ -142,8 +142,9 @@ print_model(const Report *r, SlBuf *out)
                      " groups of one 0;\n"
                      "       collectives in loops count once per iteration (unknown trip counts "
                      "are reported apart)\n");
-    sl_buf_puts(out, "time:  latency * steps + bytes each device sends / bandwidth, the link speed read "
-                     "as\n       nccl-tests bus bandwidth, collectives one after another;\n");
+    sl_buf_puts(out,
+                "time:  latency * steps + bytes each device sends / bandwidth, the link speed read "
+                "as\n       nccl-tests bus bandwidth, collectives one after another;\n");
     sl_buf_printf(out, "       link %g Gbit/s (%s), latency %g us per step (%s)\n", o->link_gbps,
                   o->is_default_link ? "default; --link-gbps" : "--link-gbps", o->latency_us,
                   o->is_default_latency ? "default; --latency-us" : "--latency-us");
@@ -152,8 +153,7 @@ print_model(const Report *r, SlBuf *out)
                       (long long)o->devices_per_node, o->inter_node_gbps,
                       o->is_default_inter ? "default; --inter-node-gbps" : "--inter-node-gbps");
     if (o->mesh)
-        sl_buf_printf(out, "mesh:  %s (axes over the device order, last axis fastest)\n",
-                      o->mesh);
+        sl_buf_printf(out, "mesh:  %s (axes over the device order, last axis fastest)\n", o->mesh);
     else
         sl_buf_puts(out, "mesh:  none given (--mesh data=2,model=4 names the axes collectives "
                          "span)\n");
@@ -291,8 +291,9 @@ print_collectives(const Report *r, SlBuf *out)
     }
     Table t;
     table_init(&t, "lllrrrrrl");
-    const char *head[] = {"name",  "kind",           "over",      "groups", "S (B)",
-                          "trips", "max sent/device", "time (us)", "source"};
+    const char *head[] = {
+        "name",      "kind",  "over", "groups", "S (B)", "trips", "max sent/device",
+        "time (us)", "source"};
     for (size_t k = 0; k < SL_COUNTOF(head); k++)
         table_cell(&t, head[k]);
     for (uint32_t k = 0; k < r->n_collectives; k++) {
@@ -359,15 +360,16 @@ print_loops(const Report *r, SlBuf *out)
 void
 report_print_text(const Report *r, SlBuf *out)
 {
-    sl_buf_printf(out, "shardlens report: module %s, %lld devices, input %s (traced by shardlens %s)\n",
+    sl_buf_printf(out,
+                  "shardlens report: module %s, %lld devices, input %s (traced by shardlens %s)\n",
                   r->module ? r->module : "?", (long long)r->num_partitions,
                   r->input_hash ? r->input_hash : "?", r->tool_version ? r->tool_version : "?");
     print_model(r, out);
     print_totals(r, out);
     print_kinds(r, out);
     print_devices(r, out);
-    print_rows("top source ops (bytes sent, summed over devices)", r->sources, r->n_sources,
-               true, out);
+    print_rows("top source ops (bytes sent, summed over devices)", r->sources, r->n_sources, true,
+               out);
     print_rows("per op_name", r->op_names, r->n_op_names, false, out);
     print_collectives(r, out);
     print_loops(r, out);

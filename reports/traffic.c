@@ -6,13 +6,12 @@
  * recomputed from the collective's printed shape and the groups are costed one by one, so the
  * views and this file check each other (tests/test_reports.c).
  * Invariant: an unknown trip count is never taken as 1; such collectives are totalled apart. */
-#include "reports/report_int.h"
-
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir/ir.h"
+#include "reports/report_int.h"
 
 /* ---- bytes of a shape in HLO text ---------------------------------------------------------- */
 
@@ -104,8 +103,8 @@ typedef struct Build {
     const ReportOptions *o;
     SlArena *arena;
     Report *r;
-    double *send, *recv; /* per device, the current collective, one execution */
-    bool *member;        /* per device: in some group of the current collective */
+    double *send, *recv;            /* per device, the current collective, one execution */
+    bool *member;                   /* per device: in some group of the current collective */
     SlVec kinds, sources, op_names; /* ReportRow */
     bool oom;
 } Build;
@@ -400,8 +399,8 @@ report_build(const TraceRun *run, const ReportOptions *o, SlArena *arena, Report
     r->num_partitions = run->num_partitions;
     r->model = *o;
     if (o->mesh) {
-        SlStatus st = report_mesh_parse(o->mesh, run->num_partitions, arena, &r->axes,
-                                        &r->n_axes, err);
+        SlStatus st =
+            report_mesh_parse(o->mesh, run->num_partitions, arena, &r->axes, &r->n_axes, err);
         if (st)
             return st;
         r->model.mesh = report_mesh_print(r->axes, r->n_axes, arena);

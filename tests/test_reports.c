@@ -6,6 +6,7 @@
  * figures are also checked against the database's own per-device view on every sample.
  * This test reads the schema with cJSON to validate summary.json; the library keeps cJSON
  * inside reports/. */
+#include <cJSON.h>
 #include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
@@ -18,8 +19,6 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-
-#include <cJSON.h>
 
 #include "hlo/hlo.h"
 #include "reports/report.h"
@@ -326,18 +325,18 @@ test_shape_bytes(void **state)
         bool ok;
         double bytes;
     } cases[] = {
-        {"f32[8,16]",               true,  512 },
-        {"s4[3]",                   true,  1.5 },
-        {"(f32[2], s4[3])",         true,  9.5 },
-        {"bf16[2,3]{1,0}",          true,  12  },
-        {"pred[4]",                 true,  4   },
-        {"f32[<=8]",                true,  32  },
-        {"f32[]",                   true,  4   },
-        {"(f32[2], (u2[4], s8[]))", true,  10  },
-        {"f8e4m3fn[10]",            true,  10  },
-        {"foo[2]",                  false, 0   },
-        {"f32[2",                   false, 0   },
-        {"f32[2] junk",             false, 0   },
+        {"f32[8,16]",               true,  512},
+        {"s4[3]",                   true,  1.5},
+        {"(f32[2], s4[3])",         true,  9.5},
+        {"bf16[2,3]{1,0}",          true,  12 },
+        {"pred[4]",                 true,  4  },
+        {"f32[<=8]",                true,  32 },
+        {"f32[]",                   true,  4  },
+        {"(f32[2], (u2[4], s8[]))", true,  10 },
+        {"f8e4m3fn[10]",            true,  10 },
+        {"foo[2]",                  false, 0  },
+        {"f32[2",                   false, 0  },
+        {"f32[2] junk",             false, 0  },
     };
     for (size_t k = 0; k < SL_COUNTOF(cases); k++) {
         double b = -1;
@@ -380,8 +379,7 @@ static void
 test_loop_known_trip_count(void **state)
 {
     Fx *fx = *state;
-    const TraceRun *run =
-        traced_loop(fx, ", backend_config={\"known_trip_count\":{\"n\":\"5\"}}");
+    const TraceRun *run = traced_loop(fx, ", backend_config={\"known_trip_count\":{\"n\":\"5\"}}");
     const Report *r = build(fx, run, NULL);
     assert_int_equal(coll(r, "ar.1")->trip_count, 5);
     assert_int_equal(coll(r, "out.1")->trip_count, 1);
@@ -472,7 +470,7 @@ test_mesh_axes(void **state)
     o.mesh = "data=2,model=2"; /* device d = (data d/2, model d%2) */
     const Report *r = build(fx, run, &o);
     assert_string_equal(coll(r, "ag.1")->axes, "data,model");
-    assert_string_equal(coll(r, "ar.1")->axes, "model"); /* {0,1},{2,3} */
+    assert_string_equal(coll(r, "ar.1")->axes, "model");      /* {0,1},{2,3} */
     assert_string_equal(coll(r, "cp.1")->axes, "data,model"); /* 1 -> 2 moves along both */
     assert_string_equal(coll(r, "one.1")->axes, "none");
     assert_int_equal(r->n_axes, 2);
@@ -487,8 +485,8 @@ test_mesh_axes(void **state)
     assert_string_equal(coll(r, "ar.1")->axes, "part of axis_0");
     assert_string_equal(coll(r, "ag.1")->axes, "axis_0");
 
-    static const char *const bad[] = {"data=3,model=2", "data=2,", "data", "data=0,model=4",
-                                      "a=2,a=2", "2x3"};
+    static const char *const bad[] = {"data=3,model=2", "data=2,", "data",
+                                      "data=0,model=4", "a=2,a=2", "2x3"};
     for (size_t k = 0; k < SL_COUNTOF(bad); k++) {
         Report *x = NULL;
         SlError err = {0};
@@ -665,14 +663,14 @@ test_summary_json(void **state)
         SlStatus want;
         const char *msg;
     } bad[] = {
-        {"{",                                                 SL_ERR_PARSE,   "not valid JSON"},
-        {"{\"devices\":[]}",                                  SL_ERR_INVALID, "schema_version"},
-        {"{\"schema_version\":1,\"collectives\":[]}",         SL_ERR_INVALID, "'devices'"     },
-        {"{\"schema_version\":1,\"devices\":[{\"device\":0}],\"collectives\":[]}",
-         SL_ERR_INVALID, "devices[0] has no valid 'send_bytes'"},
-        {"{\"schema_version\":9,\"devices\":[],\"collectives\":[]}", SL_ERR_INVALID, "newer"},
-        {"{\"schema_version\":1,\"devices\":[],\"collectives\":[{\"name\":\"x\",\"kind\":\"all-gather\"}]}",
-         SL_ERR_INVALID, "collectives[0] has no valid 'source'"},
+        {"{",                                                                      SL_ERR_PARSE,   "not valid JSON"},
+        {"{\"devices\":[]}",                                                       SL_ERR_INVALID, "schema_version"},
+        {"{\"schema_version\":1,\"collectives\":[]}",                              SL_ERR_INVALID, "'devices'"     },
+        {"{\"schema_version\":1,\"devices\":[{\"device\":0}],\"collectives\":[]}", SL_ERR_INVALID,
+         "devices[0] has no valid 'send_bytes'"                                                                    },
+        {"{\"schema_version\":9,\"devices\":[],\"collectives\":[]}",               SL_ERR_INVALID, "newer"         },
+        {"{\"schema_version\":1,\"devices\":[],\"collectives\":[{\"name\":\"x\",\"kind\":\"all-"
+         "gather\"}]}",                                                                         SL_ERR_INVALID,                                                                            "collectives[0] has no valid 'source'"     },
     };
     for (size_t k = 0; k < SL_COUNTOF(bad); k++) {
         Report *x = NULL;
@@ -749,7 +747,8 @@ test_diff_budget_edge(void **state)
     Report zero = one_collective(&c3, d3, "dot", 0);
     zero.n_collectives = 0;
     assert_true(diff_over(&zero, &old_r, 1000, &out));
-    if (!strstr(out.data, "added    %dot all-reduce [model/dense]: 0 -> 1, 0 -> 1000 B  +1000 (new)"))
+    if (!strstr(out.data,
+                "added    %dot all-reduce [model/dense]: 0 -> 1, 0 -> 1000 B  +1000 (new)"))
         fail_msg("%s", out.data);
 
     /* JSON for bots */
@@ -818,8 +817,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kinds_by_hand, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_uneven_groups, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_partial_pairs_and_packed_bytes, fx_setup,
-                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_partial_pairs_and_packed_bytes, fx_setup, fx_teardown),
         cmocka_unit_test(test_shape_bytes),
         cmocka_unit_test_setup_teardown(test_loop_known_trip_count, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_loop_unknown_trip_count, fx_setup, fx_teardown),

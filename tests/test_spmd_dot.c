@@ -21,8 +21,10 @@ typedef struct DotRun {
     SlError err;
 } DotRun;
 
+/* Partitions `hlo` over n devices with the windowed threshold and extra KEY=VALUE options. */
 static void
-run(DotRun *r, const char *hlo, int64_t n, int64_t threshold_mib)
+run_with(DotRun *r, const char *hlo, int64_t n, int64_t threshold_mib, const char *const *sets,
+         size_t n_sets)
 {
     memset(r, 0, sizeof(*r));
     sl_arena_init(&r->in);
@@ -34,6 +36,9 @@ run(DotRun *r, const char *hlo, int64_t n, int64_t threshold_mib)
     spmd_options_init(&o);
     o.num_partitions = n;
     o.threshold_for_windowed_einsum_mib = threshold_mib;
+    for (size_t k = 0; k < n_sets; k++)
+        if (spmd_options_set(&o, sl_str(sets[k]), &r->err) != SL_OK)
+            fail_msg("bad option %s: %s", sets[k], r->err.msg);
     SlStatus st = hlo_parse(&r->in, &r->names, sl_str(hlo), "test.hlo", &r->src, &r->err);
     if (st == SL_OK)
         st = spmd_partition(r->src, &o, &r->trace.sink, &r->out, &r->dst, &r->err);
@@ -42,6 +47,12 @@ run(DotRun *r, const char *hlo, int64_t n, int64_t threshold_mib)
     hlo_print_module(r->dst, &r->text);
     sl_buf_putc(&r->text, '\0');
     sl_buf_putc(&r->trace.log, '\0');
+}
+
+static void
+run(DotRun *r, const char *hlo, int64_t n, int64_t threshold_mib)
+{
+    run_with(r, hlo, n, threshold_mib, NULL, 0);
 }
 
 static void
@@ -237,6 +248,223 @@ test_dot_windowed_reduce_scatter(void **state)
     done(&r);
 }
 
+static void
+want_count(const DotRun *r, const char *needle, size_t n)
+{
+    size_t got = count(r->text.data, needle);
+    if (got != n)
+        fail_msg("want %zu \"%s\", got %zu in:\n%s", n, needle, got, r->text.data);
+}
+
+#define SET(...) (const char *const[]){__VA_ARGS__}, sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *)
+
+/* [M,K] x [K,N]: lhs and output sharded on M, rhs on N (the rhs travels). */
+static const char k_ag_module[] =
+    "HloModule m, num_partitions=4\n"
+    "ENTRY e {\n"
+    "  a = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+    "  b = f32[6,16] parameter(1), sharding={devices=[1,4]<=[4]}\n"
+    "  ROOT d = f32[8,16] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+    " sharding={devices=[4,1]<=[4]}\n"
+    "}\n";
+
+/* [M,K] x [K,N], K sharded on both, output sharded on M (the result travels). */
+static const char k_rs_module[] =
+    "HloModule m, num_partitions=4\n"
+    "ENTRY e {\n"
+    "  a = f32[8,32] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+    "  b = f32[32,16] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+    "  ROOT d = f32[8,16] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+    " sharding={devices=[4,1]<=[4]}\n"
+    "}\n";
+
+/* Bidirectional all-gather (E.12): the window gets a pair dim and a copy pre-shifted
+ * clockwise; per trip two half-steps, each with one counter-clockwise and one clockwise
+ * permute and one dot over both windows; n/4 = 1 trip (i < 2, i += 2). */
+static void
+test_dot_windowed_bidirectional_all_gather(void **state)
+{
+    (void)state;
+    DotRun r;
+    run_with(&r, k_ag_module, 4, 0, SET("bidirectional_windowed_einsum=true"));
+    want(&r, "f32[6,1,4] reshape(");
+    want(&r, "(f32[2,6], f32[6,1,4], f32[2,16], f32[6,1,4], u32[])");
+    want(&r, "u32[] constant(2)");
+    want_count(&r, "collective-permute(", 5); /* 1 before the loop, 4 per trip */
+    want_count(&r, "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}", 3);
+    want_count(&r, "source_target_pairs={{0,3},{1,0},{2,1},{3,2}}", 2);
+    want_count(&r, "f32[6,2,4] concatenate(", 2);
+    want_count(&r, "f32[2,2,4] dot(", 2);
+    want_count(&r, "f32[2,16] dynamic-update-slice(", 4);
+    want_count(&r, "conditional(", 0);
+    want_trace(&r, "all-gather-bidirectional 1 384");
+    want_trace(&r, "dot windowed_all_gather");
+    done(&r);
+}
+
+/* Unrolled reduce-scatter: result and extra buffers move by -2 inside the loop (n/2 = 2
+ * trips, i += 2); after the loop the result moves by +1 and the extra buffer is added. */
+static void
+test_dot_windowed_unrolled_reduce_scatter(void **state)
+{
+    (void)state;
+    DotRun r;
+    run_with(&r, k_rs_module, 4, 0, SET("unroll_windowed_einsum=true"));
+    want(&r, "windowed_dot_general_body_rs");
+    want_count(&r, "source_target_pairs={{0,2},{1,3},{2,0},{3,1}}", 2);
+    want_count(&r, "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}", 1);
+    want_count(&r, "collective-permute(", 3);
+    want_count(&r, "f32[2,16] dot(", 2);
+    want_count(&r, "conditional(", 0);
+    want(&r, "u32[] constant(4)");
+    want(&r, "u32[] constant(2)");
+    want_trace(&r, "reduce-scatter-unrolled 2 256");
+    want_trace(&r, "dot windowed_reduce_scatter");
+    done(&r);
+}
+
+/* Bidirectional reduce-scatter: the result travels counter-clockwise, the extra buffer
+ * clockwise; the sliced operand carries both slices on a pair dim (max of two padded
+ * slices); after the loop the extra buffer moves by +1 and is added. */
+static void
+test_dot_windowed_bidirectional_reduce_scatter(void **state)
+{
+    (void)state;
+    DotRun r;
+    run_with(&r, k_rs_module, 4, 0, SET("bidirectional_windowed_einsum=true"));
+    want_count(&r, "collective-permute(", 5);
+    want_count(&r, "source_target_pairs={{0,3},{1,0},{2,1},{3,2}}", 2);
+    want_count(&r, "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}", 3);
+    want_count(&r, "f32[2,2,8] maximum(", 2);
+    want_count(&r, "f32[2,2,16] dot(", 2);
+    want(&r, "f32[] constant(-inf)");
+    want(&r, "u32[] constant(3)"); /* ccw id = i + p + n/2 + 1 */
+    want_trace(&r, "reduce-scatter-bidirectional 1 512");
+    done(&r);
+}
+
+/* partial_windowed_einsum (E.5 #4): lhs [2,4,1] over 8 devices, the output leaves lhs dim 1
+ * unsharded: a 4-step loop in two independent rings, data ids mod 8, offsets on dim 1 only. */
+static void
+test_dot_partial_windowed(void **state)
+{
+    (void)state;
+    DotRun r;
+    run_with(&r,
+             "HloModule m, num_partitions=8\n"
+             "ENTRY e {\n"
+             "  a = f32[8,16,12] parameter(0), sharding={devices=[2,4,1]<=[8]}\n"
+             "  b = f32[12,8] parameter(1), sharding={devices=[1,4,2]<=[2,4]T(1,0)"
+             " last_tile_dim_replicate}\n"
+             "  ROOT d = f32[8,16,8] dot(a, b), lhs_contracting_dims={2},"
+             " rhs_contracting_dims={0}, sharding={devices=[2,1,4]<=[8]}\n"
+             "}\n",
+             8, 0, SET("partial_windowed_einsum=true"));
+    want(&r, "source_target_pairs={{0,3},{1,0},{2,1},{3,2},{4,7},{5,4},{6,5},{7,6}}");
+    want(&r, "s32[8] constant({0, 4, 8, 12, 0, 4, 8, 12})");
+    want(&r, "u32[] constant(8)");
+    want(&r, "(f32[4,4,12], f32[12,2], f32[4,16,2], f32[4,16,2], u32[])");
+    want_trace(&r, "all-gather-partial 4");
+    want_trace(&r, "dot windowed_all_gather_partial");
+    done(&r);
+}
+
+/* Two dots share the lhs, which the first one's all-gather loop already windows: with
+ * disable_ag_rewrite_for_multiple_consumers the second dot gathers it instead. */
+static void
+test_dot_disable_ag_rewrite(void **state)
+{
+    (void)state;
+    static const char hlo[] =
+        "HloModule m, num_partitions=4\n"
+        "ENTRY e {\n"
+        "  a = f32[2,8,16] parameter(0), sharding={devices=[1,4,1]<=[4]}\n"
+        "  b = f32[16,32] parameter(1), sharding={devices=[1,4]<=[4]}\n"
+        "  c = f32[16,32] parameter(2), sharding={devices=[1,4]<=[4]}\n"
+        "  d1 = f32[2,8,32] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0},"
+        " sharding={devices=[1,1,4]<=[4]}\n"
+        "  d2 = f32[2,8,32] dot(a, c), lhs_contracting_dims={2}, rhs_contracting_dims={0},"
+        " sharding={devices=[1,1,4]<=[4]}\n"
+        "  ROOT s = f32[2,8,32] add(d1, d2), sharding={devices=[1,1,4]<=[4]}\n"
+        "}\n";
+    DotRun r;
+    run_with(&r, hlo, 4, 0,
+             SET("disable_ag_rewrite_for_multiple_consumers=true",
+                 "skip_checking_windowed_einsum_users=true"));
+    want_count(&r, " while(", 1);
+    want_count(&r, "all-gather(", 1);
+    want_trace(&r, "d2 dot no_windowed_einsum");
+    done(&r);
+    run_with(&r, hlo, 4, 0, SET("skip_checking_windowed_einsum_users=true"));
+    want_count(&r, " while(", 2);
+    done(&r);
+}
+
+/* The users check: another user wants the rhs replicated, as the loop would gather it, so
+ * the all-gather is shared and no loop is built unless the check is skipped. */
+static void
+test_dot_windowed_users_check(void **state)
+{
+    (void)state;
+    static const char hlo[] =
+        "HloModule m, num_partitions=4\n"
+        "ENTRY e {\n"
+        "  a = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+        "  b = f32[6,16] parameter(1), sharding={devices=[1,4]<=[4]}\n"
+        "  d = f32[8,16] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+        " sharding={devices=[4,1]<=[4]}\n"
+        "  n = f32[6,16] negate(b), sharding={replicated}\n"
+        "  ROOT t = (f32[8,16], f32[6,16]) tuple(d, n), sharding={{devices=[4,1]<=[4]},"
+        " {replicated}}\n"
+        "}\n";
+    DotRun r;
+    run(&r, hlo, 4, 0);
+    want_count(&r, " while(", 0);
+    done(&r);
+    run_with(&r, hlo, 4, 0, SET("skip_checking_windowed_einsum_users=true"));
+    want_count(&r, " while(", 1);
+    done(&r);
+}
+
+/* total_bytes_windowed_einsum_threshold is in bytes and, when set (even to 0), replaces the
+ * MiB threshold with |lhs| + |rhs| of the source dot (here 192 + 384 bytes). */
+static void
+test_dot_total_bytes_threshold(void **state)
+{
+    (void)state;
+    DotRun r;
+    run_with(&r, k_ag_module, 4, 256, SET("total_bytes_windowed_einsum_threshold=576"));
+    want_count(&r, " while(", 1);
+    done(&r);
+    run_with(&r, k_ag_module, 4, 0, SET("total_bytes_windowed_einsum_threshold=577"));
+    want_count(&r, " while(", 0);
+    done(&r);
+}
+
+/* Contracting dims sharded in groups {0..3},{4..7} while the output's replication groups are
+ * {0,1,4,5},{2,3,6,7}: the inner dot is sharded over the replication dim inside the
+ * contracting groups, all-reduced, then moved to the output's devices by a permute. */
+static void
+test_dot_contracting_regroup_output(void **state)
+{
+    (void)state;
+    DotRun r;
+    run(&r,
+        "HloModule m, num_partitions=8\n"
+        "ENTRY e {\n"
+        "  a = f32[24,100] parameter(0), sharding={devices=[1,2,4]<=[8] last_tile_dim_replicate}\n"
+        "  b = f32[32,100] parameter(1), sharding={devices=[1,2,4]<=[8] last_tile_dim_replicate}\n"
+        "  ROOT d = f32[24,32] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1},"
+        " sharding={devices=[1,2,4]<=[8] last_tile_dim_replicate}\n"
+        "}\n",
+        8, 256);
+    want(&r, "f32[24,16] dot(");
+    want(&r, "f32[24,16] all-reduce(");
+    want(&r, "f32[24,16] collective-permute(");
+    want_trace(&r, "dot group_on_contracting");
+    done(&r);
+}
+
 /* A convolution sharded on batch (input batch = lhs non-contracting role): no communication. */
 static void
 test_conv_batch(void **state)
@@ -293,6 +521,14 @@ main(void)
         cmocka_unit_test(test_dot_lhs_matches_output),
         cmocka_unit_test(test_dot_windowed_all_gather),
         cmocka_unit_test(test_dot_windowed_reduce_scatter),
+        cmocka_unit_test(test_dot_windowed_bidirectional_all_gather),
+        cmocka_unit_test(test_dot_windowed_unrolled_reduce_scatter),
+        cmocka_unit_test(test_dot_windowed_bidirectional_reduce_scatter),
+        cmocka_unit_test(test_dot_partial_windowed),
+        cmocka_unit_test(test_dot_disable_ag_rewrite),
+        cmocka_unit_test(test_dot_windowed_users_check),
+        cmocka_unit_test(test_dot_total_bytes_threshold),
+        cmocka_unit_test(test_dot_contracting_regroup_output),
         cmocka_unit_test(test_conv_batch),
         cmocka_unit_test(test_conv_spatial_halo),
     };

@@ -89,8 +89,8 @@ static int
 fx_teardown(void **state)
 {
     Fx *fx = *state;
-    static const char *const files[] = {"t.db", "t.db-journal", "t.db-wal", "t.db-shm",
-                                        "a.svg", "a.png", "a.dot"};
+    static const char *const files[] = {"t.db",  "t.db-journal", "t.db-wal", "t.db-shm",
+                                        "a.svg", "a.png",        "a.dot"};
     for (size_t k = 0; k < SL_COUNTOF(files); k++)
         rm(fx, files[k]);
     (void)rmdir(fx->dir);
@@ -163,7 +163,8 @@ static size_t
 count_nodes(const char *dot, const char *id_prefix)
 {
     size_t n = 0, len = strlen(id_prefix);
-    for (const char *line = dot; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+    for (const char *line = dot; line && *line;
+         line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
         const char *p = line;
         while (*p == ' ')
             p++;
@@ -277,14 +278,14 @@ test_golden_mlp(void **state)
     check_sets(run, TRACE_BEFORE, &dot, 0);
     for (uint32_t i = 0; i < run->n_before; i++) {
         char label[64];
-        snprintf(label, sizeof(label), "%%%s\\n%s %s", run->instrs[i].name,
-                 run->instrs[i].opcode, run->instrs[i].shape);
+        snprintf(label, sizeof(label), "%%%s\\n%s %s", run->instrs[i].name, run->instrs[i].opcode,
+                 run->instrs[i].shape);
         want(&dot, label);
     }
     want(&dot, "dim0/2 (data), replicated x2 (model)"); /* %x */
     want(&dot, "dim1/2 (model), replicated x2 (data)"); /* %w1 */
     want(&dot, "dim0/2 (data), dim1/2 (model)");        /* %h */
-    want(&dot, "sharding (fill colour)");                /* the legend */
+    want(&dot, "sharding (fill colour)");               /* the legend */
     want(&dot, "tooltip=\"mlp/h at mlp.py:3\"");
     assert_int_equal(note.len, 0);
 
@@ -296,9 +297,9 @@ test_golden_mlp(void **state)
     want(&dot, "all-reduce %");
     want(&dot, "groups 2x2 {0,1},... over model");
     want(&dot, "S 256 B, sends 256 B/device"); /* f32[4,16]; 2(g-1)/g S with g = 2 */
-    want(&dot, "label=\"1 KiB\""); /* an edge: %w1 is f32[16,16] locally */
-    want(&dot, "from %y (dot)");  /* the dot and its all-reduce, grouped */
-    want_not(&dot, "f32[4,16]\\ndim0/2"); /* shardings are for the before view */
+    want(&dot, "label=\"1 KiB\"");             /* an edge: %w1 is f32[16,16] locally */
+    want(&dot, "from %y (dot)");               /* the dot and its all-reduce, grouped */
+    want_not(&dot, "f32[4,16]\\ndim0/2");      /* shardings are for the before view */
     want(&dot, "<b>collectives</b>");
     sl_buf_fini(&dot);
     sl_buf_fini(&note);
@@ -512,8 +513,8 @@ test_pair(void **state)
     want(&dot, "label=\"before: %y (dot)\"");
     want(&dot, "label=\"after: 2 instructions emitted for %y");
     want(&dot, "all-reduce %");
-    const char *before = strstr(dot.data, "cluster_before"), *after = strstr(dot.data,
-                                                                              "cluster_after");
+    const char *before = strstr(dot.data, "cluster_before"),
+               *after = strstr(dot.data, "cluster_after");
     const TraceRunInstr *y = trace_run_find_instr(run, TRACE_BEFORE, "y");
     assert_non_null(y);
     char id[32];
@@ -547,7 +548,10 @@ test_render(void **state)
     SlBuf text, note;
     sl_buf_init(&text);
     sl_buf_init(&note);
-    assert_int_equal(viz_render(run, &o, path, &note, &err), SL_OK);
+    /* One renderer for every picture: graphviz wants one context per process. */
+    VizRenderer *r = NULL;
+    assert_int_equal(viz_renderer_new(&r, &err), SL_OK);
+    assert_int_equal(viz_render_with(r, run, &o, path, &note, &err), SL_OK);
     read_file(path, &text);
     want(&text, "<svg");
     assert_true(run->n_collectives >= 1);
@@ -572,13 +576,13 @@ test_render(void **state)
 
     snprintf(path, sizeof(path), "%s/a.png", fx->dir);
     o.format = VIZ_PNG;
-    assert_int_equal(viz_render(run, &o, path, &note, &err), SL_OK);
+    assert_int_equal(viz_render_with(r, run, &o, path, &note, &err), SL_OK);
     read_file(path, &text);
     assert_true(text.len > 8);
     assert_memory_equal(text.data, "\x89PNG", 4);
 
     snprintf(path, sizeof(path), "%s/a.dot", fx->dir);
-    o.format = VIZ_DOT;
+    o.format = VIZ_DOT; /* no graphviz involved: viz_render alone is fine */
     assert_int_equal(viz_render(run, &o, path, &note, &err), SL_OK);
     read_file(path, &text);
     SlBuf dot;
@@ -590,7 +594,8 @@ test_render(void **state)
     /* A directory that does not exist: an IO error naming the path, no crash. */
     err = (SlError){0};
     o.format = VIZ_SVG;
-    assert_int_equal(viz_render(run, &o, "/nonexistent-dir/x.svg", &note, &err), SL_ERR_IO);
+    assert_int_equal(viz_render_with(r, run, &o, "/nonexistent-dir/x.svg", &note, &err), SL_ERR_IO);
+    viz_renderer_free(r);
     sl_buf_fini(&dot);
     sl_buf_fini(&text);
     sl_buf_fini(&note);
@@ -604,9 +609,9 @@ test_errors(void **state)
     static const struct {
         const char *mesh, *msg;
     } k_cases[] = {
-        {"data",          "expected NAME=SIZE"         },
-        {"data=0",        "positive integer"           },
-        {"=2",            "expected NAME=SIZE"         },
+        {"data",           "expected NAME=SIZE"             },
+        {"data=0",         "positive integer"               },
+        {"=2",             "expected NAME=SIZE"             },
         {"data=2,model=2", "has 4 devices but the run has 2"},
     };
     SlBuf dot;

@@ -14,7 +14,7 @@ typedef enum VizView { VIZ_BEFORE, VIZ_AFTER, VIZ_PAIR } VizView;
 typedef struct VizOptions {
     VizView view;
     VizFormat format;
-    const char *focus;   /* NULL: whole graph (collapsed above max_nodes) */
+    const char *focus;   /* NULL: whole graph (collapsed above max_nodes); VIZ_PAIR: the op */
     int depth;           /* neighbourhood radius around `focus` */
     uint32_t max_nodes;  /* above this, collapse per source op, then per computation */
     const char *mesh;    /* "data=2,model=4" or NULL: names mesh axes in labels */
@@ -25,6 +25,15 @@ void viz_options_init(VizOptions *o); /* svg, before, depth 2, max_nodes 400 */
  * one-line account of any collapsing done, for the CLI to print. */
 SlStatus viz_render(const TraceRun *run, const VizOptions *o, const char *path, SlBuf *note,
                     SlError *err);
+/* A Graphviz context to render several diagrams with. Graphviz expects one per process: its
+ * text-layout plugin keeps a pointer to the last font name across contexts, which a second
+ * context then reads after the first freed it. A process drawing more than one diagram should
+ * make one renderer and pass it to every viz_render_with (viz_render makes one per call). */
+typedef struct VizRenderer VizRenderer;
+SlStatus viz_renderer_new(VizRenderer **out, SlError *err);
+void viz_renderer_free(VizRenderer *r); /* NULL is fine */
+SlStatus viz_render_with(VizRenderer *r, const TraceRun *run, const VizOptions *o,
+                         const char *path, SlBuf *note, SlError *err);
 /* The DOT text of one view (what VIZ_DOT writes), for tests and golden files. */
 SlStatus viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note,
                       SlError *err);

@@ -3,18 +3,18 @@
  * becomes one box), or one node per computation. Owns: the grouping and its labels. Does not
  * own: deciding when to collapse (viz_render.c). Invariant: a group is named after its first
  * member in recorded order, and groups, edges and clusters are made in that order. */
-#include "viz/viz_int.h"
-
 #include <stdlib.h>
 #include <string.h>
 
+#include "viz/viz_int.h"
+
 /* One box of a collapsed diagram. */
 typedef struct Group {
-    uint32_t first;   /* first member (global instruction index) */
-    uint32_t source;  /* 'before' instruction, or VIZ_NONE */
+    uint32_t first;  /* first member (global instruction index) */
+    uint32_t source; /* 'before' instruction, or VIZ_NONE */
     uint32_t comp;
     uint32_t members;
-    uint32_t n_coll[8]; /* per collective kind (viz_kind_index) */
+    uint32_t n_coll[8];     /* per collective kind (viz_kind_index) */
     double send_per_device; /* summed over its collectives, per execution */
     uint32_t loop;          /* a windowed loop among its members, VIZ_NONE */
 } Group;
@@ -62,9 +62,8 @@ make_groups(const VizIndex *x, bool by_comp, Groups *out)
             const TraceRunCollective *c = &run->collectives[k];
             uint32_t kind = viz_kind_index(c->kind);
             g->n_coll[kind == VIZ_NONE ? SL_COUNTOF(g->n_coll) - 1 : kind]++;
-            g->send_per_device += c->max_device_send_bytes / (double)(c->trip_count > 0
-                                                                           ? c->trip_count
-                                                                           : 1);
+            g->send_per_device +=
+                c->max_device_send_bytes / (double)(c->trip_count > 0 ? c->trip_count : 1);
         }
         if (x->loop[i] != VIZ_NONE)
             g->loop = x->loop[i];
@@ -153,15 +152,15 @@ comp_cluster(VizCtx *c, const VizIndex *x, uint32_t *made, uint32_t comp)
         return VIZ_NONE;
     if (made[comp] != VIZ_NONE)
         return made[comp];
-    uint32_t parent = cp->caller != VIZ_NONE ? comp_cluster(c, x, made, viz_comp_of(x, cp->caller))
-                                             : VIZ_NONE;
+    uint32_t parent =
+        cp->caller != VIZ_NONE ? comp_cluster(c, x, made, viz_comp_of(x, cp->caller)) : VIZ_NONE;
     uint32_t cl = viz_add_cluster(&c->g, viz_fmt(&c->g, "cluster_c%u", comp), parent);
     VizAttrs *a = viz_cluster_attrs(&c->g, cl);
     if (!a)
         return VIZ_NONE;
     made[comp] = cl;
     if (cp->caller != VIZ_NONE)
-        a->v[VIZ_A_LABEL] = viz_fmt(&c->g, "%%%s\\n%s of %%%s", cp->name, cp->role,
+        a->v[VIZ_A_LABEL] = viz_fmt(&c->g, "%%%s\\n%s %%%s", cp->name, viz_role_phrase(cp->role),
                                     c->run->instrs[cp->caller].name);
     else
         a->v[VIZ_A_LABEL] = viz_fmt(&c->g, "%%%s", cp->name);
@@ -171,7 +170,7 @@ comp_cluster(VizCtx *c, const VizIndex *x, uint32_t *made, uint32_t comp)
 }
 
 typedef struct EdgeAcc {
-    SlMap index;  /* tail << 32 | head -> edge + 1 */
+    SlMap index;   /* tail << 32 | head -> edge + 1 */
     double *bytes; /* per edge */
     uint32_t cap;
 } EdgeAcc;

@@ -5,10 +5,10 @@
  * and cluster labels and styles, and the legend. Does not own: which instructions are
  * selected (viz_index.c) or collapsed views (viz_collapse.c).
  * Invariant: walks instructions, computations and edges in recorded order only. */
-#include "viz/viz_int.h"
-
 #include <stdlib.h>
 #include <string.h>
+
+#include "viz/viz_int.h"
 
 /* Appends label text, keeping backslashes literal (DOT reads "\n", "\l" as escapes). */
 static void
@@ -209,8 +209,7 @@ viz_add_legend(VizCtx *c, bool with_kinds)
         sl_buf_printf(&b,
                       "<tr><td bgcolor=\"%s\"><font color=\"white\">%s</font></td>"
                       "<td align=\"left\">%s</td></tr>",
-                      viz_collective_color(viz_kind_name(k)), viz_kind_name(k),
-                      viz_kind_note(k));
+                      viz_collective_color(viz_kind_name(k)), viz_kind_name(k), viz_kind_note(k));
     }
     if (any_kind)
         sl_buf_puts(&b, "<tr><td colspan=\"2\" align=\"left\">S: the full buffer; sends: "
@@ -267,7 +266,7 @@ comp_label(Builder *b, uint32_t comp)
     sl_buf_puts(&t, "%");
     put_text(&t, cp->name);
     if (cp->caller != VIZ_NONE) {
-        sl_buf_printf(&t, "\\n%s of %%", cp->role);
+        sl_buf_printf(&t, "\\n%s %%", viz_role_phrase(cp->role));
         put_text(&t, run->instrs[cp->caller].name);
         uint32_t l = b->x->loop[cp->caller];
         if (l != VIZ_NONE)
@@ -348,17 +347,15 @@ node_cluster(Builder *b, uint32_t i)
     const TraceRunInstr *in = &b->c->run->instrs[i];
     uint32_t comp = viz_comp_of(b->x, i);
     uint64_t count = 0, cl = 0;
-    if (in->phase != TRACE_AFTER || in->derived_from == TRACE_NONE ||
-        same_source_as_caller(b, i) ||
+    if (in->phase != TRACE_AFTER || in->derived_from == TRACE_NONE || same_source_as_caller(b, i) ||
         !sl_map_get(&b->group_count, group_key(comp, in->derived_from), &count) || count < 2)
         return comp_cluster(b, comp);
     uint64_t key = group_key(comp, in->derived_from);
     if (sl_map_get(&b->group_cluster, key, &cl))
         return (uint32_t)cl - 1;
     uint32_t parent = comp_cluster(b, comp);
-    uint32_t c = viz_add_cluster(&b->c->g, viz_fmt(&b->c->g, "cluster_s%u_c%u", in->derived_from,
-                                                   comp),
-                                 parent);
+    uint32_t c = viz_add_cluster(
+        &b->c->g, viz_fmt(&b->c->g, "cluster_s%u_c%u", in->derived_from, comp), parent);
     VizAttrs *a = viz_cluster_attrs(&b->c->g, c);
     if (!a || !sl_map_put(&b->group_cluster, key, (uint64_t)c + 1)) {
         b->c->g.failed = true;
@@ -433,8 +430,7 @@ add_call_edges(Builder *b)
 {
     for (uint32_t comp = 0; comp < b->x->n_comps; comp++) {
         const VizComp *cp = &b->x->comps[comp];
-        if (cp->caller == VIZ_NONE || !selected(b, cp->caller) ||
-            b->comp_cluster[comp] == VIZ_NONE)
+        if (cp->caller == VIZ_NONE || !selected(b, cp->caller) || b->comp_cluster[comp] == VIZ_NONE)
             continue;
         uint32_t head = VIZ_NONE;
         for (uint32_t i = cp->first; i < cp->first + cp->n && head == VIZ_NONE; i++)
@@ -500,9 +496,9 @@ viz_build_phase(VizCtx *c, const VizIndex *x, const VizSel *s, SlError *err)
         if (!selected(&b, i))
             continue;
         uint32_t cl = node_cluster(&b, i);
-        bool in_group = (cl != VIZ_NONE && cl != b.comp_cluster[viz_comp_of(x, i)] &&
-                         cl != c->top) ||
-                        same_source_as_caller(&b, i);
+        bool in_group =
+            (cl != VIZ_NONE && cl != b.comp_cluster[viz_comp_of(x, i)] && cl != c->top) ||
+            same_source_as_caller(&b, i);
         b.node_of[i - x->lo] = viz_add_instr_node(c, x, i, cl, in_group);
         uint32_t p = palette_of(c, i), k = x->collective[i];
         if (p != VIZ_NONE)

@@ -7,11 +7,11 @@
  * branch takes the branch operand's shape and returns the conditional's; a call's parameters
  * match its operands. Computations are recorded callees first, so candidates are searched
  * forward among the computations before the caller's, and each is given to one caller. */
-#include "viz/viz_int.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "viz/viz_int.h"
 
 static const TraceRunInstr *
 at(const VizIndex *x, uint32_t i)
@@ -82,8 +82,8 @@ cmp_str(const void *a, const void *b)
  * sorted list: the trace does not record parameter numbers, and HLO text may list them in
  * any order. `scratch` holds n entries. */
 static bool
-signature_is(const VizIndex *x, const VizComp *c, const char **params, uint32_t n,
-             const char *root, const char **scratch)
+signature_is(const VizIndex *x, const VizComp *c, const char **params, uint32_t n, const char *root,
+             const char **scratch)
 {
     if (c->caller != VIZ_NONE || c->is_entry || comp_n_params(x, c) != n)
         return false;
@@ -145,7 +145,7 @@ find_callers(VizIndex *x)
         } else if (is_op(in, "call") || is_op(in, "fusion")) {
             for (uint32_t k = 0; k < in->n_operands; k++)
                 params[k] = at(x, in->operands[k])->shape;
-            claim(x, i, params, in->n_operands, in->shape, "called", scratch);
+            claim(x, i, params, in->n_operands, in->shape, "call", scratch);
         }
     }
     free(params);
@@ -165,6 +165,15 @@ find_callers(VizIndex *x)
         cp->is_reducer = scalar;
     }
     return true;
+}
+
+const char *
+viz_role_phrase(const char *role)
+{
+    return strcmp(role, "call") == 0        ? "called by"
+           : strcmp(role, "body") == 0      ? "body of"
+           : strcmp(role, "condition") == 0 ? "condition of"
+                                            : "branch of";
 }
 
 static bool
@@ -296,8 +305,8 @@ unknown_name(const TraceRun *run, const char *name, SlError *err)
             continue;
         bool dup = false;
         for (uint32_t k = 0; k < N_CLOSEST; k++)
-            dup = dup || (best[k] != VIZ_NONE && !strcmp(run->instrs[best[k]].name,
-                                                          run->instrs[i].name));
+            dup = dup ||
+                  (best[k] != VIZ_NONE && !strcmp(run->instrs[best[k]].name, run->instrs[i].name));
         if (dup)
             continue;
         uint32_t k = N_CLOSEST - 1;
@@ -347,7 +356,8 @@ viz_resolve(const VizIndex *x, const char *name, SlVec *out, SlError *err)
     return out->len ? SL_OK : unknown_name(run, name, err);
 }
 
-/* ---- selections -------------------------------------------------------------------------------- */
+/* ---- selections --------------------------------------------------------------------------------
+ */
 
 void
 viz_select_all(const VizIndex *x, VizSel *s)

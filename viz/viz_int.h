@@ -13,17 +13,17 @@
 /* ---- the model --------------------------------------------------------------------------- */
 
 /* One row per DOT attribute the diagrams use; written in this order. */
-#define VIZ_ATTRS(X)                                                                           \
-    X(LABEL, "label")                                                                          \
-    X(SHAPE, "shape")                                                                          \
-    X(STYLE, "style")                                                                          \
-    X(FILLCOLOR, "fillcolor")                                                                  \
-    X(COLOR, "color")                                                                          \
-    X(FONTCOLOR, "fontcolor")                                                                  \
-    X(PENWIDTH, "penwidth")                                                                    \
-    X(PERIPHERIES, "peripheries")                                                              \
-    X(LHEAD, "lhead")                                                                          \
-    X(ARROWHEAD, "arrowhead")                                                                  \
+#define VIZ_ATTRS(X)                                                                               \
+    X(LABEL, "label")                                                                              \
+    X(SHAPE, "shape")                                                                              \
+    X(STYLE, "style")                                                                              \
+    X(FILLCOLOR, "fillcolor")                                                                      \
+    X(COLOR, "color")                                                                              \
+    X(FONTCOLOR, "fontcolor")                                                                      \
+    X(PENWIDTH, "penwidth")                                                                        \
+    X(PERIPHERIES, "peripheries")                                                                  \
+    X(LHEAD, "lhead")                                                                              \
+    X(ARROWHEAD, "arrowhead")                                                                      \
     X(TOOLTIP, "tooltip")
 
 typedef enum VizAttrKey {
@@ -58,9 +58,9 @@ typedef struct VizCluster {
 typedef struct VizGraph {
     SlArena *arena; /* ids, labels and attribute strings */
     const char *name;
-    const char *label; /* graph label (title line), may be NULL */
-    bool compound;     /* some edge uses lhead */
-    bool left_right;   /* rankdir LR (wide trees of computations), else TB */
+    const char *label;            /* graph label (title line), may be NULL */
+    bool compound;                /* some edge uses lhead */
+    bool left_right;              /* rankdir LR (wide trees of computations), else TB */
     SlVec nodes, edges, clusters; /* VizNode, VizEdge, VizCluster (heap) */
     bool failed;                  /* sticky allocation failure */
 } VizGraph;
@@ -122,11 +122,11 @@ const char *viz_collective_color(const char *kind);
 
 typedef struct VizComp {
     const char *name;
-    uint32_t first, n;   /* its instructions are run->instrs[first, first + n) */
-    uint32_t caller;     /* the instruction that calls it (inferred), VIZ_NONE */
-    const char *role;    /* "body", "condition", "branch", "called", or NULL */
-    bool is_entry;       /* the last computation of the phase */
-    bool is_reducer;     /* scalar-only and uncalled: a to_apply reducer, not drawn */
+    uint32_t first, n; /* its instructions are run->instrs[first, first + n) */
+    uint32_t caller;   /* the instruction that calls it (inferred), VIZ_NONE */
+    const char *role;  /* "body", "condition", "branch", "call", or NULL */
+    bool is_entry;     /* the last computation of the phase */
+    bool is_reducer;   /* scalar-only and uncalled: a to_apply reducer, not drawn */
 } VizComp;
 
 typedef struct VizIndex {
@@ -135,14 +135,15 @@ typedef struct VizIndex {
     uint32_t lo, hi; /* the phase's instructions: run->instrs[lo, hi) */
     VizComp *comps;
     uint32_t n_comps;
-    uint32_t *comp_of;   /* [hi - lo]: computation index per instruction */
-    uint32_t *user_off;  /* [hi - lo + 1] CSR offsets into users */
-    uint32_t *users;     /* global instruction indices */
+    uint32_t *comp_of;    /* [hi - lo]: computation index per instruction */
+    uint32_t *user_off;   /* [hi - lo + 1] CSR offsets into users */
+    uint32_t *users;      /* global instruction indices */
     uint32_t *collective; /* [n_instrs]: index into run->collectives, VIZ_NONE */
     uint32_t *loop;       /* [n_instrs]: index into run->loops (by loop while), VIZ_NONE */
     uint32_t *decision;   /* [n_instrs]: index into run->decisions ('before'), VIZ_NONE */
 } VizIndex;
 
+const char *viz_role_phrase(const char *role); /* "body of", "called by", ... */
 SlStatus viz_index_build(VizIndex *x, const TraceRun *run, TracePhase phase, SlArena *a,
                          SlError *err);
 static inline uint32_t
@@ -191,8 +192,8 @@ SlStatus viz_build_phase(VizCtx *c, const VizIndex *x, const VizSel *s, SlError 
 SlStatus viz_build_by_source(VizCtx *c, const VizIndex *x, SlError *err);
 SlStatus viz_build_by_comp(VizCtx *c, const VizIndex *x, uint32_t *dropped, SlError *err);
 uint32_t viz_count_sources(const VizIndex *x);
-SlStatus viz_build_pair(VizCtx *c, const VizIndex *before, const VizIndex *after,
-                        const char *name, SlError *err);
+SlStatus viz_build_pair(VizCtx *c, const VizIndex *before, const VizIndex *after, const char *name,
+                        SlError *err);
 
 /* Shared by the builders: node label/style for one instruction, and the legend. */
 /* `in_group`: the node sits in its source's group cluster, which already names the source. */

@@ -2,12 +2,11 @@
  * byte counts, the sharding palette and the collective colours. Owns: every colour value.
  * Does not own: placing anything in a graph. Invariant: the palette is assigned in the order
  * shardings first appear among the 'before' instructions, so colours are stable per trace. */
-#include "viz/viz_int.h"
-
 #include <stdio.h>
 #include <string.h>
 
 #include "sharding/shd.h"
+#include "viz/viz_int.h"
 
 /* ---- mesh ------------------------------------------------------------------------------- */
 
@@ -273,12 +272,12 @@ viz_palette_color(uint32_t idx)
 static const struct {
     const char *kind, *color, *note;
 } k_kinds[] = {
-    {"all-gather",           "#e8743b", "gathers the shards: output S, input S/g"  },
-    {"reduce-scatter",       "#9b59b6", "sums, then scatters: input S, output S/g" },
-    {"all-reduce",           "#d9534f", "sums across the group: S in and out"      },
-    {"all-to-all",           "#2e86c1", "exchanges blocks: S per device"           },
-    {"collective-permute",   "#17a589", "sends to one peer per pair: S"            },
-    {"collective-broadcast", "#b7950b", "copies from one device to its group: S"   },
+    {"all-gather",           "#e8743b", "gathers the shards: output S, input S/g" },
+    {"reduce-scatter",       "#9b59b6", "sums, then scatters: input S, output S/g"},
+    {"all-reduce",           "#d9534f", "sums across the group: S in and out"     },
+    {"all-to-all",           "#2e86c1", "exchanges blocks: S per device"          },
+    {"collective-permute",   "#17a589", "sends to one peer per pair: S"           },
+    {"collective-broadcast", "#b7950b", "copies from one device to its group: S"  },
 };
 
 uint32_t
@@ -345,8 +344,7 @@ is_replicated_text(const char *s)
 }
 
 SlStatus
-viz_palette_init(VizPalette *p, const TraceRun *run, const VizMesh *mesh, SlArena *a,
-                 SlError *err)
+viz_palette_init(VizPalette *p, const TraceRun *run, const VizMesh *mesh, SlArena *a, SlError *err)
 {
     memset(p, 0, sizeof(*p));
     sl_map_init(&p->by_hash);

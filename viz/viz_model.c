@@ -2,11 +2,11 @@
  * the DOT writer. Does not own: what goes into a diagram (viz_graph.c, viz_collapse.c) or
  * layout (viz_render.c). Invariant: output order is creation order (clusters nest by parent,
  * nodes inside their cluster, every edge after every node), so the text is deterministic. */
-#include "viz/viz_int.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "viz/viz_int.h"
 
 static const char *const k_attr_names[VIZ_A_COUNT] = {
 #define VIZ_ATTR_NAME(e, s) s,
@@ -181,8 +181,8 @@ put_node(SlBuf *out, const VizNode *n, int depth)
 }
 
 typedef struct Lists {
-    uint32_t *node_off, *nodes;       /* nodes per cluster (slot n_clusters: top level) */
-    uint32_t *child_off, *children;   /* clusters per parent (same slots) */
+    uint32_t *node_off, *nodes;     /* nodes per cluster (slot n_clusters: top level) */
+    uint32_t *child_off, *children; /* clusters per parent (same slots) */
 } Lists;
 
 static void

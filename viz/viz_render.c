@@ -4,10 +4,10 @@
  * Does not own: graph content (viz_graph.c, viz_collapse.c).
  * Invariant: the DOT text is built first and is what gets laid out, so a picture and its DOT
  * text always agree; files are written atomically. */
-#include "viz/viz.h"
-
 #include <stdlib.h>
 #include <string.h>
+
+#include "viz/viz.h"
 
 /* Included as system headers (viz/meson.build), which keeps their warnings out of ours. */
 #include <cgraph.h>
@@ -26,8 +26,7 @@ viz_options_init(VizOptions *o)
 }
 
 static SlStatus
-ctx_init(VizCtx *c, const TraceRun *run, const VizOptions *o, SlArena *a, SlBuf *note,
-         SlError *err)
+ctx_init(VizCtx *c, const TraceRun *run, const VizOptions *o, SlArena *a, SlBuf *note, SlError *err)
 {
     memset(c, 0, sizeof(*c));
     c->run = run;
@@ -36,8 +35,10 @@ ctx_init(VizCtx *c, const TraceRun *run, const VizOptions *o, SlArena *a, SlBuf 
     c->note = note;
     c->top = VIZ_NONE;
     SlSrcLoc nowhere = {0};
-    viz_graph_init(&c->g, a, o->view == VIZ_BEFORE ? "before" : o->view == VIZ_AFTER ? "after"
-                                                                                      : "pair");
+    viz_graph_init(&c->g, a,
+                   o->view == VIZ_BEFORE  ? "before"
+                   : o->view == VIZ_AFTER ? "after"
+                                          : "pair");
     SlStatus st = viz_mesh_parse(o->mesh, &c->mesh, err);
     if (st)
         return st;
@@ -47,8 +48,8 @@ ctx_init(VizCtx *c, const TraceRun *run, const VizOptions *o, SlArena *a, SlBuf 
             p *= c->mesh.sizes[i];
         if (p != run->num_partitions)
             return sl_fail(err, SL_ERR_INVALID, nowhere,
-                           "--mesh '%s' has %lld devices but the run has %lld partitions",
-                           o->mesh, (long long)p, (long long)run->num_partitions);
+                           "--mesh '%s' has %lld devices but the run has %lld partitions", o->mesh,
+                           (long long)p, (long long)run->num_partitions);
     }
     st = viz_palette_init(&c->pal, run, &c->mesh, a, err);
     if (st)
@@ -67,8 +68,7 @@ ctx_fini(VizCtx *c)
     viz_graph_fini(&c->g);
 }
 
-static void
-note(VizCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(VizCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void
 note(VizCtx *c, const char *fmt, ...)
 {
@@ -110,8 +110,9 @@ build_view(VizCtx *c, const VizIndex *x, SlError *err)
         if (st)
             return st;
         if (truncated)
-            note(c, "%s: the neighbourhood of %s within depth %d was cut at %u nodes "
-                    "(--max-nodes)",
+            note(c,
+                 "%s: the neighbourhood of %s within depth %d was cut at %u nodes "
+                 "(--max-nodes)",
                  phase, o->focus, o->depth, s.count);
         st = viz_build_phase(c, x, &s, err);
         c->g.label = viz_phase_title(c, x, s.count);
@@ -131,8 +132,8 @@ build_view(VizCtx *c, const VizIndex *x, SlError *err)
              "(%u boxes); use --focus NAME to see instructions",
              phase, s.count, o->max_nodes, n_src);
         st = viz_build_by_source(c, x, err);
-        c->g.label = viz_fmt(&c->g, "%s: %s, %u instructions collapsed into %u source ops",
-                             phase, c->run->module, s.count, n_src);
+        c->g.label = viz_fmt(&c->g, "%s: %s, %u instructions collapsed into %u source ops", phase,
+                             c->run->module, s.count, n_src);
     } else {
         uint32_t comps = 0, dropped = 0;
         for (uint32_t k = 0; k < x->n_comps; k++)
@@ -142,12 +143,10 @@ build_view(VizCtx *c, const VizIndex *x, SlError *err)
              "%s: %u instructions exceed --max-nodes %u: drew one box per computation (%u "
              "boxes%s); use --focus NAME to see instructions",
              phase, s.count, o->max_nodes, comps - dropped,
-             dropped ? viz_fmt(&c->g, ", leaving out the %u smallest computations", dropped)
-                     : "");
+             dropped ? viz_fmt(&c->g, ", leaving out the %u smallest computations", dropped) : "");
         c->g.label = viz_fmt(&c->g, "%s: %s, %u instructions collapsed into %u computations%s",
                              phase, c->run->module, s.count, comps - dropped,
-                             dropped ? viz_fmt(&c->g, " (the %u smallest left out)", dropped)
-                                     : "");
+                             dropped ? viz_fmt(&c->g, " (the %u smallest left out)", dropped) : "");
     }
     return st;
 }
@@ -199,10 +198,10 @@ build_pair(VizCtx *c, const VizIndex *bx, const VizIndex *ax, SlError *err)
     a = viz_cluster_attrs(&c->g, c->top);
     if (a) {
         uint32_t d = bx->decision[source];
-        a->v[VIZ_A_LABEL] = viz_fmt(&c->g, "after: %u instruction%s emitted for %%%s%s%s",
-                                    n_derived, n_derived == 1 ? "" : "s", src->name,
-                                    d != VIZ_NONE ? ", strategy " : "",
-                                    d != VIZ_NONE ? c->run->decisions[d].strategy : "");
+        a->v[VIZ_A_LABEL] =
+            viz_fmt(&c->g, "after: %u instruction%s emitted for %%%s%s%s", n_derived,
+                    n_derived == 1 ? "" : "s", src->name, d != VIZ_NONE ? ", strategy " : "",
+                    d != VIZ_NONE ? c->run->decisions[d].strategy : "");
         a->v[VIZ_A_STYLE] = "rounded";
     }
     st = viz_build_phase(c, ax, &as, err);
@@ -213,8 +212,7 @@ build_pair(VizCtx *c, const VizIndex *bx, const VizIndex *ax, SlError *err)
 }
 
 SlStatus
-viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out,
-             SlError *err)
+viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out, SlError *err)
 {
     SlArena arena;
     VizCtx c;
@@ -242,43 +240,97 @@ viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_o
     return st;
 }
 
-/* ---- rendering -------------------------------------------------------------------------------- */
+/* ---- rendering --------------------------------------------------------------------------------
+ */
+
+/* LeakSanitizer's hook (used only in sanitizer builds): graphviz, and the font libraries its
+ * text layout loads, keep caches for the life of the process (gvContext's plugin table,
+ * fontconfig's font sets, pango's font map), which are not ours to free. Our own allocations
+ * never pass through these libraries, so a leak of ours is still reported. */
+const char *__lsan_default_suppressions(void);
+const char *
+__lsan_default_suppressions(void)
+{
+    return "leak:libgvc.so\n"
+           "leak:libcgraph.so\n"
+           "leak:libgvplugin_\n"
+           "leak:libfontconfig.so\n"
+           "leak:libpango\n"
+           "leak:libglib-2.0.so\n"
+           "leak:libgobject-2.0.so\n"
+           "leak:libcairo.so\n"
+           "leak:libharfbuzz.so\n"
+           "leak:libfreetype.so\n";
+}
+
+/* ...and without a table of them on every exit. */
+const char *__lsan_default_options(void);
+const char *
+__lsan_default_options(void)
+{
+    return "print_suppressions=0";
+}
+
+struct VizRenderer {
+    GVC_t *gvc;
+};
+
+SlStatus
+viz_renderer_new(VizRenderer **out, SlError *err)
+{
+    SlSrcLoc nowhere = {0};
+    VizRenderer *r = calloc(1, sizeof(*r));
+    *out = NULL;
+    if (!r)
+        return sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+    agseterr(AGERR); /* warnings (e.g. font substitutions) would only be noise */
+    r->gvc = gvContext();
+    if (!r->gvc) {
+        free(r);
+        return sl_fail(err, SL_ERR_IO, nowhere, "graphviz: cannot create a context");
+    }
+    *out = r;
+    return SL_OK;
+}
+
+void
+viz_renderer_free(VizRenderer *r)
+{
+    if (!r)
+        return;
+    gvFreeContext(r->gvc);
+    free(r);
+}
 
 static SlStatus
-render(const SlBuf *dot, const char *format, const char *path, SlError *err)
+render(GVC_t *gvc, const SlBuf *dot, const char *format, const char *path, SlError *err)
 {
     SlSrcLoc at = {path, 0, 0};
-    agseterr(AGERR); /* warnings (e.g. font substitutions) would only be noise */
     Agraph_t *g = agmemread(dot->data);
     if (!g)
         return sl_fail(err, SL_ERR_INTERNAL, at, "graphviz could not read our DOT text: %s",
                        aglasterr() ? aglasterr() : "no message");
-    GVC_t *gvc = gvContext();
     char *data = NULL;
     unsigned int len = 0;
     SlStatus st = SL_OK;
-    if (!gvc) {
-        st = sl_fail(err, SL_ERR_IO, at, "graphviz: cannot create a context");
-    } else if (gvLayout(gvc, g, "dot") != 0) {
+    if (gvLayout(gvc, g, "dot") != 0) {
         st = sl_fail(err, SL_ERR_IO, at, "graphviz: layout failed (is the dot plugin installed?)");
     } else {
         if (gvRenderData(gvc, g, format, &data, &len) != 0 || !data)
-            st = sl_fail(err, SL_ERR_IO, at, "graphviz: cannot render %s (plugin missing?)",
-                         format);
+            st =
+                sl_fail(err, SL_ERR_IO, at, "graphviz: cannot render %s (plugin missing?)", format);
         else
             st = sl_file_write_atomic(path, data, len, err);
         gvFreeRenderData(data);
         gvFreeLayout(gvc, g);
     }
     agclose(g);
-    if (gvc)
-        gvFreeContext(gvc);
     return st;
 }
 
 SlStatus
-viz_render(const TraceRun *run, const VizOptions *o, const char *path, SlBuf *note_out,
-           SlError *err)
+viz_render_with(VizRenderer *r, const TraceRun *run, const VizOptions *o, const char *path,
+                SlBuf *note_out, SlError *err)
 {
     SlBuf dot;
     sl_buf_init(&dot);
@@ -286,7 +338,27 @@ viz_render(const TraceRun *run, const VizOptions *o, const char *path, SlBuf *no
     if (!st && o->format == VIZ_DOT)
         st = sl_file_write_atomic(path, dot.data, dot.len, err);
     else if (!st)
-        st = render(&dot, o->format == VIZ_PNG ? "png" : "svg", path, err);
+        st = render(r->gvc, &dot, o->format == VIZ_PNG ? "png" : "svg", path, err);
     sl_buf_fini(&dot);
+    return st;
+}
+
+SlStatus
+viz_render(const TraceRun *run, const VizOptions *o, const char *path, SlBuf *note_out,
+           SlError *err)
+{
+    VizRenderer *r = NULL;
+    SlStatus st = o->format == VIZ_DOT ? SL_OK : viz_renderer_new(&r, err);
+    if (!st && o->format == VIZ_DOT) {
+        SlBuf dot;
+        sl_buf_init(&dot);
+        st = viz_dot_text(run, o, &dot, note_out, err);
+        if (!st)
+            st = sl_file_write_atomic(path, dot.data, dot.len, err);
+        sl_buf_fini(&dot);
+    } else if (!st) {
+        st = viz_render_with(r, run, o, path, note_out, err);
+    }
+    viz_renderer_free(r);
     return st;
 }

@@ -67,6 +67,7 @@ plan_free(SimPlan *p)
     free(p->op_idx);
     free(p->last_use);
     free(p->param_pos);
+    free(p->regs);
     free(p);
 }
 
@@ -148,6 +149,7 @@ plan_build(SimCtx *cx, const IrComputation *c, SimPlan **out)
         return st ? st : sim_fail(cx, NULL, SL_ERR_NOMEM, "out of memory");
     }
     p->fast_op = -1;
+    p->scalar = -1;
     *out = p;
     return SL_OK;
 }
@@ -226,23 +228,141 @@ sim_apply2(SimCtx *cx, const IrInstr *ins, const IrComputation *c, IrDtype t, Si
         *out = root->parameter_number == 0 ? a : b;
         return SL_OK;
     }
-    SimValue *args[2] = {sim_value_new_array(t, NULL, 0), sim_value_new_array(t, NULL, 0)};
-    SimValue *r = NULL;
-    if (!args[0] || !args[1])
-        st = sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
-    else {
-        args[0]->data[0] = a;
-        args[1]->data[0] = b;
-        st = sim_call(cx, c, 0, args, 2, &r);
+    SimElem args[2] = {a, b};
+    IrDtype types[2] = {t, t};
+    SimElem r;
+    st = sim_call_scalars(cx, ins, c, 0, args, types, 2, &r, 1);
+    if (!st) {
+        IrDtype rt = p->comp->instrs[p->root]->shape.dtype;
+        *out = rt == IR_DT_TUPLE ? r : sim_convert(rt, t, r);
     }
-    if (!st && (r->dtype == IR_DT_TUPLE || r->n != 1))
-        st = sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "reduction body returning a non-scalar");
-    if (!st)
-        *out = sim_convert(r->dtype, t, r->data[0]);
-    sim_value_unref(r);
-    sim_value_unref(args[0]);
-    sim_value_unref(args[1]);
     return st;
+}
+
+static bool
+is_scalar_instr(const IrInstr *ins, bool is_root)
+{
+    if (is_root && ins->op == IR_OP_TUPLE) {
+        for (uint32_t j = 0; j < ins->n_operands; j++)
+            if (ins->operands[j]->shape.dtype == IR_DT_TUPLE)
+                return false;
+        return true;
+    }
+    IrOpFamily f = ir_op_family(ins->op);
+    bool simple = ins->op == IR_OP_PARAMETER || ins->op == IR_OP_CONSTANT ||
+                  (f == IR_FAM_ELEMENTWISE && ins->op != IR_OP_MAP) ||
+                  f == IR_FAM_BITCAST_CONVERT;
+    return simple && ins->shape.rank == 0 && sim_is_array_dtype(ins->shape.dtype) &&
+           ins->n_operands <= 3;
+}
+
+static SlStatus eval_constant(SimCtx *cx, const IrInstr *ins, SimValue **out);
+
+/* Decides once whether `p` can run on registers, and decodes its constants. */
+static SlStatus
+plan_scalar(SimCtx *cx, SimPlan *p)
+{
+    p->scalar = 0;
+    for (uint32_t i = 0; i < p->n; i++)
+        if (!is_scalar_instr(p->comp->instrs[i], i == p->root))
+            return SL_OK;
+    if (!(p->regs = calloc(p->n, sizeof *p->regs)))
+        return sim_fail(cx, p->comp->root, SL_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < p->n; i++) {
+        const IrInstr *ins = p->comp->instrs[i];
+        SimValue *v = NULL;
+        if (ins->op != IR_OP_CONSTANT)
+            continue;
+        SlStatus st = eval_constant(cx, ins, &v);
+        if (st)
+            return st;
+        p->regs[i] = v->data[0];
+        sim_value_unref(v);
+    }
+    p->scalar = 1;
+    return SL_OK;
+}
+
+static SlStatus
+run_scalar(SimCtx *cx, SimPlan *p, const SimElem *args, SimElem *outs, uint32_t n_out)
+{
+    const IrComputation *c = p->comp;
+    for (uint32_t i = 0; i < p->n; i++) {
+        const IrInstr *ins = c->instrs[i];
+        SimElem x[3];
+        IrDtype t[3];
+        if (ins->op == IR_OP_PARAMETER)
+            p->regs[i] = sim_fix(ins->shape.dtype, args[ins->parameter_number]);
+        if (ins->op == IR_OP_PARAMETER || ins->op == IR_OP_CONSTANT || ins->op == IR_OP_TUPLE)
+            continue;
+        for (uint32_t j = 0; j < ins->n_operands; j++) {
+            x[j] = p->regs[p->op_idx[p->op_start[i] + j]];
+            t[j] = ins->operands[j]->shape.dtype;
+        }
+        if (!sim_elem_apply(ins, t, x, &p->regs[i]))
+            return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "opcode not supported for %s",
+                            ir_dtype_name(t[0]));
+    }
+    const IrInstr *root = c->instrs[p->root];
+    uint32_t n = root->op == IR_OP_TUPLE ? root->n_operands : 1;
+    if (n != n_out)
+        return sim_fail(cx, root, SL_ERR_INVALID, "returns %u values, %u expected", n, n_out);
+    for (uint32_t j = 0; j < n; j++)
+        outs[j] = root->op == IR_OP_TUPLE ? p->regs[p->op_idx[p->op_start[p->root] + j]]
+                                          : p->regs[p->root];
+    return SL_OK;
+}
+
+/* The general path: scalar values through sim_call. */
+static SlStatus
+call_values(SimCtx *cx, const IrInstr *ins, const IrComputation *c, int64_t dev,
+            const SimElem *args, const IrDtype *types, uint32_t n_args, SimElem *outs,
+            uint32_t n_out)
+{
+    SimValue **v = calloc(n_args + 1, sizeof *v), *r = NULL;
+    SlStatus st = v ? SL_OK : sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+    for (uint32_t j = 0; !st && j < n_args; j++) {
+        if (!(v[j] = sim_value_new_array(types[j], NULL, 0)))
+            st = sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+        else
+            v[j]->data[0] = args[j];
+    }
+    if (!st)
+        st = sim_call(cx, c, dev, v, n_args, &r);
+    uint32_t n = !st && r->dtype == IR_DT_TUPLE ? r->n_elems : 1;
+    if (!st && n != n_out)
+        st = sim_fail(cx, ins, SL_ERR_INVALID, "body returns %u values, %u expected", n, n_out);
+    for (uint32_t j = 0; !st && j < n; j++) {
+        const SimValue *e = r->dtype == IR_DT_TUPLE ? r->elems[j] : r;
+        if (e->dtype == IR_DT_TUPLE || e->n != 1)
+            st = sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "body returning a non-scalar");
+        else
+            outs[j] = e->data[0];
+    }
+    sim_value_unref(r);
+    for (uint32_t j = 0; v && j < n_args; j++)
+        sim_value_unref(v[j]);
+    free(v);
+    return st;
+}
+
+SlStatus
+sim_call_scalars(SimCtx *cx, const IrInstr *ins, const IrComputation *c, int64_t dev,
+                 const SimElem *args, const IrDtype *types, uint32_t n_args, SimElem *outs,
+                 uint32_t n_out)
+{
+    SimPlan *p;
+    SlStatus st = sim_plan_get(cx, c, &p);
+    if (!st && p->scalar < 0)
+        st = plan_scalar(cx, p);
+    if (st)
+        return st;
+    if (n_args != p->n_params)
+        return sim_fail(cx, ins, SL_ERR_INVALID, "calls %%%s with %u arguments, it takes %u",
+                        sl_sym_cstr(c->name), n_args, p->n_params);
+    if (p->scalar == 1)
+        return run_scalar(cx, p, args, outs, n_out);
+    return call_values(cx, ins, c, dev, args, types, n_args, outs, n_out);
 }
 
 /* ---- one instruction on one device -------------------------------------------------------- */

@@ -188,10 +188,12 @@ typedef struct Conv {
     ConvDims d;
     const IrWindowDim *win;
     int64_t g, bg; /* feature_group_count, batch_group_count */
-    int64_t as[SIM_MAX_RANK], ks[SIM_MAX_RANK];
+    double *lp, *kp; /* lhs packed as [b, spatial..., f], kernel as [o, spatial..., i] */
+    int64_t lps[SIM_MAX_RANK], kps[SIM_MAX_RANK]; /* their strides */
 } Conv;
 
-/* Sum for one output element at index `oi`. */
+/* Sum for one output element at index `oi`: a contiguous dot over the input features of its
+ * group for each window position inside the (dilated, padded) input. */
 static double
 conv_point(const Conv *c, const int64_t *oi)
 {
@@ -206,27 +208,53 @@ conv_point(const Conv *c, const int64_t *oi)
     }
     double sum = 0;
     for (int64_t p = 0; p < nw; p++, sim_idx_next(w, wsz, d->nsp)) {
-        int64_t lo = in_b * c->as[d->lb], ko = of * c->ks[d->rO];
+        int64_t lo = in_b * c->lps[0] + fgrp * ifg, ko = of * c->kps[0];
         bool inside = true;
         for (uint32_t s = 0; s < d->nsp && inside; s++) {
             const IrWindowDim *wd = &c->win[s];
             int64_t pos = oi[d->os[s]] * wd->stride + w[s] * wd->rhs_dilate - wd->pad_lo;
             int64_t q = pos / wd->lhs_dilate;
             inside = pos >= 0 && pos % wd->lhs_dilate == 0 && q < c->a->dims[d->ls[s]];
-            lo += q * c->as[d->ls[s]];
-            ko += (wd->reversal ? wsz[s] - 1 - w[s] : w[s]) * c->ks[d->rs[s]];
+            lo += q * c->lps[s + 1];
+            ko += (wd->reversal ? wsz[s] - 1 - w[s] : w[s]) * c->kps[s + 1];
         }
         if (!inside)
             continue;
-        for (int64_t i = 0; i < ifg; i++) {
-            SimElem x = c->a->data[lo + (fgrp * ifg + i) * c->as[d->lf]];
-            SimElem y = c->k->data[ko + i * c->ks[d->rI]];
-            double xf = sim_is_float(c->a->dtype) ? x.f : (double)x.i;
-            double yf = sim_is_float(c->k->dtype) ? y.f : (double)y.i;
-            sum += xf * yf;
-        }
+        const double *x = c->lp + lo, *y = c->kp + ko;
+        for (int64_t i = 0; i < ifg; i++)
+            sum += x[i] * y[i];
     }
     return sum;
+}
+
+/* Packs both operands (see Conv) and evaluates every output element. */
+static SlStatus
+conv_run(SimCtx *cx, const IrInstr *ins, Conv *c)
+{
+    int64_t lperm[SIM_MAX_RANK], kperm[SIM_MAX_RANK], ld[SIM_MAX_RANK], kd[SIM_MAX_RANK];
+    uint32_t r = c->d.nsp + 2;
+    lperm[0] = c->d.lb, lperm[r - 1] = c->d.lf, kperm[0] = c->d.rO, kperm[r - 1] = c->d.rI;
+    for (uint32_t s = 0; s < c->d.nsp; s++)
+        lperm[s + 1] = c->d.ls[s], kperm[s + 1] = c->d.rs[s];
+    for (uint32_t i = 0; i < r; i++)
+        ld[i] = c->a->dims[lperm[i]], kd[i] = c->k->dims[kperm[i]];
+    sim_strides(ld, r, c->lps);
+    sim_strides(kd, r, c->kps);
+    c->lp = malloc((size_t)(c->a->n + 1) * sizeof *c->lp);
+    c->kp = malloc((size_t)(c->k->n + 1) * sizeof *c->kp);
+    if (!c->lp || !c->kp) {
+        free(c->lp);
+        free(c->kp);
+        return sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+    }
+    pack(c->a, lperm, true, c->lp);
+    pack(c->k, kperm, true, c->kp);
+    int64_t oi[SIM_MAX_RANK] = {0};
+    for (int64_t i = 0; i < c->o->n; i++, sim_idx_next(oi, c->o->dims, c->o->rank))
+        sim_value_set_f64(c->o, i, conv_point(c, oi));
+    free(c->lp);
+    free(c->kp);
+    return SL_OK;
 }
 
 SlStatus
@@ -256,11 +284,11 @@ sim_eval_conv(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **o
             return sim_fail(cx, ins, SL_ERR_INVALID, "bad window in spatial dim %u", s);
     if (!(c.o = sim_value_new(&ins->shape)))
         return sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
-    sim_strides(c.a->dims, c.a->rank, c.as);
-    sim_strides(c.k->dims, c.k->rank, c.ks);
-    int64_t oi[SIM_MAX_RANK] = {0};
-    for (int64_t i = 0; i < c.o->n; i++, sim_idx_next(oi, c.o->dims, c.o->rank))
-        sim_value_set_f64(c.o, i, conv_point(&c, oi));
+    SlStatus st = conv_run(cx, ins, &c);
+    if (st) {
+        sim_value_unref(c.o);
+        return st;
+    }
     *out = c.o;
     return SL_OK;
 }

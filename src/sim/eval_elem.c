@@ -334,6 +334,19 @@ elem(const ElemArgs *e, const SimElem *x, SimElem *out)
     return ok;
 }
 
+bool
+sim_elem_apply(const IrInstr *ins, const IrDtype *in_types, const SimElem *x, SimElem *out)
+{
+    ElemArgs e = {ins, in_types[ins->op == IR_OP_SELECT ? 1 : 0], ins->shape.dtype, 8, 23};
+    if (ins->op == IR_OP_REDUCE_PRECISION) {
+        sim_other_int_attr(ins, "exponent_bits", &e.rp_exp);
+        sim_other_int_attr(ins, "mantissa_bits", &e.rp_mant);
+    }
+    if (ins->op == IR_OP_BITCAST_CONVERT && ir_dtype_bits(e.in_t) != ir_dtype_bits(e.out_t))
+        return false;
+    return elem(&e, x, out);
+}
+
 static SlStatus
 eval_map(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops, SimValue *r)
 {

@@ -54,17 +54,15 @@ body_apply(Body *b, SimElem *acc, const SimElem *x)
 {
     if (b->k == 1)
         return sim_apply2(b->cx, b->ins, b->comp, b->t[0], acc[0], x[0], &acc[0]);
+    SimElem in[2 * SIM_MAX_VARIADIC];
+    IrDtype ty[2 * SIM_MAX_VARIADIC];
     for (uint32_t j = 0; j < b->k; j++) {
-        b->args[j]->data[0] = acc[j];
-        b->args[b->k + j]->data[0] = x[j];
+        in[j] = acc[j], in[b->k + j] = x[j];
+        ty[j] = ty[b->k + j] = b->t[j];
     }
-    SimValue *r = NULL;
-    SlStatus st = sim_call(b->cx, b->comp, b->dev, b->args, 2 * b->k, &r);
-    if (!st && (r->dtype != IR_DT_TUPLE || r->n_elems != b->k))
-        st = sim_fail(b->cx, b->ins, SL_ERR_INVALID, "body must return %u values", b->k);
+    SlStatus st = sim_call_scalars(b->cx, b->ins, b->comp, b->dev, in, ty, 2 * b->k, acc, b->k);
     for (uint32_t j = 0; !st && j < b->k; j++)
-        acc[j] = sim_convert(r->elems[j]->dtype, b->t[j], r->elems[j]->data[0]);
-    sim_value_unref(r);
+        acc[j] = sim_fix(b->t[j], acc[j]);
     return st;
 }
 
@@ -198,13 +196,11 @@ eval_reduce_window_body(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *c
 static SlStatus
 call_select(Body *b, SimElem cur, SimElem cand, bool *keep)
 {
-    b->args[0]->data[0] = cur;
-    b->args[1]->data[0] = cand;
-    SimValue *r = NULL;
-    SlStatus st = sim_call(b->cx, b->comp, b->dev, b->args, 2, &r);
+    SimElem in[2] = {cur, cand}, r;
+    IrDtype ty[2] = {b->t[0], b->t[0]};
+    SlStatus st = sim_call_scalars(b->cx, b->ins, b->comp, b->dev, in, ty, 2, &r, 1);
     if (!st)
-        *keep = r->n == 1 && r->data[0].i != 0;
-    sim_value_unref(r);
+        *keep = r.i != 0;
     return st;
 }
 
@@ -320,14 +316,14 @@ sort_less(SortCtx *s, int64_t i, int64_t j)
             return r;
         s->cmp = NULL;
     }
+    SimElem in[2 * SIM_MAX_VARIADIC], r = {.i = 0};
+    IrDtype ty[2 * SIM_MAX_VARIADIC];
     for (uint32_t m = 0; m < s->k; m++) {
-        s->b.args[2 * m]->data[0] = s->ops[m]->data[i];
-        s->b.args[2 * m + 1]->data[0] = s->ops[m]->data[j];
+        in[2 * m] = s->ops[m]->data[i], in[2 * m + 1] = s->ops[m]->data[j];
+        ty[2 * m] = ty[2 * m + 1] = s->ops[m]->dtype;
     }
-    SimValue *r = NULL;
-    s->st = sim_call(s->b.cx, s->b.comp, s->b.dev, s->b.args, 2 * s->k, &r);
-    bool less = !s->st && r->n == 1 && r->data[0].i != 0;
-    sim_value_unref(r);
+    s->st = sim_call_scalars(s->b.cx, s->b.ins, s->b.comp, s->b.dev, in, ty, 2 * s->k, &r, 1);
+    bool less = !s->st && r.i != 0;
     return less;
 }
 

@@ -28,6 +28,9 @@ typedef struct SimPlan {
     uint32_t n_params;
     uint32_t *param_pos; /* parameter number -> instruction index */
     int fast_op;         /* scalar binary body: its IrOp; -1 otherwise (see sim_fast_binop) */
+    int scalar;          /* 1: only scalar elementwise ops (sim_call_scalars' fast path), 0 no,
+                            -1 not yet decided */
+    SimElem *regs;       /* scalar path: one element per instruction (constants filled once) */
     bool fast_swapped;   /* the body computes op(p1, p0) */
 } SimPlan;
 
@@ -43,6 +46,13 @@ SlStatus sim_eval_comp(SimCtx *cx, const IrComputation *c, const int64_t *devs,
 /* One device, one call of `c` (reduction bodies, comparators); out is a new reference. */
 SlStatus sim_call(SimCtx *cx, const IrComputation *c, int64_t dev, SimValue *const *args,
                   uint32_t n_args, SimValue **out);
+/* Calls `c` on scalars and reads n_out scalar results (a tuple root gives one per element);
+ * computations made only of scalar elementwise ops run without allocating. */
+SlStatus sim_call_scalars(SimCtx *cx, const IrInstr *ins, const IrComputation *c, int64_t dev,
+                          const SimElem *args, const IrDtype *types, uint32_t n_args,
+                          SimElem *outs, uint32_t n_out);
+/* One elementwise instruction on scalars of the given operand types; false if unsupported. */
+bool sim_elem_apply(const IrInstr *ins, const IrDtype *in_types, const SimElem *x, SimElem *out);
 /* The IrOp of a body `ROOT op(p0, p1)` over scalars, or -1; *swapped when op(p1, p0). */
 int sim_fast_binop(SimCtx *cx, const IrComputation *c, bool *swapped);
 /* Applies a scalar reduction body to (a, b): the fast path when recognised, else a call. */

@@ -16,6 +16,8 @@
 #include "sharding/shd.h"
 
 #define SIM_SMALL_INT 4 /* integer inputs that feed no index are drawn from [-4, 4] ([0, 4]) */
+#define SIM_MAX_WORK 4e9 /* estimated element operations per evaluation we agree to simulate */
+#define SIM_MAX_ELEMS ((int64_t)1 << 27) /* elements of the largest array (8 bytes each) */
 
 void
 sim_verify_options_init(SimVerifyOptions *o)
@@ -182,6 +184,63 @@ index_bounds(const IrComputation *c, int64_t *bound, SlError *err)
     }
     sl_map_fini(&pos);
     return SL_OK;
+}
+
+/* Element operations of one instruction: its output, times the contraction for dot and
+ * convolution, or its input for reductions. Loops count once (trip counts are unknown). */
+static double
+instr_work(const IrInstr *ins, int64_t *max_elems)
+{
+    double work = 0;
+    for (uint32_t L = 0; L < ir_shape_leaf_count(&ins->shape); L++) {
+        const IrShape *s = ir_shape_leaf(&ins->shape, L);
+        int64_t n = ir_shape_is_array(s) ? ir_shape_elem_count(s) : 0;
+        *max_elems = n > *max_elems ? n : *max_elems;
+        work += (double)n;
+    }
+    if (ins->op == IR_OP_DOT && ins->n_operands == 2) {
+        const int64_t *cd;
+        uint32_t n = ir_instr_ints_attr(ins, IR_ATTR_LHS_CONTRACTING_DIMS, &cd);
+        for (uint32_t i = 0; i < n; i++)
+            if (cd[i] >= 0 && cd[i] < ins->operands[0]->shape.rank)
+                work *= (double)ins->operands[0]->shape.dims[cd[i]];
+    } else if (ins->op == IR_OP_CONVOLUTION && ins->n_operands == 2) {
+        const IrShape *k = &ins->operands[1]->shape;
+        double kn = (double)ir_shape_elem_count(k), of = 1;
+        const IrAttr *lab = ir_instr_find_attr(ins, IR_ATTR_DIM_LABELS);
+        for (size_t i = 0, pos = 0; lab && i < lab->u.text.len && lab->u.text.ptr[i] != '-'; i++) {
+            if (lab->u.text.ptr[i] == '_') {
+                pos = 0;
+                continue;
+            }
+            if (lab->u.text.ptr[i] == 'o' && pos < k->rank)
+                of = (double)k->dims[pos];
+            pos++;
+        }
+        work *= kn / (of > 0 ? of : 1);
+    } else {
+        for (uint32_t j = 0; j < ins->n_operands; j++)
+            if (ir_shape_is_array(&ins->operands[j]->shape))
+                work += (double)ir_shape_elem_count(&ins->operands[j]->shape);
+    }
+    return work;
+}
+
+/* Refuses modules whose evaluation would take minutes or gigabytes, naming the estimate. */
+static SlStatus
+check_size(const IrModule *m, const char *which, SlError *err)
+{
+    double work = 0;
+    int64_t max_elems = 0;
+    for (uint32_t c = 0; c < m->n_comps; c++)
+        for (uint32_t i = 0; i < m->comps[c]->n_instrs; i++)
+            work += instr_work(m->comps[c]->instrs[i], &max_elems);
+    if (work <= SIM_MAX_WORK && max_elems <= SIM_MAX_ELEMS)
+        return SL_OK;
+    return sl_fail(err, SL_ERR_UNSUPPORTED, (SlSrcLoc){0},
+                   "the %s module is too large to simulate: about %.3g element operations and "
+                   "an array of %" PRId64 " elements (limits %.3g and %" PRId64 ")",
+                   which, work, max_elems, SIM_MAX_WORK, SIM_MAX_ELEMS);
 }
 
 /* ---- cutting inputs and reading outputs ------------------------------------------------------ */
@@ -516,6 +575,9 @@ sim_verify(const IrModule *orig, const IrModule *part, int64_t n_devices,
         return sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0}, "the partitioned module takes %u "
                        "parameters, the original %u", ir_computation_param_count(part->entry),
                        t.n_params);
+    SlStatus size_st = check_size(orig, "original", err);
+    if (size_st)
+        return size_st;
     t.bound = calloc(orig->entry->n_instrs, sizeof *t.bound);
     t.full = calloc(t.n_params + 1, sizeof *t.full);
     t.args = calloc((size_t)(n_devices * t.n_params) + 1, sizeof *t.args);

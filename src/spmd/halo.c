@@ -9,7 +9,7 @@
  * leaves the output untouched; communication only through spmd_coll_permute(). Halos larger
  * than a neighbour's shard that would cover the whole dim, and the compact variant
  * (ExchangeHaloCompact), fall back to replicating the windowed dims. */
-#include "spmd/spmd_int.h"
+#include "spmd/halo_int.h"
 
 #include <string.h>
 
@@ -27,10 +27,12 @@ typedef struct Calc {
     int sign[CALC_MAX_TERMS]; /* +1 or -1 */
 } Calc;
 
-/* The plan of one sharded, non-trivially windowed dim. */
+/* The plan of one sharded, non-trivially windowed dim. Shards that hold no useful input may be
+ * trimmed away (on the right, and a middle range), and so may useless data inside the only
+ * useful shard; `n`, `S`, `el` and `ex_base` then describe the trimmed exchange. */
 typedef struct DimPlan {
-    int64_t n;          /* shards along the dim */
-    int64_t S;          /* input shard size */
+    int64_t n;          /* shards taking part in the exchange (after trimming) */
+    int64_t S;          /* input shard size (after an in-shard trim) */
     int64_t el;         /* explicit left padding on the full shape (may be negative) */
     Mad start, limit;   /* [start, limit) on the left-padded, undilated input, per ordinal */
     int64_t shard_size; /* local size with halos: max(limit - start) */
@@ -38,6 +40,12 @@ typedef struct DimPlan {
     bool ds_out;        /* the local result needs a dynamic-slice (base dilation) */
     int64_t W;          /* output windows per shard */
     int64_t bd, pl0, max_pl;
+    int64_t ex_base;    /* full size the exchange sees: D, or S * n after trimming */
+    bool trimmed;       /* n is less than the target's shard count */
+    bool single;        /* trimmed to one shard: no exchange on this dim */
+    bool pre_mask;      /* mask the uneven tail before the exchange */
+    int64_t pre_lo, pre_hi;        /* in-shard slice before the exchange */
+    int64_t mid_first, mid_count; /* trimmed middle range of shards (mid_count 0: none) */
 } DimPlan;
 
 static int64_t
@@ -202,9 +210,70 @@ plan_base_dilation(DimPlan *p, const IrWindowDim *wd, int64_t dilated, IrWindowD
     swd->pad_lo = max_pl;
 }
 
-/* Plans one windowed dim of full size D cut into n shards of S; false when unsupported. */
+/* Drops shards on the right that hold only uneven padding or data cut off by negative high
+ * padding; returns true when one shard is left (the dim then needs no exchange). */
 static bool
-plan_dim(const IrWindowDim *wd, int64_t D, int64_t n, int64_t S, IrWindowDim *swd, DimPlan *p)
+trim_right(const IrWindowDim *wd, int64_t D, int64_t full, int64_t windows, IrWindowDim *swd,
+           DimPlan *p)
+{
+    int64_t useful = ceil_of(D + wd->pad_hi, p->S);
+    if (useful >= p->n)
+        return false;
+    p->n = max64(useful, windows);
+    p->trimmed = true;
+    if (p->n == 1) {
+        p->single = true;
+        swd->pad_hi = D + wd->pad_hi - p->S;
+        return true;
+    }
+    p->ex_base = p->S * p->n;
+    if (p->ex_base > D && wd->pad_hi > 0) {
+        p->pre_mask = true;
+    } else if (wd->pad_hi < 0 && full - wd->pad_lo < p->S) {
+        p->S = full - wd->pad_lo; /* useful input smaller than a shard: slice it first */
+        p->ex_base = p->S * p->n;
+        p->pre_hi = p->S;
+    }
+    return false;
+}
+
+/* Drops the shards between the output-holding ones and the first useful input (a large
+ * negative low padding); false when fewer than two shards would remain. */
+static bool
+trim_middle(int64_t full, int64_t windows, DimPlan *p)
+{
+    int64_t middle = (-p->el) / p->S - windows;
+    if (middle <= 0)
+        return true;
+    p->n -= middle;
+    if (p->n <= 1)
+        return false;
+    p->mid_first = windows;
+    p->mid_count = middle;
+    p->trimmed = true;
+    p->el += middle * p->S;
+    p->ex_base = p->S * p->n;
+    if (-p->el > p->S * (p->n - 1)) { /* all useful data on the last shard: skip the rest */
+        int64_t skip = -p->el - p->S * (p->n - 1);
+        p->S -= skip;
+        p->el += skip * p->n;
+        p->pre_lo = skip;
+        if (full < p->S) {
+            skip = p->S - full;
+            p->pre_hi -= skip;
+            p->el += skip * (p->n - 1);
+            p->S = full;
+        }
+        p->ex_base = p->S * p->n;
+    }
+    return true;
+}
+
+/* Plans one windowed dim of full size D cut into n shards of S; false when unsupported.
+ * `trim` enables the shard trimming of the halo path (never for explicit pad + slice). */
+static bool
+plan_dim(const IrWindowDim *wd, int64_t D, int64_t n, int64_t S, bool trim, IrWindowDim *swd,
+         DimPlan *p)
 {
     int64_t bd = wd->lhs_dilate, st = wd->stride;
     if (bd < 1 || st < 1 || wd->rhs_dilate < 1 || wd->size < 1 || D < 1)
@@ -219,17 +288,24 @@ plan_dim(const IrWindowDim *wd, int64_t D, int64_t n, int64_t S, IrWindowDim *sw
     p->S = S;
     p->bd = bd;
     p->W = ceil_of(windows, n);
+    p->ex_base = D;
+    p->pre_hi = S;
+    trim = trim && windows < n && wd->rhs_dilate == 1 && bd == 1;
+    if (trim && trim_right(wd, D, full, windows, swd, p))
+        return true;
     p->el = wd->pad_lo / bd;
     swd->pad_lo = wd->pad_lo % bd;
     swd->pad_hi = 0;
+    if (trim && !trim_middle(full, windows, p))
+        return false;
     if (st != 1 && (st * p->W) % bd != 0)
         return false;
     p->start = mad(st * p->W, bd - 1 - swd->pad_lo, bd);
     int64_t dss = st * (p->W - 1) + dilated;
     p->limit = mad(st * p->W, dss + bd - 1 - swd->pad_lo, bd);
-    for (int64_t k = 0; k < n; k++)
+    for (int64_t k = 0; k < p->n; k++)
         p->shard_size = max64(p->shard_size, mad_eval(p->limit, k) - mad_eval(p->start, k));
-    p->padded = mad_eval(p->limit, n - 1);
+    p->padded = mad_eval(p->limit, p->n - 1);
     if (bd != 1)
         plan_base_dilation(p, wd, dilated, swd);
     return p->shard_size > 0;
@@ -241,6 +317,7 @@ typedef struct Halo {
     Calc left, right;   /* per-ordinal halo sizes */
     int64_t max_l, max_r; /* over ordinals [1, n) and [0, n - 1) */
     int64_t lb, rb;     /* useful region [lb, rb) relative to the own shard */
+    bool compact;       /* halos far beyond the neighbours: ExchangeHaloCompact */
 } Halo;
 
 /* Halo sizes of plan p, and whether ExchangeHalo (non-compact) can build them. */
@@ -248,6 +325,7 @@ static bool
 halo_of(const DimPlan *p, Halo *h)
 {
     int64_t n = p->n, S = p->S;
+    h->compact = false;
     h->left = calc_diff(mad(S, p->el, 1), p->start);
     h->right = calc_diff(p->limit, mad(S, S + p->el, 1));
     if (p->el == calc_eval(&h->left, 0)) { /* ExchangeHaloCompact territory */
@@ -255,8 +333,10 @@ halo_of(const DimPlan *p, Halo *h)
         int64_t max_lr = calc_eval(&h->left, 0) + calc_eval(&h->right, 0);
         for (int64_t i = 1; i < n; i++)
             max_lr = max64(max_lr, calc_eval(&h->left, i) + calc_eval(&h->right, i));
-        if (S + max_lr == p->shard_size && max_halo > 2 * p->shard_size)
-            return false;
+        if (S + max_lr == p->shard_size && max_halo > 2 * p->shard_size) {
+            h->compact = true; /* unless replicating is simpler */
+            return p->shard_size * 2 < n * S;
+        }
     }
     h->max_l = calc_max(&h->left, 1, n);
     h->max_r = calc_max(&h->right, 0, n - 1);
@@ -373,13 +453,33 @@ pad_dim(SpmdCtx *cx, IrInstr *x, uint32_t dim, int64_t lo, int64_t hi, IrInstr *
     return spmd_emit_pad(cx, x, pad, pads);
 }
 
+/* The compact exchange with the per-ordinal halo sizes of h. */
+static IrInstr *
+exchange_compact(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_t dim,
+                 IrInstr *x, const DimPlan *p, const Halo *h, IrInstr *ordinal, IrInstr *pad,
+                 bool mask)
+{
+    int64_t *lr = SL_NEW_ARRAY(&cx->scratch, int64_t, 2 * p->n);
+    if (!lr)
+        return NULL;
+    for (int64_t k = 0; k < p->n; k++) {
+        lr[k] = calc_eval(&h->left, k);
+        lr[p->n + k] = calc_eval(&h->right, k);
+    }
+    return spmd_halo_exchange_compact(cx, st, s, dim, x, p->ex_base, lr, lr + p->n,
+                                      mask ? pad : NULL, mask, ordinal);
+}
+
 /* ExchangeHaloAndGetValidData for one dim (feasibility already checked by halo_of). */
 static IrInstr *
-exchange_valid(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *s, uint32_t dim,
+exchange_valid(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_t dim,
                IrInstr *x, const DimPlan *p, const Halo *h, IrInstr *ordinal, IrInstr *pad,
-               bool mask)
+               bool mask, bool force_mask_compact)
 {
-    IrInstr *cat = exchange(cx, v->state, s, dim, x, h, p->S);
+    if (h->compact)
+        return exchange_compact(cx, st, s, dim, x, p, h, ordinal, pad,
+                                mask || force_mask_compact);
+    IrInstr *cat = exchange(cx, st, s, dim, x, h, p->S);
     if (!cat)
         return NULL;
     int64_t n = p->n, max_l = calc_max(&h->left, 1, n);
@@ -410,8 +510,7 @@ exchange_valid(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *s, uint32_t d
     }
     if (!mask)
         return cat;
-    return mask_dim(cx, cat, dim, p, v->base_shape->dims[dim], mad_emit(cx, p->start, ordinal),
-                    pad);
+    return mask_dim(cx, cat, dim, p, p->ex_base, mad_emit(cx, p->start, ordinal), pad);
 }
 
 /* ---- the reshard ---- */
@@ -423,14 +522,16 @@ typedef struct WinPlan {
     int64_t shard_shape[SPMD_MAX_RANK];
     IrWindowDim *swin;
     bool ds_out;
+    bool trimmed;                 /* some dim exchanges over fewer shards than the target */
 } WinPlan;
 
 static bool
 plan_all(SpmdCtx *cx, const IrShape *base, const IrWindowDim *window, const ShdSharding *t,
-         WinPlan *wp)
+         bool trim, WinPlan *wp)
 {
     wp->rank = base->rank;
     wp->ds_out = false;
+    wp->trimmed = false;
     wp->swin = SL_DUP_ARRAY(cx->arena, IrWindowDim, window, base->rank ? base->rank : 1);
     if (!wp->swin)
         return false;
@@ -440,12 +541,60 @@ plan_all(SpmdCtx *cx, const IrShape *base, const IrWindowDim *window, const ShdS
         wp->shard_shape[d] = ceil_of(D, n);
         if (!wp->windowed[d])
             continue;
-        if (!plan_dim(&window[d], D, n, ceil_of(D, n), &wp->swin[d], &wp->dim[d]))
+        DimPlan *p = &wp->dim[d];
+        if (!plan_dim(&window[d], D, n, ceil_of(D, n), trim, &wp->swin[d], p))
             return false;
-        wp->shard_shape[d] = wp->dim[d].shard_size;
-        wp->ds_out = wp->ds_out || wp->dim[d].ds_out;
+        wp->trimmed = wp->trimmed || p->trimmed;
+        if (!p->single)
+            wp->shard_shape[d] = p->shard_size;
+        wp->ds_out = wp->ds_out || p->ds_out;
     }
     return true;
+}
+
+/* Shards taking part in the exchange along d (the target's count unless trimmed). */
+static int64_t
+exchange_shards(const WinPlan *wp, const ShdSharding *t, uint32_t d)
+{
+    if (!wp->windowed[d])
+        return shd_dim_shards(t, d);
+    return wp->dim[d].single ? 1 : wp->dim[d].n;
+}
+
+/* The target restricted to the shards left after trimming (subgroup dims kept). */
+static const ShdSharding *
+trimmed_target(SpmdCtx *cx, const ShdSharding *t, const WinPlan *wp)
+{
+    if (!wp->trimmed)
+        return t;
+    uint32_t nt = t->n_tile_dims;
+    int64_t dims[SPMD_MAX_RANK + 8], idx[SPMD_MAX_RANK + 8];
+    if (nt > SL_COUNTOF(dims))
+        return NULL;
+    int64_t total = 1;
+    for (uint32_t d = 0; d < nt; d++) {
+        dims[d] = d < wp->rank ? exchange_shards(wp, t, d) : t->tile_dims[d];
+        total *= dims[d];
+    }
+    int64_t *devs = SL_NEW_ARRAY(&cx->scratch, int64_t, total);
+    if (!devs)
+        return NULL;
+    for (int64_t k = 0; k < total; k++) {
+        int64_t rest = k, pos = 0;
+        for (uint32_t d = nt; d-- > 0;) {
+            idx[d] = rest % dims[d];
+            rest /= dims[d];
+        }
+        for (uint32_t d = 0; d < nt; d++) {
+            int64_t i = idx[d];
+            if (d < wp->rank && wp->windowed[d] && wp->dim[d].mid_count > 0 &&
+                i >= wp->dim[d].mid_first)
+                i += wp->dim[d].mid_count;
+            pos = pos * t->tile_dims[d] + i;
+        }
+        devs[k] = t->devices[pos];
+    }
+    return shd_tiled(cx->arena, dims, nt, devs, t->subgroups, t->n_subgroups);
 }
 
 /* Output offsets of the base-dilated dims: W * k - (start(k) * bd + pl0 - max_pl). */
@@ -522,22 +671,83 @@ windowed_replicated(SpmdCtx *cx, const ShdSharding *t, const IrWindowDim *window
     return n ? shd_partially_replicate_dims(cx->arena, t, dims, n) : t;
 }
 
+/* The ordinal along d among the exchanging shards: shards after a trimmed middle range move
+ * down by the number of output-holding shards before it (as upstream computes it). */
+static IrInstr *
+exchange_ordinal(SpmdCtx *cx, const SpmdState *st, const ShdSharding *t, const DimPlan *p,
+                 uint32_t d)
+{
+    IrInstr *ord = spmd_partition_ordinal(cx, st, t, d);
+    if (p->mid_count == 0 || !ord)
+        return ord;
+    IrInstr *first = spmd_emit_constant_scalar(cx, IR_DT_S32, p->mid_first);
+    IrInstr *on_left = spmd_emit_compare(cx, ord, first, "LT");
+    IrInstr *right = spmd_emit_binary(cx, IR_OP_SUBTRACT, ord, first);
+    return spmd_emit_select(cx, on_left, ord, right);
+}
+
+/* Before the exchange: mask the uneven tails of trimmed dims, slice away useless data. */
+static IrInstr *
+pre_exchange(SpmdCtx *cx, const SpmdValue *v, const WinPlan *wp, IrInstr *pad)
+{
+    uint64_t skip = ~(uint64_t)0;
+    int64_t lo[SPMD_MAX_RANK], hi[SPMD_MAX_RANK];
+    for (uint32_t d = 0; d < wp->rank; d++) {
+        lo[d] = 0;
+        hi[d] = v->hlo->shape.dims[d];
+        if (!wp->windowed[d] || wp->dim[d].single)
+            continue;
+        if (wp->dim[d].pre_mask && d < 64)
+            skip &= ~((uint64_t)1 << d);
+        lo[d] = wp->dim[d].pre_lo;
+        hi[d] = wp->dim[d].pre_hi;
+    }
+    IrInstr *x = ~skip ? spmd_pad_with_value(cx, v, pad, skip) : v->hlo;
+    return x ? spmd_emit_slice(cx, x, lo, hi) : NULL;
+}
+
 static SlStatus
 halo_path(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *t, const WinPlan *wp,
-          const Halo *h, IrInstr *pad, bool mask, SpmdWindowedInput *out, SlError *err)
+          const Halo *h, IrInstr *pad, const bool mask[2], SpmdWindowedInput *out,
+          SlError *err)
 {
-    IrInstr *x = v->hlo;
-    for (uint32_t d = 0; d < wp->rank; d++) {
-        if (!wp->windowed[d])
-            continue;
-        IrInstr *ord = spmd_partition_ordinal(cx, v->state, t, d);
-        x = exchange_valid(cx, v, t, d, x, &wp->dim[d], &h[d], ord, pad, mask);
-        if (!x)
-            return spmd_nomem(cx, err);
-    }
-    out->sharded_input = x;
+    int64_t tiles = 1;
+    for (uint32_t d = 0; d < wp->rank; d++)
+        tiles *= exchange_shards(wp, t, d);
     out->shard_window = wp->swin;
     out->dynamic_slice_index = output_offsets(cx, v->state, t, wp);
+    if (tiles == 1) { /* trimmed down to one shard: the data is already in place */
+        out->sharded_input = v->hlo;
+        return SL_OK;
+    }
+    const ShdSharding *ht = trimmed_target(cx, t, wp);
+    IrInstr *x = ht ? pre_exchange(cx, v, wp, pad) : NULL;
+    for (uint32_t d = 0; d < wp->rank && x; d++) {
+        if (!wp->windowed[d] || wp->dim[d].single)
+            continue;
+        IrInstr *ord = exchange_ordinal(cx, v->state, t, &wp->dim[d], d);
+        x = ord ? exchange_valid(cx, v->state, ht, d, x, &wp->dim[d], &h[d], ord, pad, mask[0],
+                                 mask[1])
+                : NULL;
+    }
+    if (!x)
+        return spmd_nomem(cx, err);
+    out->sharded_input = x;
+    return SL_OK;
+}
+
+/* Plans with trimming for the halo path and without it for explicit pad + slice. */
+static SlStatus
+plan_both(SpmdCtx *cx, const SpmdValue *v, const IrWindowDim *window, const ShdSharding *target,
+          WinPlan *trimmed, WinPlan *plain)
+{
+    const IrShape *base = v->base_shape;
+    if (!ir_shape_is_array(base) || base->rank > SPMD_MAX_RANK || !shd_is_tiled(target) ||
+        shd_data_rank(target) != base->rank || v->sharding->kind == SHD_TUPLE ||
+        shd_is_manual_subgroup(target) || !plan_all(cx, base, window, target, false, plain))
+        return SL_ERR_UNSUPPORTED;
+    if (!plan_all(cx, base, window, target, true, trimmed))
+        *trimmed = *plain;
     return SL_OK;
 }
 
@@ -546,11 +756,19 @@ spmd_reshard_as_windowed_input(SpmdCtx *cx, const SpmdValue *v, const IrWindowDi
                                const ShdSharding *target, IrInstr *pad_value, bool mask_invalid,
                                SpmdWindowedInput *out, SlError *err)
 {
+    return spmd_reshard_as_windowed_input_ex(cx, v, window, target, pad_value, mask_invalid,
+                                             false, out, err);
+}
+
+SlStatus
+spmd_reshard_as_windowed_input_ex(SpmdCtx *cx, const SpmdValue *v, const IrWindowDim *window,
+                                  const ShdSharding *target, IrInstr *pad_value,
+                                  bool mask_invalid, bool force_mask_in_compact,
+                                  SpmdWindowedInput *out, SlError *err)
+{
     const IrShape *base = v->base_shape;
-    WinPlan wp;
-    if (!ir_shape_is_array(base) || base->rank > SPMD_MAX_RANK || !shd_is_tiled(target) ||
-        shd_data_rank(target) != base->rank || v->sharding->kind == SHD_TUPLE ||
-        shd_is_manual_subgroup(target) || !plan_all(cx, base, window, target, &wp))
+    WinPlan wp, plain;
+    if (plan_both(cx, v, window, target, &wp, &plain) != SL_OK)
         return SL_ERR_UNSUPPORTED;
     memset(out, 0, sizeof(*out));
     const ShdSharding *rw = windowed_replicated(cx, target, window, base->rank);
@@ -561,13 +779,13 @@ spmd_reshard_as_windowed_input(SpmdCtx *cx, const SpmdValue *v, const IrWindowDi
     SpmdValue cur = *v;
     bool same = shd_equal(cur.sharding, target);
     if (is_repl_value(cur.sharding) || (!same && shd_equal(rw, cur.sharding)))
-        return pad_and_slice(cx, &cur, target, &wp, pad_value, out, err);
+        return pad_and_slice(cx, &cur, target, &plain, pad_value, out, err);
     Halo *h = SL_NEW_ARRAY(cx->arena, Halo, base->rank ? base->rank : 1);
     if (!h)
         return spmd_nomem(cx, err);
     bool ok = true;
     for (uint32_t d = 0; d < base->rank && ok; d++)
-        ok = !wp.windowed[d] || halo_of(&wp.dim[d], &h[d]);
+        ok = !wp.windowed[d] || wp.dim[d].single || halo_of(&wp.dim[d], &h[d]);
     SlStatus st = SL_OK;
     if (!same) /* upstream reshards to the target first, then retries */
         st = spmd_reshard(cx, &cur, target, NULL, &cur, err);
@@ -575,10 +793,11 @@ spmd_reshard_as_windowed_input(SpmdCtx *cx, const SpmdValue *v, const IrWindowDi
         if (!shd_equal(rw, cur.sharding))
             st = spmd_reshard(cx, &cur, rw, NULL, &cur, err);
         if (st == SL_OK)
-            st = pad_and_slice(cx, &cur, target, &wp, pad_value, out, err);
+            st = pad_and_slice(cx, &cur, target, &plain, pad_value, out, err);
         return st;
     }
     if (st != SL_OK)
         return st;
-    return halo_path(cx, &cur, target, &wp, h, pad_value, mask_invalid, out, err);
+    const bool mask[2] = {mask_invalid, force_mask_in_compact};
+    return halo_path(cx, &cur, target, &wp, h, pad_value, mask, out, err);
 }

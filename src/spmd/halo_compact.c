@@ -34,9 +34,13 @@ typedef struct Permute {
     int64_t start;
 } Permute;
 
-/* The dst-of-src pairs: (shard, piece index) couples. */
+/* A piece another shard needs: its shard and its index in that shard's list. */
+typedef struct Dst {
+    int64_t shard, idx;
+} Dst;
+
 typedef struct DstList {
-    int64_t (*v)[2];
+    Dst *v;
     int64_t n, next;
 } DstList;
 
@@ -139,7 +143,7 @@ split_padding(Compact *c)
     for (int64_t i = 0; i < n; i++) {
         int64_t cap = 2 * c->pieces[i].cap;
         out[i] = (PieceList){SL_NEW_ARRAY(&c->cx->scratch, Piece, cap), 0, cap};
-        c->dsts[i] = (DstList){SL_NEW_ARRAY(&c->cx->scratch, int64_t[2], n * cap), 0, 0};
+        c->dsts[i] = (DstList){SL_NEW_ARRAY(&c->cx->scratch, Dst, n * cap), 0, 0};
         next[i] = 0;
         if (!out[i].v || !c->dsts[i].v)
             return false;
@@ -169,8 +173,7 @@ split_padding(Compact *c)
             }
             if (h->cp != PIECE_PAD && h->at != i) {
                 DstList *d = &c->dsts[h->at];
-                d->v[d->n][0] = i;
-                d->v[d->n++][1] = out[i].n - 1;
+                d->v[d->n++] = (Dst){i, out[i].n - 1};
             }
         }
     }
@@ -185,14 +188,11 @@ sort_dsts(Compact *c)
     for (int64_t i = 0; i < c->n; i++) {
         DstList *d = &c->dsts[i];
         for (int64_t a = 1; a < d->n; a++) {
-            int64_t key[2] = {d->v[a][0], d->v[a][1]};
-            int64_t ko = c->pieces[key[0]].v[key[1]].offset, b = a;
-            for (; b > 0 && c->pieces[d->v[b - 1][0]].v[d->v[b - 1][1]].offset > ko; b--) {
-                d->v[b][0] = d->v[b - 1][0];
-                d->v[b][1] = d->v[b - 1][1];
-            }
-            d->v[b][0] = key[0];
-            d->v[b][1] = key[1];
+            Dst key = d->v[a];
+            int64_t ko = c->pieces[key.shard].v[key.idx].offset, b = a;
+            for (; b > 0 && c->pieces[d->v[b - 1].shard].v[d->v[b - 1].idx].offset > ko; b--)
+                d->v[b] = d->v[b - 1];
+            d->v[b] = key;
         }
     }
 }
@@ -272,7 +272,7 @@ build_permutes(Compact *c)
             DstList *d = &c->dsts[i];
             if (d->next >= d->n)
                 continue;
-            Piece *h = &c->pieces[d->v[d->next][0]].v[d->v[d->next][1]];
+            Piece *h = &c->pieces[d->v[d->next].shard].v[d->v[d->next].idx];
             if (np > 0 && delay_piece(c, h, seen, start, limit))
                 continue;
             h->cp = c->n_cps;
@@ -295,7 +295,6 @@ build_permutes(Compact *c)
 
 /* The local window assembled from the pieces; see spmd_halo_exchange_compact. */
 typedef struct Assembly {
-    IrInstr *pieces[2 * SPMD_MAX_RANK];
     IrInstr **concat;  /* concatenated pieces, one per piece index */
     int64_t n_concat;
     int64_t concat_size;
@@ -497,14 +496,13 @@ spmd_halo_exchange_compact(SpmdCtx *cx, const SpmdState *st, const ShdSharding *
     int64_t max_pieces = 0;
     for (int64_t i = 0; i < c.n; i++)
         max_pieces = max64(max_pieces, c.pieces[i].n);
-    Assembly as = {{0}, SL_NEW_ARRAY(&cx->scratch, IrInstr *, max_pieces + 1), 0, 0, c.S, true};
+    Assembly as = {SL_NEW_ARRAY(&cx->scratch, IrInstr *, max_pieces + 1), 0, 0, c.S, true};
     if (!as.concat)
         return NULL;
     bool failed = false;
     for (int64_t idx = 0; assemble_piece(&c, &as, idx, pad, ordinal, &failed); idx++)
         ;
-    if (failed || as.n_concat == 0)
-        return as.all_padding && !failed ? finish(&c, &as, left, right, pad, mask, ordinal)
-                                         : NULL;
+    if (failed)
+        return NULL;
     return finish(&c, &as, left, right, pad, mask, ordinal);
 }

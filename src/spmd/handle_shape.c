@@ -157,8 +157,8 @@ spmd_handle_slice(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         if (st != SL_OK)
             return st;
         IrInstr *local = slice_from_window(cx, &wi, a->u.slice.v, r);
-        if (local == op->hlo)
-            local = spmd_emit_copy(cx, local); /* never alias another source value */
+        if (local == wi.sharded_input) /* never share the windowed-input result (upstream) */
+            local = spmd_emit_copy(cx, local);
         if (!local)
             return spmd_nomem(cx, err);
         return spmd_finish(cx, hlo, local, cands[c], err);
@@ -201,8 +201,8 @@ spmd_handle_pad(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     IrWindowDim win[SPMD_MAX_RANK];
     bool mask = pad_window(hlo, s, win);
     SpmdWindowedInput wi;
-    st = spmd_reshard_as_windowed_input(cx, spmd_get_value(cx, hlo->operands[0]), win, s, pv.hlo,
-                                        mask, &wi, err);
+    st = spmd_reshard_as_windowed_input_ex(cx, spmd_get_value(cx, hlo->operands[0]), win, s,
+                                           pv.hlo, mask, true, &wi, err);
     if (st == SL_ERR_UNSUPPORTED)
         return spmd_handle_default(cx, hlo, err);
     if (st != SL_OK)

@@ -220,6 +220,13 @@ SlStatus spmd_reshard_as_windowed_input(SpmdCtx *cx, const SpmdValue *v,
                                         const IrWindowDim *window, const ShdSharding *target,
                                         IrInstr *pad_value, bool mask_invalid,
                                         SpmdWindowedInput *out, SlError *err);
+/* As above; force_mask_in_compact masks the invalid region when the compact halo exchange is
+ * used even if mask_invalid is false (the pad handler: compact pieces leave garbage). */
+SlStatus spmd_reshard_as_windowed_input_ex(SpmdCtx *cx, const SpmdValue *v,
+                                           const IrWindowDim *window, const ShdSharding *target,
+                                           IrInstr *pad_value, bool mask_invalid,
+                                           bool force_mask_in_compact, SpmdWindowedInput *out,
+                                           SlError *err);
 
 /* ---- values of source instructions ------------------------------------------------------ */
 
