@@ -506,3 +506,78 @@ spmd_halo_exchange_compact(SpmdCtx *cx, const SpmdState *st, const ShdSharding *
         return NULL;
     return finish(&c, &as, left, right, pad, mask, ordinal);
 }
+
+/* ---- uneven partial-replication transitions (C.8.1 step 1, C.8.2 step 2) ---- */
+
+static int64_t
+padded_size(int64_t D, int64_t n)
+{
+    return (D + n - 1) / n * n;
+}
+
+/* The compact exchange along d of src where shard i's window moves by the given halos. */
+static IrInstr *
+compact_dim(SpmdCtx *cx, const SpmdState *st, const ShdSharding *src, IrInstr *x,
+            const IrShape *base, uint32_t d, int64_t *left, int64_t *right)
+{
+    IrInstr *ord = spmd_partition_ordinal(cx, st, src, d);
+    if (!ord)
+        return NULL;
+    return spmd_halo_exchange_compact(cx, st, src, d, x, base->dims[d], left, right, NULL,
+                                      false, ord);
+}
+
+IrInstr *
+spmd_halo_pad_from_partial(SpmdCtx *cx, const SpmdState *st, IrInstr *x, const IrShape *base,
+                           const ShdSharding *src, const ShdSharding *dst)
+{
+    IrPadDim pads[SPMD_MAX_RANK];
+    bool need_pad = false;
+    for (uint32_t d = 0; d < base->rank && x; d++) {
+        int64_t nx = shd_dim_shards(src, d), ny = shd_dim_shards(dst, d), D = base->dims[d];
+        pads[d] = (IrPadDim){0, 0, 0};
+        int64_t src_per = padded_size(D, nx) / nx, dst_per = padded_size(D, ny) / nx;
+        if (ny <= nx || src_per >= dst_per)
+            continue;
+        if (nx == 1) { /* unsharded source: a plain pad */
+            pads[d].hi = padded_size(D, ny) - padded_size(D, nx);
+            need_pad = true;
+            continue;
+        }
+        int64_t *lr = SL_NEW_ARRAY(&cx->scratch, int64_t, 2 * nx);
+        if (!lr)
+            return NULL;
+        for (int64_t i = 0; i < nx; i++) {
+            lr[i] = (src_per - dst_per) * i;
+            lr[nx + i] = (dst_per - src_per) * (i + 1);
+        }
+        x = compact_dim(cx, st, src, x, base, d, lr, lr + nx);
+    }
+    if (need_pad && x)
+        x = spmd_emit_pad(cx, x, spmd_emit_constant_scalar(cx, base->dtype, 0), pads);
+    return x;
+}
+
+IrInstr *
+spmd_halo_tile_to_partial(SpmdCtx *cx, const SpmdState *st, IrInstr *x, const IrShape *base,
+                          const ShdSharding *src, const ShdSharding *dst)
+{
+    for (uint32_t d = 0; d < base->rank && x; d++) {
+        int64_t nx = shd_dim_shards(src, d), ny = shd_dim_shards(dst, d), D = base->dims[d];
+        if (nx <= ny || ny == 1)
+            continue;
+        int64_t src_per = padded_size(D, nx) / ny, dst_per = padded_size(D, ny) / ny;
+        if (src_per <= dst_per)
+            continue;
+        int64_t rf = nx / ny;
+        int64_t *lr = SL_NEW_ARRAY(&cx->scratch, int64_t, 2 * nx);
+        if (!lr)
+            return NULL;
+        for (int64_t i = 0; i < nx; i++) {
+            lr[i] = (src_per - dst_per) * (i / rf);
+            lr[nx + i] = -lr[i];
+        }
+        x = compact_dim(cx, st, src, x, base, d, lr, lr + nx);
+    }
+    return x;
+}

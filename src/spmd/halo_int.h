@@ -22,4 +22,19 @@ IrInstr *spmd_halo_exchange_compact(SpmdCtx *cx, const SpmdState *st, const ShdS
  * when every entry is equal. */
 IrInstr *spmd_halo_table_lookup(SpmdCtx *cx, const int64_t *table, int64_t n, IrInstr *ordinal);
 
+/* PadFromPartialReplicateShape: before dynamic-slicing a partially replicated value (in `src`)
+ * to the finer `dst` (same tile dims as the target), move data so that shard i of `src` holds
+ * [i * P, (i + 1) * P) of the layout padded for `dst` (P = padded dst size / src shards), with
+ * a compact exchange on sharded dims and a plain pad on unsharded ones. x itself when no dim
+ * needs it; NULL on arena failure. */
+IrInstr *spmd_halo_pad_from_partial(SpmdCtx *cx, const SpmdState *st, IrInstr *x,
+                                    const IrShape *base, const ShdSharding *src,
+                                    const ShdSharding *dst);
+/* TileToPartialReplicateHaloExchange: before gathering tiles of `src` into the coarser tiles
+ * of the partially replicated `dst`, shift data left so that the gathered group holds its dst
+ * tile first (uneven dims only). x itself when no dim needs it; NULL on arena failure. */
+IrInstr *spmd_halo_tile_to_partial(SpmdCtx *cx, const SpmdState *st, IrInstr *x,
+                                   const IrShape *base, const ShdSharding *src,
+                                   const ShdSharding *dst);
+
 #endif

@@ -1,8 +1,8 @@
-/* handle_shape.c - data-movement handlers (gspmd.md D.2-D.5, D.7-D.9, D.19): broadcast,
- * reshape, transpose, slice, pad, reverse, dynamic-slice, dynamic-update-slice. Decides operand
+/* handle_shape.c - data-movement handlers (gspmd.md D.2, D.4, D.5, D.7-D.9, D.19): broadcast,
+ * transpose, slice, pad, reverse, dynamic-slice, dynamic-update-slice. Decides operand
  * shardings and local attributes; reshards through handle_common.c / spmd_reshard().
  * Slice, pad and reverse go through the windowed-input reshard (halo.c) and fall back to
- * DefaultAction only when it has no plan. */
+ * DefaultAction only when it has no plan. Reshape (D.3) is in handle_reshape.c. */
 #include "spmd/spmd_int.h"
 
 #include <string.h>
@@ -37,32 +37,6 @@ spmd_handle_broadcast(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     }
     const ShdSharding *targets[1] = {op_s};
     return spmd_handle_with_shardings(cx, hlo, targets, s, err);
-}
-
-SlStatus
-spmd_handle_reshape(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
-{
-    const ShdSharding *s = spmd_sharding_of(cx, hlo);
-    const IrShape *in = &hlo->operands[0]->shape;
-    if (!shd_is_tiled(s) && !shd_is_tiled(spmd_get_value(cx, hlo->operands[0])->sharding))
-        return spmd_handle_with_shardings(cx, hlo, (const ShdSharding *[]){s}, s, err);
-    /* 1: the operand sharding that maps onto the output sharding */
-    const ShdSharding *in_s = shd_is_tiled(s) ? shd_reshape(cx->arena, &hlo->shape, in, s) : s;
-    if (in_s && shd_num_tiles(in_s) == shd_num_tiles(s)) {
-        IrShape li = spmd_local_shape(cx, in, in_s), lo = spmd_local_shape(cx, &hlo->shape, s);
-        if (ir_shape_elem_count(&li) == ir_shape_elem_count(&lo))
-            return spmd_handle_with_shardings(cx, hlo, (const ShdSharding *[]){in_s}, s, err);
-    }
-    /* ... or the output sharding the operand's current sharding maps to */
-    const ShdSharding *cur = spmd_get_value(cx, hlo->operands[0])->sharding;
-    const ShdSharding *out_s = shd_is_tiled(cur) ? shd_reshape(cx->arena, in, &hlo->shape, cur)
-                                                  : NULL;
-    if (out_s && shd_num_tiles(out_s) == shd_num_tiles(cur)) {
-        IrShape li = spmd_local_shape(cx, in, cur), lo = spmd_local_shape(cx, &hlo->shape, out_s);
-        if (ir_shape_elem_count(&li) == ir_shape_elem_count(&lo))
-            return spmd_handle_with_shardings(cx, hlo, (const ShdSharding *[]){cur}, out_s, err);
-    }
-    return spmd_handle_default(cx, hlo, err);
 }
 
 SlStatus

@@ -5,7 +5,7 @@
  * Does not own: building collectives (collectives.c) or sharding arithmetic (src/sharding).
  * Invariants: every call emits one `reshard` trace event (cache hits included); collectives are
  * attributed to the reshard being built through cx->cur_reshard. */
-#include "spmd/spmd_int.h"
+#include "spmd/halo_int.h"
 
 #include <string.h>
 
@@ -714,7 +714,36 @@ all_to_all_chain(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, const in
 
 /* ---- partial replication (C.8) ---- */
 
-/* C.8.1: every device already holds its target tile inside its partial tile. */
+/* C.8.1 offsets: where each device's target tile starts inside its (re-laid-out) source tile:
+ * tile_y * S_y - tile_x * (S_y * n_y / n_x), per dim whose shard count grows. */
+static SlStatus
+partial_offsets(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *yc, const IrShape *local,
+                IrInstr **offs, SlError *err)
+{
+    const ShdSharding *s = v->sharding;
+    int64_t np = v->state->num_partitions;
+    int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, np);
+    int64_t ix[SPMD_MAX_RANK], iy[SPMD_MAX_RANK];
+    IrInstr *zero = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
+    if (!tbl || !zero)
+        return spmd_nomem(cx, err);
+    for (uint32_t d = 0; d < v->base_shape->rank; d++) {
+        int64_t nx = shd_dim_shards(s, d), ny = shd_dim_shards(yc, d), Sy = local->dims[d];
+        offs[d] = zero;
+        if (nx == ny)
+            continue;
+        for (int64_t dev = 0; dev < np; dev++) {
+            if (!shd_tile_index(s, dev, ix) || !shd_tile_index(yc, dev, iy))
+                return SL_ERR_UNSUPPORTED;
+            tbl[dev] = iy[d] * Sy - ix[d] * (Sy * ny / nx);
+        }
+        offs[d] = spmd_table_lookup(cx, v->state, tbl, np, IR_DT_S32);
+    }
+    return SL_OK;
+}
+
+/* C.8.1: every device holds its target tile inside its partial tile, after an exchange that
+ * re-lays the source out for the target's padding (PadFromPartialReplicateShape). */
 static SlStatus
 partial_to_tiled(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out,
                  SlError *err)
@@ -723,59 +752,18 @@ partial_to_tiled(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValu
     const ShdSharding *yc = shd_partial_replicate_reshard_compatible(cx->arena, s, y);
     if (!yc)
         return SL_ERR_UNSUPPORTED;
-    const IrShape *base = v->base_shape;
-    uint32_t r = base->rank;
-    int64_t np = v->state->num_partitions;
-    IrShape local = spmd_local_shape(cx, base, yc);
-    IrInstr *x = v->hlo;
-    int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, np);
-    int64_t ix[SPMD_MAX_RANK], iy[SPMD_MAX_RANK];
-    if (!tbl)
-        return spmd_nomem(cx, err);
-    /* check feasibility and the need to pad unsharded source dims */
-    IrPadDim pads[SPMD_MAX_RANK];
-    bool need_pad = false;
-    for (uint32_t d = 0; d < r; d++) {
-        int64_t nx = shd_dim_shards(s, d), ny = shd_dim_shards(yc, d);
-        pads[d] = (IrPadDim){0, 0, 0};
-        if (nx == ny)
-            continue;
-        int64_t Sx = ceil_div(base->dims[d], nx), Sy = local.dims[d];
-        for (int64_t dev = 0; dev < np; dev++) {
-            if (!shd_tile_index(s, dev, ix) || !shd_tile_index(yc, dev, iy))
-                return SL_ERR_UNSUPPORTED;
-            int64_t o = iy[d] * Sy - ix[d] * Sx;
-            if (o < 0)
-                return SL_ERR_UNSUPPORTED;
-            if (o + Sy > Sx) {
-                if (nx != 1)
-                    return SL_ERR_UNSUPPORTED;
-                pads[d].hi = Sy * ny - base->dims[d];
-                need_pad = true;
-            }
-        }
-    }
-    if (need_pad)
-        x = spmd_emit_pad(cx, x, spmd_emit_constant_scalar(cx, base->dtype, 0), pads);
+    for (uint32_t d = 0; d < v->base_shape->rank; d++)
+        if (shd_dim_shards(yc, d) % shd_dim_shards(s, d) != 0)
+            return SL_ERR_UNSUPPORTED;
+    if (!shd_equal(yc, y) && !shd_can_reshard_with_collective_permute(yc, y))
+        return SL_ERR_UNSUPPORTED;
+    IrShape local = spmd_local_shape(cx, v->base_shape, yc);
     IrInstr *offs[SPMD_MAX_RANK];
-    IrInstr *zero = NULL;
-    for (uint32_t d = 0; d < r; d++) {
-        int64_t nx = shd_dim_shards(s, d), ny = shd_dim_shards(yc, d);
-        if (nx == ny) {
-            if (!zero)
-                zero = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
-            offs[d] = zero;
-            continue;
-        }
-        int64_t Sx = ceil_div(base->dims[d], nx), Sy = local.dims[d];
-        for (int64_t dev = 0; dev < np; dev++) {
-            shd_tile_index(s, dev, ix);
-            shd_tile_index(yc, dev, iy);
-            tbl[dev] = iy[d] * Sy - ix[d] * Sx;
-        }
-        offs[d] = spmd_table_lookup(cx, v->state, tbl, np, IR_DT_S32);
-    }
-    x = spmd_emit_dynamic_slice(cx, x, offs, local.dims);
+    SlStatus st = partial_offsets(cx, v, yc, &local, offs, err);
+    if (st != SL_OK)
+        return st;
+    IrInstr *x = spmd_halo_pad_from_partial(cx, v->state, v->hlo, v->base_shape, s, yc);
+    x = x ? spmd_emit_dynamic_slice(cx, x, offs, local.dims) : NULL;
     if (!x)
         return spmd_nomem(cx, err);
     SpmdValue mid = with(v, x, yc);
@@ -783,42 +771,17 @@ partial_to_tiled(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValu
         *out = mid;
         return SL_OK;
     }
-    if (shd_can_reshard_with_collective_permute(yc, y))
-        return permute(cx, &mid, y, out, err);
-    return SL_ERR_UNSUPPORTED;
+    return permute(cx, &mid, y, out, err);
 }
 
-/* C.8.2: gather within the groups that share one target tile. */
-static SlStatus
-tiled_to_partial(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out,
-                 SlError *err)
+/* C.8.2 step 3: all-gather each replicated dim within its groups, trimming padding. */
+static IrInstr *
+gather_to_partial(SpmdCtx *cx, const SpmdValue *v, IrInstr *x, const ShdSharding *yc,
+                  const ShdSharding *y, SlError *err)
 {
-    const ShdSharding *yc = shd_partial_replicate_reshard_compatible(cx->arena, y, v->sharding);
-    if (!yc)
-        return SL_ERR_UNSUPPORTED;
     const IrShape *base = v->base_shape;
     uint32_t r = base->rank;
-    /* feasibility: gathered sub-tiles must line up with the target tiles */
-    for (uint32_t d = 0; d < r; d++) {
-        int64_t ny = shd_dim_shards(y, d), nc = shd_dim_shards(yc, d);
-        if (nc == ny)
-            continue;
-        if (ny == 0 || nc % ny != 0)
-            return SL_ERR_UNSUPPORTED;
-        int64_t f = nc / ny;
-        if (ny > 1 && f * ceil_div(base->dims[d], nc) != ceil_div(base->dims[d], ny))
-            return SL_ERR_UNSUPPORTED;
-    }
-    SpmdValue cur = *v;
-    if (!shd_equal(v->sharding, yc)) {
-        if (!shd_can_reshard_with_collective_permute(v->sharding, yc))
-            return SL_ERR_UNSUPPORTED;
-        SlStatus st = permute(cx, v, yc, &cur, err);
-        if (st != SL_OK)
-            return st;
-    }
-    IrInstr *x = cur.hlo;
-    for (uint32_t d = r; d-- > 0;) {
+    for (uint32_t d = r; d-- > 0 && x;) {
         int64_t ny = shd_dim_shards(y, d), nc = shd_dim_shards(yc, d);
         if (nc == ny)
             continue;
@@ -829,12 +792,10 @@ tiled_to_partial(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValu
         else
             st = split_groups(cx, yc, d, nc / ny, &g, err);
         if (st != SL_OK)
-            return st;
+            return NULL;
         x = spmd_coll_all_gather(cx, v->state, x, &g, d);
-        if (!x)
-            return spmd_nomem(cx, err);
         int64_t want = ceil_div(base->dims[d], ny);
-        if (x->shape.dims[d] > want) {
+        if (x && x->shape.dims[d] > want) {
             int64_t lo[SPMD_MAX_RANK], hi[SPMD_MAX_RANK];
             for (uint32_t k = 0; k < r; k++) {
                 lo[k] = 0;
@@ -843,8 +804,37 @@ tiled_to_partial(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValu
             x = spmd_emit_slice(cx, x, lo, hi);
         }
     }
+    return x;
+}
+
+/* C.8.2: gather within the groups that share one target tile; uneven dims first shift data
+ * so that dropping the gathered tail is safe (TileToPartialReplicateHaloExchange). */
+static SlStatus
+tiled_to_partial(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out,
+                 SlError *err)
+{
+    const ShdSharding *yc = shd_partial_replicate_reshard_compatible(cx->arena, y, v->sharding);
+    if (!yc)
+        return SL_ERR_UNSUPPORTED;
+    for (uint32_t d = 0; d < v->base_shape->rank; d++) {
+        int64_t ny = shd_dim_shards(y, d), nc = shd_dim_shards(yc, d);
+        if (ny == 0 || nc % ny != 0)
+            return SL_ERR_UNSUPPORTED;
+    }
+    SpmdValue cur = *v;
+    if (!shd_equal(v->sharding, yc)) {
+        if (!shd_can_reshard_with_collective_permute(v->sharding, yc))
+            return SL_ERR_UNSUPPORTED;
+        SlStatus st = permute(cx, v, yc, &cur, err);
+        if (st != SL_OK)
+            return st;
+    }
+    IrInstr *x = spmd_halo_tile_to_partial(cx, v->state, cur.hlo, v->base_shape, yc, y);
     if (!x)
         return spmd_nomem(cx, err);
+    x = gather_to_partial(cx, v, x, yc, y, err);
+    if (!x)
+        return sl_arena_failed(cx->arena) ? spmd_nomem(cx, err) : SL_ERR_INVALID;
     *out = with(v, x, y);
     return SL_OK;
 }

@@ -1,12 +1,15 @@
 /* windowed_einsum.c - collective matmul (gspmd.md E.5, E.12; seeds/000
  * GetWindowedEinsumConfiguration, EmitWindowedDotGeneral). Owns: deciding whether a dot's
- * base case becomes a windowed loop (XLA's SpmdPartitionerOptions names and defaults), and
- * building that loop as ordinary HLO: a while whose condition is `i < n` and whose body runs
- * the local dot on the current window, accumulates (add, or dynamic-update-slice), and passes
- * the window one step around the device ring with a collective-permute. Every loop is
- * reported as a windowed-loop trace event. Does not own: the local dot (DotJob.create) or
- * collectives (collectives.c). Invariant: the loop bodies are emitted through spmd_emit with
- * cx->comp switched to the new computation, and the partition-id memos are restored after. */
+ * base case becomes a windowed loop (XLA's SpmdPartitionerOptions names and defaults: the
+ * byte/MiB thresholds, the users check, disable_ag_rewrite_for_multiple_consumers, partial
+ * windowing), and building that loop as ordinary HLO: a while whose body runs the local dot
+ * on the current window, accumulates (add, or dynamic-update-slice), and passes the window
+ * (or, for reduce-scatter, the result) around the device ring with collective-permutes; in
+ * the plain, unrolled (two half-steps) and bidirectional (both ring directions, one dot over
+ * a pair dim) variants. Every loop is reported as a windowed-loop trace event. Does not own:
+ * the local dot (DotJob.create) or collectives (collectives.c). Invariant: the loop bodies
+ * are emitted through spmd_emit with cx->comp switched to the new computation, and the
+ * partition-id memos are restored after. */
 #include "spmd/dot_int.h"
 
 #include <stdio.h>
