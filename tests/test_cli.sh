@@ -258,6 +258,20 @@ printf '{"schema_version": 1,\n  "devices": [}\n' >"$TMP/notjson.json"
 run diff_notjson 2 diff "$TMP/notjson.json" "$TMP/an/summary.json"
 has diff_notjson "$TMP/diff_notjson.err" "$TMP/notjson.json:2:15: error: not valid JSON"
 
+# ---- verify: simulate the partitioned module on N devices (exit 0 agree, 1 mismatch, 3 unsupported)
+run verify 0 verify "$SAMPLE" --seed 7 --trials 2
+has verify "$TMP/verify.out" "samples/mlp_megatron.hlo: ok: 1 output agree on 4 devices (2 trials, seed 7"
+run partition_for_verify 0 partition "$SAMPLE" -o "$TMP/vp.hlo"
+run verify_given 0 verify "$SAMPLE" --partitioned "$TMP/vp.hlo"
+sed 's/replica_groups=\[1,4\]<=\[4\]/replica_groups={{0,1},{2,3}}/' "$TMP/vp.hlo" >"$TMP/vbad.hlo"
+run verify_wrong_group 1 verify "$SAMPLE" --partitioned "$TMP/vbad.hlo"
+has verify_wrong_group "$TMP/verify_wrong_group.err" "error: verify failed: output 0 differs at element"
+run verify_bad_seed 2 verify "$SAMPLE" --seed x
+run verify_bad_input 2 verify "$TMP/shape.hlo" -n 4
+printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4] parameter(0), sharding={replicated}\n  ROOT c = f32[4] cholesky(p), sharding={replicated}\n}\n' >"$TMP/vchol.hlo"
+run verify_unsupported 3 verify "$TMP/vchol.hlo" --partitioned "$TMP/vchol.hlo"
+has verify_unsupported "$TMP/verify_unsupported.err" "cholesky"
+
 if [ "$failures" -ne 0 ]; then
     echo "$failures CLI check(s) failed" >&2
     exit 1

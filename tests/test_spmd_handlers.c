@@ -19,7 +19,57 @@ static const struct {
             "  ROOT s = f32[15] slice(p), slice={[1:16]}, sharding={devices=[4]<=[4]}\n}\n",
      4, "f32[3] slice(%p.1), slice={[1:4]}|f32[1] slice(%p.1), slice={[0:1]}|"
         "f32[1] collective-permute(%slice.1), channel_id=1, source_target_pairs={{1,0},{2,1},{3,2}}|"
-        "ROOT %concatenate = f32[4] concatenate(%slice, %collective-permute), dimensions={0}",
+        "%concatenate = f32[4] concatenate(%slice, %collective-permute), dimensions={0}|"
+        "ROOT %copy = f32[4] copy(%concatenate)",
+     " all-"},
+    /* C.12 compact exchange: rows [3,6) of shard 1's window live on shard 0 */
+    {"slice_compact_halo",
+     HDR(2) "ENTRY main {\n  p = f32[100,2] parameter(0), sharding={devices=[2,1]<=[2]}\n"
+            "  ROOT s = f32[6,2] slice(p), slice={[0:6], [0:2]}, sharding={devices=[2,1]<=[2]}\n}\n",
+     2, "f32[3,2] slice(%p.1), slice={[3:6], [0:2]}|f32[3,2] collective-permute(%slice), "
+        "channel_id=1, source_target_pairs={{0,1}}|f32[3,2] slice(%p.1), slice={[0:3], [0:2]}|"
+        "f32[3,2] select(%broadcast.1, %collective-permute, %slice.1)|ROOT %copy = f32[3,2] copy(",
+     " all-"},
+    /* C.12 trimming: only original shard 4 holds [300:302]; shards 5-7 (right) and 2-3
+     * (middle) drop out, the useful part is sliced first, two compact permutes deliver it */
+    {"slice_trimmed_middle",
+     HDR(8) "ENTRY main {\n  p = f32[512] parameter(0), sharding={devices=[8]<=[8]}\n"
+            "  ROOT s = f32[2] slice(p), slice={[300:302]}, sharding={devices=[8]<=[8]}\n}\n",
+     8, "f32[2] slice(%p.1), slice={[44:46]}|direction=LT|"
+        "collective-permute(%slice.1), channel_id=1, source_target_pairs={{4,0}}|"
+        "collective-permute(%slice.2), channel_id=2, source_target_pairs={{4,1}}|"
+        "f32[1] select(%broadcast.1, %collective-permute.1, %collective-permute)|"
+        "ROOT %copy = f32[1] copy(%select.1)",
+     " all-"},
+    /* C.12 right/middle trimming: [3:4] of a 4-way f32[4] comes from device 3 alone */
+    {"slice_trimmed_right",
+     HDR(4) "ENTRY main {\n  p = f32[4] parameter(0), sharding={devices=[4]<=[4]}\n"
+            "  ROOT s = f32[1] slice(p), slice={[3:4]}, sharding={devices=[4]<=[4]}\n}\n",
+     4, "f32[1] collective-permute(%p.1), channel_id=1, source_target_pairs={{3,0}}|"
+        "ROOT %copy = f32[1] copy(%collective-permute)",
+     " all-"},
+    /* D.7 compact: pad 0_16 to twice the size over 16 shards; pieces chosen per ordinal,
+     * then masked with the pad value */
+    {"pad_double_compact",
+     HDR(16) "ENTRY main {\n  p = f32[16] parameter(0), sharding={devices=[16]<=[16]}\n"
+             "  v = f32[] constant(-1), sharding={replicated}\n"
+             "  ROOT q = f32[32] pad(p, v), padding=0_16, sharding={devices=[16]<=[16]}\n}\n",
+     16, "f32[1] collective-permute(%p.1), channel_id=1, source_target_pairs={{1,0},{2,1},{4,2},"
+         "{6,3},{8,4},{10,5},{12,6},{14,7}}|f32[1] collective-permute(%p.1), channel_id=2, "
+         "source_target_pairs={{3,1},{5,2},{7,3},{9,4},{11,5},{13,6},{15,7}}|"
+         "f32[2] concatenate(%select, %select.1)|s32[16] constant({2, 2, 2, 2, 2, 2, 2, 2, 0, -2, "
+         "-4, -6, -8, -10, -12, -14})|ROOT %select.2 = f32[2] select(%and, %concatenate, ",
+     " all-"},
+    /* D.3 recursion + halo merge: group on the kept dim 0, merge 7 -> 14 inside the groups
+     * with a left halo from the neighbour (pairs stay inside each group) */
+    {"reshape_grouped_merge_halo",
+     HDR(4) "ENTRY main {\n  p = s32[4,2,3,7,10] parameter(0), "
+            "sharding={devices=[2,1,1,2,1]<=[4]}\n  ROOT r = s32[4,3,2,1,14,5] reshape(p), "
+            "sharding={devices=[2,1,1,1,2,1]<=[4]}\n}\n",
+     4, "s32[2,3,2,1,8,5] reshape(%copy)|s32[2,3,2,1,1,5] slice(%reshape), "
+        "slice={[0:2], [0:3], [0:2], [0:1], [7:8], [0:5]}|collective-permute(%slice), "
+        "channel_id=1, source_target_pairs={{0,1},{2,3}}|"
+        "ROOT %dynamic-slice.2 = s32[2,3,2,1,7,5] dynamic-slice(%concatenate,",
      " all-"},
     /* D.19: the operand takes the reversed device order, a collective-permute */
     {"reverse_permute",

@@ -41,6 +41,24 @@ static const struct {
     {"partial_to_tiled",
      MOD(4, "f32[8,16]", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}", "{devices=[4,1]<=[4]}"),
      4, "f32[2,16] dynamic-slice(|s32[4] constant({0, 2, 0, 2})", " all-", 0},
+    /* C.8.2 uneven: 6 rows from 4 tiles into 2 tiles; shards 2 and 3 first take one row from
+     * their left (compact halo exchange), so gathering pairs and dropping the tail is exact */
+    {"tiled_to_partial_halo",
+     MOD(8, "f32[6,3]", "{devices=[4,1,2]<=[8] last_tile_dim_replicate}",
+         "{devices=[2,1,4]<=[8] last_tile_dim_replicate}"),
+     8, "f32[1,3] slice(%p.1), slice={[1:2], [0:3]}|f32[1,3] collective-permute(%slice), "
+     "channel_id=1, source_target_pairs={{2,4},{4,6},{3,5},{5,7}}|f32[3,3] concatenate(|"
+     "f32[4,3] all-gather(%dynamic-slice.4), channel_id=2, replica_groups=[4,2]<=[2,2,2]T(0,2,1), "
+     "dimensions={0}|f32[3,3] slice(%all-gather), slice={[0:3], [0:3]}",
+     " collective-permute(", 1},
+    /* C.8.1 uneven: 6 rows in 2 tiles to 4 tiles of 2 (padded to 8): the second half first
+     * takes row 3 from the first half, then a dynamic-slice at the offset difference */
+    {"partial_to_tiled_halo",
+     MOD(4, "f32[6,3]", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}", "{devices=[4,1]<=[4]}"),
+     4, "f32[1,3] slice(%p.1), slice={[0:1], [0:3]}|collective-permute(%slice), channel_id=1, "
+     "source_target_pairs={{2,0},{3,1}}|f32[5,3] concatenate(%p.1, %pad)|f32[4,3] dynamic-slice(|"
+     "s32[4] constant({0, 2, 0, 2})|f32[2,3] dynamic-slice(%dynamic-slice.4, %reshape, %constant)",
+     " all-", 0},
     {"maximal_to_replicated", MOD(4, "f32[8]", "{maximal device=1}", "{replicated}"), 4,
      "compare(%partition-id, %constant), direction=EQ|select(|f32[8] all-reduce(%select), "
      "channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=",

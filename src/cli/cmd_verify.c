@@ -173,7 +173,7 @@ const CliCommand cmd_verify = {
         "IN.hlo on one device, cuts the inputs into shards by the entry parameter shardings,\n"
         "runs the partitioned module (ours, or P.hlo) on N simulated devices in lockstep with\n"
         "collectives exchanging real data, and compares every device's output tile with the\n"
-        "original's result: |got - want| <= atol + rtol * |want|.\n"
+        "original's result: |got - want| <= atol + rtol * max(|want|, max |output|).\n"
         "Tolerances default by type: f32 1e-4/1e-4, f16 and bf16 2e-2/2e-2, f64 1e-9/1e-9.\n"
         "Exit status: 0 all outputs agree; 1 a mismatch (the first mismatching output,\n"
         "element, device, both values and the error are printed) or a partitioned program\n"

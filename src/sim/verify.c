@@ -355,7 +355,7 @@ tolerances(const Cmp *c, IrDtype t, double *rtol, double *atol)
 
 /* Compares one element; records the first mismatch. */
 static void
-cmp_elem(Cmp *c, IrDtype t, SimElem want, SimElem got, int64_t index, int64_t dev)
+cmp_elem(Cmp *c, IrDtype t, SimElem want, SimElem got, int64_t index, int64_t dev, double scale)
 {
     SimVerifyReport *r = c->rep;
     double w = sim_is_float(t) ? want.f : (double)want.i, g = sim_is_float(t) ? got.f : (double)got.i;
@@ -373,7 +373,7 @@ cmp_elem(Cmp *c, IrDtype t, SimElem want, SimElem got, int64_t index, int64_t de
         e = same ? 0 : INFINITY;
     } else {
         e = fabs(w - g);
-        same = e <= atol + rtol * fabs(w);
+        same = e <= atol + rtol * (fabs(w) > scale ? fabs(w) : scale);
     }
     if (e > r->max_abs_err)
         r->max_abs_err = e;
@@ -412,6 +412,10 @@ cmp_leaf(Cmp *c, const SimValue *ref, const IrShape *fshape, const ShdSharding *
                            c->output, dev, got->dims[d], d, ext[d]);
     }
     sim_strides(ref->dims, ref->rank, rs);
+    double scale = 0; /* the output's largest magnitude: rounding errors of long sums scale so */
+    for (int64_t i = 0; sim_is_float(ref->dtype) && i < ref->n; i++)
+        if (isfinite(ref->data[i].f) && fabs(ref->data[i].f) > scale)
+            scale = fabs(ref->data[i].f);
     for (int64_t i = 0; i < got->n; i++, sim_idx_next(idx, got->dims, got->rank)) {
         int64_t at = 0;
         bool in = true;
@@ -420,7 +424,7 @@ cmp_leaf(Cmp *c, const SimValue *ref, const IrShape *fshape, const ShdSharding *
             at += (off[d] + idx[d]) * rs[d];
         }
         if (in)
-            cmp_elem(c, ref->dtype, ref->data[at], got->data[i], at, dev);
+            cmp_elem(c, ref->dtype, ref->data[at], got->data[i], at, dev, scale);
     }
     return SL_OK;
 }
