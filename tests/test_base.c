@@ -4,7 +4,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -137,6 +140,33 @@ test_first_error_wins(void **state)
     assert_string_equal(err.msg, "expected ']'");
 }
 
+static void
+test_atomic_write_keeps_devices(void **state)
+{
+    (void)state;
+    SlError err = {0};
+    /* A device must be written in place, never renamed over (that would replace /dev/null
+     * with a regular file for the whole machine). */
+    assert_int_equal(sl_file_write_atomic("/dev/null", "x", 1, &err), SL_OK);
+    struct stat st;
+    assert_int_equal(stat("/dev/null", &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+
+    char path[] = "/tmp/shardlens_test_atomicXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(sl_file_write_atomic(path, "abc", 3, &err), SL_OK);
+    SlBuf b;
+    sl_buf_init(&b);
+    assert_int_equal(sl_file_read(path, &b, &err), SL_OK);
+    assert_string_equal(b.data, "abc");
+    sl_buf_fini(&b);
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    unlink(path);
+}
+
 int
 main(void)
 {
@@ -148,6 +178,7 @@ main(void)
         cmocka_unit_test(test_buf_formatting),
         cmocka_unit_test(test_map_put_get),
         cmocka_unit_test(test_first_error_wins),
+        cmocka_unit_test(test_atomic_write_keeps_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

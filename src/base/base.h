@@ -186,7 +186,9 @@ uint64_t sl_hash_bytes(const void *p, size_t n);
 
 /* Reads a whole file ("-" = stdin) into a heap buffer with a trailing NUL. */
 SlStatus sl_file_read(const char *path, SlBuf *out, SlError *err);
-/* Writes atomically: a temporary file beside `path`, then rename; "-" writes stdout. */
+/* Writes atomically: a temporary file beside `path`, then rename; "-" writes stdout. A path
+ * that exists and is not a regular file (a device such as /dev/null, a FIFO) is written in
+ * place instead, so it is never replaced by a file. */
 SlStatus sl_file_write_atomic(const char *path, const char *data, size_t n, SlError *err);
 
 #endif

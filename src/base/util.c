@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 SlStr
@@ -330,6 +331,20 @@ sl_file_read(const char *path, SlBuf *out, SlError *err)
     return SL_OK;
 }
 
+static SlStatus
+write_in_place(const char *path, const char *data, size_t n, SlError *err)
+{
+    SlSrcLoc loc = {path, 0, 0};
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return sl_fail(err, SL_ERR_IO, loc, "cannot open for writing: %s", strerror(errno));
+    bool ok = fwrite(data, 1, n, f) == n;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok)
+        return sl_fail(err, SL_ERR_IO, loc, "cannot write: %s", strerror(errno));
+    return SL_OK;
+}
+
 SlStatus
 sl_file_write_atomic(const char *path, const char *data, size_t n, SlError *err)
 {
@@ -339,6 +354,11 @@ sl_file_write_atomic(const char *path, const char *data, size_t n, SlError *err)
             return sl_fail(err, SL_ERR_IO, loc, "write to stdout failed");
         return SL_OK;
     }
+    /* Only a regular file (or a new one) is replaced by rename: a device, FIFO or socket
+     * (e.g. -o /dev/null) is written in place, never swapped for a file. */
+    struct stat st_path;
+    if (stat(path, &st_path) == 0 && !S_ISREG(st_path.st_mode))
+        return write_in_place(path, data, n, err);
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
     if (!tmp)
