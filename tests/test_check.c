@@ -423,6 +423,9 @@ add_instr(IrModule *m, IrComputation *c, const char *name, IrOp op, const IrShap
     IrInstr *i = ir_instr_new(m, op, s, ops, n);
     assert_non_null(i);
     i->name = sl_intern_cstr(m->names, name);
+    char last = name[strlen(name) - 1];
+    if (op == IR_OP_PARAMETER && last >= '0' && last <= '9') /* numbered before it is added */
+        i->parameter_number = last - '0';
     if (c)
         assert_int_equal(ir_computation_add_instr(c, m, i), SL_OK);
     return i;
@@ -445,7 +448,6 @@ build_dot(Fixture *fx, const int64_t *dot_dims, bool set_root)
     IrInstr *ops[2];
     ops[0] = add_instr(m, c, "p0", IR_OP_PARAMETER, &sa, NULL, 0);
     ops[1] = add_instr(m, c, "p1", IR_OP_PARAMETER, &sb, NULL, 0);
-    ops[1]->parameter_number = 1;
     IrInstr *d = add_instr(m, c, "d", IR_OP_DOT, &sd, ops, 2);
     static const int64_t one = 1, zero = 0;
     IrAttr *lc = ir_instr_add_attr(m, d, IR_ATTR_LHS_CONTRACTING_DIMS);

@@ -520,6 +520,34 @@ ir_module_add_computation(IrModule *m, IrComputation *c)
     return SL_OK;
 }
 
+/* Records parameter `i` under its number; the first of duplicate numbers wins (the checker
+ * reports duplicates). Negative or absurd numbers are not indexed (and so not found). */
+static SlStatus
+index_param(IrComputation *c, IrModule *m, IrInstr *i)
+{
+    int64_t k = i->parameter_number;
+    if (k < 0 || k >= (int64_t)(UINT32_MAX / 2))
+        return SL_OK;
+    uint32_t need = (uint32_t)k + 1;
+    if (need > c->cap_params) {
+        uint32_t cap = c->cap_params ? c->cap_params * 2 : 4;
+        if (cap < need)
+            cap = need;
+        IrInstr **p = SL_NEW_ARRAY(m->arena, IrInstr *, cap); /* zeroed: gaps are NULL */
+        if (!p)
+            return SL_ERR_NOMEM;
+        if (c->n_params)
+            memcpy(p, c->params, c->n_params * sizeof(IrInstr *));
+        c->params = p;
+        c->cap_params = cap;
+    }
+    if (need > c->n_params)
+        c->n_params = need;
+    if (!c->params[k])
+        c->params[k] = i;
+    return SL_OK;
+}
+
 SlStatus
 ir_computation_add_instr(IrComputation *c, IrModule *m, IrInstr *i)
 {
@@ -528,6 +556,8 @@ ir_computation_add_instr(IrComputation *c, IrModule *m, IrInstr *i)
         return SL_ERR_NOMEM;
     c->instrs[c->n_instrs++] = i;
     i->parent = c;
+    if (i->op == IR_OP_PARAMETER)
+        return index_param(c, m, i);
     return SL_OK;
 }
 
@@ -535,8 +565,8 @@ uint32_t
 ir_computation_param_count(const IrComputation *c)
 {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < c->n_instrs; i++)
-        if (c->instrs[i]->op == IR_OP_PARAMETER)
+    for (uint32_t k = 0; k < c->n_params; k++)
+        if (c->params[k])
             n++;
     return n;
 }
@@ -544,10 +574,9 @@ ir_computation_param_count(const IrComputation *c)
 IrInstr *
 ir_computation_param(const IrComputation *c, int64_t number)
 {
-    for (uint32_t i = 0; i < c->n_instrs; i++)
-        if (c->instrs[i]->op == IR_OP_PARAMETER && c->instrs[i]->parameter_number == number)
-            return c->instrs[i];
-    return NULL;
+    if (number < 0 || (uint64_t)number >= c->n_params)
+        return NULL;
+    return c->params[number];
 }
 
 IrInstr *

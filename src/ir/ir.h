@@ -35,7 +35,7 @@ typedef enum IrOpFamily {
     IR_FAM_SCATTER, IR_FAM_CHOLESKY, IR_FAM_TRIANGULAR_SOLVE, IR_FAM_TUPLE,
     IR_FAM_GET_TUPLE_ELEMENT, IR_FAM_WHILE, IR_FAM_CONDITIONAL, IR_FAM_CALL, IR_FAM_CUSTOM_CALL,
     IR_FAM_ALL_REDUCE, IR_FAM_COLLECTIVE, IR_FAM_COLLECTIVE_PERMUTE, IR_FAM_SIDE_EFFECT,
-    IR_FAM_RNG, IR_FAM_OTHER,
+    IR_FAM_RNG, IR_FAM_RAGGED_DOT, IR_FAM_OTHER,
 } IrOpFamily;
 
 typedef enum IrAttrKey {
@@ -178,6 +178,9 @@ struct IrComputation {
     IrInstr **instrs;           /* in order; operands precede users */
     uint32_t n_instrs, cap_instrs;
     IrInstr *root;              /* NULL until set; the last instruction when unmarked */
+    IrInstr **params;           /* by parameter number (set before the instruction is added) */
+    uint32_t n_params;          /* 1 + the highest parameter number added; gaps are NULL */
+    uint32_t cap_params;
     SlStr execution_thread;     /* verbatim string incl. quotes; empty when absent */
 };
 
@@ -213,8 +216,8 @@ void ir_module_reserve_name(IrModule *m, SlSym name);
 IrComputation *ir_computation_new(IrModule *m, SlSym name); /* not yet listed in the module */
 SlStatus ir_module_add_computation(IrModule *m, IrComputation *c); /* appends to comps */
 SlStatus ir_computation_add_instr(IrComputation *c, IrModule *m, IrInstr *i);
-uint32_t ir_computation_param_count(const IrComputation *c);
-IrInstr *ir_computation_param(const IrComputation *c, int64_t number); /* NULL if absent */
+uint32_t ir_computation_param_count(const IrComputation *c); /* parameters present */
+IrInstr *ir_computation_param(const IrComputation *c, int64_t number); /* NULL if absent; O(1) */
 
 /* A new instruction with copied operand array; name NULL until set; not yet in a computation. */
 IrInstr *ir_instr_new(IrModule *m, IrOp op, const IrShape *shape, IrInstr *const *operands,
