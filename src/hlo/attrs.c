@@ -566,11 +566,22 @@ parse_sharding(HloParser *P, IrAttr *a)
     SlStatus st;
     if ((st = raw_braced(P, "sharding", &text, &loc)) != SL_OK)
         return st;
-    if (!(text = hlo_dup(P, text)).ptr) /* the sharding may keep slices of its text */
+    /* Interning gives the text a lifetime (the sharding may keep slices of it) and a key:
+     * identical text parses to the same immutable value, so it is parsed once. */
+    SlSym key = hlo_intern(P, text);
+    if (!key)
         return nomem(P);
+    uint64_t cached = 0;
+    if (sl_map_get(&P->shardings, SL_MAP_KEY(key), &cached)) {
+        a->u.sharding = (const ShdSharding *)(uintptr_t)cached;
+        hlo_advance(P);
+        return SL_OK;
+    }
     const ShdSharding *s = NULL;
-    if ((st = shd_parse(P->arena, text, loc, &s, P->err)) != SL_OK)
+    if ((st = shd_parse(P->arena, sl_sym_str(key), loc, &s, P->err)) != SL_OK)
         return st;
+    if (!sl_map_put(&P->shardings, SL_MAP_KEY(key), SL_MAP_KEY(s)))
+        return nomem(P);
     a->u.sharding = s;
     hlo_advance(P);
     return SL_OK;

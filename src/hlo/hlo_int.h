@@ -93,6 +93,8 @@ typedef struct HloParser {
     IrComputation *comp; /* being read */
     SlMap instrs;        /* SlSym -> IrInstr*; an entry counts only if its parent is `comp` */
     SlMap comps;         /* SlSym -> IrComputation* */
+    SlMap shardings;     /* interned sharding text -> const ShdSharding* (values are shared:
+                            big modules repeat a handful of shardings on every instruction) */
     HloWord ops[HLO_WORD_SLOTS];       /* opcode spelling -> IrOp */
     HloWord attr_keys[HLO_WORD_SLOTS]; /* attribute name -> IrAttrKey */
     const IrMetadata *recent_md[HLO_RECENT]; /* shared, immutable */

@@ -802,6 +802,7 @@ hlo_parse(SlArena *arena, SlInterner *names, SlStr text, const char *path, IrMod
     }
     sl_map_fini(&P.instrs);
     sl_map_fini(&P.comps);
+    sl_map_fini(&P.shardings);
     sl_vec_fini(&P.operands);
     sl_vec_fini(&P.attrs);
     sl_vec_fini(&P.shapes);
