@@ -50,6 +50,8 @@ typedef struct ReportCollective {
     int64_t group_size, n_groups;  /* largest group; permute: 2 and the number of pairs */
     double bytes;                  /* S of the cost model, one execution */
     int64_t trip_count;            /* -1: unknown */
+    int64_t max_trip_count;        /* unknown trip count: at most this many (a conditional's
+                                      branch, gspmd.md H.4); -1: unbounded or trip_count known */
     double send_bytes, recv_bytes; /* one execution, summed over devices */
     double max_device_send_bytes;  /* one execution, the busiest device */
     uint32_t steps;                /* algorithm steps of the slowest group */

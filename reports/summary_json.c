@@ -99,6 +99,8 @@ put_collective(Js *js, cJSON *o, const ReportCollective *c)
     str(js, o, "kind", c->kind);
     str(js, o, "source", c->source);
     num_or_null(js, o, "trip_count", known, trips);
+    if (!known && c->max_trip_count >= 0) /* only then, so older summaries stay byte-stable */
+        num(js, o, "trip_count_at_most", (double)c->max_trip_count);
     str(js, o, "op_name", c->op_name);
     str(js, o, "opcode", c->opcode);
     str(js, o, "computation", c->computation);
@@ -300,6 +302,7 @@ read_collective(Rd *rd, const cJSON *o, int k, ReportCollective *c)
     if (!cJSON_IsNumber(trip) && !cJSON_IsNull(trip))
         return bad(rd, "trip_count", "collectives", k);
     c->trip_count = cJSON_IsNumber(trip) ? (int64_t)trip->valuedouble : -1;
+    c->max_trip_count = (int64_t)num_or(o, "trip_count_at_most", -1);
     c->op_name = get_str(rd, o, "op_name");
     c->opcode = get_str(rd, o, "opcode");
     c->computation = get_str(rd, o, "computation");

@@ -308,7 +308,9 @@ print_collectives(const Report *r, SlBuf *out)
             sl_buf_printf(&t.cell, "%lldx%lld", (long long)c->n_groups, (long long)c->group_size);
         table_end_cell(&t);
         table_bytes(&t, c->bytes);
-        if (c->trip_count < 0)
+        if (c->trip_count < 0 && c->max_trip_count >= 0)
+            sl_buf_printf(&t.cell, "<=%lld", (long long)c->max_trip_count);
+        else if (c->trip_count < 0)
             sl_buf_puts(&t.cell, "unknown");
         else
             sl_buf_printf(&t.cell, "%lld", (long long)c->trip_count);

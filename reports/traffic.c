@@ -255,6 +255,7 @@ add_collective(Build *b, const TraceRunCollective *c, ReportCollective *rc)
     rc->channel_id = c->has_channel_id ? c->channel_id : -1;
     rc->n_groups = c->n_groups;
     rc->trip_count = c->trip_count < 0 ? -1 : c->trip_count;
+    rc->max_trip_count = c->trip_count < 0 && c->max_trip_count >= 0 ? c->max_trip_count : -1;
     cost_groups(b, c, rc, kind);
     if (b->r->n_axes) {
         rc->axes = report_mesh_axes_of(b->r->axes, b->r->n_axes, c, kind == RK_PERMUTE, b->arena);

@@ -7,7 +7,10 @@
 -- SQLite; instructions are referenced by instr.id. Byte counts are exact (sub-byte types count
 -- packed, so a value may be fractional) and stored as REAL. A trip count of NULL means
 -- "unknown", never 1 by guess.
-PRAGMA user_version = 1;
+--
+-- Version 2 added instr.param_number, the called_computation table, collective.max_trip_count
+-- and per-group sizes in collective_device.
+PRAGMA user_version = 2;
 
 -- One partitioner invocation. created_at and duration_ms come from the caller's clock.
 CREATE TABLE run (
@@ -38,6 +41,7 @@ CREATE TABLE instr (
     is_root      INTEGER NOT NULL,     -- 1 for the root of its computation
     name         TEXT    NOT NULL,     -- unique within (run_id, phase)
     opcode       TEXT    NOT NULL,
+    param_number INTEGER,              -- parameter(N): N; NULL for every other opcode
     shape        TEXT    NOT NULL,     -- HLO text without layout, e.g. f32[8,16]
     sharding     TEXT,                 -- HLO text incl. braces; NULL when none
     size_bytes   INTEGER NOT NULL,     -- ir_shape_byte_size (sub-byte types as whole bytes)
@@ -47,6 +51,21 @@ CREATE TABLE instr (
     derived_from INTEGER REFERENCES instr(id)  -- 'after' rows: the 'before' instruction
 );
 CREATE INDEX instr_by_name ON instr(run_id, phase, name);
+
+-- Computations an instruction calls, both phases, in the order its attributes print. role:
+-- 'body' and 'condition' (while), 'branch_K' (conditional: branch_computations={...} in order;
+-- true_computation is branch_0, false_computation branch_1), 'to_apply', 'calls' (fusion,
+-- call, custom-call called_computations), 'select' and 'scatter' (select-and-scatter).
+-- A computation called from several places has one row per call site.
+CREATE TABLE called_computation (
+    run_id      INTEGER NOT NULL REFERENCES run(id),
+    instr       INTEGER NOT NULL REFERENCES instr(id),  -- the caller
+    idx         INTEGER NOT NULL,      -- 0-based position among the caller's callees
+    role        TEXT    NOT NULL,
+    computation TEXT    NOT NULL,      -- the callee, as in instr.computation
+    PRIMARY KEY (instr, idx)
+) WITHOUT ROWID;
+CREATE INDEX called_computation_by_callee ON called_computation(run_id, computation);
 
 -- Operand edges of both phases: operand `operand` is input number `operand_index` of `user`.
 CREATE TABLE edge (
@@ -114,11 +133,15 @@ CREATE TABLE collective (
     kind        TEXT    NOT NULL,      -- all-gather, reduce-scatter, all-reduce, all-to-all,
                                        -- collective-permute, collective-broadcast
     channel_id  INTEGER,               -- NULL when absent
-    group_size  INTEGER NOT NULL,      -- devices per group (collective-permute: 2, a pair)
+    group_size  INTEGER NOT NULL,      -- devices in the largest group (permute: 2, a pair);
+                                       -- costs use each group's own size
     n_groups    INTEGER NOT NULL,      -- groups (collective-permute: source-target pairs)
     shape       TEXT    NOT NULL,
     bytes       REAL    NOT NULL,      -- S, exact
     trip_count  INTEGER,               -- executions per run of the module; NULL = unknown
+    max_trip_count INTEGER,            -- at most this many: trip_count when that is known; the
+                                       -- only figure in a conditional branch whose count is
+                                       -- unknown (see gspmd.md H.4); NULL = unbounded
     source      INTEGER REFERENCES instr(id),  -- 'before': the instruction it derives from
     cause       TEXT,                  -- as reported (reshard, dot, ...); "input" for a collective
                                        -- copied from the input; NULL when unreported
@@ -159,7 +182,8 @@ CREATE TABLE warning (
 );
 CREATE INDEX warning_by_run ON warning(run_id);
 
--- Ring model (nccl-tests conventions), per device and per execution, g = group size:
+-- Ring model (nccl-tests conventions), per device and per execution, g = the size of the
+-- device's own group (groups may differ in size, e.g. {{0,1,2},{3}}):
 -- all-gather, reduce-scatter, all-to-all, collective-broadcast (g-1)/g*S each way;
 -- all-reduce 2(g-1)/g*S; collective-permute S sent by the source, S received by the target
 -- (nothing for a pair from a device to itself).
@@ -167,14 +191,16 @@ CREATE VIEW collective_device AS
 SELECT c.run_id, c.id AS collective_id, c.kind, g.device, c.trip_count,
        CASE WHEN c.kind = 'collective-permute'
             THEN (CASE WHEN g.position = 0 AND g.device <> o.device THEN c.bytes ELSE 0 END)
-            WHEN c.kind = 'all-reduce' THEN 2.0 * (c.group_size - 1) * c.bytes / c.group_size
-            ELSE 1.0 * (c.group_size - 1) * c.bytes / c.group_size END AS send_bytes,
+            WHEN c.kind = 'all-reduce' THEN 2.0 * (g.size - 1) * c.bytes / g.size
+            ELSE 1.0 * (g.size - 1) * c.bytes / g.size END AS send_bytes,
        CASE WHEN c.kind = 'collective-permute'
             THEN (CASE WHEN g.position = 1 AND g.device <> o.device THEN c.bytes ELSE 0 END)
-            WHEN c.kind = 'all-reduce' THEN 2.0 * (c.group_size - 1) * c.bytes / c.group_size
-            ELSE 1.0 * (c.group_size - 1) * c.bytes / c.group_size END AS recv_bytes
+            WHEN c.kind = 'all-reduce' THEN 2.0 * (g.size - 1) * c.bytes / g.size
+            ELSE 1.0 * (g.size - 1) * c.bytes / g.size END AS recv_bytes
 FROM collective c
-JOIN collective_group g ON g.collective_id = c.id
+JOIN (SELECT m.*, (SELECT COUNT(*) FROM collective_group s
+                   WHERE s.collective_id = m.collective_id AND s.group_idx = m.group_idx) AS size
+      FROM collective_group m) g ON g.collective_id = c.id
 JOIN collective_group o ON o.collective_id = c.id AND o.group_idx = g.group_idx
                        AND o.position = (CASE WHEN c.kind = 'collective-permute'
                                               THEN 1 - g.position ELSE g.position END);

@@ -486,8 +486,8 @@ test_conv_batch(void **state)
     done(&r);
 }
 
-/* Spatially partitioned convolution: halos by collective-permute (needs the core's
- * windowed-input reshard; skipped while that reports "unsupported"). */
+/* Output tiled on a spatial dim (F.1 case 0 rule 3): one-element halos from each neighbour,
+ * masked at the edges, rhs replicated, no all-reduce. */
 static void
 test_conv_spatial_halo(void **state)
 {
@@ -502,12 +502,129 @@ test_conv_spatial_halo(void **state)
         " dim_labels=b01f_01io->b01f, sharding={devices=[1,2,1,1]<=[2]}\n"
         "}\n",
         2, 256);
-    if (!strstr(r.trace.log.data, "conv_output_spatial_halo")) {
-        done(&r);
-        skip();
-    }
-    want(&r, "collective-permute(");
-    want(&r, "f32[8,8,16,8] convolution(");
+    want(&r, "f32[8,1,16,4] collective-permute(%slice), channel_id=1, "
+             "source_target_pairs={{0,1}}");
+    want(&r, "source_target_pairs={{1,0}}");
+    want(&r, "f32[8,10,16,4] concatenate(");
+    want(&r, "f32[8,8,16,8] convolution(%select, %b.1), window={size=3x3 pad=0_0x1_1}");
+    assert_int_equal(count(r.text.data, "collective-permute("), 2);
+    assert_null(strstr(r.text.data, "all-reduce("));
+    assert_null(strstr(r.text.data, "all-gather("));
+    want_trace(&r, "convolution conv_output_spatial_halo");
+    done(&r);
+}
+
+/* Both operands tiled on the spatial dim (F.1 case 0 rule 2, halo on the lhs): lhs halos of
+ * one element each way, the local kernel slice as the window, and an all-reduce of the
+ * partial full-size results over both devices. */
+static void
+test_conv_halo_on_lhs(void **state)
+{
+    (void)state;
+    DotRun r;
+    run(&r,
+        "HloModule m, num_partitions=2\n"
+        "ENTRY e {\n"
+        "  lhs = f32[2,8,8,4] parameter(0), sharding={devices=[1,2,1,1]<=[2]}\n"
+        "  rhs = f32[2,8,8,3] parameter(1), sharding={devices=[1,2,1,1]<=[2]}\n"
+        "  ROOT conv = f32[3,3,4,3] convolution(lhs, rhs), window={size=8x8 pad=1_1x1_1},"
+        " dim_labels=f01b_i01o->01bf, sharding={replicated}\n"
+        "}\n",
+        2, 256);
+    want(&r, "f32[2,1,8,4] collective-permute(%slice), channel_id=1, "
+             "source_target_pairs={{0,1}}");
+    want(&r, "f32[2,1,8,4] collective-permute(%slice.1), channel_id=2, "
+             "source_target_pairs={{1,0}}");
+    want(&r, "f32[2,6,8,4] concatenate(%collective-permute, %lhs.1, %collective-permute.1)");
+    want(&r, "f32[3,3,4,3] convolution(%concatenate, %rhs.1), window={size=4x8 pad=0_0x1_1}");
+    want(&r, "f32[3,3,4,3] all-reduce(%conv.1), channel_id=3, replica_groups=[1,2]<=[2]");
+    assert_int_equal(count(r.text.data, "collective-permute("), 2);
+    assert_null(strstr(r.text.data, "all-gather("));
+    want_trace(&r, "convolution conv_halo_on_lhs");
+    done(&r);
+}
+
+/* Window reversal with an uneven, reverse-ordered kernel: the kernel's padding moves to the
+ * left (one collective-permute from device 1 to 0), both operands are masked, and the
+ * partial results are all-reduced. */
+static void
+test_conv_halo_window_reversal(void **state)
+{
+    (void)state;
+    DotRun r;
+    run(&r,
+        "HloModule m, num_partitions=2\n"
+        "ENTRY e {\n"
+        "  lhs = f32[5,4,3] parameter(0), sharding={devices=[2,1,1]<=[2]}\n"
+        "  rhs = f32[5,4,6] parameter(1), sharding={devices=[2,1,1]1,0}\n"
+        "  ROOT conv = f32[1,3,6] convolution(lhs, rhs), window={size=5 rhs_reversal=1},"
+        " dim_labels=0fb_0io->0bf, sharding={replicated}\n"
+        "}\n",
+        2, 256);
+    want(&r, "f32[1,4,6] collective-permute(%slice), channel_id=1, "
+             "source_target_pairs={{1,0}}");
+    want(&r, "f32[3,4,6] concatenate(%collective-permute, %slice.1), dimensions={0}");
+    want(&r, "f32[3,4,3] select(");
+    want(&r, "f32[3,4,6] select(");
+    want(&r, "f32[1,3,6] convolution(%select, %select.1), window={size=3 rhs_reversal=1}");
+    want(&r, "f32[1,3,6] all-reduce(%conv.1), channel_id=2, replica_groups={{0,1}}");
+    assert_int_equal(count(r.text.data, "collective-permute("), 1);
+    want_trace(&r, "convolution conv_halo_on_lhs");
+    done(&r);
+}
+
+/* Partially replicated operands tiled on the spatial dim: the partial results are summed
+ * only over the devices holding different pieces ({0,2} and {1,3}), never twice. */
+static void
+test_conv_halo_partial_replication(void **state)
+{
+    (void)state;
+    DotRun r;
+    run(&r,
+        "HloModule m, num_partitions=4\n"
+        "ENTRY e {\n"
+        "  lhs = f32[2,8,8,4] parameter(0),"
+        " sharding={devices=[1,2,1,1,2]<=[4] last_tile_dim_replicate}\n"
+        "  rhs = f32[2,8,8,3] parameter(1),"
+        " sharding={devices=[1,2,1,1,2]<=[4] last_tile_dim_replicate}\n"
+        "  ROOT conv = f32[3,3,4,3] convolution(lhs, rhs), window={size=8x8 pad=1_1x1_1},"
+        " dim_labels=f01b_i01o->01bf, sharding={replicated}\n"
+        "}\n",
+        4, 256);
+    want(&r, "source_target_pairs={{0,2},{1,3}}");
+    want(&r, "source_target_pairs={{2,0},{3,1}}");
+    want(&r, "f32[3,3,4,3] all-reduce(%conv.1), channel_id=3, replica_groups=[2,2]<=[2,2]T(1,0)");
+    want_trace(&r, "convolution conv_halo_on_lhs");
+    done(&r);
+}
+
+/* Feature-grouped convolution, lhs groups 4-way (partially replicated), rhs 2-way: no
+ * device grouping matches, so the conv is partitioned on the group dim as the lhs has it
+ * (rhs aligned), then moved to the output's 2-way sharding (collective-permute +
+ * all-gather). */
+static void
+test_conv_feature_group_partial(void **state)
+{
+    (void)state;
+    DotRun r;
+    run(&r,
+        "HloModule m, num_partitions=8\n"
+        "ENTRY e {\n"
+        "  lhs = f32[4,275,16] parameter(0),"
+        " sharding={devices=[1,1,4,2]<=[8] last_tile_dim_replicate}\n"
+        "  rhs = f32[1,275,16] parameter(1),"
+        " sharding={devices=[1,1,2,4]<=[8] last_tile_dim_replicate}\n"
+        "  ROOT c = f32[5,4,16] convolution(lhs, rhs), window={size=275 pad=2_2},"
+        " dim_labels=b0f_i0o->0bf, feature_group_count=16,"
+        " sharding={devices=[1,1,2,4]<=[2,4]T(1,0) last_tile_dim_replicate}\n"
+        "}\n",
+        8, 256);
+    want(&r, "f32[1,275,4] ");
+    want(&r, "f32[5,4,4] convolution(");
+    want(&r, "feature_group_count=4");
+    want(&r, "f32[5,4,4] collective-permute(%c.1)");
+    want(&r, "f32[5,4,8] all-gather(%collective-permute");
+    want_trace(&r, "convolution grouped_conv_on_group_dim");
     done(&r);
 }
 
@@ -531,6 +648,10 @@ main(void)
         cmocka_unit_test(test_dot_contracting_regroup_output),
         cmocka_unit_test(test_conv_batch),
         cmocka_unit_test(test_conv_spatial_halo),
+        cmocka_unit_test(test_conv_halo_on_lhs),
+        cmocka_unit_test(test_conv_halo_window_reversal),
+        cmocka_unit_test(test_conv_halo_partial_replication),
+        cmocka_unit_test(test_conv_feature_group_partial),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,6 +101,59 @@ static const struct {
         "%collective-permute.1)|f32[6] select(|ROOT %r.1 = f32[4] reduce-window(%select, %z.1), "
         "window={size=3}",
      " all-"},
+    /* D.21 RotateRight by 2 of f32[12] in 4 shards: the last 2 of the left neighbour (ring),
+     * then the own first element */
+    {"rotate_right",
+     HDR(4) "ENTRY main {\n  p = f32[12] parameter(0), sharding={devices=[4]<=[4]}\n"
+            "  ROOT c = f32[12] custom-call(p), custom_call_target=\"_SPMDInternalOp_RotateRight\", "
+            "backend_config=\"dimension=0,amount=2\", sharding={devices=[4]<=[4]}\n}\n",
+     4, "f32[2] slice(%p.1), slice={[1:3]}|f32[2] collective-permute(%slice), channel_id=1, "
+        "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}|f32[1] slice(%p.1), slice={[0:1]}|"
+        "ROOT %concatenate = f32[3] concatenate(%collective-permute, %slice.1), dimensions={0}",
+     " all-"},
+    /* D.21 MultiSlice: a super shard with 2 elements from the left and 1 from the right
+     * (no wrap-around), a per-shard dynamic-slice, then 4 local slices */
+    {"multi_slice",
+     HDR(2) "ENTRY main {\n  p = f64[1536] parameter(0), sharding={devices=[2]<=[2]}\n"
+            "  ROOT c = (f64[1520], f64[1520], f64[1520], f64[1520]) custom-call(p), "
+            "custom_call_target=\"_SPMDInternalOp_MultiSlice\", sharding={{devices=[2]<=[2]}, "
+            "{devices=[2]<=[2]}, {devices=[2]<=[2]}, {devices=[2]<=[2]}}, backend_config=\"dimension=0,"
+            "amount=3,start_indices=[6],limit_indices=[1526],strides=[1],bufferize=0\"\n}\n",
+     2, "f64[1] collective-permute(%slice), channel_id=1, source_target_pairs={{1,0}}|"
+        "f64[2] slice(%p.1), slice={[766:768]}|collective-permute(%slice.1), channel_id=2, "
+        "source_target_pairs={{0,1}}|f64[771] concatenate(%collective-permute.1, %p.1, "
+        "%collective-permute)|f64[763] dynamic-slice(%concatenate, %add)|"
+        "f64[760] slice(%dynamic-slice.1), slice={[3:763]}|ROOT %tuple = (f64[760], f64[760], "
+        "f64[760], f64[760]) tuple(",
+     " all-"},
+    /* D.21 MultiPad by 1 of an uneven f64[1519] in 2 shards: shard 0's left halo and shard
+     * 1's tail become the pad value */
+    {"multi_pad",
+     HDR(2) "ENTRY main {\n  p = f64[1519,6] parameter(0), sharding={devices=[2,1]<=[2]}\n"
+            "  v = f64[] constant(0), sharding={replicated}\n"
+            "  ROOT c = (f64[1520,6], f64[1520,6]) custom-call(p, v), "
+            "custom_call_target=\"_SPMDInternalOp_MultiPad\", sharding={{devices=[2,1]<=[2]}, "
+            "{devices=[2,1]<=[2]}}, backend_config=\"dimension=0,amt=1,bufferize=0\"\n}\n",
+     2, "f64[1,6] slice(%p.1), slice={[759:760], [0:6]}|collective-permute(%slice), channel_id=1, "
+        "source_target_pairs={{0,1}}|f64[1,6] select(%compare.1, %broadcast, %collective-permute)|"
+        "pred[760,6] compare(%iota, %broadcast.1), direction=LT|"
+        "f64[761,6] concatenate(%select, %select.2)|f64[760,6] slice(%concatenate), "
+        "slice={[1:761], [0:6]}",
+     " all-"},
+    /* D.13/D.21 TopK sharded on the sort dim: local TopK on f32[4,32], gather of the 2x5
+     * candidates, one replicated values-only sort (indices unread), first 5 */
+    {"topk_sort_dim_sharded",
+     HDR(2) "cmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+            "  ROOT c = pred[] compare(a, b), direction=GT\n}\n\n"
+            "ENTRY main {\n  p = f32[4,64] parameter(0), sharding={devices=[1,2]<=[2]}\n"
+            "  t = (f32[4,5], s32[4,5]) custom-call(p), custom_call_target=\"TopK\", "
+            "called_computations={cmp}, sharding={{devices=[1,2]<=[2]}, {devices=[1,2]<=[2]}}\n"
+            "  ROOT v = f32[4,5] get-tuple-element(t), index=0, sharding={replicated}\n}\n",
+     2, "%t.1 = (f32[4,5], s32[4,5]) custom-call(%p.1), custom_call_target=\"TopK\"|"
+        "f32[4,10] all-gather(%get-tuple-element), channel_id=1, replica_groups=[1,2]<=[2], "
+        "dimensions={1}|f32[4,10] sort(%all-gather), dimensions={1}, is_stable=true, "
+        "to_apply=%compare-value|f32[4,5] slice(%sort), slice={[0:4], [0:5]}",
+     NULL},
     {"elementwise_local",
      HDR(4) "ENTRY main {\n  p = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n"
             "  q = f32[8,16] parameter(1), sharding={devices=[4,1]<=[4]}\n"
@@ -124,6 +177,15 @@ static const struct {
                 "  ROOT r = f32[8] reduce(p, z), dimensions={1}, to_apply=sum, sharding={replicated}\n}\n",
      4, "f32[8] reduce(%p.1, %z.1), dimensions={1}|f32[8] all-reduce(%r.2), channel_id=1, "
         "replica_groups=[1,4]<=[4], use_global_device_ids=true, to_apply=%sum.1", NULL},
+    /* D.10 + AllReduceAlongShardingDims (base partitioner): one all-reduce per sharded
+     * reduced dim, the last dim first ({{0,1},{2,3}}), then dim 0 ({{0,2},{1,3}}) */
+    {"reduce_all_reduce_per_dim",
+     HDR(4) SUM "ENTRY main {\n  p = f32[8,16] parameter(0), sharding={devices=[2,2]<=[4]}\n"
+                "  z = f32[] constant(0), sharding={replicated}\n"
+                "  ROOT r = f32[] reduce(p, z), dimensions={0,1}, to_apply=sum, sharding={replicated}\n}\n",
+     4, "f32[] all-reduce(%r.2), channel_id=1, replica_groups=[2,2]<=[4], use_global_device_ids=true|"
+        "ROOT %all-reduce.1 = f32[] all-reduce(%all-reduce), channel_id=2, "
+        "replica_groups=[2,2]<=[2,2]T(1,0), use_global_device_ids=true", NULL},
     {"concat_moves_tiles",
      HDR(2) "ENTRY main {\n  p = f32[4,8] parameter(0), sharding={devices=[2,1]<=[2]}\n"
             "  q = f32[4,8] parameter(1), sharding={devices=[2,1]<=[2]}\n"

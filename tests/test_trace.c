@@ -246,6 +246,7 @@ test_schema_created_and_version_checked(void **state)
                                           "run_option",
                                           "instr",
                                           "edge",
+                                          "called_computation",
                                           "decision",
                                           "decision_alt",
                                           "decision_number",
@@ -294,8 +295,16 @@ test_schema_created_and_version_checked(void **state)
     assert_non_null(f);
     fputs("this is not sqlite, just text that is long enough to have a header......\n", f);
     assert_int_equal(fclose(f), 0);
-    err = (SlError){0};
-    assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_ERR_DB);
+    /* The error names the caller's path, alive after the handle is gone (issue 7: it pointed
+     * at SQLite's copy of the name, freed with the connection: a use-after-free). */
+    for (int mode = TRACE_DB_READ; mode <= TRACE_DB_APPEND; mode++) {
+        err = (SlError){0};
+        assert_int_equal(trace_db_open(fx->path, (TraceDbMode)mode, &db, &err), SL_ERR_DB);
+        assert_null(db);
+        assert_ptr_equal(err.loc.path, fx->path);
+        assert_string_equal(err.loc.path, fx->path);
+        assert_non_null(strstr(err.msg, "not a database"));
+    }
 }
 
 /* ---- atomicity ---- */
@@ -306,7 +315,8 @@ assert_db_empty(const char *path)
     static const char *const tables[] = {
         "run",        "run_option",       "instr",           "edge",
         "decision",   "decision_alt",     "decision_number", "reshard",
-        "collective", "collective_group", "windowed_loop",   "warning"};
+        "collective", "collective_group", "windowed_loop",   "warning",
+        "called_computation"};
     sqlite3 *raw = sql_open(path);
     for (size_t k = 0; k < SL_COUNTOF(tables); k++) {
         char q[96];
@@ -519,8 +529,8 @@ test_failed_run_leaves_no_rows(void **state)
     trace_db_abort_run(db);
     assert_db_empty(fx->path);
 
-    /* The write fails at row k, for every k up to the whole run (33 rows). */
-    for (uint64_t k = 1; k <= 33; k++) {
+    /* The write fails at row k, for every k up to the whole run (34 rows). */
+    for (uint64_t k = 1; k <= 34; k++) {
         assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
         feed_dot_events(fx, sink, in, out);
         trace_db_inject_fault(db, k);
@@ -530,7 +540,7 @@ test_failed_run_leaves_no_rows(void **state)
         assert_db_empty(fx->path);
     }
     /* With one row more the run goes through, wholly. */
-    trace_db_inject_fault(db, 34);
+    trace_db_inject_fault(db, 35);
     assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
     feed_dot_events(fx, sink, in, out);
     int64_t run_id = 0;
@@ -696,7 +706,7 @@ test_device_traffic_views(void **state)
     sink->ops->reshard(sink, &r);
     TraceCollective c = {instr(out, "ag"), n, 1, "reshard"};
     sink->ops->collective(sink, &c);
-    TraceWindowedLoop wl = {n, instr(out, "loop"), "all-gather", 3, 16};
+    TraceWindowedLoop wl = {n, instr(out, "loop"), "all-gather", 3, 16, 0};
     sink->ops->windowed_loop(sink, &wl);
     assert_int_equal(trace_db_end_run(db, out, -1, NULL, &err), SL_OK);
     trace_db_close(db);
@@ -770,6 +780,217 @@ test_device_traffic_views(void **state)
     ir_module_fini(out);
 }
 
+/* ---- conditionals, called computations, parameter numbers, uneven groups ---- */
+
+/* A loop of 4 iterations whose body permutes in a conditional's true branch (the windowed-
+ * einsum shape: taken 3 times) and all-reduces in its false branch; an index conditional in
+ * the entry whose branch 0 all-reduces over uneven groups {0,1,2},{3}; parameters listed out
+ * of number order. */
+static const char k_cond_hlo[] =
+    "HloModule condmod, num_partitions=4\n"
+    "\n"
+    "add {\n"
+    "  x = f32[] parameter(0)\n"
+    "  y = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(x, y)\n"
+    "}\n"
+    "\n"
+    "permute {\n"
+    "  pp = f32[4] parameter(0)\n"
+    "  ROOT cpm = f32[4] collective-permute(pp), channel_id=1,"
+    " source_target_pairs={{0,3},{1,0},{2,1},{3,2}}\n"
+    "}\n"
+    "\n"
+    "noop {\n"
+    "  np = f32[4] parameter(0)\n"
+    "  ROOT arf = f32[4] all-reduce(np), channel_id=2, replica_groups={{0,1,2,3}}, to_apply=add\n"
+    "}\n"
+    "\n"
+    "body {\n"
+    "  bp = (u32[], f32[4]) parameter(0)\n"
+    "  i = u32[] get-tuple-element(bp), index=0\n"
+    "  v = f32[4] get-tuple-element(bp), index=1\n"
+    "  one = u32[] constant(1)\n"
+    "  i1 = u32[] add(i, one)\n"
+    "  four = u32[] constant(4)\n"
+    "  more = pred[] compare(i1, four), direction=LT\n"
+    "  c = f32[4] conditional(more, v, v), true_computation=permute, false_computation=noop\n"
+    "  ROOT bt = (u32[], f32[4]) tuple(i1, c)\n"
+    "}\n"
+    "\n"
+    "cond {\n"
+    "  cp0 = (u32[], f32[4]) parameter(0)\n"
+    "  ci = u32[] get-tuple-element(cp0), index=0\n"
+    "  lim = u32[] constant(4)\n"
+    "  ROOT lt = pred[] compare(ci, lim), direction=LT\n"
+    "}\n"
+    "\n"
+    "b0 {\n"
+    "  a0 = f32[3] parameter(0)\n"
+    "  ROOT arb = f32[3] all-reduce(a0), channel_id=3, replica_groups={{0,1,2},{3}},"
+    " to_apply=add\n"
+    "}\n"
+    "\n"
+    "b1 {\n"
+    "  a1 = f32[3] parameter(0)\n"
+    "  ROOT neg = f32[3] negate(a1)\n"
+    "}\n"
+    "\n"
+    "ENTRY main {\n"
+    "  w = f32[4] parameter(1)\n"
+    "  z = u32[] constant(0)\n"
+    "  init = (u32[], f32[4]) tuple(z, w)\n"
+    "  loop = (u32[], f32[4]) while(init), condition=cond, body=body\n"
+    "  k = s32[] parameter(0)\n"
+    "  q = f32[3] parameter(2)\n"
+    "  sw = f32[3] conditional(k, q, q), branch_computations={b0, b1}\n"
+    "  ROOT t = (f32[3], (u32[], f32[4])) tuple(sw, loop)\n"
+    "}\n";
+
+/* Records k_cond_hlo as both input and output; a windowed-loop event for `loop` states the
+ * true branch's count when `true_runs` > 0. */
+static int64_t
+write_cond_run(Fx *fx, TraceDb *db, int64_t true_runs)
+{
+    IrModule *in = parse(fx, k_cond_hlo), *out = parse(fx, k_cond_hlo);
+    SlError err = {0};
+    TraceRunInfo info = k_info;
+    info.num_partitions = 4;
+    TraceSink *sink = NULL;
+    assert_int_equal(trace_db_begin_run(db, in, &info, &sink, &err), SL_OK);
+    TraceWindowedLoop wl = {instr(in, "loop"), instr(out, "loop"), "all-gather", 4, 16, true_runs};
+    sink->ops->windowed_loop(sink, &wl);
+    int64_t run_id = 0;
+    if (trace_db_end_run(db, out, -1, &run_id, &err) != SL_OK)
+        fail_msg("end_run: %s", err.msg);
+    ir_module_fini(in);
+    ir_module_fini(out);
+    return run_id;
+}
+
+/* "trip_count|max_trip_count" of the collective `name` in run `run`, NULL as "-". */
+static void
+trips_of(sqlite3 *raw, int64_t run, const char *name, char *out, size_t cap)
+{
+    char q[256];
+    snprintf(q, sizeof(q),
+             "SELECT coalesce(c.trip_count, '-') || '|' || coalesce(c.max_trip_count, '-')"
+             " FROM collective c JOIN instr i ON i.id = c.instr"
+             " WHERE c.run_id = %lld AND i.name = '%s'",
+             (long long)run, name);
+    sql_text(raw, q, out, cap);
+}
+
+static void
+test_conditional_trip_counts(void **state)
+{
+    Fx *fx = *state;
+    SlError err = {0};
+    TraceDb *db = NULL;
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    int64_t plain = write_cond_run(fx, db, 0), hinted = write_cond_run(fx, db, 3);
+    trace_db_close(db);
+    /* Branches run "at most" as often as their conditional unless the loop says how often: the
+     * permute then runs 3 times, the false branch once (issue 7: both were recorded as 4). */
+    static const struct {
+        const char *name;
+        const char *plain, *hinted;
+    } want[] = {
+        {"cpm", "-|4", "3|3"},
+        {"arf", "-|4", "1|1"},
+        {"arb", "-|1", "-|1"},
+    };
+    sqlite3 *raw = sql_open(fx->path);
+    for (size_t k = 0; k < SL_COUNTOF(want); k++) {
+        char got[64];
+        trips_of(raw, plain, want[k].name, got, sizeof(got));
+        if (strcmp(got, want[k].plain))
+            fail_msg("%s without a hint: %s, want %s", want[k].name, got, want[k].plain);
+        trips_of(raw, hinted, want[k].name, got, sizeof(got));
+        if (strcmp(got, want[k].hinted))
+            fail_msg("%s with a hint: %s, want %s", want[k].name, got, want[k].hinted);
+    }
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+
+    /* The reader, explain and the reports' inputs see the bound. */
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_OK);
+    const TraceRun *run = NULL;
+    assert_int_equal(trace_run_load(db, plain, &fx->arena, &run, &err), SL_OK);
+    const TraceRunInstr *cpm = trace_run_find_instr(run, TRACE_AFTER, "cpm");
+    assert_non_null(cpm);
+    for (uint32_t k = 0; k < run->n_collectives; k++)
+        if (run->collectives[k].instr == (uint32_t)(cpm - run->instrs)) {
+            assert_int_equal(run->collectives[k].trip_count, -1);
+            assert_int_equal(run->collectives[k].max_trip_count, 4);
+        }
+    SlBuf b;
+    sl_buf_init(&b);
+    assert_int_equal(trace_explain(run, "cpm", &b, &err), SL_OK);
+    sl_buf_fini(&b);
+    trace_db_close(db);
+}
+
+static void
+test_called_computations_and_params(void **state)
+{
+    Fx *fx = *state;
+    SlError err = {0};
+    TraceDb *db = NULL;
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    (void)write_cond_run(fx, db, 0);
+    trace_db_close(db);
+    sqlite3 *raw = sql_open(fx->path);
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT group_concat(x, ' ') FROM (SELECT i.name || ':' || c.idx || ':' ||"
+                    " c.role || ':' || c.computation AS x FROM called_computation c JOIN instr i"
+                    " ON i.id = c.instr WHERE i.phase = 'before' ORDER BY c.instr, c.idx)",
+                    "arf:0:to_apply:add c:0:branch_0:permute c:1:branch_1:noop"
+                    " arb:0:to_apply:add loop:0:condition:cond loop:1:body:body"
+                    " sw:0:branch_0:b0 sw:1:branch_1:b1");
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM called_computation c JOIN instr i"
+                                  " ON i.id = c.instr WHERE i.phase = 'after'"),
+                     8);
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT group_concat(name || '=' || param_number, ' ') FROM instr"
+                    " WHERE phase = 'before' AND computation = 'main' AND opcode = 'parameter'",
+                    "w=1 k=0 q=2");
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM instr WHERE opcode <> 'parameter'"
+                                  " AND param_number IS NOT NULL"),
+                     0);
+    /* Uneven groups {0,1,2},{3}: each device's own group size (issue 5: the first group's
+     * size was used for all): S = 12 B, 2(3-1)/3 * 12 = 16 B on 0..2, nothing on 3. */
+    assert_int_equal(sql_int(raw, "SELECT group_size FROM collective c JOIN instr i"
+                                  " ON i.id = c.instr WHERE i.name = 'arb' AND i.phase = 'after'"),
+                     3);
+    static const double want_send[] = {16, 16, 16, 0};
+    for (int d = 0; d < 4; d++) {
+        char q[256];
+        snprintf(q, sizeof(q),
+                 "SELECT send_bytes FROM collective_device v JOIN collective c"
+                 " ON c.id = v.collective_id JOIN instr i ON i.id = c.instr"
+                 " WHERE i.name = 'arb' AND v.device = %d",
+                 d);
+        if (sql_real(raw, q) != want_send[d])
+            fail_msg("device %d sends %g, want %g", d, sql_real(raw, q), want_send[d]);
+    }
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_OK);
+    const TraceRun *run = NULL;
+    assert_int_equal(trace_run_load(db, 0, &fx->arena, &run, &err), SL_OK);
+    assert_int_equal(run->n_calls, 16);
+    const TraceRunInstr *loop = trace_run_find_instr(run, TRACE_BEFORE, "loop");
+    const TraceRunCall *body = NULL;
+    for (uint32_t k = 0; k < run->n_calls; k++)
+        if (&run->instrs[run->calls[k].instr] == loop && !strcmp(run->calls[k].role, "body"))
+            body = &run->calls[k];
+    assert_non_null(body);
+    assert_string_equal(body->computation, "body");
+    assert_int_equal(trace_run_find_instr(run, TRACE_BEFORE, "q")->param_number, 2);
+    assert_int_equal(trace_run_find_instr(run, TRACE_BEFORE, "z")->param_number, -1);
+    trace_db_close(db);
+}
+
 /* ---- explain ---- */
 
 static void
@@ -816,6 +1037,67 @@ test_explain_contracting_dot(void **state)
     trace_db_close(db);
 }
 
+/* Decisions of one instruction form a chain; explain leads with the top-level one (issue 7: it
+ * named the last one recorded, e.g. the inner batch_parallel of a recursion). */
+static const struct {
+    const char *name;
+    const char *strategies[3]; /* in recording order */
+    const char *numbers[3];    /* the one number key each carries, NULL: none */
+    double values[3];
+    const char *want; /* the summary's strategy text */
+} k_chains[] = {
+    {"dot engine, outermost first", {"group_on_contracting", "batch_parallel", NULL},
+     {"partitions", "partitions"}, {2, 1},
+     "strategy \"group_on_contracting\" (then \"batch_parallel\");"},
+    {"gather, innermost first", {"replicate", "trivial-sliced-operand", NULL}, {"depth", "depth"},
+     {1, 0}, "strategy \"trivial-sliced-operand\" (then \"replicate\");"},
+    {"windowed-einsum configuration before its strategy",
+     {"no_windowed_einsum", "group_on_contracting", "batch_parallel"},
+     {"loop_partitions", "partitions", "partitions"}, {2, 2, 1},
+     "strategy \"group_on_contracting\" (then \"no_windowed_einsum\", then \"batch_parallel\");"},
+};
+
+static void
+test_explain_decision_chain(void **state)
+{
+    Fx *fx = *state;
+    SlError err = {0};
+    TraceDb *db = NULL;
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    for (size_t c = 0; c < SL_COUNTOF(k_chains); c++) {
+        IrModule *in = parse(fx, k_dot_in), *out = parse(fx, k_dot_out);
+        TraceSink *sink = NULL;
+        assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
+        for (int k = 0; k < 3 && k_chains[c].strategies[k]; k++) {
+            TraceKV num = {k_chains[c].numbers[k], k_chains[c].values[k], NULL};
+            TraceDecision d = {instr(in, "dot"), "dot", k_chains[c].strategies[k], NULL, NULL, 0,
+                               &num, 1};
+            sink->ops->decision(sink, &d);
+        }
+        int64_t run_id = 0;
+        assert_int_equal(trace_db_end_run(db, out, -1, &run_id, &err), SL_OK);
+        const TraceRun *run = NULL;
+        assert_int_equal(trace_run_load(db, run_id, &fx->arena, &run, &err), SL_OK);
+        SlBuf b;
+        sl_buf_init(&b);
+        assert_int_equal(trace_explain(run, "dot", &b, &err), SL_OK);
+        const char *first_nl = strchr(b.data, '\n');
+        const char *hit = strstr(b.data, k_chains[c].want);
+        if (!hit || hit > first_nl)
+            fail_msg("%s: first line lacks %s:\n%s", k_chains[c].name, k_chains[c].want, b.data);
+        const char *top = strstr(b.data, "Decision 1 of ");
+        const char *inner = strstr(b.data, "Decision 2 of ");
+        assert_non_null(top);
+        assert_non_null(inner);
+        assert_true(top < inner);
+        assert_non_null(strstr(b.data, "(inside decision 1): the dot handler chose"));
+        sl_buf_fini(&b);
+        ir_module_fini(in);
+        ir_module_fini(out);
+    }
+    trace_db_close(db);
+}
+
 /* ---- the memory sink ---- */
 
 static void
@@ -853,7 +1135,11 @@ main(void)
         cmocka_unit_test_setup_teardown(test_locked_database_fails_cleanly, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_two_concurrent_writers, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_device_traffic_views, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_conditional_trip_counts, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_called_computations_and_params, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_explain_contracting_dot, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_explain_decision_chain, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_mem_sink, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

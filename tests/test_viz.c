@@ -332,7 +332,15 @@ test_golden_loop(void **state)
     want(&dot, "windowed einsum (all-gather)\\n4 iterations");
     want(&dot, "collective-permute %collective-permute");
     want(&dot, "pairs 0->3, 1->0, 2->1, 3->2");
-    want(&dot, "x4 per run (in a loop)");
+    /* The permute sits in the conditional's true branch, taken n-1 = 3 of 4 iterations: exact
+     * when the partitioner states it, else "at most 4", never a silent x4 (issue 7). */
+    int64_t cp_trips = -2;
+    for (uint32_t k = 0; k < run->n_collectives; k++)
+        if (!strcmp(run->collectives[k].kind, "collective-permute"))
+            cp_trips = run->collectives[k].trip_count;
+    assert_true(cp_trips == 3 || cp_trips == -1);
+    want(&dot, cp_trips == 3 ? "x3 per run (in a loop)" : "at most x4 per run (in a branch)");
+    want_not(&dot, "\\nx4 per run");
     want(&dot, "lhead=\"cluster_c");
     want(&dot, "compound=\"true\"");
     want(&dot, "from %dot (dot): ");
@@ -446,6 +454,92 @@ test_focus_hand_built(void **state)
     sl_buf_fini(&note);
 }
 
+/* ---- callers as recorded (issue 7: not guessed from shapes) ---- */
+
+/* before: main calls two whiles whose bodies have the same signature, body_b listed first but
+ * called by the second while, and calls `shared` twice. */
+static TraceRun *
+calls_run(SlArena *a)
+{
+    static const struct {
+        const char *comp, *name, *opcode;
+        uint32_t operand;
+    } rows[] = {
+        {"body_b", "pb", "parameter", TRACE_NONE},
+        {"body_b", "nb", "negate", 0},
+        {"body_a", "pa", "parameter", TRACE_NONE},
+        {"body_a", "na", "negate", 2},
+        {"shared", "ps", "parameter", TRACE_NONE},
+        {"shared", "ns", "negate", 4},
+        {"main", "x", "parameter", TRACE_NONE},
+        {"main", "w1", "while", 6},
+        {"main", "w2", "while", 7},
+        {"main", "c1", "call", 8},
+        {"main", "c2", "call", 9},
+    };
+    enum { N = SL_COUNTOF(rows) };
+    TraceRun *run = SL_NEW(a, TraceRun);
+    TraceRunInstr *in = SL_NEW_ARRAY(a, TraceRunInstr, N);
+    uint32_t *ops = SL_NEW_ARRAY(a, uint32_t, N);
+    TraceRunCall *calls = SL_NEW_ARRAY(a, TraceRunCall, 4);
+    assert_non_null(run);
+    assert_non_null(in);
+    assert_non_null(ops);
+    assert_non_null(calls);
+    for (uint32_t i = 0; i < N; i++) {
+        in[i] = (TraceRunInstr){.phase = TRACE_BEFORE,
+                                .ir_id = i,
+                                .computation = rows[i].comp,
+                                .name = rows[i].name,
+                                .opcode = rows[i].opcode,
+                                .param_number = strcmp(rows[i].opcode, "parameter") ? -1 : 0,
+                                .shape = "f32[4]",
+                                .size_bytes = 16,
+                                .derived_from = TRACE_NONE,
+                                .is_root = i == N - 1 || (i < 6 && i % 2 == 1)};
+        if (rows[i].operand != TRACE_NONE) {
+            ops[i] = rows[i].operand;
+            in[i].operands = &ops[i];
+            in[i].n_operands = 1;
+        }
+    }
+    calls[0] = (TraceRunCall){7, "body", "body_a"};
+    calls[1] = (TraceRunCall){8, "body", "body_b"};
+    calls[2] = (TraceRunCall){9, "calls", "shared"};
+    calls[3] = (TraceRunCall){10, "calls", "shared"};
+    run->module = "calls";
+    run->num_partitions = 2;
+    run->instrs = in;
+    run->n_instrs = run->n_before = N;
+    run->calls = calls;
+    run->n_calls = 4;
+    return run;
+}
+
+static void
+test_recorded_callers(void **state)
+{
+    Fx *fx = *state;
+    const TraceRun *run = calls_run(&fx->arena);
+    VizOptions o;
+    viz_options_init(&o);
+    SlBuf dot, note;
+    sl_buf_init(&dot);
+    sl_buf_init(&note);
+    dot_text(run, &o, &dot, &note);
+    /* Same shapes, so a guess by signature gave body_b (listed first) to w1. */
+    want(&dot, "label=\"%body_a\\nbody of %w1\"");
+    want(&dot, "label=\"%body_b\\nbody of %w2\"");
+    /* A computation called from two places is drawn once, with an edge from each caller. */
+    want(&dot, "label=\"%shared\\ncalled from 2 places\"");
+    assert_int_equal(count(dot.data, "\"b9\" -> \"b4\" [label=\"call\""), 1);
+    assert_int_equal(count(dot.data, "\"b10\" -> \"b4\" [label=\"call\""), 1);
+    assert_int_equal(count(dot.data, "lhead=\"cluster_c2\""), 2);
+    want_not(&dot, "caller not recorded");
+    sl_buf_fini(&dot);
+    sl_buf_fini(&note);
+}
+
 /* ---- collapse, pair, rendering, errors ---- */
 
 static void
@@ -512,6 +606,9 @@ test_pair(void **state)
     want(&dot, "subgraph \"cluster_after\"");
     want(&dot, "label=\"before: %y (dot)\"");
     want(&dot, "label=\"after: 2 instructions emitted for %y");
+    /* The strategy chain, top level first (issue 7: the innermost one was shown alone). */
+    want(&dot, ", strategy group_on_non_contracting, then group_on_contracting, then "
+               "batch_parallel\"");
     want(&dot, "all-reduce %");
     const char *before = strstr(dot.data, "cluster_before"),
                *after = strstr(dot.data, "cluster_after");
@@ -640,6 +737,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_golden_mlp, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_golden_loop, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_focus_hand_built, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_recorded_callers, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_collapse, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_pair, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_render, fx_setup, fx_teardown),

@@ -83,6 +83,8 @@ put_collective(VizCtx *c, const TraceRunCollective *k, SlBuf *b)
     sl_buf_puts(b, "/device");
     if (k->trip_count > 1)
         sl_buf_printf(b, "\\nx%lld per run (in a loop)", (long long)k->trip_count);
+    else if (k->trip_count < 0 && k->max_trip_count > 0)
+        sl_buf_printf(b, "\\nat most x%lld per run (in a branch)", (long long)k->max_trip_count);
     else if (k->trip_count < 0)
         sl_buf_puts(b, "\\ntrip count unknown");
 }
@@ -170,6 +172,19 @@ viz_add_instr_node(VizCtx *c, const VizIndex *x, uint32_t i, uint32_t cluster, b
         a->v[VIZ_A_COLOR] = "#2e86c1";
     }
     return n;
+}
+
+void
+viz_put_strategy(const TraceRun *run, uint32_t d, SlBuf *out)
+{
+    const TraceRunDecision *top = &run->decisions[d];
+    put_text(out, top->strategy);
+    for (uint32_t level = 2; level <= top->chain_length; level++)
+        for (uint32_t k = 0; k < run->n_decisions; k++)
+            if (run->decisions[k].instr == top->instr && run->decisions[k].level == level) {
+                sl_buf_puts(out, ", then ");
+                put_text(out, run->decisions[k].strategy);
+            }
 }
 
 /* ---- legend ---------------------------------------------------------------------------------- */
@@ -272,6 +287,8 @@ comp_label(Builder *b, uint32_t comp)
         if (l != VIZ_NONE)
             sl_buf_printf(&t, " (windowed einsum, %s, %lld iterations)", run->loops[l].variant,
                           (long long)run->loops[l].iterations);
+    } else if (cp->n_callers > 1) {
+        sl_buf_printf(&t, "\\ncalled from %u places", cp->n_callers);
     } else {
         sl_buf_puts(&t, "\\n(caller not recorded)");
     }
@@ -321,8 +338,10 @@ group_label(Builder *b, uint32_t source)
     put_text(&t, src->name);
     sl_buf_printf(&t, " (%s)", src->opcode);
     uint32_t d = b->x->decision[source];
-    if (d != VIZ_NONE)
-        sl_buf_printf(&t, ": %s", run->decisions[d].strategy);
+    if (d != VIZ_NONE) {
+        sl_buf_puts(&t, ": ");
+        viz_put_strategy(run, d, &t);
+    }
     const char *s = viz_strdup_buf(&b->c->g, &t);
     sl_buf_fini(&t);
     return s;
@@ -424,7 +443,27 @@ add_stubs(Builder *b, uint32_t i)
     }
 }
 
-/* A dashed edge from each drawn caller into the cluster of its computation. */
+static void
+add_call_edge(Builder *b, uint32_t caller, uint32_t comp, const char *role)
+{
+    const VizComp *cp = &b->x->comps[comp];
+    uint32_t head = VIZ_NONE;
+    for (uint32_t i = cp->first; i < cp->first + cp->n && head == VIZ_NONE; i++)
+        if (selected(b, i))
+            head = b->node_of[i - b->x->lo];
+    uint32_t e = viz_add_edge(&b->c->g, b->node_of[caller - b->x->lo], head);
+    VizAttrs *a = viz_edge_attrs(&b->c->g, e);
+    if (!a)
+        return;
+    a->v[VIZ_A_STYLE] = "dashed";
+    a->v[VIZ_A_COLOR] = "#2e86c1";
+    a->v[VIZ_A_LABEL] = role;
+    a->v[VIZ_A_LHEAD] = SL_VEC_AT(&b->c->g.clusters, VizCluster, b->comp_cluster[comp]).id;
+    b->c->g.compound = true;
+}
+
+/* A dashed edge from each drawn caller into the cluster of its computation: computations
+ * with one caller first, then every call site of the shared ones, in recorded order. */
 static void
 add_call_edges(Builder *b)
 {
@@ -432,19 +471,18 @@ add_call_edges(Builder *b)
         const VizComp *cp = &b->x->comps[comp];
         if (cp->caller == VIZ_NONE || !selected(b, cp->caller) || b->comp_cluster[comp] == VIZ_NONE)
             continue;
-        uint32_t head = VIZ_NONE;
-        for (uint32_t i = cp->first; i < cp->first + cp->n && head == VIZ_NONE; i++)
-            if (selected(b, i))
-                head = b->node_of[i - b->x->lo];
-        uint32_t e = viz_add_edge(&b->c->g, b->node_of[cp->caller - b->x->lo], head);
-        VizAttrs *a = viz_edge_attrs(&b->c->g, e);
-        if (!a)
+        add_call_edge(b, cp->caller, comp, cp->role);
+    }
+    const TraceRun *run = b->c->run;
+    for (uint32_t k = 0; k < run->n_calls; k++) {
+        const TraceRunCall *call = &run->calls[k];
+        if (!selected(b, call->instr))
             continue;
-        a->v[VIZ_A_STYLE] = "dashed";
-        a->v[VIZ_A_COLOR] = "#2e86c1";
-        a->v[VIZ_A_LABEL] = cp->role;
-        a->v[VIZ_A_LHEAD] = SL_VEC_AT(&b->c->g.clusters, VizCluster, b->comp_cluster[comp]).id;
-        b->c->g.compound = true;
+        uint32_t comp = viz_comp_named(b->x, call->computation);
+        if (comp == VIZ_NONE || b->x->comps[comp].n_callers < 2 ||
+            b->x->comps[comp].is_reducer || b->comp_cluster[comp] == VIZ_NONE)
+            continue;
+        add_call_edge(b, call->instr, comp, viz_role_word(call->role));
     }
 }
 

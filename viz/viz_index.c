@@ -1,12 +1,9 @@
 /* viz_index.c - what the diagrams need to know about one phase of a run beyond its arrays:
- * computations and which instruction calls each (inferred), users of every instruction, and
+ * computations and which instructions call each (as recorded), users of every instruction, and
  * lookups from instructions to collectives, windowed loops and decisions; plus name
  * resolution and the focus neighbourhood. Owns: those inferences. Does not own: drawing.
- * The trace records no called computations, so a callee is matched by signature: a while's
- * body takes and returns the loop's shape and its condition returns pred[]; a conditional's
- * branch takes the branch operand's shape and returns the conditional's; a call's parameters
- * match its operands. Computations are recorded callees first, so candidates are searched
- * forward among the computations before the caller's, and each is given to one caller. */
+ * Callers come from the trace's called_computation table (schema version 2), never from
+ * shapes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +14,6 @@ static const TraceRunInstr *
 at(const VizIndex *x, uint32_t i)
 {
     return &x->run->instrs[i];
-}
-
-static bool
-is_op(const TraceRunInstr *in, const char *op)
-{
-    return strcmp(in->opcode, op) == 0;
 }
 
 /* Computations in recorded order (each one's instructions are contiguous). */
@@ -54,107 +45,64 @@ find_comps(VizIndex *x, SlArena *a)
     return true;
 }
 
-static uint32_t
-comp_root(const VizIndex *x, const VizComp *c)
+const char *
+viz_role_word(const char *role)
 {
-    for (uint32_t i = c->first; i < c->first + c->n; i++)
-        if (at(x, i)->is_root)
-            return i;
-    return c->first + c->n - 1;
+    if (strncmp(role, "branch_", 7) == 0)
+        return "branch";
+    if (strcmp(role, "calls") == 0)
+        return "call";
+    return role;
 }
 
-static uint32_t
-comp_n_params(const VizIndex *x, const VizComp *c)
-{
-    uint32_t n = 0;
-    for (uint32_t i = c->first; i < c->first + c->n; i++)
-        n += is_op(at(x, i), "parameter");
-    return n;
-}
-
-static int
-cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Does `c` take `params` (n shapes, sorted) and return `root`? Parameters are compared as a
- * sorted list: the trace does not record parameter numbers, and HLO text may list them in
- * any order. `scratch` holds n entries. */
 static bool
-signature_is(const VizIndex *x, const VizComp *c, const char **params, uint32_t n, const char *root,
-             const char **scratch)
+is_reducer_role(const char *role)
 {
-    if (c->caller != VIZ_NONE || c->is_entry || comp_n_params(x, c) != n)
-        return false;
-    if (strcmp(at(x, comp_root(x, c))->shape, root) != 0)
-        return false;
-    uint32_t k = 0;
-    for (uint32_t i = c->first; i < c->first + c->n; i++)
-        if (is_op(at(x, i), "parameter"))
-            scratch[k++] = at(x, i)->shape;
-    qsort(scratch, n, sizeof(*scratch), cmp_str);
-    for (k = 0; k < n; k++)
-        if (strcmp(scratch[k], params[k]) != 0)
-            return false;
-    return true;
+    return !strcmp(role, "to_apply") || !strcmp(role, "select") || !strcmp(role, "scatter");
 }
 
-/* Gives the first computation before the caller's that fits to `caller`. */
-static void
-claim(VizIndex *x, uint32_t caller, const char **params, uint32_t n, const char *root,
-      const char *role, const char **scratch)
+uint32_t
+viz_comp_named(const VizIndex *x, const char *name)
 {
-    qsort(params, n, sizeof(*params), cmp_str);
-    uint32_t limit = viz_comp_of(x, caller);
-    for (uint32_t c = 0; c < limit; c++) {
-        if (signature_is(x, &x->comps[c], params, n, root, scratch)) {
-            x->comps[c].caller = caller;
-            x->comps[c].role = role;
-            return;
-        }
-    }
+    for (uint32_t c = 0; c < x->n_comps; c++)
+        if (!strcmp(x->comps[c].name, name))
+            return c;
+    return VIZ_NONE;
 }
 
+/* Callers from the trace's called_computation rows. A computation with one call site is drawn
+ * under its caller; one shared by several is drawn once, on its own, with an edge from each.
+ * A scalar-only computation reached only through to_apply/select/scatter is a reducer and is
+ * not drawn. */
 static bool
 find_callers(VizIndex *x)
 {
-    uint32_t most = 1;
-    for (uint32_t i = x->lo; i < x->hi; i++)
-        if (at(x, i)->n_operands > most)
-            most = at(x, i)->n_operands;
-    const char **params = malloc((size_t)most * sizeof(*params));
-    const char **scratch = malloc((size_t)most * sizeof(*scratch));
-    if (!params || !scratch) {
-        free(params);
-        free(scratch);
+    const TraceRun *run = x->run;
+    bool *reducer_only = calloc((size_t)x->n_comps + 1, sizeof(bool));
+    if (!reducer_only)
         return false;
-    }
-    for (uint32_t i = x->lo; i < x->hi; i++) {
-        const TraceRunInstr *in = at(x, i);
-        if (is_op(in, "while")) {
-            params[0] = in->shape;
-            claim(x, i, params, 1, "pred[]", "condition", scratch);
-            params[0] = in->shape;
-            claim(x, i, params, 1, in->shape, "body", scratch);
-        } else if (is_op(in, "conditional")) {
-            for (uint32_t k = 1; k < in->n_operands; k++) {
-                params[0] = at(x, in->operands[k])->shape;
-                claim(x, i, params, 1, in->shape, "branch", scratch);
-            }
-        } else if (is_op(in, "call") || is_op(in, "fusion")) {
-            for (uint32_t k = 0; k < in->n_operands; k++)
-                params[k] = at(x, in->operands[k])->shape;
-            claim(x, i, params, in->n_operands, in->shape, "call", scratch);
+    for (uint32_t c = 0; c < x->n_comps; c++)
+        reducer_only[c] = true;
+    for (uint32_t k = 0; k < run->n_calls; k++) {
+        const TraceRunCall *call = &run->calls[k];
+        if (call->instr < x->lo || call->instr >= x->hi)
+            continue;
+        uint32_t c = viz_comp_named(x, call->computation);
+        if (c == VIZ_NONE || x->comps[c].is_entry)
+            continue;
+        VizComp *cp = &x->comps[c];
+        if (cp->n_callers++ == 0) {
+            cp->caller = call->instr;
+            cp->role = viz_role_word(call->role);
         }
+        reducer_only[c] = reducer_only[c] && is_reducer_role(call->role);
     }
-    free(params);
-    free(scratch);
-    /* What is left and holds only scalars is a reducer (to_apply), not worth drawing. */
     enum { MAX_REDUCER_INSTRS = 16 };
     for (uint32_t c = 0; c < x->n_comps; c++) {
         VizComp *cp = &x->comps[c];
-        if (cp->caller != VIZ_NONE || cp->is_entry || cp->n > MAX_REDUCER_INSTRS)
+        if (cp->n_callers > 1)
+            cp->caller = VIZ_NONE; /* shared: no single place to nest it */
+        if (cp->is_entry || !reducer_only[c] || cp->n > MAX_REDUCER_INSTRS)
             continue;
         bool scalar = true;
         for (uint32_t i = cp->first; i < cp->first + cp->n && scalar; i++) {
@@ -163,17 +111,20 @@ find_callers(VizIndex *x)
             scalar = s[0] != '(' && len >= 2 && strcmp(s + len - 2, "[]") == 0;
         }
         cp->is_reducer = scalar;
+        if (scalar)
+            cp->caller = VIZ_NONE;
     }
+    free(reducer_only);
     return true;
 }
 
 const char *
 viz_role_phrase(const char *role)
 {
-    return strcmp(role, "call") == 0        ? "called by"
-           : strcmp(role, "body") == 0      ? "body of"
+    return strcmp(role, "body") == 0        ? "body of"
            : strcmp(role, "condition") == 0 ? "condition of"
-                                            : "branch of";
+           : strcmp(role, "branch") == 0    ? "branch of"
+                                            : "called by";
 }
 
 static bool
@@ -241,8 +192,8 @@ viz_index_build(VizIndex *x, const TraceRun *run, TracePhase phase, SlArena *a, 
     for (uint32_t k = 0; k < run->n_loops; k++)
         if (run->loops[k].loop < run->n_instrs)
             x->loop[run->loops[k].loop] = k;
-    for (uint32_t k = 0; k < run->n_decisions; k++) /* the last decision stands */
-        if (run->decisions[k].instr < run->n_instrs)
+    for (uint32_t k = 0; k < run->n_decisions; k++) /* the top of each chain */
+        if (run->decisions[k].instr < run->n_instrs && run->decisions[k].level == 1)
             x->decision[run->decisions[k].instr] = k;
     return SL_OK;
 }

@@ -123,8 +123,9 @@ const char *viz_collective_color(const char *kind);
 typedef struct VizComp {
     const char *name;
     uint32_t first, n; /* its instructions are run->instrs[first, first + n) */
-    uint32_t caller;   /* the instruction that calls it (inferred), VIZ_NONE */
-    const char *role;  /* "body", "condition", "branch", "call", or NULL */
+    uint32_t caller;     /* its only call site, VIZ_NONE (uncalled, shared or a reducer) */
+    const char *role;    /* first call site's: "body", "condition", "branch", "call", ... */
+    uint32_t n_callers;  /* call sites (run->calls rows of this phase) */
     bool is_entry;     /* the last computation of the phase */
     bool is_reducer;   /* scalar-only and uncalled: a to_apply reducer, not drawn */
 } VizComp;
@@ -140,10 +141,14 @@ typedef struct VizIndex {
     uint32_t *users;      /* global instruction indices */
     uint32_t *collective; /* [n_instrs]: index into run->collectives, VIZ_NONE */
     uint32_t *loop;       /* [n_instrs]: index into run->loops (by loop while), VIZ_NONE */
-    uint32_t *decision;   /* [n_instrs]: index into run->decisions ('before'), VIZ_NONE */
+    uint32_t *decision;   /* [n_instrs]: the top-level decision ('before'), VIZ_NONE */
 } VizIndex;
 
 const char *viz_role_phrase(const char *role); /* "body of", "called by", ... */
+/* The diagram's word for a called_computation role: branch_K is "branch", calls "call". */
+const char *viz_role_word(const char *role);
+/* The computation of x's phase named `name`, or VIZ_NONE. */
+uint32_t viz_comp_named(const VizIndex *x, const char *name);
 SlStatus viz_index_build(VizIndex *x, const TraceRun *run, TracePhase phase, SlArena *a,
                          SlError *err);
 static inline uint32_t
@@ -200,6 +205,9 @@ SlStatus viz_build_pair(VizCtx *c, const VizIndex *before, const VizIndex *after
 uint32_t viz_add_instr_node(VizCtx *c, const VizIndex *x, uint32_t instr, uint32_t cluster,
                             bool in_group);
 void viz_add_legend(VizCtx *c, bool with_kinds);
+/* Appends the strategy chain that starts at top-level decision `d`: "group_on_contracting,
+ * then batch_parallel". */
+void viz_put_strategy(const TraceRun *run, uint32_t d, SlBuf *out);
 const char *viz_phase_title(VizCtx *c, const VizIndex *x, uint32_t drawn);
 uint32_t viz_kind_index(const char *kind); /* index into the collective kinds table */
 uint32_t viz_kind_count(void);

@@ -198,10 +198,18 @@ build_pair(VizCtx *c, const VizIndex *bx, const VizIndex *ax, SlError *err)
     a = viz_cluster_attrs(&c->g, c->top);
     if (a) {
         uint32_t d = bx->decision[source];
+        SlBuf t;
+        sl_buf_init(&t);
+        if (d != VIZ_NONE) {
+            sl_buf_puts(&t, ", strategy ");
+            viz_put_strategy(c->run, d, &t);
+        }
         a->v[VIZ_A_LABEL] =
-            viz_fmt(&c->g, "after: %u instruction%s emitted for %%%s%s%s", n_derived,
-                    n_derived == 1 ? "" : "s", src->name, d != VIZ_NONE ? ", strategy " : "",
-                    d != VIZ_NONE ? c->run->decisions[d].strategy : "");
+            viz_fmt(&c->g, "after: %u instruction%s emitted for %%%s%s", n_derived,
+                    n_derived == 1 ? "" : "s", src->name, t.data ? t.data : "");
+        if (t.failed)
+            c->g.failed = true;
+        sl_buf_fini(&t);
         a->v[VIZ_A_STYLE] = "rounded";
     }
     st = viz_build_phase(c, ax, &as, err);

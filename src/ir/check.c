@@ -1461,6 +1461,7 @@ check_shape_rules(Ck *ck, const IrInstr *in)
     case IR_FAM_CUSTOM_CALL:
     case IR_FAM_SIDE_EFFECT:
     case IR_FAM_RNG:
+    case IR_FAM_RAGGED_DOT:
     case IR_FAM_OTHER:
         return SL_OK;
     }

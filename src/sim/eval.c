@@ -347,6 +347,12 @@ call_values(SimCtx *cx, const IrInstr *ins, const IrComputation *c, int64_t dev,
 }
 
 SlStatus
+sim_plan_scalar(SimCtx *cx, SimPlan *p)
+{
+    return p->scalar < 0 ? plan_scalar(cx, p) : SL_OK;
+}
+
+SlStatus
 sim_call_scalars(SimCtx *cx, const IrInstr *ins, const IrComputation *c, int64_t dev,
                  const SimElem *args, const IrDtype *types, uint32_t n_args, SimElem *outs,
                  uint32_t n_out)
@@ -388,21 +394,6 @@ eval_constant(SimCtx *cx, const IrInstr *ins, SimValue **out)
     return SL_OK;
 }
 
-static bool
-is_identity_custom_call(const IrInstr *ins)
-{
-    const IrAttr *a = ir_instr_find_attr(ins, IR_ATTR_CUSTOM_CALL_TARGET);
-    if (!a)
-        return false;
-    static const char *const k_ids[] = {"\"Sharding\"", "\"SPMDFullToShardShape\"",
-                                        "\"SPMDShardToFullShape\"", "\"ShardBarrierFrom\"",
-                                        "\"ShardBarrierTo\"", "\"X64Combine\""};
-    for (size_t i = 0; i < SL_COUNTOF(k_ids); i++)
-        if (sl_str_eq_cstr(a->u.text, k_ids[i]))
-            return true;
-    return false;
-}
-
 static SlStatus
 eval_simple(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **out)
 {
@@ -419,16 +410,6 @@ eval_simple(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **out
     case IR_OP_OPT_BARRIER: *out = sim_value_ref(ops[0]); return SL_OK;
     case IR_OP_AFTER_ALL: *out = sim_value_new_array(IR_DT_TOKEN, NULL, 0); break;
     case IR_OP_ADD_DEPENDENCY: *out = sim_value_ref(ops[0]); return SL_OK;
-    case IR_OP_CUSTOM_CALL:
-        if (!is_identity_custom_call(ins) || ins->n_operands != 1)
-            return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "custom-call target not simulated");
-        if (ops[0]->dtype == IR_DT_TUPLE || ops[0]->n == ir_shape_elem_count(&ins->shape)) {
-            *out = sim_value_ref(ops[0]);
-            return SL_OK;
-        }
-        return sim_fail(cx, ins, SL_ERR_UNSUPPORTED,
-                        "custom-call changing the shape outside a partitioned module (manual "
-                        "sharding regions are not simulated)");
     default: return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "opcode not supported by the evaluator");
     }
     return *out ? SL_OK : sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
@@ -437,6 +418,10 @@ eval_simple(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **out
 static SlStatus
 eval_op(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops, SimValue **out)
 {
+    if (ins->op == IR_OP_CUSTOM_CALL)
+        return sim_eval_custom_call(cx, ins, dev, ops, out);
+    if (ins->op == IR_OP_SCAN)
+        return sim_eval_scan(cx, ins, dev, ops, out);
     switch (ir_op_family(ins->op)) {
     case IR_FAM_CONSTANT: return eval_constant(cx, ins, out);
     case IR_FAM_ELEMENTWISE:
@@ -460,6 +445,7 @@ eval_op(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops, SimVa
     case IR_FAM_CONVOLUTION: return sim_eval_conv(cx, ins, ops, out);
     case IR_FAM_GATHER: return sim_eval_gather(cx, ins, ops, out);
     case IR_FAM_SCATTER: return sim_eval_scatter(cx, ins, dev, ops, out);
+    case IR_FAM_RAGGED_DOT:
     case IR_FAM_OTHER:
         if (ins->op == IR_OP_REPLICA_ID)
             return sim_eval_elementwise(cx, ins, dev, ops, out);

@@ -99,22 +99,17 @@ dot_loop(const DotDims *l, const DotDims *r, const void *lp, const void *rp, boo
 }
 
 SlStatus
-sim_eval_dot(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **out)
+sim_dot(SimCtx *cx, const IrInstr *ins, const SimValue *a, const SimValue *b,
+        const SimDotNums *dn, const IrShape *shape, SimValue **out)
 {
-    const SimValue *a = ops[0], *b = ops[1];
-    const int64_t *lb, *lc, *rb, *rc;
-    uint32_t nlb = ir_instr_ints_attr(ins, IR_ATTR_LHS_BATCH_DIMS, &lb);
-    uint32_t nlc = ir_instr_ints_attr(ins, IR_ATTR_LHS_CONTRACTING_DIMS, &lc);
-    uint32_t nrb = ir_instr_ints_attr(ins, IR_ATTR_RHS_BATCH_DIMS, &rb);
-    uint32_t nrc = ir_instr_ints_attr(ins, IR_ATTR_RHS_CONTRACTING_DIMS, &rc);
     DotDims l, r;
-    if (a->dtype == IR_DT_TUPLE || b->dtype == IR_DT_TUPLE || nlb != nrb || nlc != nrc ||
-        !dot_dims(a, lb, nlb, lc, nlc, &l) || !dot_dims(b, rb, nrb, rc, nrc, &r) ||
-        l.b != r.b || l.k != r.k)
+    if (a->dtype == IR_DT_TUPLE || b->dtype == IR_DT_TUPLE || dn->nlb != dn->nrb ||
+        dn->nlc != dn->nrc || !dot_dims(a, dn->lb, dn->nlb, dn->lc, dn->nlc, &l) ||
+        !dot_dims(b, dn->rb, dn->nrb, dn->rc, dn->nrc, &r) || l.b != r.b || l.k != r.k)
         return sim_fail(cx, ins, SL_ERR_INVALID, "dot dimension numbers do not fit the operands");
-    if (!sim_is_array_dtype(ins->shape.dtype) || ins->shape.dtype == IR_DT_TUPLE)
+    if (!sim_is_array_dtype(shape->dtype) || shape->dtype == IR_DT_TUPLE)
         return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "dot result type");
-    SimValue *res = sim_value_new(&ins->shape);
+    SimValue *res = sim_value_new(shape);
     if (!res)
         return sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
     if (res->n != l.b * l.f * r.f) {
@@ -137,6 +132,17 @@ sim_eval_dot(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **ou
     free(rp);
     *out = res;
     return SL_OK;
+}
+
+SlStatus
+sim_eval_dot(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **out)
+{
+    SimDotNums dn;
+    dn.nlb = ir_instr_ints_attr(ins, IR_ATTR_LHS_BATCH_DIMS, &dn.lb);
+    dn.nlc = ir_instr_ints_attr(ins, IR_ATTR_LHS_CONTRACTING_DIMS, &dn.lc);
+    dn.nrb = ir_instr_ints_attr(ins, IR_ATTR_RHS_BATCH_DIMS, &dn.rb);
+    dn.nrc = ir_instr_ints_attr(ins, IR_ATTR_RHS_CONTRACTING_DIMS, &dn.rc);
+    return sim_dot(cx, ins, ops[0], ops[1], &dn, &ins->shape, out);
 }
 
 /* ---- convolution ----------------------------------------------------------------------- */

@@ -334,6 +334,13 @@ elem(const ElemArgs *e, const SimElem *x, SimElem *out)
     return ok;
 }
 
+/* Same width, and no 8-bit float (their encodings are not modelled). */
+static bool
+bitcast_ok(IrDtype from, IrDtype to)
+{
+    return ir_dtype_bits(from) == ir_dtype_bits(to) && !sim_is_f8(from) && !sim_is_f8(to);
+}
+
 bool
 sim_elem_apply(const IrInstr *ins, const IrDtype *in_types, const SimElem *x, SimElem *out)
 {
@@ -342,7 +349,7 @@ sim_elem_apply(const IrInstr *ins, const IrDtype *in_types, const SimElem *x, Si
         sim_other_int_attr(ins, "exponent_bits", &e.rp_exp);
         sim_other_int_attr(ins, "mantissa_bits", &e.rp_mant);
     }
-    if (ins->op == IR_OP_BITCAST_CONVERT && ir_dtype_bits(e.in_t) != ir_dtype_bits(e.out_t))
+    if (ins->op == IR_OP_BITCAST_CONVERT && !bitcast_ok(e.in_t, e.out_t))
         return false;
     return elem(&e, x, out);
 }
@@ -419,8 +426,9 @@ sim_eval_elementwise(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *cons
         ElemArgs e = {ins, ops[ins->op == IR_OP_SELECT ? 1 : 0]->dtype, r->dtype, 8, 23};
         sim_other_int_attr(ins, "exponent_bits", &e.rp_exp);
         sim_other_int_attr(ins, "mantissa_bits", &e.rp_mant);
-        if (ins->op == IR_OP_BITCAST_CONVERT && ir_dtype_bits(e.in_t) != ir_dtype_bits(e.out_t))
-            st = sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "bitcast-convert between widths");
+        if (ins->op == IR_OP_BITCAST_CONVERT && !bitcast_ok(e.in_t, e.out_t))
+            st = sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "bitcast-convert between widths or "
+                          "from/to an 8-bit float");
         for (int64_t i = 0; !st && i < r->n; i++) {
             SimElem x[3];
             for (uint32_t j = 0; j < k; j++)

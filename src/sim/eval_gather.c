@@ -146,46 +146,83 @@ scatter_dims(const IrInstr *ins, const SimValue *a, const SimValue *ix, const Si
     return true;
 }
 
+/* Combines update element `ui` into operand offset `off` of every result: the scalar body with
+ * 2k parameters (current values, then updates) returns k values. */
+static SlStatus
+scatter_combine(SimCtx *cx, const IrInstr *ins, const IrComputation *body, int64_t dev,
+                uint32_t k, SimValue **r, SimValue *const *u, int64_t off, int64_t ui)
+{
+    if (k == 1)
+        return sim_apply2(cx, ins, body, r[0]->dtype, r[0]->data[off], u[0]->data[ui],
+                          &r[0]->data[off]);
+    SimElem in[2 * SIM_MAX_RANK], res[SIM_MAX_RANK];
+    IrDtype ty[2 * SIM_MAX_RANK];
+    for (uint32_t j = 0; j < k; j++) {
+        in[j] = r[j]->data[off], in[k + j] = u[j]->data[ui];
+        ty[j] = r[j]->dtype, ty[k + j] = u[j]->dtype;
+    }
+    SlStatus st = sim_call_scalars(cx, ins, body, dev, in, ty, 2 * k, res, k);
+    for (uint32_t j = 0; !st && j < k; j++)
+        r[j]->data[off] = sim_fix(r[j]->dtype, res[j]);
+    return st;
+}
+
+/* The operand offset update element `i` (index `ui`) lands on, or -1 when its window does not
+ * fit. */
+static int64_t
+scatter_target(const ScatterDims *s, const IndexMap *m, const SimValue *a, const int64_t *rs,
+               const int64_t *ui)
+{
+    int64_t start[SIM_MAX_RANK] = {0}, off = 0;
+    for (uint32_t k = 0; k < s->nsdod; k++)
+        start[s->sdod[k]] = index_at(m, ui, k);
+    for (uint32_t k = 0; k < s->nibd; k++)
+        start[s->ibd[k]] = ui[m->out_of_ix[s->sibd[k]]];
+    for (uint32_t d = 0; d < a->rank; d++)
+        if (start[d] < 0 || start[d] + s->wsize[d] > a->dims[d])
+            return -1;
+    for (uint32_t p = 0; p < s->nuwd; p++)
+        start[s->winop[p]] += ui[s->uwd[p]];
+    for (uint32_t d = 0; d < a->rank; d++)
+        off += start[d] * rs[d];
+    return off;
+}
+
+/* scatter(operands[k], indices, updates[k]): a tuple of k results when k > 1. */
 SlStatus
 sim_eval_scatter(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops,
                  SimValue **out)
 {
-    (void)dev;
-    if (ins->n_operands != 3)
-        return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "variadic scatter");
-    const SimValue *a = ops[0], *ix = ops[1], *u = ops[2];
+    uint32_t k = ins->n_operands / 2;
+    if (ins->n_operands % 2 != 1 || k < 1 || k > SIM_MAX_RANK)
+        return sim_fail(cx, ins, SL_ERR_INVALID, "scatter takes k operands, indices, k updates");
+    const SimValue *a = ops[0], *ix = ops[k], *u = ops[k + 1];
     const IrComputation *body = ir_instr_called(ins, IR_ATTR_TO_APPLY);
     ScatterDims s;
     IndexMap m;
-    if (!body || !scatter_dims(ins, a, ix, u, &s, &m))
+    bool ok = body && scatter_dims(ins, a, ix, u, &s, &m);
+    for (uint32_t j = 0; ok && j < k; j++)
+        ok = ops[j]->dtype != IR_DT_TUPLE && ops[k + 1 + j]->dtype != IR_DT_TUPLE &&
+             ops[j]->n == a->n && ops[k + 1 + j]->n == u->n;
+    if (!ok)
         return sim_fail(cx, ins, SL_ERR_INVALID, "scatter dimension numbers do not fit");
-    SimValue *r = sim_value_copy(a);
-    if (!r)
-        return sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
-    int64_t rs[SIM_MAX_RANK], ui[SIM_MAX_RANK] = {0};
-    sim_strides(r->dims, r->rank, rs);
+    SimValue *r[SIM_MAX_RANK] = {NULL};
     SlStatus st = SL_OK;
+    for (uint32_t j = 0; !st && j < k; j++)
+        if (!(r[j] = sim_value_copy(ops[j])))
+            st = sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+    int64_t rs[SIM_MAX_RANK], ui[SIM_MAX_RANK] = {0};
+    sim_strides(a->dims, a->rank, rs);
     for (int64_t i = 0; !st && i < u->n; i++, sim_idx_next(ui, u->dims, u->rank)) {
-        int64_t start[SIM_MAX_RANK] = {0}, off = 0;
-        bool fits = true;
-        for (uint32_t k = 0; k < s.nsdod; k++)
-            start[s.sdod[k]] = index_at(&m, ui, k);
-        for (uint32_t k = 0; k < s.nibd; k++)
-            start[s.ibd[k]] = ui[m.out_of_ix[s.sibd[k]]];
-        for (uint32_t d = 0; d < a->rank; d++)
-            fits &= start[d] >= 0 && start[d] + s.wsize[d] <= a->dims[d];
-        if (!fits)
-            continue;
-        for (uint32_t p = 0; p < s.nuwd; p++)
-            start[s.winop[p]] += ui[s.uwd[p]];
-        for (uint32_t d = 0; d < a->rank; d++)
-            off += start[d] * rs[d];
-        st = sim_apply2(cx, ins, body, r->dtype, r->data[off], u->data[i], &r->data[off]);
+        int64_t off = scatter_target(&s, &m, a, rs, ui);
+        if (off >= 0)
+            st = scatter_combine(cx, ins, body, dev, k, r, ops + k + 1, off, i);
     }
-    if (st) {
-        sim_value_unref(r);
-        return st;
-    }
-    *out = r;
-    return SL_OK;
+    if (!st)
+        *out = k == 1 ? sim_value_ref(r[0]) : sim_value_new_tuple(r, k);
+    if (!st && !*out)
+        st = sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+    for (uint32_t j = 0; j < k; j++)
+        sim_value_unref(r[j]);
+    return st;
 }

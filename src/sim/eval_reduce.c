@@ -274,6 +274,19 @@ sim_eval_reduce(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *op
 
 /* ---- sort ---------------------------------------------------------------------------- */
 
+/* A comparator made only of scalar elementwise instructions, split by what each instruction
+ * reads: nothing (constants), only the lhs parameters (even numbers), only the rhs ones (odd),
+ * or both. The one-sided values are computed once per element of the slice; a comparison then
+ * evaluates only the instructions that read both sides. */
+typedef struct SortMemo {
+    SimPlan *p;
+    uint8_t *side;   /* per instruction: 0 none, 1 lhs, 2 rhs, 3 both */
+    uint32_t *slot;  /* one-sided instructions: column in `pre` */
+    uint32_t n_slots;
+    SimElem *pre;    /* len rows of n_slots */
+    SimElem *regs;   /* per instruction */
+} SortMemo;
+
 typedef struct SortCtx {
     Body b;
     SimValue *const *ops;
@@ -281,6 +294,8 @@ typedef struct SortCtx {
     const IrInstr *cmp;  /* fast path: ROOT compare(p[2m + swap], p[2m + 1 - swap]) */
     uint32_t cmp_operand;
     bool cmp_swapped;
+    SortMemo memo;       /* memo.p NULL: not used */
+    int64_t base, stride; /* the slice being sorted: element i is at base + i * stride */
     SlStatus st;
 } SortCtx;
 
@@ -301,12 +316,121 @@ sort_fast_path(SortCtx *s)
     s->cmp_swapped = p0 > p1;
 }
 
-/* less(i, j): the comparator on the elements at offsets i and j of every operand. */
+static void
+memo_fini(SortMemo *m)
+{
+    free(m->side);
+    free(m->slot);
+    free(m->pre);
+    free(m->regs);
+    memset(m, 0, sizeof *m);
+}
+
+/* Prepares the memo when the comparator qualifies; leaves memo.p NULL otherwise. */
+static SlStatus
+memo_init(SortCtx *s, int64_t len)
+{
+    SortMemo *m = &s->memo;
+    SimPlan *p;
+    SlStatus st = sim_plan_get(s->b.cx, s->b.comp, &p);
+    if (!st)
+        st = sim_plan_scalar(s->b.cx, p);
+    if (st || p->scalar != 1 || p->n_params != 2 * s->k)
+        return st;
+    m->side = calloc(p->n, sizeof *m->side);
+    m->slot = calloc(p->n, sizeof *m->slot);
+    m->regs = calloc(p->n, sizeof *m->regs);
+    if (!m->side || !m->slot || !m->regs) {
+        memo_fini(m);
+        return sim_fail(s->b.cx, s->b.ins, SL_ERR_NOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; i < p->n; i++) {
+        const IrInstr *ins = p->comp->instrs[i];
+        if (ins->op == IR_OP_PARAMETER)
+            m->side[i] = ins->parameter_number % 2 ? 2 : 1;
+        for (uint32_t j = p->op_start[i]; j < p->op_start[i + 1]; j++)
+            m->side[i] |= m->side[p->op_idx[j]];
+        if (m->side[i] == 1 || m->side[i] == 2)
+            m->slot[i] = m->n_slots++;
+        m->regs[i] = p->regs[i]; /* constants */
+    }
+    m->pre = calloc((size_t)len * m->n_slots + 1, sizeof *m->pre);
+    if (!m->pre) {
+        memo_fini(m);
+        return sim_fail(s->b.cx, s->b.ins, SL_ERR_NOMEM, "out of memory");
+    }
+    m->p = p;
+    return SL_OK;
+}
+
+/* Evaluates the instructions whose side is in `want` into m->regs. */
 static bool
-sort_less(SortCtx *s, int64_t i, int64_t j)
+memo_eval(SortMemo *m, uint8_t want)
+{
+    const SimPlan *p = m->p;
+    for (uint32_t i = 0; i < p->n; i++) {
+        const IrInstr *ins = p->comp->instrs[i];
+        if (!((1u << m->side[i]) & want) || ins->op == IR_OP_PARAMETER ||
+            ins->op == IR_OP_TUPLE)
+            continue;
+        SimElem x[3];
+        IrDtype t[3];
+        for (uint32_t j = 0; j < ins->n_operands && j < 3; j++) {
+            x[j] = m->regs[p->op_idx[p->op_start[i] + j]];
+            t[j] = ins->operands[j]->shape.dtype;
+        }
+        if (!sim_elem_apply(ins, t, x, &m->regs[i]))
+            return false;
+    }
+    return true;
+}
+
+/* Fills the one-sided values of every element of the current slice. */
+static SlStatus
+memo_fill(SortCtx *s, int64_t len)
+{
+    SortMemo *m = &s->memo;
+    const SimPlan *p = m->p;
+    for (int64_t e = 0; e < len; e++) {
+        int64_t off = s->base + e * s->stride;
+        for (uint32_t q = 0; q < p->n_params; q++) {
+            uint32_t at = p->param_pos[q];
+            m->regs[at] = sim_fix(p->comp->instrs[at]->shape.dtype, s->ops[q / 2]->data[off]);
+        }
+        if (!memo_eval(m, 1u << 1 | 1u << 2))
+            return sim_fail(s->b.cx, s->b.ins, SL_ERR_UNSUPPORTED, "comparator opcode");
+        for (uint32_t i = 0; i < p->n; i++)
+            if (m->side[i] == 1 || m->side[i] == 2)
+                m->pre[(size_t)e * m->n_slots + m->slot[i]] = m->regs[i];
+    }
+    return SL_OK;
+}
+
+static bool
+memo_less(SortCtx *s, int64_t i, int64_t j)
+{
+    SortMemo *m = &s->memo;
+    const SimPlan *p = m->p;
+    const SimElem *pi = m->pre + (size_t)i * m->n_slots, *pj = m->pre + (size_t)j * m->n_slots;
+    for (uint32_t q = 0; q < p->n; q++)
+        if (m->side[q] == 1 || m->side[q] == 2)
+            m->regs[q] = (m->side[q] == 1 ? pi : pj)[m->slot[q]];
+    if (!memo_eval(m, 1u << 3)) {
+        s->st = sim_fail(s->b.cx, s->b.ins, SL_ERR_UNSUPPORTED, "comparator opcode");
+        return false;
+    }
+    const IrInstr *root = p->comp->instrs[p->root];
+    return (root->op == IR_OP_TUPLE ? m->regs[p->op_idx[p->op_start[p->root]]]
+                                    : m->regs[p->root]).i != 0;
+}
+
+/* less(i, j): the comparator on elements i and j (positions in the current slice). */
+static bool
+sort_less(SortCtx *s, int64_t pi, int64_t pj)
 {
     if (s->st)
         return false;
+    int64_t i = s->base + pi * s->stride, j = s->base + pj * s->stride;
     if (s->cmp) {
         const SimValue *v = s->ops[s->cmp_operand];
         bool ok = true;
@@ -316,6 +440,8 @@ sort_less(SortCtx *s, int64_t i, int64_t j)
             return r;
         s->cmp = NULL;
     }
+    if (s->memo.p)
+        return memo_less(s, pi, pj);
     SimElem in[2 * SIM_MAX_VARIADIC], r = {.i = 0};
     IrDtype ty[2 * SIM_MAX_VARIADIC];
     for (uint32_t m = 0; m < s->k; m++) {
@@ -327,7 +453,7 @@ sort_less(SortCtx *s, int64_t i, int64_t j)
     return less;
 }
 
-/* Stable merge sort of offsets `v` (n of them) using `tmp`. */
+/* Stable merge sort of positions `v` (n of them) using `tmp`. */
 static void
 merge_sort(SortCtx *s, int64_t *v, int64_t *tmp, int64_t n)
 {
@@ -336,6 +462,8 @@ merge_sort(SortCtx *s, int64_t *v, int64_t *tmp, int64_t n)
     int64_t h = n / 2;
     merge_sort(s, v, tmp, h);
     merge_sort(s, v + h, tmp, n - h);
+    if (!sort_less(s, v[h], v[h - 1])) /* already in order */
+        return;
     int64_t i = 0, j = h, o = 0;
     while (i < h && j < n)
         tmp[o++] = sort_less(s, v[j], v[i]) ? v[j++] : v[i++];
@@ -356,15 +484,22 @@ sort_slices(SortCtx *s, uint32_t dim, SimValue **res)
     int64_t *v = calloc((size_t)len + 1, sizeof *v), *tmp = calloc((size_t)len + 1, sizeof *tmp);
     if (!v || !tmp)
         s->st = sim_fail(s->b.cx, s->b.ins, SL_ERR_NOMEM, "out of memory");
+    if (!s->st && !s->cmp)
+        s->st = memo_init(s, len);
+    s->stride = stride;
     for (int64_t sl = 0; !s->st && sl < n_slices; sl++) {
-        int64_t base = (sl / stride) * stride * len + sl % stride;
+        s->base = (sl / stride) * stride * len + sl % stride;
         for (int64_t i = 0; i < len; i++)
-            v[i] = base + i * stride;
-        merge_sort(s, v, tmp, len);
+            v[i] = i;
+        if (s->memo.p)
+            s->st = memo_fill(s, len);
+        if (!s->st)
+            merge_sort(s, v, tmp, len);
         for (uint32_t m = 0; m < s->k; m++)
             for (int64_t i = 0; i < len; i++)
-                res[m]->data[base + i * stride] = s->ops[m]->data[v[i]];
+                res[m]->data[s->base + i * stride] = s->ops[m]->data[s->base + v[i] * stride];
     }
+    memo_fini(&s->memo);
     free(v);
     free(tmp);
     return s->st;

@@ -51,6 +51,8 @@ SlStatus sim_call(SimCtx *cx, const IrComputation *c, int64_t dev, SimValue *con
 SlStatus sim_call_scalars(SimCtx *cx, const IrInstr *ins, const IrComputation *c, int64_t dev,
                           const SimElem *args, const IrDtype *types, uint32_t n_args,
                           SimElem *outs, uint32_t n_out);
+/* Decides once whether `p` runs on registers (p->scalar 1; its constants are then in p->regs). */
+SlStatus sim_plan_scalar(SimCtx *cx, SimPlan *p);
 /* One elementwise instruction on scalars of the given operand types; false if unsupported. */
 bool sim_elem_apply(const IrInstr *ins, const IrDtype *in_types, const SimElem *x, SimElem *out);
 /* The IrOp of a body `ROOT op(p0, p1)` over scalars, or -1; *swapped when op(p1, p0). */
@@ -67,6 +69,7 @@ SimElem sim_convert(IrDtype from, IrDtype to, SimElem x);
  * false for an unknown direction. */
 bool sim_compare(const IrInstr *cmp, IrDtype t, SimElem a, SimElem b, bool *ok);
 bool sim_is_float(IrDtype t);
+bool sim_is_f8(IrDtype t); /* f8e5m2, f8e4m3, f8e4m3fn, f8e8m0fnu: stored as rounded doubles */
 bool sim_is_array_dtype(IrDtype t); /* types the evaluator stores */
 SimValue *sim_value_like(const SimValue *v);   /* same dtype and dims, zeroed */
 SimValue *sim_value_copy(const SimValue *v);   /* deep copy of an array */
@@ -89,6 +92,19 @@ SlStatus sim_eval_shape(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, Si
 SlStatus sim_eval_reduce(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops,
                          SimValue **out);
 SlStatus sim_eval_dot(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **out);
+/* Dot dimension numbers (batch and contracting dims of each side). */
+typedef struct SimDotNums {
+    const int64_t *lb, *lc, *rb, *rc;
+    uint32_t nlb, nlc, nrb, nrc;
+} SimDotNums;
+/* dot(a, b) by `dn` into a new array of `shape` (batch, lhs free, rhs free order). */
+SlStatus sim_dot(SimCtx *cx, const IrInstr *ins, const SimValue *a, const SimValue *b,
+                 const SimDotNums *dn, const IrShape *shape, SimValue **out);
+/* Custom calls and scan (eval_custom.c). */
+SlStatus sim_eval_custom_call(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops,
+                              SimValue **out);
+SlStatus sim_eval_scan(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops,
+                       SimValue **out);
 SlStatus sim_eval_conv(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **out);
 SlStatus sim_eval_gather(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **out);
 SlStatus sim_eval_scatter(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops,

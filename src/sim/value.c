@@ -141,7 +141,14 @@ sim_scalar_i64(const SimValue *v)
 bool
 sim_is_float(IrDtype t)
 {
-    return t == IR_DT_F16 || t == IR_DT_BF16 || t == IR_DT_F32 || t == IR_DT_F64;
+    return t == IR_DT_F16 || t == IR_DT_BF16 || t == IR_DT_F32 || t == IR_DT_F64 ||
+           sim_is_f8(t);
+}
+
+bool
+sim_is_f8(IrDtype t)
+{
+    return t == IR_DT_F8E5M2 || t == IR_DT_F8E4M3 || t == IR_DT_F8E4M3FN || t == IR_DT_F8E8M0FNU;
 }
 
 bool
@@ -171,6 +178,24 @@ round_format(double x, int p, int emin, int emax)
     return r;
 }
 
+/* The 8-bit formats without infinities: e4m3fn saturates nothing and turns values past 448
+ * into NaN; e8m0fnu holds only powers of two from 2^-127 to 2^127 (no zero, no sign), so
+ * anything else non-positive, or out of range, is NaN. */
+static double
+round_f8_finite(IrDtype t, double x)
+{
+    if (t == IR_DT_F8E4M3FN) {
+        double r = round_format(x, 4, -6, 8);
+        return fabs(r) > 448 ? NAN : r;
+    }
+    if (!(x > 0) || isinf(x))
+        return NAN;
+    double r = round_format(x, 1, -127, 127);
+    if (r == 0)
+        r = ldexp(1.0, -127);
+    return isinf(r) ? NAN : r;
+}
+
 double
 sim_round(IrDtype t, double x)
 {
@@ -179,6 +204,10 @@ sim_round(IrDtype t, double x)
     case IR_DT_F32: return (double)(float)x;
     case IR_DT_BF16: return round_format(x, 8, -126, 127);
     case IR_DT_F16: return round_format(x, 11, -14, 15);
+    case IR_DT_F8E5M2: return round_format(x, 3, -14, 15);
+    case IR_DT_F8E4M3: return round_format(x, 4, -6, 7);
+    case IR_DT_F8E4M3FN:
+    case IR_DT_F8E8M0FNU: return isnan(x) ? x : round_f8_finite(t, x);
     default: {
         SimElem e = {.i = 0};
         if (isnan(x))

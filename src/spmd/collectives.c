@@ -376,18 +376,18 @@ IrInstr *
 spmd_all_reduce_along_dims(SpmdCtx *cx, const SpmdState *st, IrInstr *x, const ShdSharding *s,
                            const int64_t *dims, uint32_t n, IrComputation *reducer)
 {
-    int64_t sharded[64];
-    uint32_t m = 0;
-    for (uint32_t k = 0; k < n && m < SL_COUNTOF(sharded); k++)
-        if (shd_dim_shards(s, (uint32_t)dims[k]) > 1)
-            sharded[m++] = dims[k];
-    if (m == 0)
-        return x;
-    IrReplicaGroups g;
-    memset(&g, 0, sizeof(g));
-    if (shd_replica_groups_for_dims(cx->arena, s, sharded, m, &g) != SL_OK)
-        return NULL;
-    return spmd_coll_all_reduce(cx, st, x, reducer, &g);
+    /* upstream's base partitioner (per_dim_ar = true): one all-reduce per sharded dim, last
+     * listed dim first, each over the devices that differ only in that dim */
+    for (uint32_t k = n; k-- > 0 && x;) {
+        if (shd_dim_shards(s, (uint32_t)dims[k]) <= 1)
+            continue;
+        IrReplicaGroups g;
+        memset(&g, 0, sizeof(g));
+        if (shd_replica_groups_for_dims(cx->arena, s, &dims[k], 1, &g) != SL_OK)
+            return NULL;
+        x = spmd_coll_all_reduce(cx, st, x, reducer, &g);
+    }
+    return x;
 }
 
 const SpmdState *

@@ -13,6 +13,10 @@
 /* The two handlers the driver dispatches to. */
 SlStatus spmd_handle_dot(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_conv(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
+/* handle_ragged_dot.c: ragged-dot (IR_FAM_RAGGED_DOT) and the `__op$block_scaled_dot` custom
+ * call (through spmd_dot_helper with its own create function). */
+SlStatus spmd_handle_ragged_dot(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
+SlStatus spmd_handle_block_scaled_dot(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 
 /* One dimension role record (E.1): -1 where the tensor has no such dim. */
 typedef struct DotDimMap {
@@ -39,6 +43,11 @@ typedef IrInstr *(*DotCreateFn)(SpmdCtx *cx, const DotJob *job, IrInstr *lhs, Ir
 
 /* A convolution's case 0 (F.1) hook: sets *out (local result in `p->out`) or leaves it NULL;
  * *owned = true when no other strategy may be tried (grouped convolutions). */
+/* Block-scaled dots (upstream PartitionedHloMX): as DotCreateFn, with each operand's scale
+ * (local shapes, resharded exactly like their operands). */
+typedef IrInstr *(*DotCreateScaledFn)(SpmdCtx *cx, const DotJob *job, IrInstr *lhs,
+                                      IrInstr *rhs, IrInstr *lhs_scale, IrInstr *rhs_scale);
+
 struct DotProblem;
 typedef SlStatus (*DotConvCaseFn)(SpmdCtx *cx, const DotJob *job, const struct DotProblem *p,
                                   bool require_matching, IrInstr **out, bool *owned,
@@ -54,6 +63,8 @@ struct DotJob {
     uint32_t n_window;
     void *conv;              /* handle_conv.c's private data */
     bool replicate_fallback; /* grouped convolutions: no operand inference from the output */
+    DotCreateScaledFn create_scaled; /* block-scaled dots: used instead of `create`; operands
+                                      * 2 and 3 of `hlo` are the lhs and rhs scales */
 };
 
 /* The (possibly per-group) problem PartitionDot works on. All values share `st`. */
@@ -63,6 +74,9 @@ typedef struct DotProblem {
     const ShdSharding *out;   /* output sharding in st's ids */
     const SpmdState *st;      /* N_cur = st->num_partitions */
     const IrWindowDim *window; /* conv window for the local op (per group) or NULL */
+    /* block-scaled dots: the operands' scales, same sharding and state as lhs/rhs and
+     * resharded with them (hlo NULL for every other dot) */
+    SpmdValue lhs_scale, rhs_scale;
 } DotProblem;
 
 /* HandleDotHelper: partitions `job->hlo` and registers its result. */

@@ -54,6 +54,7 @@ static const SpmdHandler k_handlers[] = {
     [IR_FAM_COLLECTIVE_PERMUTE] = spmd_handle_collective_permute,
     [IR_FAM_SIDE_EFFECT] = NULL,
     [IR_FAM_RNG] = spmd_handle_rng,
+    [IR_FAM_RAGGED_DOT] = spmd_handle_ragged_dot,
     [IR_FAM_OTHER] = NULL,
 };
 

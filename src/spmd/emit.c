@@ -738,6 +738,41 @@ spmd_reducer(SpmdCtx *cx, SpmdRedKind kind, IrDtype t)
     c->root = r;
     if (ir_module_add_computation(cx->out, c) != SL_OK)
         return NULL;
+    /* The body derives from the instruction that first needed it (later users share it), and
+     * is reported like every emitted instruction, so trace rows always have a source. */
+    for (uint32_t k = 0; k < c->n_instrs; k++) {
+        c->instrs[k]->derived_from = cx->visiting;
+        if (cx->trace->ops->emit)
+            cx->trace->ops->emit(cx->trace, c->instrs[k], cx->visiting);
+    }
     cx->reducers[kind][t] = c;
     return c;
+}
+
+/* Attributes XLA prints after `sharding=` (HloInstruction printing order). */
+static bool
+prints_after_sharding(IrAttrKey key)
+{
+    return key == IR_ATTR_FRONTEND_ATTRIBUTES || key == IR_ATTR_METADATA ||
+           key == IR_ATTR_BACKEND_CONFIG || key == IR_ATTR_CONTROL_PREDECESSORS;
+}
+
+bool
+spmd_set_sharding_attr(SpmdCtx *cx, IrInstr *i, const ShdSharding *s)
+{
+    IrAttr *a = ir_instr_find_attr_mut(i, IR_ATTR_SHARDING);
+    if (!a && !(a = ir_instr_add_attr(cx->out, i, IR_ATTR_SHARDING)))
+        return false;
+    a->u.sharding = s;
+    /* move it in front of the first attribute printed after it */
+    uint32_t at = (uint32_t)(a - i->attrs), to = at;
+    for (uint32_t k = 0; k < at; k++)
+        if (prints_after_sharding(i->attrs[k].key)) {
+            to = k;
+            break;
+        }
+    IrAttr moved = *a;
+    memmove(&i->attrs[to + 1], &i->attrs[to], (size_t)(at - to) * sizeof(IrAttr));
+    i->attrs[to] = moved;
+    return true;
 }

@@ -18,12 +18,10 @@ spmd_handle_parameter(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     IrInstr *p = spmd_emit_clone(cx, hlo, &ls, NULL, 0);
     if (!p)
         return spmd_nomem(cx, err);
-    if (cx->depth == 1 && ir_instr_sharding(hlo)) { /* entry parameters keep their sharding */
-        IrAttr *a = ir_instr_add_attr(cx->out, p, IR_ATTR_SHARDING);
-        if (!a)
-            return spmd_nomem(cx, err);
-        a->u.sharding = ir_instr_sharding(hlo);
-    }
+    /* entry parameters keep their sharding */
+    if (cx->depth == 1 && ir_instr_sharding(hlo) &&
+        !spmd_set_sharding_attr(cx, p, ir_instr_sharding(hlo)))
+        return spmd_nomem(cx, err);
     SpmdValue v = spmd_value(cx, p, &hlo->shape, s);
     spmd_set_result(cx, hlo, &v);
     return SL_OK;

@@ -1,9 +1,10 @@
 /* handle_conv.c - convolution through the dot engine (gspmd.md §F.1; seeds/000
  * HandleConvolution, ParseConvolutionDimsInfo, create_sharded_conv). Owns: classifying the
  * convolution's dims into dot roles (batch/feature dims and dot-like spatial dims), the
- * create-sharded-conv callback that rewrites the window from local sizes, and case 0 (spatial
- * dims partitioned: the output-spatially-tiled plan through spmd_reshard_as_windowed_input).
- * Does not own: the strategies (handle_dot.c) or the halo exchange (reshard.c).
+ * create-sharded-conv callback that rewrites the window from local sizes, and case 0
+ * (PartitionConvolution: group-count alignment, both operands spatially tiled with lhs halos
+ * and an all-reduce, output spatially tiled; then the grouped-dims recursion).
+ * Does not own: the dot strategies (handle_dot.c) or the halo exchange (halo.c).
  * Invariant: every local convolution is built by create_conv. */
 #include "spmd/dot_int.h"
 
@@ -95,6 +96,7 @@ classify_spatial(const IrWindowDim *w, int64_t a, int64_t b)
 typedef struct ConvPriv {
     ConvLabels labels;
     DotRole spatial_role[SPMD_MAX_RANK];
+    DotDims dims; /* the source roles (grouped convolutions convert them per call) */
 } ConvPriv;
 
 static SlStatus
@@ -210,32 +212,46 @@ create_conv(SpmdCtx *cx, const DotJob *job, IrInstr *lhs, IrInstr *rhs, const Ir
     return c;
 }
 
-/* ---- case 0 (F.1) ---- */
+/* ---- case 0 (F.1): PartitionConvolution and the grouped-dims recursion ---- */
 
-/* Grouped convolutions: the grouped feature (or batch) dim becomes a batch role. */
-static DotDims
-grouped_dims(SpmdCtx *cx, const DotDims *d, const ConvLabels *L)
+typedef enum ConvMap { MAP_PLAIN, MAP_FEATURE_GROUPED, MAP_BATCH_GROUPED } ConvMap;
+
+/* Index maps between the three tensors (all of rank n_spatial + 2): r2l[rhs dim] = lhs dim,
+ * o2l[out dim] = lhs dim, and their inverses. Plain: kernel output feature <-> input batch,
+ * kernel input feature <-> input feature; feature-grouped swaps the kernel pair; batch-grouped
+ * swaps the output pair. */
+typedef struct ConvPerm {
+    int64_t r2l[SPMD_MAX_RANK], l2r[SPMD_MAX_RANK], o2l[SPMD_MAX_RANK], l2o[SPMD_MAX_RANK];
+} ConvPerm;
+
+static void
+conv_perm(const ConvLabels *L, ConvMap map, ConvPerm *m)
 {
-    DotDims g = *d;
-    for (int r = 0; r < DOT_ROLE_COUNT; r++) {
-        g.role[r] = SL_NEW_ARRAY(cx->arena, DotDimMap, d->n[r] + 2);
-        if (!g.role[r])
-            return (DotDims){0};
-        g.n[r] = 0;
+    bool fg = map == MAP_FEATURE_GROUPED, bg = map == MAP_BATCH_GROUPED;
+    m->r2l[L->ko] = fg ? L->if_ : L->ib;
+    m->r2l[L->ki] = fg ? L->ib : L->if_;
+    m->o2l[L->ob] = bg ? L->if_ : L->ib;
+    m->o2l[L->of] = bg ? L->ib : L->if_;
+    for (uint32_t k = 0; k < L->n_spatial; k++) {
+        m->r2l[L->ks[k]] = L->is[k];
+        m->o2l[L->os[k]] = L->is[k];
     }
-    for (uint32_t k = 0; k < d->n[DOT_BATCH]; k++)
-        g.role[DOT_BATCH][g.n[DOT_BATCH]++] = d->role[DOT_BATCH][k];
-    for (uint32_t k = 0; k < d->n[DOT_SPATIAL]; k++)
-        g.role[DOT_SPATIAL][g.n[DOT_SPATIAL]++] = d->role[DOT_SPATIAL][k];
-    if (L->feature_groups > 1) {
-        g.role[DOT_BATCH][g.n[DOT_BATCH]++] = (DotDimMap){L->if_, L->ko, L->of};
-        g.role[DOT_LHS_NC][g.n[DOT_LHS_NC]++] = (DotDimMap){L->ib, -1, L->ob};
-        g.role[DOT_RHS_NC][g.n[DOT_RHS_NC]++] = (DotDimMap){-1, L->ki, -1};
-    } else {
-        g.role[DOT_BATCH][g.n[DOT_BATCH]++] = (DotDimMap){L->ib, L->ko, L->of};
-        g.role[DOT_CONTRACTING][g.n[DOT_CONTRACTING]++] = (DotDimMap){L->if_, L->ki, -1};
+    for (uint32_t i = 0; i < L->n_spatial + 2; i++) {
+        m->l2r[m->r2l[i]] = i;
+        m->l2o[m->o2l[i]] = i;
     }
-    return g;
+}
+
+static int64_t
+shards(const ShdSharding *s, int64_t dim)
+{
+    return dim >= 0 ? shd_dim_shards(s, (uint32_t)dim) : 1;
+}
+
+static int64_t
+ceil_div(int64_t a, int64_t b)
+{
+    return b > 0 ? (a + b - 1) / b : a;
 }
 
 static SlStatus
@@ -259,59 +275,232 @@ emit_with(SpmdCtx *cx, const DotJob *job, const DotProblem *p, const ShdSharding
     return st;
 }
 
-/* "Partition on the grouped dim only and partially replicate the others." */
+/* PartitionConvolutionWith{Feature,Batch}GroupCount: the group dim of one operand is sharded
+ * over all N_cur devices; the other operand is aligned to it and every device convolves its
+ * own groups. */
 static SlStatus
-grouped_dim_only(SpmdCtx *cx, const DotJob *gj, const DotProblem *p, const ConvLabels *L,
-                 IrInstr **out, SlError *err)
+group_count_aligned(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool feature,
+                    IrInstr **out, SlError *err)
 {
-    const DotDims *g = &gj->dims;
-    int64_t lb = spmd_dot_parts(p->lhs.sharding, g, DOT_BATCH, DOT_LHS);
-    int64_t rb = spmd_dot_parts(p->rhs.sharding, g, DOT_BATCH, DOT_RHS);
-    int64_t ob = spmd_dot_parts(p->out, g, DOT_BATCH, DOT_OUT);
-    int64_t mx = lb > rb ? (lb > ob ? lb : ob) : (rb > ob ? rb : ob);
-    int64_t groups = L->feature_groups > 1 ? L->feature_groups : L->batch_groups;
-    if (mx <= 1 || groups % mx)
+    const ConvLabels *L = &((const ConvPriv *)job->conv)->labels;
+    const IrShape *ls = p->lhs.base_shape, *rs = p->rhs.base_shape;
+    int64_t n = p->st->num_partitions, groups = feature ? L->feature_groups : L->batch_groups;
+    int64_t ld = feature ? L->if_ : L->ib;
+    if (groups <= 1 || groups % n)
         return SL_OK;
-    int64_t ld = L->feature_groups > 1 ? L->if_ : L->ib, rd = L->ko, od = L->of;
-    spmd_dot_decide(cx, gj, "grouped_conv_on_group_dim",
-                    "grouped convolution: partition on the grouped dim only and partially "
-                    "replicate the other dims",
-                    NULL, 0, NULL, 0);
-    if (mx == lb) {
-        const ShdSharding *l = shd_partially_replicate_all_except(cx->arena, p->lhs.sharding, &ld, 1);
-        return emit_with(cx, gj, p, l, spmd_dot_seen_from(cx, g, l, DOT_LHS, DOT_RHS),
-                         spmd_dot_seen_from(cx, g, l, DOT_LHS, DOT_OUT), out, err);
-    }
-    if (mx == rb) {
-        const ShdSharding *r = shd_partially_replicate_all_except(cx->arena, p->rhs.sharding, &rd, 1);
-        return emit_with(cx, gj, p, spmd_dot_seen_from(cx, g, r, DOT_RHS, DOT_LHS), r,
-                         spmd_dot_seen_from(cx, g, r, DOT_RHS, DOT_OUT), out, err);
-    }
-    const ShdSharding *o = shd_partially_replicate_all_except(cx->arena, p->out, &od, 1);
-    return emit_with(cx, gj, p, spmd_dot_seen_from(cx, g, o, DOT_OUT, DOT_LHS),
-                     spmd_dot_seen_from(cx, g, o, DOT_OUT, DOT_RHS), o, out, err);
+    if (feature ? (rs->dims[L->ko] % groups || ls->dims[L->if_] % groups)
+                : (ls->dims[L->ib] != rs->dims[L->ko] || ls->dims[L->ib] != groups))
+        return SL_OK;
+    bool lp = shards(p->lhs.sharding, ld) == n, rp = shards(p->rhs.sharding, L->ko) == n;
+    if (!lp && !rp)
+        return SL_OK;
+    ConvPerm m;
+    conv_perm(L, feature ? MAP_FEATURE_GROUPED : MAP_BATCH_GROUPED, &m);
+    const ShdSharding *lt = lp ? p->lhs.sharding : shd_transpose(cx->arena, p->rhs.sharding, m.l2r);
+    const ShdSharding *rt = lp ? shd_transpose(cx->arena, p->lhs.sharding, m.r2l) : p->rhs.sharding;
+    const ShdSharding *ot = lt ? shd_transpose(cx->arena, lt, m.o2l) : NULL;
+    if (!lt || !rt || !ot)
+        return SL_OK;
+    TraceKV nums[] = {{"groups", (double)groups, NULL}, {"partitions", (double)n, NULL}};
+    spmd_dot_decide(cx, job, feature ? "conv_feature_group_aligned" : "conv_batch_group_aligned",
+                    lp ? "the lhs group dim is sharded over every device: align the rhs to it"
+                       : "the rhs output feature dim is sharded over every device: align the "
+                         "lhs to it",
+                    NULL, 0, nums, 2);
+    return emit_with(cx, job, p, lt, rt, ot, out, err);
 }
 
-/* Output spatially tiled (F.1 case 0 rule 3): lhs with halos from the windowed-input
- * reshard, rhs replicated. */
+/* The operand shardings of the spatial halo exchange: the smaller operand is aligned to the
+ * larger (kernel spatial <-> input spatial with reversed dims in reversed device order,
+ * kernel output feature <-> input batch, kernel input feature <-> input feature). False when
+ * batch / output feature dims would be sharded or a sharded dim is base-dilated. */
+static bool
+halo_operands(SpmdCtx *cx, const DotProblem *p, const ConvLabels *L, const int64_t *rev,
+              uint32_t nrev, const ShdSharding **lt, const ShdSharding **rt)
+{
+    ConvPerm m;
+    conv_perm(L, MAP_PLAIN, &m);
+    if (ir_shape_byte_size(p->lhs.base_shape) < ir_shape_byte_size(p->rhs.base_shape)) {
+        const ShdSharding *r = shd_reverse(cx->arena, p->rhs.sharding, rev, nrev);
+        *lt = r ? shd_transpose(cx->arena, r, m.l2r) : NULL;
+        *rt = p->rhs.sharding;
+    } else {
+        const ShdSharding *t = shd_transpose(cx->arena, p->lhs.sharding, m.r2l);
+        *rt = t ? shd_reverse(cx->arena, t, rev, nrev) : NULL;
+        *lt = p->lhs.sharding;
+    }
+    if (!*lt || !*rt || shards(*lt, L->ib) != 1 || shards(*rt, L->ko) != 1)
+        return false;
+    if (L->feature_groups > 1 && shards(*lt, L->if_) > 1)
+        return false;
+    for (uint32_t k = 0; k < L->n_spatial; k++)
+        if (shards(*lt, L->is[k]) > 1 && p->window[k].lhs_dilate != 1)
+            return false;
+    return true;
+}
+
+/* Each rhs shard i covers kernel taps [i*R, (i+1)*R), so it reads the padded lhs range
+ * [i*R*D - pl, i*R*D - pl + span), span = st*(WC-1) + (R-1)*D + 1: a window of size span and
+ * stride R*D with one window per shard, which is what the windowed-input reshard builds (the
+ * halos `(L - R*D)*i + pl` on the left, `(R*D - L)*(i+1) + 1 - D + st*(WC-1) - pl` on the
+ * right). Fills the full-rank exchange window and the local conv window. */
+static bool
+lhs_halo_windows(const DotProblem *p, const ConvLabels *L, const ShdSharding *lt,
+                 IrWindowDim *full, IrWindowDim *lw)
+{
+    const IrShape *ls = p->lhs.base_shape, *rs = p->rhs.base_shape;
+    for (uint32_t i = 0; i < ls->rank; i++)
+        full[i] = (IrWindowDim){1, 1, 0, 0, 1, 1, false};
+    for (uint32_t k = 0; k < L->n_spatial; k++) {
+        int64_t d = L->is[k], n = shards(lt, d);
+        const IrWindowDim *wd = &p->window[k];
+        lw[k] = *wd;
+        if (n == 1)
+            continue;
+        int64_t base = ls->dims[d], r = ceil_div(rs->dims[L->ks[k]], n);
+        int64_t rd = wd->rhs_dilate, wc = out_size(base, wd);
+        if (wc < 1 || r < 1)
+            return false;
+        int64_t span = wd->stride * (wc - 1) + (r - 1) * rd + 1;
+        full[d] = (IrWindowDim){span, r * rd, wd->pad_lo,
+                                (n - 1) * r * rd + span - base - wd->pad_lo, 1, 1, false};
+        lw[k].size = r;
+        lw[k].pad_lo = lw[k].pad_hi = 0;
+    }
+    return true;
+}
+
+/* HaloExchangeToPadOnLeft: moves the uneven padding of the reversed rhs dims to the left
+ * (a size-1 window with low padding), so that window reversal reads the taps in order. */
+static SlStatus
+rhs_pad_on_left(SpmdCtx *cx, const SpmdValue *r, const int64_t *rev, uint32_t nrev,
+                IrInstr **out, SlError *err)
+{
+    const IrShape *b = r->base_shape;
+    IrWindowDim *w = SL_NEW_ARRAY(cx->arena, IrWindowDim, b->rank);
+    if (!w)
+        return spmd_nomem(cx, err);
+    bool any = false;
+    for (uint32_t i = 0; i < b->rank; i++)
+        w[i] = (IrWindowDim){1, 1, 0, 0, 1, 1, false};
+    for (uint32_t k = 0; k < nrev; k++) {
+        int64_t n = shards(r->sharding, rev[k]), size = b->dims[rev[k]];
+        w[rev[k]].pad_lo = ceil_div(size, n) * n - size;
+        any = any || w[rev[k]].pad_lo > 0;
+    }
+    *out = r->hlo;
+    if (!any)
+        return SL_OK;
+    SpmdWindowedInput wi;
+    SlStatus st = spmd_reshard_as_windowed_input(cx, r, w, r->sharding, NULL, true, &wi, err);
+    if (st == SL_OK)
+        *out = wi.sharded_input;
+    return st;
+}
+
+/* Sum of the per-device partial convolutions over the devices that hold different operand
+ * pieces (all N_cur when nothing is replicated), then the replicated result to the output. */
+static SlStatus
+sum_partials(SpmdCtx *cx, const DotJob *job, const DotProblem *p, const ShdSharding *lt,
+             IrInstr *c, IrInstr **out, SlError *err)
+{
+    int64_t dims[SPMD_MAX_RANK];
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i < p->lhs.base_shape->rank; i++)
+        if (shards(lt, i) > 1)
+            dims[nd++] = i;
+    IrReplicaGroups groups;
+    SlStatus st = spmd_groups_for_dims(cx, lt, dims, nd, &groups, err);
+    if (st != SL_OK)
+        return st;
+    const char *saved = cx->coll_cause;
+    cx->coll_cause = job->handler;
+    IrInstr *ar = spmd_coll_all_reduce(cx, p->st, c, spmd_reducer(cx, SPMD_RED_ADD, c->shape.dtype),
+                                       &groups);
+    cx->coll_cause = saved;
+    if (!ar)
+        return spmd_nomem(cx, err);
+    SpmdValue v = {ar, p->out_base, shd_replicated(cx->arena), p->st}, o;
+    st = spmd_reshard(cx, &v, p->out, NULL, &o, err);
+    *out = o.hlo;
+    return st;
+}
+
+/* PartitionConvolutionWithSpatialDimensionHaloExchangeOnLHS (F.1 case 0 rule 2). */
+static SlStatus
+halo_on_lhs(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **out, SlError *err)
+{
+    const ConvLabels *L = &((const ConvPriv *)job->conv)->labels;
+    int64_t rev[SPMD_MAX_RANK];
+    uint32_t nrev = 0;
+    for (uint32_t k = 0; k < L->n_spatial; k++)
+        if (p->window[k].reversal)
+            rev[nrev++] = L->ks[k];
+    const ShdSharding *lt, *rt;
+    IrWindowDim *full = SL_NEW_ARRAY(cx->arena, IrWindowDim, p->lhs.base_shape->rank);
+    IrWindowDim *lw = SL_NEW_ARRAY(cx->arena, IrWindowDim, L->n_spatial ? L->n_spatial : 1);
+    if (!full || !lw)
+        return spmd_nomem(cx, err);
+    if (!halo_operands(cx, p, L, rev, nrev, &lt, &rt) || !lhs_halo_windows(p, L, lt, full, lw))
+        return SL_OK;
+    bool uneven = !shd_evenly_partitions(lt, p->lhs.base_shape);
+    SpmdWindowedInput wi;
+    SlStatus st = spmd_reshard_as_windowed_input_ex(cx, &p->lhs, full, lt, NULL, uneven, true,
+                                                    &wi, err);
+    if (st == SL_ERR_UNSUPPORTED)
+        return SL_OK;
+    if (st != SL_OK)
+        return st;
+    TraceKV nums[] = {{"reversed_dims", (double)nrev, NULL},
+                      {"lhs_bytes", (double)ir_shape_byte_size(p->lhs.base_shape), NULL},
+                      {"rhs_bytes", (double)ir_shape_byte_size(p->rhs.base_shape), NULL}};
+    spmd_dot_decide(cx, job, "conv_halo_on_lhs",
+                    "both operands are tiled on spatial dims: align the smaller operand, "
+                    "exchange lhs halos so each device convolves its kernel slice over the "
+                    "inputs it touches, and sum the partial results with an all-reduce",
+                    NULL, 0, nums, 3);
+    SpmdValue r;
+    IrInstr *rh = NULL;
+    st = spmd_reshard(cx, &p->rhs, rt, NULL, &r, err);
+    if (st == SL_OK)
+        st = rhs_pad_on_left(cx, &r, rev, nrev, &rh, err);
+    if (st != SL_OK)
+        return st;
+    uint64_t skip = 0;
+    for (uint32_t k = 0; k < nrev; k++)
+        skip |= rev[k] < 64 ? (uint64_t)1 << rev[k] : 0;
+    r.hlo = rh;
+    rh = spmd_pad_with_value(cx, &r, NULL, skip);
+    IrInstr *c = rh ? job->create(cx, job, wi.sharded_input, rh, lw) : NULL;
+    if (!c)
+        return spmd_nomem(cx, err);
+    return sum_partials(cx, job, p, lt, c, out, err);
+}
+
+/* Output spatially tiled (F.1 case 0 rule 3, PartitionConvolutionTiledOutput): lhs with
+ * halos from the windowed-input reshard, rhs replicated. */
 static SlStatus
 output_spatial(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **out,
                SlError *err)
 {
-    const ConvPriv *pv = job->conv;
-    const ConvLabels *L = &pv->labels;
-    const DotDims *d = &job->dims;
-    if (spmd_dot_parts(p->out, d, DOT_SPATIAL, DOT_OUT) <= 1 ||
-        spmd_dot_parts(p->out, d, DOT_RHS_NC, DOT_OUT) > 1 || p->lhs.base_shape->rank > SPMD_MAX_RANK)
+    const ConvLabels *L = &((const ConvPriv *)job->conv)->labels;
+    if (!shd_is_tiled(p->out) || shards(p->out, L->of) > 1 ||
+        p->lhs.base_shape->rank > SPMD_MAX_RANK)
         return SL_OK;
-    const ShdSharding *lt = spmd_dot_seen_from(cx, d, p->out, DOT_OUT, DOT_LHS);
+    if ((L->feature_groups > 1 || L->batch_groups > 1) &&
+        (shards(p->lhs.sharding, L->feature_groups > 1 ? L->if_ : L->ib) > 1 ||
+         shards(p->rhs.sharding, L->ko) > 1))
+        return SL_OK;
+    ConvPerm m;
+    conv_perm(L, MAP_PLAIN, &m);
+    const ShdSharding *lt = shd_transpose(cx->arena, p->out, m.l2o);
     IrWindowDim *full = SL_NEW_ARRAY(cx->arena, IrWindowDim, p->lhs.base_shape->rank);
     if (!lt || !full)
         return SL_OK;
     for (uint32_t i = 0; i < p->lhs.base_shape->rank; i++)
         full[i] = (IrWindowDim){1, 1, 0, 0, 1, 1, false};
     for (uint32_t k = 0; k < L->n_spatial; k++)
-        full[L->is[k]] = job->window[k];
+        full[L->is[k]] = p->window[k];
     SpmdValue r;
     SpmdWindowedInput wi;
     SlStatus st = spmd_reshard_as_windowed_input(cx, &p->lhs, full, lt, NULL, true, &wi, err);
@@ -344,25 +533,117 @@ output_spatial(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **ou
     return c ? SL_OK : spmd_nomem(cx, err);
 }
 
+/* PartitionConvolution: group-count alignment, both operands tiled (halo exchange), output
+ * tiled; *out stays NULL when none applies. */
+static SlStatus
+partition_convolution(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **out,
+                      SlError *err)
+{
+    SlStatus st = group_count_aligned(cx, job, p, false, out, err);
+    if (st == SL_OK && !*out)
+        st = group_count_aligned(cx, job, p, true, out, err);
+    if (st == SL_OK && !*out && shd_is_tiled(p->lhs.sharding) && shd_is_tiled(p->rhs.sharding))
+        st = halo_on_lhs(cx, job, p, out, err);
+    if (st == SL_OK && !*out)
+        st = output_spatial(cx, job, p, out, err);
+    return st;
+}
+
+/* Grouped convolutions: the grouped feature (or batch) dim becomes a batch role
+ * (ConvertDimNumsWith{Feature,Batch}GroupCount), always from the source roles. */
+static DotDims
+grouped_dims(SpmdCtx *cx, const DotDims *d, const ConvLabels *L)
+{
+    DotDims g = *d;
+    for (int r = 0; r < DOT_ROLE_COUNT; r++) {
+        g.role[r] = SL_NEW_ARRAY(cx->arena, DotDimMap, d->n[r] + 2);
+        if (!g.role[r])
+            return (DotDims){0};
+        g.n[r] = 0;
+    }
+    for (uint32_t k = 0; k < d->n[DOT_BATCH]; k++)
+        g.role[DOT_BATCH][g.n[DOT_BATCH]++] = d->role[DOT_BATCH][k];
+    for (uint32_t k = 0; k < d->n[DOT_SPATIAL]; k++)
+        g.role[DOT_SPATIAL][g.n[DOT_SPATIAL]++] = d->role[DOT_SPATIAL][k];
+    if (L->feature_groups > 1) {
+        g.role[DOT_BATCH][g.n[DOT_BATCH]++] = (DotDimMap){L->if_, L->ko, L->of};
+        g.role[DOT_LHS_NC][g.n[DOT_LHS_NC]++] = (DotDimMap){L->ib, -1, L->ob};
+        g.role[DOT_RHS_NC][g.n[DOT_RHS_NC]++] = (DotDimMap){-1, L->ki, -1};
+    } else {
+        g.role[DOT_BATCH][g.n[DOT_BATCH]++] = (DotDimMap){L->ib, L->ko, L->of};
+        g.role[DOT_CONTRACTING][g.n[DOT_CONTRACTING]++] = (DotDimMap){L->if_, L->ki, -1};
+    }
+    return g;
+}
+
+/* "Partition on the grouped dim only and partially replicate the others." */
+static SlStatus
+grouped_dim_only(SpmdCtx *cx, const DotJob *gj, const DotProblem *p, const ConvLabels *L,
+                 IrInstr **out, SlError *err)
+{
+    const DotDims *g = &gj->dims;
+    int64_t lb = spmd_dot_parts(p->lhs.sharding, g, DOT_BATCH, DOT_LHS);
+    int64_t rb = spmd_dot_parts(p->rhs.sharding, g, DOT_BATCH, DOT_RHS);
+    int64_t ob = spmd_dot_parts(p->out, g, DOT_BATCH, DOT_OUT);
+    int64_t mx = lb > rb ? (lb > ob ? lb : ob) : (rb > ob ? rb : ob);
+    int64_t groups = L->feature_groups > 1 ? L->feature_groups : L->batch_groups;
+    if (mx <= 1 || groups % mx)
+        return SL_OK;
+    int64_t ld = L->feature_groups > 1 ? L->if_ : L->ib, rd = L->ko, od = L->of;
+    TraceKV nums[] = {{"lhs_group_partitions", (double)lb, NULL},
+                      {"rhs_group_partitions", (double)rb, NULL},
+                      {"out_group_partitions", (double)ob, NULL}};
+    spmd_dot_decide(cx, gj, "grouped_conv_on_group_dim",
+                    "grouped convolution: partition on the grouped dim only, as the most "
+                    "partitioned of lhs / rhs / output has it, and partially replicate the "
+                    "other dims",
+                    NULL, 0, nums, 3);
+    if (mx == lb) {
+        const ShdSharding *l = shd_partially_replicate_all_except(cx->arena, p->lhs.sharding, &ld, 1);
+        return emit_with(cx, gj, p, l, spmd_dot_seen_from(cx, g, l, DOT_LHS, DOT_RHS),
+                         spmd_dot_seen_from(cx, g, l, DOT_LHS, DOT_OUT), out, err);
+    }
+    if (mx == rb) {
+        const ShdSharding *r = shd_partially_replicate_all_except(cx->arena, p->rhs.sharding, &rd, 1);
+        return emit_with(cx, gj, p, spmd_dot_seen_from(cx, g, r, DOT_RHS, DOT_LHS), r,
+                         spmd_dot_seen_from(cx, g, r, DOT_RHS, DOT_OUT), out, err);
+    }
+    const ShdSharding *o = shd_partially_replicate_all_except(cx->arena, p->out, &od, 1);
+    return emit_with(cx, gj, p, spmd_dot_seen_from(cx, g, o, DOT_OUT, DOT_LHS),
+                     spmd_dot_seen_from(cx, g, o, DOT_OUT, DOT_RHS), o, out, err);
+}
+
+/* PartitionConvOnBatchOrFeatureGroupedDims: group on the converted batch dims (E.6), else
+ * (second pass) partition on the grouped dim only. */
+static SlStatus
+grouped_conv(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm, IrInstr **out,
+             SlError *err)
+{
+    const ConvPriv *pv = job->conv;
+    const ConvLabels *L = &pv->labels;
+    const IrShape *ls = p->lhs.base_shape, *rs = p->rhs.base_shape;
+    int64_t gd = L->feature_groups > 1 ? L->if_ : L->ib;
+    int64_t groups = L->feature_groups > 1 ? L->feature_groups : L->batch_groups;
+    if (ls->dims[gd] != rs->dims[L->ko] &&
+        !(shd_is_tiled(p->lhs.sharding) && groups % shards(p->lhs.sharding, gd) == 0))
+        return SL_OK;
+    DotJob gj = *job;
+    gj.dims = grouped_dims(cx, &pv->dims, L);
+    if (!gj.dims.role[DOT_BATCH])
+        return spmd_nomem(cx, err);
+    SlStatus st = spmd_dot_group_on_batch(cx, &gj, p, rm, out, err);
+    if (st != SL_OK || *out || rm)
+        return st;
+    return grouped_dim_only(cx, &gj, p, L, out, err);
+}
+
 static SlStatus
 conv_case0(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm, IrInstr **out,
            bool *owned, SlError *err)
 {
-    const ConvPriv *pv = job->conv;
-    const ConvLabels *L = &pv->labels;
+    const ConvLabels *L = &((const ConvPriv *)job->conv)->labels;
     const DotDims *d = &job->dims;
-    if (L->feature_groups > 1 || L->batch_groups > 1) {
-        *owned = true;
-        DotJob gj = *job;
-        gj.dims = grouped_dims(cx, d, L);
-        gj.conv_case = NULL;
-        if (!gj.dims.role[DOT_BATCH])
-            return spmd_nomem(cx, err);
-        SlStatus st = spmd_dot_group_on_batch(cx, &gj, p, rm, out, err);
-        if (st != SL_OK || *out || rm)
-            return st;
-        return grouped_dim_only(cx, &gj, p, L, out, err);
-    }
+    bool grouped = L->feature_groups > 1 || L->batch_groups > 1;
     bool spatial = spmd_dot_parts(p->lhs.sharding, d, DOT_SPATIAL, DOT_LHS) > 1 ||
                    spmd_dot_parts(p->rhs.sharding, d, DOT_SPATIAL, DOT_RHS) > 1 ||
                    spmd_dot_parts(p->out, d, DOT_SPATIAL, DOT_OUT) > 1;
@@ -371,9 +652,21 @@ conv_case0(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm, IrInstr
                  spmd_dot_parts(p->out, d, DOT_BATCH, DOT_OUT) > 1 ||
                  (spmd_dot_parts(p->lhs.sharding, d, DOT_CONTRACTING, DOT_LHS) > 1 &&
                   spmd_dot_parts(p->rhs.sharding, d, DOT_CONTRACTING, DOT_RHS) > 1);
-    if (d->n[DOT_SPATIAL] == 0 || !spatial || other)
+    if (!grouped && (d->n[DOT_SPATIAL] == 0 || !spatial || other))
         return SL_OK;
-    return output_spatial(cx, job, p, out, err);
+    if (L->feature_groups > 1 && p->rhs.hlo->shape.dims[L->ki] > 1) {
+        *owned = true; /* upstream: grouped with a local kernel input feature > 1 */
+        spmd_dot_decide(cx, job, "grouped_conv_unsupported",
+                        "feature-grouped convolution whose local kernel input feature dim is "
+                        "larger than 1: no partitioned strategy",
+                        NULL, 0, NULL, 0);
+        return SL_OK;
+    }
+    SlStatus st = partition_convolution(cx, job, p, out, err);
+    if (st != SL_OK || *out || !grouped)
+        return st;
+    *owned = true;
+    return grouped_conv(cx, job, p, rm, out, err);
 }
 
 SlStatus
@@ -403,5 +696,6 @@ spmd_handle_conv(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         spmd_warn(cx, "convolution with unsupported dimension labels: partitioned as replicated");
         return spmd_handle_default(cx, hlo, err);
     }
+    pv->dims = job.dims;
     return spmd_dot_helper(cx, &job, err);
 }

@@ -1,7 +1,8 @@
 /* handle_custom_call.c - custom calls (gspmd.md D.21): Sharding, SPMDFullToShardShape,
- * SPMDShardToFullShape, layout/host annotations; everything else goes to DefaultAction.
+ * SPMDShardToFullShape, layout/host annotations; the internal rotate/wrap/multi-slice/pad
+ * ops go to handle_internal.c; everything else goes to DefaultAction.
  * Invariant: switching between the automatic and the manual world never communicates. */
-#include "spmd/spmd_int.h"
+#include "spmd/dot_int.h"
 
 #include <string.h>
 
@@ -60,6 +61,15 @@ spmd_handle_custom_call(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
                              "manual operand shape does not match the local output shape");
         return SL_OK;
     }
+    if (target_is(hlo, "TopK"))
+        return spmd_handle_topk(cx, hlo, err);
+    static const char *const internal[] = {"_SPMDInternalOp_RotateRight",
+                                           "_SPMDInternalOp_MultiRotate", "_SPMDInternalOp_Wrap",
+                                           "_SPMDInternalOp_MultiSlice",
+                                           "_SPMDInternalOp_MultiPad"};
+    for (size_t k = 0; k < SL_COUNTOF(internal); k++)
+        if (target_is(hlo, internal[k]))
+            return spmd_handle_internal_custom_call(cx, hlo, internal[k], err);
     if (hlo->n_operands == 1 && target_is(hlo, "Sharding")) {
         SpmdValue v;
         SlStatus st = spmd_operand(cx, hlo, 0, s, &v, err);
@@ -82,5 +92,7 @@ spmd_handle_custom_call(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
             t[i] = NULL;
         return spmd_handle_with_shardings(cx, hlo, t, s, err);
     }
+    if (target_is(hlo, "__op$block_scaled_dot"))
+        return spmd_handle_block_scaled_dot(cx, hlo, err);
     return spmd_handle_default(cx, hlo, err);
 }

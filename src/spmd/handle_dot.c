@@ -169,6 +169,40 @@ local_op(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr *l, IrInst
     return job->create(cx, job, l, r, p->window);
 }
 
+/* ---- block-scaled operands (upstream PartitionedHloMX): a scale follows its operand ---- */
+
+/* The scale travelling with operand `v` of `p` (NULL for plain dots). */
+static const SpmdValue *
+scale_of(const DotProblem *p, const SpmdValue *v)
+{
+    const SpmdValue *s = v == &p->lhs ? &p->lhs_scale : v == &p->rhs ? &p->rhs_scale : NULL;
+    return s && s->hlo ? s : NULL;
+}
+
+/* local_op for operands that may carry scales (`ls`, `rs` NULL or hlo NULL when plain). */
+static IrInstr *
+local_op_mx(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr *l, IrInstr *r,
+            const SpmdValue *ls, const SpmdValue *rs)
+{
+    if (!job->create_scaled)
+        return local_op(cx, job, p, l, r);
+    if (!l || !r || !ls || !rs || !ls->hlo || !rs->hlo)
+        return NULL;
+    return job->create_scaled(cx, job, l, r, ls->hlo, rs->hlo);
+}
+
+/* Reshards the scale of `v` (if any) to `t` (NULL = replicate) into *out (hlo NULL if none). */
+static SlStatus
+reshard_scale(SpmdCtx *cx, const DotProblem *p, const SpmdValue *v, const ShdSharding *t,
+              SpmdValue *out, SlError *err)
+{
+    const SpmdValue *sc = scale_of(p, v);
+    memset(out, 0, sizeof(*out));
+    if (!sc)
+        return SL_OK;
+    return t ? spmd_reshard(cx, sc, t, NULL, out, err) : spmd_replicate(cx, sc, out, err);
+}
+
 /* Reshards local `hlo` (in sharding `s`, state p->st) to the problem's output sharding. */
 static SlStatus
 to_out(SpmdCtx *cx, const DotProblem *p, IrInstr *hlo, const ShdSharding *s, IrInstr **out,
@@ -232,6 +266,20 @@ enter_group(SpmdCtx *cx, const SpmdValue *v, const ShdGrouped *g, bool replicate
         return spmd_nomem(cx, err);
     *out = (SpmdValue){r.hlo, b, g->inner, gst};
     return SL_OK;
+}
+
+/* enter_group for operand `v` of `p` and, for block-scaled dots, its scale (same target). */
+static SlStatus
+enter_group_mx(SpmdCtx *cx, const DotProblem *p, const SpmdValue *v, const ShdGrouped *g,
+               bool replicate_group_dims, const SpmdState *gst, SpmdValue *out,
+               SpmdValue *out_scale, SlError *err)
+{
+    const SpmdValue *sc = scale_of(p, v);
+    memset(out_scale, 0, sizeof(*out_scale));
+    SlStatus st = enter_group(cx, v, g, replicate_group_dims, gst, out, err);
+    if (st == SL_OK && sc)
+        st = enter_group(cx, sc, g, replicate_group_dims, gst, out_scale, err);
+    return st;
 }
 
 /* A grouping where every group is replicated inside (used for replicated operands). */
@@ -329,8 +377,10 @@ batch_with_reshard(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool may
         if (!may_all_reduce && !shd_can_reshard_with_collective_permute(other->sharding, me2o) &&
             shd_all_to_all_dims(other->sharding, me2o, s1, s2, SPMD_MAX_RANK) == 0)
             continue;
-        SpmdValue r;
+        SpmdValue r, rsc;
         SlStatus st = reshard_to(cx, other, me2o, &r, err);
+        if (st == SL_OK)
+            st = reshard_scale(cx, p, other, me2o, &rsc, err);
         if (st != SL_OK)
             return st;
         decide(cx, job, p, may_all_reduce ? S_BATCH_RESHARD : S_BATCH_RESHARD_CHEAP,
@@ -338,7 +388,9 @@ batch_with_reshard(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool may
                       "resharded to match it"
                     : "the output is batch-partitioned exactly like the lhs, so the rhs is "
                       "resharded to match it");
-        *out = side ? local_op(cx, job, p, r.hlo, me->hlo) : local_op(cx, job, p, me->hlo, r.hlo);
+        const SpmdValue *msc = scale_of(p, me);
+        *out = side ? local_op_mx(cx, job, p, r.hlo, me->hlo, &rsc, msc)
+                    : local_op_mx(cx, job, p, me->hlo, r.hlo, msc, &rsc);
         return *out ? SL_OK : spmd_nomem(cx, err);
     }
     return SL_OK;
@@ -360,14 +412,18 @@ operand_matches_output(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrIn
             spmd_dot_seen_from(cx, &job->dims, me->sharding, side ? DOT_RHS : DOT_LHS, DOT_OUT);
         if (!me2o || !shd_equal(me2o, p->out))
             continue;
-        SpmdValue r;
+        SpmdValue r, rsc;
         SlStatus st = spmd_replicate(cx, other, &r, err);
+        if (st == SL_OK)
+            st = reshard_scale(cx, p, other, NULL, &rsc, err);
         if (st != SL_OK)
             return st;
         decide(cx, job, p, side ? S_RHS_MATCHES_OUT : S_LHS_MATCHES_OUT,
                "one operand is already sharded like the output on its free dims, so the "
                "other operand is replicated (all-gathered)");
-        *out = side ? local_op(cx, job, p, r.hlo, me->hlo) : local_op(cx, job, p, me->hlo, r.hlo);
+        const SpmdValue *msc = scale_of(p, me);
+        *out = side ? local_op_mx(cx, job, p, r.hlo, me->hlo, &rsc, msc)
+                    : local_op_mx(cx, job, p, me->hlo, r.hlo, msc, &rsc);
         return *out ? SL_OK : spmd_nomem(cx, err);
     }
     return SL_OK;
@@ -387,15 +443,17 @@ base_case_before(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **
         decide(cx, job, p, S_BATCH_PARALLEL,
                "both operands are sharded identically on batch dims only: a local dot needs "
                "no communication");
-        IrInstr *dot = local_op(cx, job, p, p->lhs.hlo, p->rhs.hlo);
+        IrInstr *dot =
+            local_op_mx(cx, job, p, p->lhs.hlo, p->rhs.hlo, &p->lhs_scale, &p->rhs_scale);
         return to_out(cx, p, dot, spmd_dot_seen_from(cx, d, p->lhs.sharding, DOT_LHS, DOT_OUT),
                       out, err);
     }
     SlStatus st = batch_with_reshard(cx, job, p, false, out, err);
     if (st != SL_OK || *out)
         return st;
-    DotWindowedConfig cfg;
-    spmd_windowed_config(cx, job, p, &cfg);
+    DotWindowedConfig cfg = {.kind = DOT_WE_NONE};
+    if (!job->create_scaled) /* upstream: no windowed einsum for block-scaled dots */
+        spmd_windowed_config(cx, job, p, &cfg);
     if (cfg.kind != DOT_WE_NONE) {
         decide(cx, job, p, S_WINDOWED,
                "an operand is large enough that overlapping its ring transfer with the "
@@ -411,13 +469,19 @@ base_case_before(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **
 /* ---- grouping: shared tail ---- */
 
 /* Runs the per-group problem and reshards its result (in ungroup(og) at this level) to the
- * output. `lhs`, `rhs` are already per-group values in `gst`. */
+ * output. `lhs`, `rhs` (and the scales `ls`, `rs` of a block-scaled dot, else NULL) are
+ * already per-group values in `gst`. */
 static SlStatus
 recurse_in_groups(SpmdCtx *cx, const DotJob *job, const DotProblem *p, const SpmdValue *lhs,
-                  const SpmdValue *rhs, const ShdGrouped *og, const SpmdState *gst,
-                  IrInstr **out, SlError *err)
+                  const SpmdValue *rhs, const SpmdValue *ls, const SpmdValue *rs,
+                  const ShdGrouped *og, const SpmdState *gst, IrInstr **out, SlError *err)
 {
-    DotProblem in = {*lhs, *rhs, group_base(cx, p->out_base, og), og->inner, gst, p->window};
+    DotProblem in = {*lhs, *rhs, group_base(cx, p->out_base, og), og->inner, gst, p->window,
+                     {0}, {0}};
+    if (ls)
+        in.lhs_scale = *ls;
+    if (rs)
+        in.rhs_scale = *rs;
     if (!in.out_base || !in.out)
         return spmd_nomem(cx, err);
     IrInstr *dot = NULL;
@@ -442,13 +506,20 @@ retile_grouped(SpmdCtx *cx, const ShdSharding *s, uint32_t rank, const int64_t *
     if (s->n_subgroups > 1 || (s->n_subgroups == 1 && s->subgroups[0] != SHD_SUB_REPLICATED))
         return false;
     int64_t t[SPMD_MAX_RANK + 1], total = shd_device_count(s), prod = 1;
+    int64_t repl = shd_replication_factor(s);
     for (uint32_t i = 0; i < rank; i++)
         t[i] = shd_dim_shards(s, i);
     for (uint32_t k = 0; k < n; k++)
         t[dims[k]] = counts[k];
     for (uint32_t i = 0; i < rank; i++)
         prod *= t[i];
-    if (prod > total || total % prod) {
+    /* upstream keeps the replication dim: more tiles than devices take from it first, and
+     * fewer tiles than devices (the operand sharded more ways than the output) fail */
+    if (prod * repl > total && (prod * repl) % total == 0 && repl % (prod * repl / total) == 0)
+        repl /= prod * repl / total;
+    if (prod * repl < total)
+        return false;
+    if (prod * repl > total && (prod > total || total % prod)) {
         prod = 1;
         for (uint32_t i = 0; i < rank; i++) {
             bool keep = false;
@@ -555,13 +626,13 @@ spmd_dot_group_on_batch(SpmdCtx *cx, const DotJob *job, const DotProblem *p, boo
     decide(cx, job, p, S_GROUP_BATCH,
            "the output is partitioned on batch dims like an operand: each device group "
            "computes its own batch slice (data parallelism)");
-    SpmdValue gl, gr;
-    SlStatus st = enter_group(cx, &p->lhs, &lg, false, gst, &gl, err);
+    SpmdValue gl, gr, gls, grs;
+    SlStatus st = enter_group_mx(cx, p, &p->lhs, &lg, false, gst, &gl, &gls, err);
     if (st == SL_OK)
-        st = enter_group(cx, &p->rhs, &rg, false, gst, &gr, err);
+        st = enter_group_mx(cx, p, &p->rhs, &rg, false, gst, &gr, &grs, err);
     if (st != SL_OK)
         return st;
-    return recurse_in_groups(cx, job, p, &gl, &gr, &og, gst, out, err);
+    return recurse_in_groups(cx, job, p, &gl, &gr, &gls, &grs, &og, gst, out, err);
 }
 
 /* ---- group on non-contracting dims (E.7) ---- */
@@ -684,14 +755,14 @@ group_on_non_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bo
                   "and gather the rhs within each group"
                 : "the rhs is sharded like the output on its free dims: group devices on them "
                   "and gather the lhs within each group");
-    SpmdValue gm, go;
-    SlStatus st = enter_group(cx, mv, &mg, false, gst, &gm, err);
+    SpmdValue gm, go, gms, gos;
+    SlStatus st = enter_group_mx(cx, p, mv, &mg, false, gst, &gm, &gms, err);
     if (st == SL_OK)
-        st = enter_group(cx, ov, &otg, gather, gst, &go, err);
+        st = enter_group_mx(cx, p, ov, &otg, gather, gst, &go, &gos, err);
     if (st != SL_OK)
         return st;
-    return best ? recurse_in_groups(cx, job, p, &gm, &go, &og, gst, out, err)
-                : recurse_in_groups(cx, job, p, &go, &gm, &og, gst, out, err);
+    return best ? recurse_in_groups(cx, job, p, &gm, &go, &gms, &gos, &og, gst, out, err)
+                : recurse_in_groups(cx, job, p, &go, &gm, &gos, &gms, &og, gst, out, err);
 }
 
 /* ---- group on contracting dims (E.8) ---- */
@@ -794,10 +865,14 @@ group_on_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool r
     decide(cx, job, p, S_GROUP_CONTRACTING,
            "both operands are sharded alike on contracting dims: each device group multiplies "
            "its slice of K and the partial products are summed with an all-reduce");
-    SpmdValue l1, r1, gl, gr;
+    SpmdValue l1, r1, gl, gr, ls1, rs1;
     SlStatus st = reshard_to(cx, &p->lhs, lu, &l1, err);
     if (st == SL_OK)
         st = reshard_to(cx, &p->rhs, ru, &r1, err);
+    if (st == SL_OK)
+        st = reshard_scale(cx, p, &p->lhs, lu, &ls1, err);
+    if (st == SL_OK)
+        st = reshard_scale(cx, p, &p->rhs, ru, &rs1, err);
     if (st != SL_OK)
         return st;
     l1.hlo = mask_contracting(cx, &l1, ld, n);
@@ -806,7 +881,15 @@ group_on_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool r
         return spmd_nomem(cx, err);
     gl = (SpmdValue){l1.hlo, group_base(cx, p->lhs.base_shape, &lg), lg.inner, gst};
     gr = (SpmdValue){r1.hlo, group_base(cx, p->rhs.base_shape, &rg), rg.inner, gst};
-    DotProblem in = {gl, gr, p->out_base, inner_out, gst, p->window};
+    DotProblem in = {gl, gr, p->out_base, inner_out, gst, p->window, {0}, {0}};
+    if (ls1.hlo && rs1.hlo) {
+        ls1.hlo = mask_contracting(cx, &ls1, ld, n);
+        rs1.hlo = mask_contracting(cx, &rs1, rd, n);
+        if (!ls1.hlo || !rs1.hlo)
+            return spmd_nomem(cx, err);
+        in.lhs_scale = (SpmdValue){ls1.hlo, group_base(cx, ls1.base_shape, &lg), lg.inner, gst};
+        in.rhs_scale = (SpmdValue){rs1.hlo, group_base(cx, rs1.base_shape, &rg), rg.inner, gst};
+    }
     IrInstr *dot = NULL;
     st = spmd_partition_dot(cx, job, &in, &dot, err);
     if (st != SL_OK)
@@ -840,7 +923,9 @@ remove_output_partial(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrIns
            "replica group computes the whole output sharded over its members");
     SpmdValue gl = {p->lhs.hlo, p->lhs.base_shape, p->lhs.sharding, gst};
     SpmdValue gr = {p->rhs.hlo, p->rhs.base_shape, p->rhs.sharding, gst};
-    return recurse_in_groups(cx, job, p, &gl, &gr, &og, gst, out, err);
+    SpmdValue gls = p->lhs_scale, grs = p->rhs_scale;
+    gls.state = grs.state = gst;
+    return recurse_in_groups(cx, job, p, &gl, &gr, &gls, &grs, &og, gst, out, err);
 }
 
 /* ---- base case after partial match (E.10) ---- */
@@ -868,12 +953,20 @@ replicated_out_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *p,
         decide(cx, job, p, S_REPLICATED_OUT_CONTRACTING,
                "the output is replicated and one operand is sharded on contracting dims: "
                "slice the other operand to match (free), then all-reduce partial products");
-        SpmdValue o2;
+        SpmdValue o2, os2, ms2 = {0};
         SlStatus st = reshard_to(cx, other, t, &o2, err);
+        if (st == SL_OK)
+            st = reshard_scale(cx, p, other, t, &os2, err);
         if (st != SL_OK)
             return st;
         IrInstr *mm = mask_contracting(cx, me, cd, n), *om = mask_contracting(cx, &o2, od, n);
-        IrInstr *dot = side ? local_op(cx, job, p, om, mm) : local_op(cx, job, p, mm, om);
+        if (scale_of(p, me) && os2.hlo) {
+            ms2 = *scale_of(p, me);
+            ms2.hlo = mask_contracting(cx, &ms2, cd, n);
+            os2.hlo = mask_contracting(cx, &os2, od, n);
+        }
+        IrInstr *dot = side ? local_op_mx(cx, job, p, om, mm, &os2, &ms2)
+                            : local_op_mx(cx, job, p, mm, om, &ms2, &os2);
         if (!dot)
             return spmd_nomem(cx, err);
         const char *saved = cx->coll_cause;
@@ -892,13 +985,17 @@ static SlStatus
 reshard_both(SpmdCtx *cx, const DotJob *job, const DotProblem *p, const ShdSharding *lt,
              const ShdSharding *rt, IrInstr **out, SlError *err)
 {
-    SpmdValue l, r;
+    SpmdValue l, r, ls, rs;
     SlStatus st = lt ? reshard_to(cx, &p->lhs, lt, &l, err) : spmd_replicate(cx, &p->lhs, &l, err);
     if (st == SL_OK)
         st = rt ? reshard_to(cx, &p->rhs, rt, &r, err) : spmd_replicate(cx, &p->rhs, &r, err);
+    if (st == SL_OK)
+        st = reshard_scale(cx, p, &p->lhs, lt, &ls, err);
+    if (st == SL_OK)
+        st = reshard_scale(cx, p, &p->rhs, rt, &rs, err);
     if (st != SL_OK)
         return st;
-    *out = local_op(cx, job, p, l.hlo, r.hlo);
+    *out = local_op_mx(cx, job, p, l.hlo, r.hlo, &ls, &rs);
     return *out ? SL_OK : spmd_nomem(cx, err);
 }
 
@@ -983,6 +1080,8 @@ spmd_partition_dot(SpmdCtx *cx, const DotJob *job, const DotProblem *p0, IrInstr
         p.rhs.hlo = spmd_emit_copy(cx, p.rhs.hlo);
         if (!p.rhs.hlo)
             return spmd_nomem(cx, err);
+        if (p.rhs_scale.hlo && !(p.rhs_scale.hlo = spmd_emit_copy(cx, p.rhs_scale.hlo)))
+            return spmd_nomem(cx, err);
     }
     for (int rm = 1; rm >= 0; rm--) {
         SlStatus st = try_partition(cx, job, &p, rm != 0, out, err);
@@ -1008,6 +1107,25 @@ spmd_partition_dot(SpmdCtx *cx, const DotJob *job, const DotProblem *p0, IrInstr
 
 /* ---- HandleDotHelper and HandleDot ---- */
 
+/* Block-scaled dots: operands 2 and 3 are the scales, resharded to their operands' shardings
+ * (upstream requires them identical) so that every later reshard moves both alike. */
+static SlStatus
+attach_scales(SpmdCtx *cx, const DotJob *job, DotProblem *p, SlError *err)
+{
+    const IrInstr *hlo = job->hlo;
+    if (!job->create_scaled)
+        return SL_OK;
+    const SpmdValue *ls = hlo->n_operands == 4 ? spmd_get_value(cx, hlo->operands[2]) : NULL;
+    const SpmdValue *rs = hlo->n_operands == 4 ? spmd_get_value(cx, hlo->operands[3]) : NULL;
+    if (SL_NEVER(!ls || !rs))
+        return spmd_fail(cx, err, SL_ERR_INTERNAL, "scales not partitioned");
+    SlStatus st = spmd_reshard(cx, ls, p->lhs.sharding, NULL, &p->lhs_scale, err);
+    if (st == SL_OK)
+        st = spmd_reshard(cx, rs, p->rhs.sharding, NULL, &p->rhs_scale, err);
+    p->lhs_scale.state = p->rhs_scale.state = cx->state;
+    return st;
+}
+
 SlStatus
 spmd_dot_helper(SpmdCtx *cx, const DotJob *job, SlError *err)
 {
@@ -1028,10 +1146,12 @@ spmd_dot_helper(SpmdCtx *cx, const DotJob *job, SlError *err)
                         NULL, 0);
         return spmd_handle_default(cx, hlo, err);
     }
-    DotProblem p = {*l, *r, &hlo->shape, s, cx->state, job->window};
+    DotProblem p = {*l, *r, &hlo->shape, s, cx->state, job->window, {0}, {0}};
     p.lhs.state = p.rhs.state = cx->state;
     IrInstr *local = NULL;
-    SlStatus st = spmd_partition_dot(cx, job, &p, &local, err);
+    SlStatus st = attach_scales(cx, job, &p, err);
+    if (st == SL_OK)
+        st = spmd_partition_dot(cx, job, &p, &local, err);
     if (st != SL_OK)
         return st;
     return spmd_finish(cx, hlo, local, s, err);

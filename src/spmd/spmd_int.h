@@ -101,6 +101,10 @@ struct SpmdCtx {
  *              frontend key `xla.sdy.has_unreduced_axes` removed, an `emit` trace event
  * returns:     `i`, or NULL when the arena failed (sticky; check sl_arena_failed at the end) */
 IrInstr *spmd_emit(SpmdCtx *cx, IrInstr *i, const char *name_hint);
+/* Sets (or replaces) the `sharding=` attribute of emitted instruction `i`, placed where XLA
+ * prints it: after the opcode's own attributes, before frontend_attributes, metadata and
+ * backend_config. False on arena failure. */
+bool spmd_set_sharding_attr(SpmdCtx *cx, IrInstr *i, const ShdSharding *s);
 /* Broadcast dims bookkeeping (seed: SetBroadcastDimsForAddedHlo). Bit d set = output dim d is
  * identical on all partitions. Ranks above 63 record nothing. */
 uint64_t spmd_bcast_dims(const SpmdCtx *cx, const IrInstr *i);
@@ -168,8 +172,10 @@ IrInstr *spmd_partition_id(SpmdCtx *cx, const SpmdState *st);
 /* Groups of `st`'s ids that differ only on the tile dims `dims` of `s` (G.3). */
 SlStatus spmd_groups_for_dims(SpmdCtx *cx, const ShdSharding *s, const int64_t *dims, uint32_t n,
                               IrReplicaGroups *out, SlError *err);
-/* All-reduce `x` (in sharding `s`, state `st`) over the devices differing on `dims`, one
- * collective per dim in reverse order (upstream AllReduceAlongShardingDims). */
+/* All-reduce `x` (in sharding `s`, state `st`) over the devices differing on `dims`: one
+ * collective per listed dim with more than one shard, the last listed dim first, each over the
+ * devices that differ only in that dim (upstream AllReduceAlongShardingDims of the base
+ * SpmdPartitioner, per_dim_ar = true). `x` itself when no listed dim is sharded. */
 IrInstr *spmd_all_reduce_along_dims(SpmdCtx *cx, const SpmdState *st, IrInstr *x,
                                     const ShdSharding *s, const int64_t *dims, uint32_t n,
                                     IrComputation *reducer);
@@ -307,6 +313,13 @@ SlStatus spmd_handle_rng(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_all_reduce(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_collective_permute(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_custom_call(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
+/* handle_topk.c: the TopK custom call (values sharded on dim 1: per-shard TopK, gather of the
+ * candidates, replicated sort); DefaultAction when the pattern does not apply. */
+SlStatus spmd_handle_topk(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
+/* handle_internal.c: _SPMDInternalOp_RotateRight, _MultiRotate, _Wrap, _MultiSlice and
+ * _MultiPad (target without quotes); SL_ERR_UNSUPPORTED (nothing emitted) for other targets. */
+SlStatus spmd_handle_internal_custom_call(SpmdCtx *cx, const IrInstr *hlo, const char *target,
+                                          SlError *err);
 
 /* driver.c: partitions source computation `c` into a new output computation whose root is
  * resharded to `root_sharding` (NULL: the root's own). Parameters take `param_shardings[i]`

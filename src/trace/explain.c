@@ -77,7 +77,14 @@ put_header(const TraceRun *run, const TraceRunInstr *i, SlBuf *out)
 static void
 put_decision(const TraceRunDecision *d, SlBuf *out)
 {
-    sl_buf_printf(out, "Decision: the %s handler chose \"%s\".\n", d->handler, d->strategy);
+    if (d->chain_length <= 1)
+        sl_buf_puts(out, "Decision: ");
+    else if (d->level == 1)
+        sl_buf_printf(out, "Decision 1 of %u (top level): ", d->chain_length);
+    else
+        sl_buf_printf(out, "Decision %u of %u (inside decision %u): ", d->level, d->chain_length,
+                      d->level - 1);
+    sl_buf_printf(out, "the %s handler chose \"%s\".\n", d->handler, d->strategy);
     if (d->reason && *d->reason)
         sl_buf_printf(out, "  why: %s\n", d->reason);
     if (d->n_alternatives) {
@@ -108,7 +115,10 @@ put_collective(const TraceRun *run, const TraceRunCollective *c, SlBuf *out)
     sl_buf_puts(out, "\n    busiest device sends ");
     put_bytes(out, c->max_device_send_bytes);
     sl_buf_printf(out, " (ring %s", ring_formula(c->kind));
-    if (c->trip_count < 0)
+    if (c->trip_count < 0 && c->max_trip_count >= 0)
+        sl_buf_printf(out, ", in a conditional branch: at most %lld executions, counted once)",
+                      (long long)c->max_trip_count);
+    else if (c->trip_count < 0)
         sl_buf_puts(out, ", trip count unknown: counted once)");
     else
         sl_buf_printf(out, ", x%lld executions)", (long long)c->trip_count);
@@ -123,7 +133,7 @@ put_collective(const TraceRun *run, const TraceRunCollective *c, SlBuf *out)
 typedef struct Tally {
     uint32_t decisions, reshards, collectives, loops;
     double max_device_bytes, total_bytes;
-    const TraceRunDecision *last;
+    const TraceRunDecision *top; /* level 1 of the chain */
 } Tally;
 
 static Tally
@@ -133,7 +143,8 @@ tally(const TraceRun *run, uint32_t src)
     for (uint32_t k = 0; k < run->n_decisions; k++)
         if (run->decisions[k].instr == src) {
             t.decisions++;
-            t.last = &run->decisions[k];
+            if (run->decisions[k].level == 1)
+                t.top = &run->decisions[k];
         }
     for (uint32_t k = 0; k < run->n_reshards; k++)
         t.reshards += run->reshards[k].requester == src;
@@ -150,13 +161,33 @@ tally(const TraceRun *run, uint32_t src)
     return t;
 }
 
+/* The instruction's decisions at `level`, in recording order (one per level in practice). */
 static void
-put_summary(const TraceRunInstr *i, const Tally *t, SlBuf *out)
+put_level(const TraceRun *run, uint32_t src, uint32_t level, SlBuf *out, bool as_summary)
 {
-    if (t->last)
+    for (uint32_t k = 0; k < run->n_decisions; k++) {
+        const TraceRunDecision *d = &run->decisions[k];
+        if (d->instr != src || d->level != level)
+            continue;
+        if (as_summary)
+            sl_buf_printf(out, "%s\"%s\"", level == 2 ? " (then " : ", then ", d->strategy);
+        else
+            put_decision(d, out);
+    }
+}
+
+static void
+put_summary(const TraceRun *run, uint32_t src, const Tally *t, SlBuf *out)
+{
+    const TraceRunInstr *i = &run->instrs[src];
+    if (t->top) {
         sl_buf_printf(out, "%s was partitioned by the %s handler with strategy \"%s\"", i->name,
-                      t->last->handler, t->last->strategy);
-    else
+                      t->top->handler, t->top->strategy);
+        for (uint32_t level = 2; level <= t->top->chain_length; level++)
+            put_level(run, src, level, out, true);
+        if (t->top->chain_length > 1)
+            sl_buf_putc(out, ')');
+    } else
         sl_buf_printf(out, "%s: no handler decision was recorded", i->name);
     sl_buf_printf(out, "; %u reshard%s, %u collective%s", t->reshards, t->reshards == 1 ? "" : "s",
                   t->collectives, t->collectives == 1 ? "" : "s");
@@ -175,11 +206,10 @@ explain_source(const TraceRun *run, uint32_t src, SlBuf *out)
 {
     const TraceRunInstr *i = &run->instrs[src];
     Tally t = tally(run, src);
-    put_summary(i, &t, out);
+    put_summary(run, src, &t, out);
     put_header(run, i, out);
-    for (uint32_t k = 0; k < run->n_decisions; k++)
-        if (run->decisions[k].instr == src)
-            put_decision(&run->decisions[k], out);
+    for (uint32_t level = 1; t.top && level <= t.top->chain_length; level++)
+        put_level(run, src, level, out, false);
     if (!t.decisions)
         sl_buf_puts(out, "Decision: none recorded (the partitioner kept its sharding as is).\n");
     sl_buf_printf(out, "Reshards requested: %u\n", t.reshards);

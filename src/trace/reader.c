@@ -3,6 +3,7 @@
  * is read from them (collective_traffic, device_traffic), never recomputed here.
  * Invariant: all queries of one load run in one read transaction, so a run appended by another
  * process meanwhile cannot mix in; every string is copied into the caller's arena. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "trace/trace_int.h"
@@ -126,6 +127,7 @@ row_instr(Rd *r, sqlite3_stmt *st)
     i.source_file = col_text(r, st, 11);
     i.source_line = sqlite3_column_int64(st, 12);
     i.derived_from = col_idx(&r->instr_idx, st, 13); /* 'before' rows come first */
+    i.param_number = sqlite3_column_type(st, 14) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 14);
     put(r, &r->instr_idx, sqlite3_column_int64(st, 0), r->rows.len);
     return PUSH(r, TraceRunInstr, i);
 }
@@ -167,6 +169,15 @@ attach_edges(Rd *r)
             u->operands[e[j].index] = e[j].operand;
         k = end;
     }
+}
+
+static bool
+row_call(Rd *r, sqlite3_stmt *st)
+{
+    TraceRunCall c = {col_idx(&r->instr_idx, st, 0), col_text(r, st, 1), col_text(r, st, 2)};
+    if (c.instr == TRACE_NONE)
+        return true;
+    return PUSH(r, TraceRunCall, c);
 }
 
 static bool
@@ -241,6 +252,96 @@ row_number(Rd *r, sqlite3_stmt *st)
     return true;
 }
 
+/* ---- decision chains (see trace_run.h) ---- */
+
+static bool
+number_of(const TraceRunDecision *d, const char *key, double *out)
+{
+    for (uint32_t k = 0; k < d->n_numbers; k++)
+        if (!d->numbers[k].str && strcmp(d->numbers[k].key, key) == 0) {
+            *out = d->numbers[k].num;
+            return true;
+        }
+    return false;
+}
+
+/* (instr, decision index) pairs: unique, so the order is total and qsort deterministic. */
+static int
+cmp_by_instr(const void *a, const void *b)
+{
+    const uint32_t *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
+/* Orders one instruction's decisions `d` (n, recording order) top-down in place. */
+static void
+order_chain(const TraceRun *run, uint32_t *d, uint32_t n)
+{
+    double depth = 0, v = 0;
+    bool all_depth = true;
+    for (uint32_t k = 0; k < n && all_depth; k++)
+        all_depth = number_of(&run->decisions[d[k]], "depth", &depth);
+    if (all_depth) { /* insertion sort: stable, chains are short */
+        for (uint32_t k = 1; k < n; k++) {
+            uint32_t x = d[k], j = k;
+            (void)number_of(&run->decisions[x], "depth", &depth);
+            while (j > 0 && number_of(&run->decisions[d[j - 1]], "depth", &v) && v > depth) {
+                d[j] = d[j - 1];
+                j--;
+            }
+            d[j] = x;
+        }
+        return;
+    }
+    for (uint32_t k = 0; k + 1 < n; k++) {
+        const TraceRunDecision *x = &run->decisions[d[k]];
+        if (number_of(x, "loop_partitions", &v) && !number_of(x, "partitions", &v)) {
+            uint32_t t = d[k];
+            d[k] = d[k + 1];
+            d[k + 1] = t;
+            k++;
+        }
+    }
+}
+
+/* Sets level and chain_length of every decision. */
+static bool
+chain_decisions(TraceRun *run)
+{
+    uint32_t n = run->n_decisions;
+    uint32_t(*by)[2] = n ? malloc((size_t)n * sizeof(*by)) : NULL;
+    uint32_t *chain = n ? malloc((size_t)n * sizeof(*chain)) : NULL;
+    if (n && (!by || !chain)) {
+        free(by);
+        free(chain);
+        return false;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        by[k][0] = run->decisions[k].instr;
+        by[k][1] = k;
+    }
+    if (n)
+        qsort(by, n, sizeof(*by), cmp_by_instr);
+    for (uint32_t k = 0; k < n;) {
+        uint32_t end = k;
+        while (end < n && by[end][0] == by[k][0])
+            end++;
+        for (uint32_t j = k; j < end; j++)
+            chain[j - k] = by[j][1];
+        if (by[k][0] != TRACE_NONE)
+            order_chain(run, chain, end - k);
+        for (uint32_t j = k; j < end; j++) {
+            TraceRunDecision *d = &run->decisions[chain[j - k]];
+            d->level = by[k][0] != TRACE_NONE ? j - k + 1 : 1;
+            d->chain_length = by[k][0] != TRACE_NONE ? end - k : 1;
+        }
+        k = end;
+    }
+    free(by);
+    free(chain);
+    return true;
+}
+
 static bool
 row_reshard(Rd *r, sqlite3_stmt *st)
 {
@@ -277,6 +378,8 @@ row_collective(Rd *r, sqlite3_stmt *st)
     c.decision = col_idx(&r->decision_idx, st, 12);
     c.send_bytes = sqlite3_column_double(st, 13);
     c.max_device_send_bytes = sqlite3_column_double(st, 14);
+    c.max_trip_count =
+        sqlite3_column_type(st, 15) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 15);
     if (c.n_groups < 0 || c.n_groups >= UINT32_MAX)
         c.n_groups = 0;
     c.group_offsets = SL_NEW_ARRAY(r->arena, uint32_t, (size_t)c.n_groups + 1);
@@ -380,7 +483,7 @@ load_tables(Rd *r)
     run->options = TAKE(r, TraceRunOption, &run->n_options);
     query(r,
           "SELECT id, phase, ir_id, computation, is_root, name, opcode, shape, sharding,"
-          " size_bytes, op_name, source_file, source_line, derived_from"
+          " size_bytes, op_name, source_file, source_line, derived_from, param_number"
           " FROM instr WHERE run_id = ?1 ORDER BY id",
           row_instr);
     run->instrs = TAKE(r, TraceRunInstr, &run->n_instrs);
@@ -391,6 +494,11 @@ load_tables(Rd *r)
           " WHERE u.run_id = ?1 ORDER BY e.user, e.operand_index",
           row_edge);
     attach_edges(r);
+    query(r,
+          "SELECT instr, role, computation FROM called_computation WHERE run_id = ?1"
+          " ORDER BY instr, idx",
+          row_call);
+    run->calls = TAKE(r, TraceRunCall, &run->n_calls);
     query(r,
           "SELECT id, seq, instr, handler, strategy, reason FROM decision WHERE run_id = ?1"
           " ORDER BY id",
@@ -408,6 +516,8 @@ load_tables(Rd *r)
         r->oom = true;
     query(r, alts, row_alt);
     query(r, nums, row_number);
+    if (r->rc == SQLITE_OK && !r->oom && !chain_decisions(run))
+        r->oom = true;
     query(r,
           "SELECT id, seq, requester, value, value_name, from_sharding, to_sharding, method,"
           " result, result_name FROM reshard WHERE run_id = ?1 ORDER BY id",
@@ -416,7 +526,7 @@ load_tables(Rd *r)
     query(r,
           "SELECT c.id, c.instr, c.kind, c.channel_id, c.group_size, c.n_groups, c.shape,"
           " c.bytes, c.trip_count, c.source, c.cause, c.reshard_id, c.decision_id,"
-          " t.send_bytes, t.max_device_send_bytes"
+          " t.send_bytes, t.max_device_send_bytes, c.max_trip_count"
           " FROM collective c JOIN collective_traffic t ON t.collective_id = c.id"
           " WHERE c.run_id = ?1 AND t.run_id = ?1 ORDER BY c.id",
           row_collective);
@@ -444,7 +554,7 @@ load_tables(Rd *r)
 SlStatus
 trace_run_load(TraceDb *db, int64_t run_id, SlArena *arena, const TraceRun **out, SlError *err)
 {
-    SlSrcLoc loc = {sqlite3_db_filename(db->sql, "main"), 0, 0};
+    SlSrcLoc loc = trace_db_loc(db);
     *out = NULL;
     Rd r = {.db = db, .arena = arena, .run = SL_NEW(arena, TraceRun)};
     if (!r.run)

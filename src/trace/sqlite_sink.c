@@ -50,7 +50,7 @@ typedef struct EvCollective {
 typedef struct EvLoop {
     Ref dot, loop;
     const char *variant;
-    int64_t iterations, bytes_per_iteration;
+    int64_t iterations, bytes_per_iteration, true_branch_runs;
 } EvLoop;
 
 typedef struct EvWarning {
@@ -180,7 +180,7 @@ on_windowed_loop(TraceSink *s, const TraceWindowedLoop *w)
 {
     TraceDb *db = db_of(s);
     EvLoop e = {ref_of(w->dot), ref_of(w->loop), dup(db, w->variant ? w->variant : "unknown"),
-                w->iterations, w->bytes_per_iteration};
+                w->iterations, w->bytes_per_iteration, w->true_branch_runs};
     PUSH(db, loops, EvLoop, e);
 }
 
@@ -225,7 +225,7 @@ SlStatus
 trace_db_begin_run(TraceDb *db, const IrModule *in, const TraceRunInfo *info, TraceSink **sink,
                    SlError *err)
 {
-    SlSrcLoc loc = {sqlite3_db_filename(db->sql, "main"), 0, 0};
+    SlSrcLoc loc = trace_db_loc(db);
     *sink = NULL;
     if (db->mode != TRACE_DB_APPEND)
         return sl_fail(err, SL_ERR_INVALID, loc, "trace database opened read-only");
@@ -260,9 +260,11 @@ static const char *const k_insert_sql[ST_COUNT] = {
                " duration_ms) VALUES (?,?,?,?,?,?)",
     [ST_OPTION] = "INSERT OR REPLACE INTO run_option(run_id, key, value) VALUES (?,?,?)",
     [ST_INSTR] = "INSERT INTO instr(run_id, phase, ir_id, computation, is_root, name, opcode,"
-                 " shape, sharding, size_bytes, op_name, source_file, source_line, derived_from)"
-                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                 " shape, sharding, size_bytes, op_name, source_file, source_line, derived_from,"
+                 " param_number) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_EDGE] = "INSERT INTO edge(run_id, phase, user, operand_index, operand) VALUES (?,?,?,?,?)",
+    [ST_CALL] = "INSERT INTO called_computation(run_id, instr, idx, role, computation)"
+                " VALUES (?,?,?,?,?)",
     [ST_DECISION] = "INSERT INTO decision(run_id, seq, instr, handler, strategy, reason)"
                     " VALUES (?,?,?,?,?,?)",
     [ST_DECISION_ALT] = "INSERT INTO decision_alt(decision_id, idx, strategy) VALUES (?,?,?)",
@@ -272,7 +274,7 @@ static const char *const k_insert_sql[ST_COUNT] = {
                    " to_sharding, method, result, result_name) VALUES (?,?,?,?,?,?,?,?,?,?)",
     [ST_COLLECTIVE] = "INSERT INTO collective(run_id, instr, kind, channel_id, group_size,"
                       " n_groups, shape, bytes, trip_count, source, cause, reshard_id,"
-                      " decision_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                      " decision_id, max_trip_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_GROUP] = "INSERT INTO collective_group(collective_id, group_idx, position, device)"
                  " VALUES (?,?,?,?)",
     [ST_LOOP] = "INSERT INTO windowed_loop(run_id, dot, loop, loop_name, variant, iterations,"
@@ -304,6 +306,7 @@ typedef struct Wr {
     SlMap decision_row;   /* decision seq -> row id */
     SlMap reshard_row;    /* reshard seq -> row id */
     SlMap loop_trips;     /* while name -> iterations (windowed loops) */
+    SlMap branch_hint;    /* AFTER conditional id -> index + 1 into db->loops (true_branch_runs) */
     bool oom;
 } Wr;
 
@@ -573,9 +576,55 @@ write_instr(Wr *w, int phase, const IrComputation *c, const IrInstr *i)
     }
     if (phase == AFTER)
         bind_row(w, st, 14, source_row(w, i));
+    if (i->op == IR_OP_PARAMETER)
+        bind_i64(w, st, 15, i->parameter_number);
     int64_t row = insert(w, ST_INSTR);
     if (i->id < w->n_ids[phase])
         w->rows_by_id[phase][i->id] = row;
+}
+
+/* The called_computation role of the `k`th computation of attribute `key` ("branch_1"). */
+static const char *
+call_role(IrAttrKey key, uint32_t k, char *buf, size_t cap)
+{
+    if (key == IR_ATTR_TRUE_COMPUTATION)
+        return "branch_0";
+    if (key == IR_ATTR_FALSE_COMPUTATION)
+        return "branch_1";
+    if (key == IR_ATTR_BRANCH_COMPUTATIONS) {
+        snprintf(buf, cap, "branch_%u", k);
+        return buf;
+    }
+    if (key == IR_ATTR_CALLS || key == IR_ATTR_CALLED_COMPUTATIONS)
+        return "calls";
+    return ir_attr_name(key); /* body, condition, to_apply, select, scatter */
+}
+
+/* One called_computation row per (caller, callee) pair, in attribute print order. */
+static void
+write_calls(Wr *w, int phase, const IrInstr *i)
+{
+    sqlite3_stmt *st = stmt(w, ST_CALL);
+    uint32_t idx = 0;
+    char buf[32];
+    for (uint16_t a = 0; a < i->n_attrs && w->rc == SQLITE_OK; a++) {
+        const IrAttr *at = &i->attrs[a];
+        if (at->key >= IR_ATTR_OTHER)
+            continue;
+        IrAttrKind kind = ir_attr_kind(at->key);
+        uint32_t n = kind == IR_AK_COMP ? 1 : kind == IR_AK_COMPS ? at->u.comps.n : 0;
+        for (uint32_t k = 0; k < n && w->rc == SQLITE_OK; k++) {
+            const IrComputation *callee = kind == IR_AK_COMP ? at->u.comp : at->u.comps.v[k];
+            if (!callee)
+                continue;
+            bind_i64(w, st, 1, w->run_id);
+            bind_i64(w, st, 2, w->rows_by_id[phase][i->id]);
+            bind_i64(w, st, 3, idx++);
+            bind_text(w, st, 4, call_role(at->key, k, buf, sizeof(buf)));
+            bind_text(w, st, 5, sl_sym_cstr(callee->name));
+            (void)insert(w, ST_CALL);
+        }
+    }
 }
 
 static void
@@ -608,6 +657,12 @@ write_module(Wr *w, int phase)
                 (void)insert(w, ST_EDGE);
             }
         }
+    }
+    for (uint32_t c = 0; c < m->n_comps; c++) {
+        const IrComputation *comp = m->comps[c];
+        for (uint32_t k = 0; k < comp->n_instrs && w->rc == SQLITE_OK; k++)
+            if (comp->instrs[k]->id < w->n_ids[phase])
+                write_calls(w, phase, comp->instrs[k]);
     }
 }
 
@@ -670,6 +725,31 @@ write_reshards(Wr *w)
     }
 }
 
+/* The conditional a loop event's true_branch_runs speaks of: the only conditional directly in
+ * the loop's body, a predicated one (true_computation, false_computation). NULL when the event states no count or the body does
+ * not have exactly one such conditional. */
+static const IrInstr *
+hinted_conditional(Wr *w, const EvLoop *l)
+{
+    if (l->true_branch_runs <= 0 || l->true_branch_runs > l->iterations)
+        return NULL;
+    uint32_t id = resolve(w, AFTER, l->loop);
+    const IrInstr *loop = id == UINT32_MAX ? NULL : w->instr_by_id[AFTER][id];
+    const IrAttr *body = loop && loop->op == IR_OP_WHILE ? ir_instr_find_attr(loop, IR_ATTR_BODY)
+                                                         : NULL;
+    const IrInstr *found = NULL;
+    for (uint32_t k = 0; body && body->u.comp && k < body->u.comp->n_instrs; k++) {
+        const IrInstr *i = body->u.comp->instrs[k];
+        if (i->op != IR_OP_CONDITIONAL)
+            continue;
+        bool is_pred = ir_instr_find_attr(i, IR_ATTR_TRUE_COMPUTATION) != NULL;
+        if (found || !is_pred || i->id >= w->n_ids[AFTER])
+            return NULL;
+        found = i;
+    }
+    return found;
+}
+
 static void
 write_loops(Wr *w)
 {
@@ -687,6 +767,9 @@ write_loops(Wr *w)
         (void)insert(w, ST_LOOP);
         if (l->loop.name && l->iterations >= 0)
             put(w, &w->loop_trips, SL_MAP_KEY(l->loop.name), (uint64_t)l->iterations);
+        const IrInstr *cond = hinted_conditional(w, l);
+        if (cond)
+            put(w, &w->branch_hint, cond->id, (uint64_t)k + 1);
     }
 }
 
@@ -822,7 +905,9 @@ replica_groups(Wr *w, const IrInstr *i, Groups *g)
         g->n = rg->n_groups;
         g->sizes = rg->group_sizes;
         g->ids = rg->ids;
-        g->group_size = rg->group_sizes[0];
+        for (uint32_t k = 0; k < g->n; k++) /* the largest; costs use each group's size */
+            if (rg->group_sizes[k] > g->group_size)
+                g->group_size = rg->group_sizes[k];
         return true;
     }
     /* Absent or "{}": one group of every device. */
@@ -872,6 +957,12 @@ known_trip_count(const IrInstr *i)
 
 enum { TRIP_UNSEEN = -2, TRIP_UNKNOWN = -1 };
 
+/* Executions of a computation per run of the module: `exact` when known; `max` bounds it
+ * (equal to `exact` when that is known; TRIP_UNKNOWN: unbounded). */
+typedef struct Trips {
+    int64_t exact, max;
+} Trips;
+
 static int64_t
 trip_mul(int64_t t, int64_t n)
 {
@@ -880,66 +971,109 @@ trip_mul(int64_t t, int64_t n)
     return t * n;
 }
 
+static int64_t
+trip_sum(int64_t t, int64_t v)
+{
+    if (t == TRIP_UNSEEN)
+        return v;
+    if (t == TRIP_UNKNOWN || v == TRIP_UNKNOWN || t > INT64_MAX - v)
+        return TRIP_UNKNOWN;
+    return t + v;
+}
+
 /* A computation called from several places runs once per call: the counts add up. */
 static void
-trip_add(int64_t *trips, uint32_t n_comps, const IrComputation *c, int64_t v)
+trip_add(Trips *trips, uint32_t n_comps, const IrComputation *c, Trips v)
 {
     if (!c || c->id >= n_comps)
         return;
-    int64_t *t = &trips[c->id];
-    if (*t == TRIP_UNSEEN)
-        *t = v;
-    else if (*t == TRIP_UNKNOWN || v == TRIP_UNKNOWN || *t > INT64_MAX - v)
-        *t = TRIP_UNKNOWN;
-    else
-        *t += v;
+    trips[c->id].exact = trip_sum(trips[c->id].exact, v.exact);
+    trips[c->id].max = trip_sum(trips[c->id].max, v.max);
+}
+
+/* Branch `b` of a conditional that runs `t` times. The predicate is data, so in general only
+ * "at most t" is known (gspmd.md H.4); a windowed loop that states how often its body's
+ * conditional takes the true branch makes both branches exact. */
+static Trips
+branch_trips(const EvLoop *hint, Trips t, uint32_t b)
+{
+    Trips bound = {TRIP_UNKNOWN, t.max};
+    if (!hint || b > 1 || t.exact < 0 || hint->iterations <= 0 || t.exact % hint->iterations)
+        return bound;
+    int64_t loop_runs = t.exact / hint->iterations;
+    int64_t runs = b == 0 ? hint->true_branch_runs : hint->iterations - hint->true_branch_runs;
+    int64_t exact = trip_mul(loop_runs, runs);
+    return exact < 0 ? bound : (Trips){exact, exact};
+}
+
+static bool
+is_branch_attr(IrAttrKey key)
+{
+    return key == IR_ATTR_TRUE_COMPUTATION || key == IR_ATTR_FALSE_COMPUTATION ||
+           key == IR_ATTR_BRANCH_COMPUTATIONS;
+}
+
+/* The trips of each callee of `i`, an instruction of a computation that runs `t` times. */
+static void
+add_callee_trips(Wr *w, const IrInstr *i, Trips t, Trips *trips, uint32_t n)
+{
+    int64_t loop = TRIP_UNKNOWN;
+    uint64_t v = 0;
+    if (i->op == IR_OP_WHILE)
+        loop = i->name && sl_map_get(&w->loop_trips, SL_MAP_KEY(i->name), &v) ? (int64_t)v
+                                                                              : known_trip_count(i);
+    const EvLoop *hint = NULL;
+    if (i->op == IR_OP_CONDITIONAL && sl_map_get(&w->branch_hint, i->id, &v))
+        hint = &((const EvLoop *)w->db->loops.data)[v - 1];
+    for (uint16_t a = 0; a < i->n_attrs; a++) {
+        const IrAttr *at = &i->attrs[a];
+        if (at->key >= IR_ATTR_OTHER)
+            continue;
+        IrAttrKind kind = ir_attr_kind(at->key);
+        uint32_t n_callees = kind == IR_AK_COMP ? 1 : kind == IR_AK_COMPS ? at->u.comps.n : 0;
+        for (uint32_t q = 0; q < n_callees; q++) {
+            const IrComputation *callee = kind == IR_AK_COMP ? at->u.comp : at->u.comps.v[q];
+            Trips c = t;
+            if (i->op == IR_OP_WHILE && at->key == IR_ATTR_BODY)
+                c = (Trips){trip_mul(t.exact, loop), trip_mul(t.max, loop)};
+            else if (i->op == IR_OP_WHILE && at->key == IR_ATTR_CONDITION)
+                c = (Trips){trip_mul(t.exact, loop < 0 ? loop : loop + 1),
+                            trip_mul(t.max, loop < 0 ? loop : loop + 1)};
+            else if (i->op == IR_OP_CONDITIONAL && is_branch_attr(at->key))
+                c = branch_trips(hint, t,
+                                 at->key == IR_ATTR_FALSE_COMPUTATION ? 1
+                                 : at->key == IR_ATTR_TRUE_COMPUTATION ? 0
+                                                                       : q);
+            trip_add(trips, n, callee, c);
+        }
+    }
 }
 
 /* Executions of each computation per run of the module, by computation id: the entry runs
  * once; a while body runs trip-count times (a windowed loop's iterations, else
- * known_trip_count), its condition once more; other callees as often as their caller. */
-static int64_t *
+ * known_trip_count), its condition once more; a conditional's branches at most as often as
+ * the conditional (exactly, when a windowed loop states it); other callees as often as their
+ * caller. */
+static Trips *
 comp_trips(Wr *w, const IrModule *m)
 {
     uint32_t n = m->next_comp_id;
-    int64_t *trips = SL_NEW_ARRAY(&w->scratch, int64_t, (size_t)n + 1);
+    Trips *trips = SL_NEW_ARRAY(&w->scratch, Trips, (size_t)n + 1);
     if (!trips)
         return NULL;
     for (uint32_t k = 0; k < n; k++)
-        trips[k] = TRIP_UNSEEN;
+        trips[k] = (Trips){TRIP_UNSEEN, TRIP_UNSEEN};
     if (m->entry && m->entry->id < n)
-        trips[m->entry->id] = 1;
+        trips[m->entry->id] = (Trips){1, 1};
     for (uint32_t k = m->n_comps; k-- > 0;) { /* callers come after their callees */
         const IrComputation *c = m->comps[k];
         if (c->id >= n)
             continue;
-        if (trips[c->id] == TRIP_UNSEEN)
-            trips[c->id] = TRIP_UNKNOWN; /* never called: do not guess */
-        int64_t t = trips[c->id];
-        for (uint32_t j = 0; j < c->n_instrs; j++) {
-            const IrInstr *i = c->instrs[j];
-            int64_t loop = TRIP_UNKNOWN;
-            uint64_t it = 0;
-            if (i->op == IR_OP_WHILE)
-                loop = i->name && sl_map_get(&w->loop_trips, SL_MAP_KEY(i->name), &it)
-                           ? (int64_t)it
-                           : known_trip_count(i);
-            for (uint16_t a = 0; a < i->n_attrs; a++) {
-                const IrAttr *at = &i->attrs[a];
-                if (at->key >= IR_ATTR_OTHER)
-                    continue;
-                int64_t v = t;
-                if (i->op == IR_OP_WHILE && at->key == IR_ATTR_BODY)
-                    v = trip_mul(t, loop);
-                else if (i->op == IR_OP_WHILE && at->key == IR_ATTR_CONDITION)
-                    v = trip_mul(t, loop < 0 ? loop : loop + 1);
-                if (ir_attr_kind(at->key) == IR_AK_COMP)
-                    trip_add(trips, n, at->u.comp, v);
-                else if (ir_attr_kind(at->key) == IR_AK_COMPS)
-                    for (uint32_t q = 0; q < at->u.comps.n; q++)
-                        trip_add(trips, n, at->u.comps.v[q], v);
-            }
-        }
+        Trips *t = &trips[c->id];
+        if (t->exact == TRIP_UNSEEN) /* never called: do not guess */
+            *t = (Trips){TRIP_UNKNOWN, TRIP_UNKNOWN};
+        for (uint32_t j = 0; j < c->n_instrs; j++)
+            add_callee_trips(w, c->instrs[j], *t, trips, n);
     }
     return trips;
 }
@@ -978,7 +1112,7 @@ was_in_input(const Wr *w, const IrInstr *i)
 }
 
 static void
-write_collective(Wr *w, const IrInstr *i, int kind, int64_t trip)
+write_collective(Wr *w, const IrInstr *i, int kind, Trips trip)
 {
     Groups g = {0};
     bool is_permute =
@@ -1006,13 +1140,15 @@ write_collective(Wr *w, const IrInstr *i, int kind, int64_t trip)
     else
         bind_text(w, st, 7, w->text.data);
     bind_f64(w, st, 8, full_bytes(i, k_collectives[kind].bytes, g.group_size));
-    if (trip >= 0)
-        bind_i64(w, st, 9, trip);
+    if (trip.exact >= 0)
+        bind_i64(w, st, 9, trip.exact);
     int64_t src = ev ? row_of(w, BEFORE, ev->source) : 0;
     bind_row(w, st, 10, src ? src : source_row(w, i));
     bind_text(w, st, 11, ev ? ev->cause : was_in_input(w, i) ? "input" : NULL);
     bind_row(w, st, 12, ev ? seq_row(&w->reshard_row, ev->reshard_seq) : 0);
     bind_row(w, st, 13, ev ? seq_row(&w->decision_row, ev->decision_seq) : 0);
+    if (trip.max >= 0)
+        bind_i64(w, st, 14, trip.max);
     int64_t row = insert(w, ST_COLLECTIVE);
     write_groups(w, row, &g);
 }
@@ -1023,14 +1159,15 @@ static void
 write_collectives(Wr *w, const IrModule *out)
 {
     SlArenaMark outer = sl_arena_mark(&w->scratch);
-    int64_t *trips = comp_trips(w, out);
+    Trips *trips = comp_trips(w, out);
     if (!trips) {
         w->oom = true;
         return;
     }
     for (uint32_t c = 0; c < out->n_comps && w->rc == SQLITE_OK && !w->oom; c++) {
         const IrComputation *comp = out->comps[c];
-        int64_t trip = comp->id < out->next_comp_id ? trips[comp->id] : TRIP_UNKNOWN;
+        Trips trip = comp->id < out->next_comp_id ? trips[comp->id]
+                                                  : (Trips){TRIP_UNKNOWN, TRIP_UNKNOWN};
         for (uint32_t k = 0; k < comp->n_instrs && w->rc == SQLITE_OK && !w->oom; k++) {
             int kind = collective_row(comp->instrs[k]->op);
             if (kind < 0)
@@ -1055,6 +1192,7 @@ wr_init(Wr *w, TraceDb *db)
     sl_map_init(&w->decision_row);
     sl_map_init(&w->reshard_row);
     sl_map_init(&w->loop_trips);
+    sl_map_init(&w->branch_hint);
 }
 
 static void
@@ -1067,6 +1205,7 @@ wr_fini(Wr *w)
     sl_map_fini(&w->decision_row);
     sl_map_fini(&w->reshard_row);
     sl_map_fini(&w->loop_trips);
+    sl_map_fini(&w->branch_hint);
 }
 
 /* One attempt: every row of the run, in dependency order. */
@@ -1109,7 +1248,7 @@ SlStatus
 trace_db_end_run(TraceDb *db, const IrModule *out, double duration_ms, int64_t *run_id,
                  SlError *err)
 {
-    SlSrcLoc loc = {sqlite3_db_filename(db->sql, "main"), 0, 0};
+    SlSrcLoc loc = trace_db_loc(db);
     if (run_id)
         *run_id = 0;
     if (SL_NEVER(!db->in_run || !out)) {

@@ -52,6 +52,12 @@ typedef struct TraceWindowedLoop {
     const char *variant;       /* "all-gather", "reduce-scatter", "bidirectional", ... */
     int64_t iterations;
     int64_t bytes_per_iteration; /* bytes each device permutes per iteration */
+    /* How often, per run of the loop, the true branch of the conditional in its body runs
+     * (the plain variants' "permute unless this was the last iteration": iterations - 1),
+     * so that its collectives get an exact trip count; its false branch runs the remaining
+     * iterations. 0: not stated, or no such conditional (the branches then get only an upper
+     * bound, gspmd.md H.4). Ignored unless the body holds exactly one two-way conditional. */
+    int64_t true_branch_runs;
 } TraceWindowedLoop;
 
 typedef struct TraceSink TraceSink;
@@ -77,7 +83,7 @@ TraceSink *trace_null_sink(void);
  *   decision SOURCE HANDLER STRATEGY [alts=A,B]
  *   reshard #SEQ REQUESTER VALUE FROM -> TO METHOD RESULT
  *   collective OUT SOURCE cause=CAUSE reshard=SEQ
- *   windowed-loop DOT LOOP VARIANT ITERATIONS BYTES
+ *   windowed-loop DOT LOOP VARIANT ITERATIONS BYTES [true-branch=RUNS]
  *   warning SOURCE MESSAGE
  * Names print as "-" when absent. */
 typedef struct TraceMemSink {

@@ -17,11 +17,17 @@ trace_db_schema_version(void)
     return trace_schema_version;
 }
 
+SlSrcLoc
+trace_db_loc(const TraceDb *db)
+{
+    SlSrcLoc loc = {db ? db->path : NULL, 0, 0};
+    return loc;
+}
+
 SlStatus
 trace_db_fail(TraceDb *db, int rc, const char *what, SlError *err)
 {
-    const char *path = db && db->sql ? sqlite3_db_filename(db->sql, "main") : NULL;
-    SlSrcLoc loc = {path, 0, 0};
+    SlSrcLoc loc = trace_db_loc(db);
     const char *msg = db && db->sql ? sqlite3_errmsg(db->sql) : sqlite3_errstr(rc);
     if (rc == SQLITE_NOMEM)
         return sl_fail(err, SL_ERR_NOMEM, loc, "%s: out of memory", what);
@@ -155,6 +161,7 @@ trace_db_open(const char *path, TraceDbMode mode, TraceDb **out, SlError *err)
     TraceDb *db = calloc(1, sizeof(*db));
     if (!db)
         return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");
+    db->path = path;
     db->mode = mode;
     db->busy_timeout_ms = DEFAULT_BUSY_TIMEOUT_MS;
     db->attempts = DEFAULT_ATTEMPTS;

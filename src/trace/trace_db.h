@@ -29,7 +29,9 @@ typedef enum TraceDbMode {
 } TraceDbMode;
 
 /* Opens `path`. A file whose PRAGMA user_version is not ours is SL_ERR_DB naming both
- * versions; a missing file in TRACE_DB_READ mode is SL_ERR_IO. */
+ * versions; a missing file in TRACE_DB_READ mode is SL_ERR_IO. `path` is not copied: every
+ * error of this handle (err.loc.path) points at it, so it must outlive the handle and those
+ * errors (an argv string does). */
 SlStatus trace_db_open(const char *path, TraceDbMode mode, TraceDb **out, SlError *err);
 void trace_db_close(TraceDb *db);  /* aborts a run still open; NULL is fine */
 int trace_db_schema_version(void); /* the version this binary writes and reads */

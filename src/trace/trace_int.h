@@ -18,6 +18,7 @@ typedef enum TraceStmt {
     ST_OPTION,
     ST_INSTR,
     ST_EDGE,
+    ST_CALL,
     ST_DECISION,
     ST_DECISION_ALT,
     ST_DECISION_NUMBER,
@@ -31,6 +32,7 @@ typedef enum TraceStmt {
 
 struct TraceDb {
     sqlite3 *sql;
+    const char *path; /* the caller's, not a copy: errors point at it (see trace_db_open) */
     TraceDbMode mode;
     int busy_timeout_ms, attempts;
     uint64_t fault_rows; /* tests: fail a run's write after this many rows; 0 = never */
@@ -48,7 +50,8 @@ struct TraceDb {
     TraceSink sink;
 };
 
-/* Converts a SQLite failure into SL_ERR_DB with the connection's message. */
+/* Converts a SQLite failure into SL_ERR_DB with the connection's message, located at the
+ * caller's path (never SQLite's copy of the name, which dies with the connection). */
 SlStatus trace_db_fail(TraceDb *db, int rc, const char *what, SlError *err);
 /* Runs one or more statements without results. */
 int trace_db_exec(TraceDb *db, const char *sql);
@@ -57,5 +60,7 @@ int trace_db_begin_write(TraceDb *db);
 int trace_db_commit(TraceDb *db);
 void trace_db_rollback(TraceDb *db);
 bool trace_db_is_busy(int rc);
+/* Where errors about the file are reported: the path the caller opened it with. */
+SlSrcLoc trace_db_loc(const TraceDb *db);
 
 #endif

@@ -69,9 +69,12 @@ on_windowed_loop(TraceSink *s, const TraceWindowedLoop *w)
 {
     TraceMemSink *m = mem_of(s);
     m->n_windowed_loops++;
-    sl_buf_printf(&m->log, "windowed-loop %s %s %s %lld %lld\n", name(w->dot), name(w->loop),
+    sl_buf_printf(&m->log, "windowed-loop %s %s %s %lld %lld", name(w->dot), name(w->loop),
                   w->variant ? w->variant : "-", (long long)w->iterations,
                   (long long)w->bytes_per_iteration);
+    if (w->true_branch_runs)
+        sl_buf_printf(&m->log, " true-branch=%lld", (long long)w->true_branch_runs);
+    sl_buf_putc(&m->log, '\n');
 }
 
 static void

@@ -18,6 +18,7 @@ typedef struct TraceRunInstr {
     TracePhase phase;
     uint32_t ir_id; /* IrInstr.id in its module */
     const char *computation, *name, *opcode;
+    int64_t param_number; /* parameter(N): N; -1 for other opcodes */
     const char *shape;    /* without layout */
     const char *sharding; /* NULL when none */
     int64_t size_bytes;
@@ -35,9 +36,17 @@ typedef struct TraceRunNumber {
     const char *str; /* non-NULL when the value is a string */
 } TraceRunNumber;
 
+/* A handler may record several decisions for one instruction: one per recursion level (the dot
+ * engine, recorded outermost first; gather/scatter, recorded innermost first with a "depth"
+ * number) and configuration details (the windowed-einsum choice, recorded just before the
+ * strategy it belongs to). The reader puts them in one chain, top-level strategy first:
+ * ascending "depth" when every decision carries one, else recording order with each
+ * windowed-einsum configuration (a "loop_partitions" number, no "partitions") moved after the
+ * decision it precedes. */
 typedef struct TraceRunDecision {
     uint32_t seq;
     uint32_t instr;                          /* 'before' */
+    uint32_t level, chain_length; /* 1-based place in the instruction's chain (1: top level) */
     const char *handler, *strategy, *reason; /* reason may be NULL */
     uint32_t n_alternatives;
     const char **alternatives;
@@ -62,6 +71,7 @@ typedef struct TraceRunCollective {
     const char *shape;
     double bytes;                 /* S of the cost model, one execution */
     int64_t trip_count;           /* -1: unknown */
+    int64_t max_trip_count;       /* at most this many (= trip_count when known); -1: unbounded */
     uint32_t source;              /* 'before' */
     const char *cause;            /* may be NULL */
     uint32_t reshard, decision;   /* indices into reshards / decisions */
@@ -77,6 +87,13 @@ typedef struct TraceRunLoop {
     const char *loop_name, *variant;
     int64_t iterations, bytes_per_iteration;
 } TraceRunLoop;
+
+/* A computation called by an instruction (either phase), one per call site. */
+typedef struct TraceRunCall {
+    uint32_t instr;          /* the caller */
+    const char *role;        /* body, condition, branch_K, to_apply, calls, select, scatter */
+    const char *computation; /* the callee, as in TraceRunInstr.computation */
+} TraceRunCall;
 
 typedef struct TraceRunWarning {
     uint32_t instr; /* 'before' */
@@ -103,6 +120,8 @@ typedef struct TraceRun {
     TraceRunInstr *instrs;
     uint32_t n_instrs;
     uint32_t n_before; /* instrs[0, n_before) are 'before', the rest 'after' */
+    TraceRunCall *calls;
+    uint32_t n_calls; /* by caller in instrs order, then in the caller's attribute order */
     TraceRunDecision *decisions;
     uint32_t n_decisions;
     TraceRunReshard *reshards;
