@@ -187,13 +187,24 @@ total_key(double x)
     return b < 0 ? b ^ INT64_MAX : b;
 }
 
-bool
-sim_compare(const IrInstr *ins, IrDtype t, SimElem a, SimElem b, bool *ok)
+static const char *const k_dirs[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+
+int
+sim_compare_code(const IrInstr *ins)
 {
     const IrAttr *d = ir_instr_find_attr(ins, IR_ATTR_DIRECTION);
     const IrAttr *ty = ir_instr_find_attr(ins, IR_ATTR_COMPARISON_TYPE);
+    for (int k = 0; d && k < (int)SL_COUNTOF(k_dirs); k++)
+        if (sl_str_eq_cstr(d->u.text, k_dirs[k]))
+            return k | (ty && sl_str_eq_cstr(ty->u.text, "TOTALORDER") ? SIM_CMP_TOTAL : 0);
+    return -1;
+}
+
+bool
+sim_compare_coded(int code, IrDtype t, SimElem a, SimElem b)
+{
     int c; /* -1, 0, 1; 2 = unordered */
-    if (sim_is_float(t) && ty && sl_str_eq_cstr(ty->u.text, "TOTALORDER")) {
+    if (sim_is_float(t) && (code & SIM_CMP_TOTAL)) {
         int64_t x = total_key(a.f), y = total_key(b.f);
         c = x < y ? -1 : x > y;
     } else if (sim_is_float(t)) {
@@ -203,22 +214,22 @@ sim_compare(const IrInstr *ins, IrDtype t, SimElem a, SimElem b, bool *ok)
     } else {
         c = a.i < b.i ? -1 : a.i > b.i;
     }
-    *ok = d != NULL;
-    SlStr dir = d ? d->u.text : sl_str("");
-    if (sl_str_eq_cstr(dir, "EQ"))
-        return c == 0;
-    if (sl_str_eq_cstr(dir, "NE"))
-        return c != 0;
-    if (sl_str_eq_cstr(dir, "LT"))
-        return c == -1;
-    if (sl_str_eq_cstr(dir, "LE"))
-        return c == -1 || c == 0;
-    if (sl_str_eq_cstr(dir, "GT"))
-        return c == 1;
-    if (sl_str_eq_cstr(dir, "GE"))
-        return c == 1 || c == 0;
-    *ok = false;
-    return false;
+    switch (code & ~SIM_CMP_TOTAL) {
+    case 0: return c == 0;
+    case 1: return c != 0;
+    case 2: return c == -1;
+    case 3: return c == -1 || c == 0;
+    case 4: return c == 1;
+    default: return c == 1 || c == 0;
+    }
+}
+
+bool
+sim_compare(const IrInstr *ins, IrDtype t, SimElem a, SimElem b, bool *ok)
+{
+    int code = sim_compare_code(ins);
+    *ok = code >= 0;
+    return code >= 0 && sim_compare_coded(code, t, a, b);
 }
 
 /* Encodings for bitcast-convert between same-width types. */

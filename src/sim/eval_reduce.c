@@ -285,6 +285,7 @@ typedef struct SortMemo {
     uint32_t n_slots;
     SimElem *pre;    /* len rows of n_slots */
     SimElem *regs;   /* per instruction */
+    int *code;       /* compare instructions: sim_compare_code(); else -1 */
 } SortMemo;
 
 typedef struct SortCtx {
@@ -323,6 +324,7 @@ memo_fini(SortMemo *m)
     free(m->slot);
     free(m->pre);
     free(m->regs);
+    free(m->code);
     memset(m, 0, sizeof *m);
 }
 
@@ -340,7 +342,8 @@ memo_init(SortCtx *s, int64_t len)
     m->side = calloc(p->n, sizeof *m->side);
     m->slot = calloc(p->n, sizeof *m->slot);
     m->regs = calloc(p->n, sizeof *m->regs);
-    if (!m->side || !m->slot || !m->regs) {
+    m->code = calloc(p->n, sizeof *m->code);
+    if (!m->side || !m->slot || !m->regs || !m->code) {
         memo_fini(m);
         return sim_fail(s->b.cx, s->b.ins, SL_ERR_NOMEM, "out of memory");
     }
@@ -353,6 +356,7 @@ memo_init(SortCtx *s, int64_t len)
         if (m->side[i] == 1 || m->side[i] == 2)
             m->slot[i] = m->n_slots++;
         m->regs[i] = p->regs[i]; /* constants */
+        m->code[i] = ins->op == IR_OP_COMPARE ? sim_compare_code(ins) : -1;
     }
     m->pre = calloc((size_t)len * m->n_slots + 1, sizeof *m->pre);
     if (!m->pre) {
@@ -378,6 +382,14 @@ memo_eval(SortMemo *m, uint8_t want)
         for (uint32_t j = 0; j < ins->n_operands && j < 3; j++) {
             x[j] = m->regs[p->op_idx[p->op_start[i] + j]];
             t[j] = ins->operands[j]->shape.dtype;
+        }
+        if (m->code[i] >= 0) { /* the hot cases, without attribute lookups */
+            m->regs[i].i = sim_compare_coded(m->code[i], t[0], x[0], x[1]);
+            continue;
+        }
+        if (ins->op == IR_OP_SELECT) {
+            m->regs[i] = x[0].i ? x[1] : x[2];
+            continue;
         }
         if (!sim_elem_apply(ins, t, x, &m->regs[i]))
             return false;

@@ -68,6 +68,11 @@ SimElem sim_convert(IrDtype from, IrDtype to, SimElem x);
 /* `cmp` is a compare instruction: its direction and type applied to (a, b) of dtype t; *ok
  * false for an unknown direction. */
 bool sim_compare(const IrInstr *cmp, IrDtype t, SimElem a, SimElem b, bool *ok);
+/* The same split in two for hot loops: a code for the instruction's direction and type (-1
+ * for an unknown direction), then the comparison by code. */
+#define SIM_CMP_TOTAL 8
+int sim_compare_code(const IrInstr *cmp);
+bool sim_compare_coded(int code, IrDtype t, SimElem a, SimElem b);
 bool sim_is_float(IrDtype t);
 bool sim_is_f8(IrDtype t); /* f8e5m2, f8e4m3, f8e4m3fn, f8e8m0fnu: stored as rounded doubles */
 bool sim_is_array_dtype(IrDtype t); /* types the evaluator stores */

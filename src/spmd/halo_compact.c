@@ -302,6 +302,33 @@ typedef struct Assembly {
     bool all_padding;
 } Assembly;
 
+/* Where piece `idx` of every shard comes from (cp_index), the size of the concat piece and
+ * the range of own data used; false when no shard has a piece `idx`. */
+static bool
+piece_extent(const Compact *c, int64_t idx, int64_t *cp_index, int64_t *max_size,
+             int64_t *min_self, int64_t *max_self)
+{
+    bool seen_any = false;
+    for (int64_t i = 0; i < c->n; i++) {
+        cp_index[i] = PIECE_UNSEEN;
+        if (idx >= c->pieces[i].n)
+            continue;
+        const Piece *h = &c->pieces[i].v[idx];
+        seen_any = true;
+        cp_index[i] = h->cp;
+        if (h->cp >= 0) {
+            *max_size = max64(*max_size, c->cps[h->cp].hlo->shape.dims[c->dim]);
+        } else if (h->cp == PIECE_SELF) {
+            *min_self = min64(*min_self, h->start);
+            *max_self = max64(*max_self, h->limit);
+            *max_size = max64(*max_size, *max_self - *min_self);
+        } else {
+            *max_size = max64(*max_size, h->limit - h->start);
+        }
+    }
+    return seen_any;
+}
+
 /* The concat piece at index `idx`: per shard a permute, its own data or padding, chosen by a
  * table lookup on the ordinal. Returns false at the end (no shard has a piece `idx`). */
 static bool
@@ -316,25 +343,7 @@ assemble_piece(Compact *c, Assembly *as, int64_t idx, IrInstr *pad, IrInstr *ord
     IrInstr **unique = SL_NEW_ARRAY(&cx->scratch, IrInstr *, c->n_cps + 2);
     if (!cp_index || !piece_index || !cache || !unique)
         return !(*failed = true);
-    bool seen_any = false;
-    for (int64_t i = 0; i < n; i++) {
-        cp_index[i] = PIECE_UNSEEN;
-        if (idx >= c->pieces[i].n)
-            continue;
-        const Piece *h = &c->pieces[i].v[idx];
-        seen_any = true;
-        cp_index[i] = h->cp;
-        if (h->cp >= 0) {
-            max_size = max64(max_size, c->cps[h->cp].hlo->shape.dims[c->dim]);
-        } else if (h->cp == PIECE_SELF) {
-            min_self = min64(min_self, h->start);
-            max_self = max64(max_self, h->limit);
-            max_size = max64(max_size, max_self - min_self);
-        } else {
-            max_size = max64(max_size, h->limit - h->start);
-        }
-    }
-    if (!seen_any)
+    if (!piece_extent(c, idx, cp_index, &max_size, &min_self, &max_self))
         return false;
     min_self = max64(min_self - (max_size - (max_self - min_self)), 0);
     if (idx == 0)

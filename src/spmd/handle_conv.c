@@ -477,6 +477,78 @@ halo_on_lhs(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **out, 
     return sum_partials(cx, job, p, lt, c, out, err);
 }
 
+/* The rhs-halo windows (window dilation 1): lhs shard i (size L) meets output window w at
+ * kernel taps [i*L + pl - (WC-1)*st, (i+1)*L + pl), so the rhs is read through a window of
+ * size (WC-1)*st + L, stride L and low padding (WC-1)*st - pl, one window per shard; the
+ * local convolution slides that kernel piece over the lhs shard with (WC-1)*st low and
+ * WC*st - 1 high padding. False when a dim is base-dilated, reversed or window-dilated
+ * (upstream's halos are then not affine in the shard index; see halo_on_lhs). */
+static bool
+rhs_halo_windows(const DotProblem *p, const ConvLabels *L, const ShdSharding *rt,
+                 IrWindowDim *full, IrWindowDim *lw)
+{
+    const IrShape *ls = p->lhs.base_shape, *rs = p->rhs.base_shape;
+    for (uint32_t i = 0; i < rs->rank; i++)
+        full[i] = (IrWindowDim){1, 1, 0, 0, 1, 1, false};
+    for (uint32_t k = 0; k < L->n_spatial; k++) {
+        const IrWindowDim *wd = &p->window[k];
+        int64_t d = L->ks[k], n = shards(rt, d), base = ls->dims[L->is[k]];
+        lw[k] = *wd;
+        if (wd->lhs_dilate != 1 || wd->reversal)
+            return false;
+        if (n == 1)
+            continue;
+        int64_t l = ceil_div(base, n), wc = out_size(base, wd), st = wd->stride;
+        if (wd->rhs_dilate != 1 || wc < 1 || st < 1)
+            return false;
+        int64_t span = (wc - 1) * st + l, lo = (wc - 1) * st - wd->pad_lo;
+        full[d] = (IrWindowDim){span, l, lo, (n - 1) * l + span - rs->dims[d] - lo, 1, 1, false};
+        lw[k].size = span;
+        lw[k].pad_lo = (wc - 1) * st;
+        lw[k].pad_hi = wc * st + span - 1 - lw[k].pad_lo - l;
+    }
+    return true;
+}
+
+/* PartitionConvolutionWithSpatialDimensionHaloExchangeOnRHS (conv_halo_exchange_always_on_lhs
+ * = false): operands aligned as for the lhs variant, the rhs gets the halos, each device
+ * convolves its lhs shard with the kernel taps it meets, and the partials are summed. */
+static SlStatus
+halo_on_rhs(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **out, SlError *err)
+{
+    const ConvLabels *L = &((const ConvPriv *)job->conv)->labels;
+    const ShdSharding *lt, *rt;
+    IrWindowDim *full = SL_NEW_ARRAY(cx->arena, IrWindowDim, p->rhs.base_shape->rank);
+    IrWindowDim *lw = SL_NEW_ARRAY(cx->arena, IrWindowDim, L->n_spatial ? L->n_spatial : 1);
+    if (!full || !lw)
+        return spmd_nomem(cx, err);
+    if (!halo_operands(cx, p, L, NULL, 0, &lt, &rt) || !rhs_halo_windows(p, L, rt, full, lw))
+        return SL_OK;
+    SpmdWindowedInput wi;
+    SlStatus st = spmd_reshard_as_windowed_input(cx, &p->rhs, full, rt, NULL, true, &wi, err);
+    if (st == SL_ERR_UNSUPPORTED)
+        return SL_OK;
+    if (st != SL_OK)
+        return st;
+    TraceKV nums[] = {{"lhs_bytes", (double)ir_shape_byte_size(p->lhs.base_shape), NULL},
+                      {"rhs_bytes", (double)ir_shape_byte_size(p->rhs.base_shape), NULL}};
+    spmd_dot_decide(cx, job, "conv_halo_on_rhs",
+                    "both operands are tiled on spatial dims and "
+                    "conv_halo_exchange_always_on_lhs is false: align the smaller operand, "
+                    "exchange rhs halos so each device convolves its input shard with the "
+                    "kernel taps it meets, and sum the partial results with an all-reduce",
+                    NULL, 0, nums, SL_COUNTOF(nums));
+    SpmdValue l;
+    st = spmd_reshard(cx, &p->lhs, lt, NULL, &l, err);
+    if (st != SL_OK)
+        return st;
+    IrInstr *lh = spmd_pad_with_value(cx, &l, NULL, 0);
+    IrInstr *c = lh ? job->create(cx, job, lh, wi.sharded_input, lw) : NULL;
+    if (!c)
+        return spmd_nomem(cx, err);
+    return sum_partials(cx, job, p, lt, c, out, err);
+}
+
 /* Output spatially tiled (F.1 case 0 rule 3, PartitionConvolutionTiledOutput): lhs with
  * halos from the windowed-input reshard, rhs replicated. */
 static SlStatus
@@ -533,6 +605,18 @@ output_spatial(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **ou
     return c ? SL_OK : spmd_nomem(cx, err);
 }
 
+/* Window dilation on any spatial dim: the rhs-halo sizes are then not affine in the shard
+ * index (they need a per-shard table halo.c does not take), so the lhs variant is used. */
+static bool
+window_dilated(const DotJob *job, const DotProblem *p)
+{
+    const ConvLabels *L = &((const ConvPriv *)job->conv)->labels;
+    for (uint32_t k = 0; k < L->n_spatial; k++)
+        if (p->window[k].rhs_dilate != 1)
+            return true;
+    return false;
+}
+
 /* PartitionConvolution: group-count alignment, both operands tiled (halo exchange), output
  * tiled; *out stays NULL when none applies. */
 static SlStatus
@@ -542,7 +626,11 @@ partition_convolution(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrIns
     SlStatus st = group_count_aligned(cx, job, p, false, out, err);
     if (st == SL_OK && !*out)
         st = group_count_aligned(cx, job, p, true, out, err);
-    if (st == SL_OK && !*out && shd_is_tiled(p->lhs.sharding) && shd_is_tiled(p->rhs.sharding))
+    bool tiled = shd_is_tiled(p->lhs.sharding) && shd_is_tiled(p->rhs.sharding);
+    bool on_lhs = cx->opts->conv_halo_exchange_always_on_lhs || window_dilated(job, p);
+    if (st == SL_OK && !*out && tiled && !on_lhs)
+        st = halo_on_rhs(cx, job, p, out, err);
+    else if (st == SL_OK && !*out && tiled)
         st = halo_on_lhs(cx, job, p, out, err);
     if (st == SL_OK && !*out)
         st = output_spatial(cx, job, p, out, err);

@@ -657,9 +657,56 @@ lhs_is_best_match(const Counts *c, const DotProblem *p)
     return -1;
 }
 
+/* Tile coordinates of every device (subgroup dims included): coords[d * n_tile_dims + i];
+ * NULL when device ids are not 0..N-1. */
+static int64_t *
+tile_coords(SpmdCtx *cx, const ShdSharding *s)
+{
+    int64_t total = shd_device_count(s), nd = s->n_tile_dims;
+    int64_t *c = SL_NEW_ARRAY(cx->arena, int64_t, total * nd);
+    for (int64_t k = 0; c && k < total; k++) {
+        int64_t dev = s->devices[k], pos = k;
+        if (dev < 0 || dev >= total)
+            return NULL;
+        for (int64_t i = nd - 1; i >= 0; i--) {
+            c[dev * nd + i] = pos % s->tile_dims[i];
+            pos /= s->tile_dims[i];
+        }
+    }
+    return c;
+}
+
+/* FindMatchingPartitionedDimsForGrouping: the tile dims of `s` (replication dim included)
+ * on which the members of every group of `og` agree, when they split the devices into
+ * exactly og's groups; returns their count (0: none). */
+static uint32_t
+matching_group_dims(SpmdCtx *cx, const ShdSharding *s, const ShdGrouped *og, int64_t *dims)
+{
+    int64_t G = og->n_groups, S = og->group_size, prod = 1;
+    if (!shd_is_tiled(s) || G < 2 || S < 2 || shd_device_count(s) != G * S ||
+        s->n_tile_dims > SPMD_MAX_RANK + 1)
+        return 0;
+    const int64_t *c = tile_coords(cx, s), *dg = og->device_groups;
+    uint32_t n = 0, nd = s->n_tile_dims;
+    for (uint32_t i = 0; c && i < nd; i++)
+        if (s->tile_dims[i] > 1 && c[dg[0] * nd + i] == c[dg[1] * nd + i]) {
+            dims[n++] = i;
+            prod *= s->tile_dims[i];
+        }
+    if (!c || prod != G)
+        return 0;
+    for (int64_t g = 0; g < G; g++)
+        for (int64_t m = 1; m < S; m++)
+            for (uint32_t k = 0; k < n; k++)
+                if (c[dg[g * S + m] * nd + dims[k]] != c[dg[g * S] * nd + dims[k]])
+                    return 0;
+    return n;
+}
+
 /* GetNonContractingPartitionGroupedShardingForOtherOperand, reduced to its three outcomes:
- * group on the replication dim, group on sharded dims whose device groups coincide with the
- * output's (then gathered along them), or replicate. */
+ * group on the replication dim, group on the tile dims whose device groups coincide with the
+ * output's (FindMatchingPartitionedDimsForGrouping; then gathered along the data dims among
+ * them), or replicate. */
 static void
 other_operand_groups(SpmdCtx *cx, const SpmdValue *o, uint32_t rank, const ShdGrouped *og,
                      bool rm, ShdGrouped *g, bool *gather)
@@ -676,34 +723,13 @@ other_operand_groups(SpmdCtx *cx, const SpmdValue *o, uint32_t rank, const ShdGr
             return;
         }
     }
-    if (shd_is_tiled(o->sharding)) {
-        int64_t dims[SPMD_MAX_RANK];
-        uint32_t n = 0;
-        int64_t prod = 1;
-        for (uint32_t i = 0; i < rank; i++)
-            if (shd_dim_shards(o->sharding, i) > 1) {
-                dims[n++] = i;
-                prod *= shd_dim_shards(o->sharding, i);
-            }
-        for (uint32_t k = 0; k < n && prod != G; k++) {
-            if (shd_dim_shards(o->sharding, (uint32_t)dims[k]) != G)
-                continue;
-            bool exact;
-            ShdGrouped a = group_aligned(cx, o->sharding, &dims[k], 1, NULL, og, &exact);
-            if (a.inner && exact) {
-                *g = a;
-                *gather = true;
-                return;
-            }
-        }
-        bool exact;
-        ShdGrouped a = prod == G ? group_aligned(cx, o->sharding, dims, n, NULL, og, &exact)
-                                 : (ShdGrouped){0};
-        if (a.inner && prod == G && exact) {
-            *g = a;
-            *gather = true;
-            return;
-        }
+    int64_t dims[SPMD_MAX_RANK + 1];
+    uint32_t n = matching_group_dims(cx, o->sharding, og, dims);
+    ShdGrouped a = n ? shd_group_on_dims(cx->arena, o->sharding, dims, n, NULL) : (ShdGrouped){0};
+    if (a.inner && a.n_groups == G) {
+        *g = align_any_order(cx, &a, og);
+        *gather = true;
+        return;
     }
     *g = replicated_in_groups(cx, og, NULL, 0, rank);
 }
@@ -837,19 +863,74 @@ mask_contracting(SpmdCtx *cx, const SpmdValue *outer, const int64_t *dims, uint3
     return spmd_pad_with_value(cx, outer, NULL, skip);
 }
 
+/* `s` with tile dims `dims` set to `counts`, devices in the same order (upstream reshapes the
+ * tile assignment); NULL when the tile count would change or `s` has subgroups other than one
+ * replication dim. */
+static const ShdSharding *
+retile_dims(SpmdCtx *cx, const ShdSharding *s, const int64_t *dims, const int64_t *counts,
+            uint32_t n)
+{
+    if (!shd_is_tiled(s) || s->n_tile_dims > SPMD_MAX_RANK + 1 || s->n_subgroups > 1 ||
+        (s->n_subgroups == 1 && s->subgroups[0] != SHD_SUB_REPLICATED))
+        return NULL;
+    int64_t t[SPMD_MAX_RANK + 1], before = 1, after = 1;
+    for (uint32_t i = 0; i < s->n_tile_dims; i++) {
+        t[i] = s->tile_dims[i];
+        before *= t[i];
+    }
+    for (uint32_t k = 0; k < n; k++)
+        t[dims[k]] = counts[k];
+    for (uint32_t i = 0; i < s->n_tile_dims; i++)
+        after *= t[i];
+    if (before != after)
+        return NULL;
+    return shd_tiled(cx->arena, t, s->n_tile_dims, s->devices, s->subgroups, s->n_subgroups);
+}
+
+/* The contracting dims to group on and the operand shardings to group: all contracting dims
+ * when both operands have the same contracting partition count (the smaller operand re-tiled
+ * to the larger's per-dim counts, GetDotGroupPartitionContractingLhsRhsShardings), else the
+ * dims sharded alike on both sides. Returns the dim count (0: not applicable). */
+static uint32_t
+contracting_plan(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool lhs_larger,
+                 int64_t *ld, int64_t *rd, const ShdSharding **ls, const ShdSharding **rs)
+{
+    Counts c;
+    counts_of(job, p, &c);
+    *ls = p->lhs.sharding;
+    *rs = p->rhs.sharding;
+    if (c.lc != c.rc || c.lc <= 1)
+        return c.lc > 1 && c.rc > 1 ? matching_contracting(&job->dims, p, ld, rd) : 0;
+    uint32_t n = role_dims(&job->dims, DOT_CONTRACTING, DOT_LHS, ld);
+    role_dims(&job->dims, DOT_CONTRACTING, DOT_RHS, rd);
+    int64_t cnt[SPMD_MAX_RANK];
+    for (uint32_t k = 0; k < n; k++)
+        cnt[k] = lhs_larger ? shd_dim_shards(*ls, (uint32_t)ld[k])
+                            : shd_dim_shards(*rs, (uint32_t)rd[k]);
+    const ShdSharding *t = lhs_larger ? retile_dims(cx, *rs, rd, cnt, n)
+                                      : retile_dims(cx, *ls, ld, cnt, n);
+    if (!t)
+        return matching_contracting(&job->dims, p, ld, rd);
+    *(lhs_larger ? rs : ls) = t;
+    return n;
+}
+
 static SlStatus
 group_on_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm,
                      IrInstr **out, SlError *err)
 {
     int64_t ld[SPMD_MAX_RANK], rd[SPMD_MAX_RANK];
-    uint32_t n = matching_contracting(&job->dims, p, ld, rd);
+    const ShdSharding *ls, *rs;
+    bool lhs_larger =
+        ir_shape_byte_size(&p->lhs.hlo->shape) > ir_shape_byte_size(&p->rhs.hlo->shape);
+    uint32_t n = contracting_plan(cx, job, p, lhs_larger, ld, rd, &ls, &rs);
     if (n == 0)
         return SL_OK;
-    ShdGrouped lg = shd_group_on_dims(cx->arena, p->lhs.sharding, ld, n, NULL);
-    ShdGrouped rg = shd_group_on_dims(cx->arena, p->rhs.sharding, rd, n, NULL);
+    ShdGrouped lg = shd_group_on_dims(cx->arena, ls, ld, n, NULL);
+    ShdGrouped rg = shd_group_on_dims(cx->arena, rs, rd, n, NULL);
     if (!lg.inner || !rg.inner || lg.n_groups != rg.n_groups)
         return SL_OK;
-    if (ir_shape_byte_size(&p->lhs.hlo->shape) > ir_shape_byte_size(&p->rhs.hlo->shape))
+    if (lhs_larger)
         rg = shd_align_groups_with(cx->arena, &rg, &lg);
     else
         lg = shd_align_groups_with(cx->arena, &lg, &rg);

@@ -41,6 +41,8 @@ static const struct {
     {"partial_windowed_einsum", OPT_BOOL, offsetof(SpmdOptions, partial_windowed_einsum)},
     {"disable_ag_rewrite_for_multiple_consumers", OPT_BOOL,
      offsetof(SpmdOptions, disable_ag_rewrite_for_multiple_consumers)},
+    {"conv_halo_exchange_always_on_lhs", OPT_BOOL,
+     offsetof(SpmdOptions, conv_halo_exchange_always_on_lhs)},
     {"report_instruction_count", OPT_INT, offsetof(SpmdOptions, report_instruction_count)},
     {"preferred_gather_partition_methods", OPT_STR,
      offsetof(SpmdOptions, preferred_gather_partition_methods)},
@@ -48,7 +50,6 @@ static const struct {
      offsetof(SpmdOptions, preferred_scatter_partition_methods)},
     /* accepted, recorded, not modelled */
     {"enable_enzyme_opt", OPT_UNUSED_BOOL, 0},
-    {"conv_halo_exchange_always_on_lhs", OPT_UNUSED_BOOL, 0},
     {"enable_dynamic_slice_collective_broadcast", OPT_UNUSED_BOOL, 0},
     {"max_dynamic_slice_collective_broadcast_partitions", OPT_UNUSED_INT, 0},
     {"speculative_windowed_einsum", OPT_UNUSED_BOOL, 0},
@@ -69,6 +70,7 @@ spmd_options_init(SpmdOptions *o)
     o->enable_windowed_einsum_for_reduce_scatter = true;
     o->allow_module_signature_change = true;
     o->cache_all_gather = true;
+    o->conv_halo_exchange_always_on_lhs = true;
     o->report_instruction_count = 5;
 }
 

@@ -27,6 +27,7 @@ typedef struct SpmdOptions {
     bool enable_experimental_all_to_all_windowed_einsum; /* false */
     bool partial_windowed_einsum;
     bool disable_ag_rewrite_for_multiple_consumers;
+    bool conv_halo_exchange_always_on_lhs;       /* true */
     int64_t report_instruction_count;            /* 5 */
     const char *preferred_gather_partition_methods;  /* verbatim, NULL = XLA default */
     const char *preferred_scatter_partition_methods; /* verbatim, NULL = XLA default */
