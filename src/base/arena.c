@@ -7,6 +7,7 @@
 struct SlArenaChunk {
     SlArenaChunk *prev;
     size_t cap, used;
+    size_t clean; /* bytes from here to cap were never handed out: still zero from calloc */
     _Alignas(max_align_t) unsigned char mem[];
 };
 
@@ -39,19 +40,24 @@ chunk_new(SlArena *a, size_t need)
         cap = a->total_bytes / 4;
     if (need > cap)
         cap = need;
-    SlArenaChunk *c = malloc(sizeof(SlArenaChunk) + cap);
+    /* calloc: large chunks come zeroed from mmap without being touched, so pages cost RSS
+     * only once used and allocations past `clean` need no memset. */
+    SlArenaChunk *c = calloc(1, sizeof(SlArenaChunk) + cap);
     if (!c)
         return NULL;
     c->prev = a->head;
     c->cap = cap;
     c->used = 0;
+    c->clean = 0;
     a->head = c;
     a->total_bytes += cap;
     return c;
 }
 
-void *
-sl_arena_alloc(SlArena *a, size_t size, size_t align)
+/* Bump-allocates `size` bytes; the caller learns whether they may hold old data (only after
+ * sl_arena_release rolled back over them). */
+static void *
+bump(SlArena *a, size_t size, size_t align, bool zero)
 {
     if (a->failed)
         return NULL;
@@ -80,8 +86,23 @@ sl_arena_alloc(SlArena *a, size_t size, size_t align)
     }
     void *p = c->mem + off;
     c->used = off + size;
-    memset(p, 0, size);
+    if (off < c->clean && zero)
+        memset(p, 0, (c->clean < c->used ? c->clean : c->used) - off);
+    if (c->used > c->clean)
+        c->clean = c->used;
     return p;
+}
+
+void *
+sl_arena_alloc(SlArena *a, size_t size, size_t align)
+{
+    return bump(a, size, align, true);
+}
+
+void *
+sl_arena_alloc_uninit(SlArena *a, size_t size, size_t align)
+{
+    return bump(a, size, align, false);
 }
 
 void *
@@ -97,16 +118,23 @@ sl_arena_alloc_array(SlArena *a, size_t n, size_t size, size_t align)
 char *
 sl_arena_strndup(SlArena *a, const char *s, size_t n)
 {
-    char *p = sl_arena_alloc(a, n + 1, 1);
-    if (p && n)
-        memcpy(p, s, n);
+    if (n == SIZE_MAX) {
+        a->failed = true;
+        return NULL;
+    }
+    char *p = bump(a, n + 1, 1, false);
+    if (p) {
+        if (n)
+            memcpy(p, s, n);
+        p[n] = '\0';
+    }
     return p;
 }
 
 void *
 sl_arena_memdup(SlArena *a, const void *p, size_t size, size_t align)
 {
-    void *q = sl_arena_alloc(a, size, align);
+    void *q = bump(a, size, align, size == 0);
     if (q && size)
         memcpy(q, p, size);
     return q;

@@ -80,6 +80,8 @@ typedef struct SlArenaMark {
 void sl_arena_init(SlArena *a);
 void sl_arena_fini(SlArena *a);
 void *sl_arena_alloc(SlArena *a, size_t size, size_t align); /* zeroed; NULL on failure */
+/* Not zeroed: for callers that write every byte before reading any. */
+void *sl_arena_alloc_uninit(SlArena *a, size_t size, size_t align);
 void *sl_arena_alloc_array(SlArena *a, size_t n, size_t size, size_t align); /* overflow-checked */
 char *sl_arena_strndup(SlArena *a, const char *s, size_t n);                 /* NUL-terminated */
 void *sl_arena_memdup(SlArena *a, const void *p, size_t size, size_t align);
@@ -105,12 +107,15 @@ typedef const SlSymRec *SlSym;
 typedef struct SlInterner {
     SlArena *arena; /* records are allocated here; not owned */
     SlSym *slots;   /* open addressing, heap; power-of-two capacity */
+    uint32_t *hashes; /* hashes[j] = slots[j]->hash, so probes need not touch records */
     size_t cap, count;
 } SlInterner;
 
 void sl_interner_init(SlInterner *in, SlArena *arena);
 void sl_interner_fini(SlInterner *in);
 SlSym sl_intern(SlInterner *in, SlStr s); /* NULL only on allocation failure */
+/* Sizes the table for `n` names up front (no rehashing below that); false on failure. */
+bool sl_interner_reserve(SlInterner *in, size_t n);
 SlSym sl_intern_cstr(SlInterner *in, const char *s);
 static inline SlStr
 sl_sym_str(SlSym s)
@@ -168,14 +173,18 @@ void sl_vec_fini(SlVec *v);
 /* Keys are any u64 except SL_MAP_EMPTY (pointers cast through uintptr_t are fine). Iteration
  * order is unspecified: never let it reach output. */
 #define SL_MAP_EMPTY UINT64_MAX
+typedef struct SlMapSlot {
+    uint64_t key, val;
+} SlMapSlot;
 typedef struct SlMap {
-    uint64_t *keys;
-    uint64_t *vals;
+    SlMapSlot *slots; /* key and value side by side: one cache line per probe */
     size_t cap, count;
 } SlMap;
 
 void sl_map_init(SlMap *m);
 void sl_map_fini(SlMap *m);
+/* Sizes the table for `n` keys up front (no rehashing below that); false on failure. */
+bool sl_map_reserve(SlMap *m, size_t n);
 bool sl_map_put(SlMap *m, uint64_t key, uint64_t val); /* false on allocation failure */
 bool sl_map_get(const SlMap *m, uint64_t key, uint64_t *val);
 #define SL_MAP_KEY(p) ((uint64_t)(uintptr_t)(p))

@@ -232,60 +232,69 @@ mix64(uint64_t x)
 void
 sl_map_init(SlMap *m)
 {
-    m->keys = m->vals = NULL;
+    m->slots = NULL;
     m->cap = m->count = 0;
 }
 
 void
 sl_map_fini(SlMap *m)
 {
-    free(m->keys);
-    free(m->vals);
+    free(m->slots);
     sl_map_init(m);
 }
 
+#define MAP_MIN_CAP ((size_t)64)
+
 static bool
-map_rehash(SlMap *m)
+map_resize(SlMap *m, size_t cap)
 {
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    uint64_t *keys = malloc(cap * sizeof(uint64_t));
-    uint64_t *vals = malloc(cap * sizeof(uint64_t));
-    if (!keys || !vals) {
-        free(keys);
-        free(vals);
+    if (cap > SIZE_MAX / sizeof(SlMapSlot))
         return false;
-    }
-    memset(keys, 0xff, cap * sizeof(uint64_t));
+    SlMapSlot *slots = malloc(cap * sizeof(SlMapSlot));
+    if (!slots)
+        return false;
+    for (size_t i = 0; i < cap; i++)
+        slots[i].key = SL_MAP_EMPTY;
     for (size_t i = 0; i < m->cap; i++) {
-        if (m->keys[i] == SL_MAP_EMPTY)
+        if (m->slots[i].key == SL_MAP_EMPTY)
             continue;
-        size_t j = mix64(m->keys[i]) & (cap - 1);
-        while (keys[j] != SL_MAP_EMPTY)
+        size_t j = mix64(m->slots[i].key) & (cap - 1);
+        while (slots[j].key != SL_MAP_EMPTY)
             j = (j + 1) & (cap - 1);
-        keys[j] = m->keys[i];
-        vals[j] = m->vals[i];
+        slots[j] = m->slots[i];
     }
-    free(m->keys);
-    free(m->vals);
-    m->keys = keys;
-    m->vals = vals;
+    free(m->slots);
+    m->slots = slots;
     m->cap = cap;
     return true;
 }
 
 bool
+sl_map_reserve(SlMap *m, size_t n)
+{
+    size_t cap = m->cap ? m->cap : MAP_MIN_CAP;
+    while (cap / 2 < n) {
+        if (cap > SIZE_MAX / 4 / sizeof(SlMapSlot))
+            return false;
+        cap *= 2;
+    }
+    return cap == m->cap || map_resize(m, cap);
+}
+
+bool
 sl_map_put(SlMap *m, uint64_t key, uint64_t val)
 {
-    if ((m->count + 1) * 2 > m->cap && !map_rehash(m))
+    if ((m->count + 1) * 2 > m->cap && !map_resize(m, m->cap ? m->cap * 2 : MAP_MIN_CAP))
         return false;
-    size_t j = mix64(key) & (m->cap - 1);
-    while (m->keys[j] != SL_MAP_EMPTY && m->keys[j] != key)
-        j = (j + 1) & (m->cap - 1);
-    if (m->keys[j] == SL_MAP_EMPTY) {
-        m->keys[j] = key;
+    size_t mask = m->cap - 1;
+    size_t j = mix64(key) & mask;
+    while (m->slots[j].key != SL_MAP_EMPTY && m->slots[j].key != key)
+        j = (j + 1) & mask;
+    if (m->slots[j].key == SL_MAP_EMPTY) {
+        m->slots[j].key = key;
         m->count++;
     }
-    m->vals[j] = val;
+    m->slots[j].val = val;
     return true;
 }
 
@@ -294,16 +303,19 @@ sl_map_get(const SlMap *m, uint64_t key, uint64_t *val)
 {
     if (!m->cap)
         return false;
-    size_t j = mix64(key) & (m->cap - 1);
-    while (m->keys[j] != SL_MAP_EMPTY) {
-        if (m->keys[j] == key) {
+    size_t mask = m->cap - 1;
+    size_t j = mix64(key) & mask;
+    for (;;) {
+        uint64_t k = m->slots[j].key;
+        if (k == SL_MAP_EMPTY)
+            return false;
+        if (k == key) {
             if (val)
-                *val = m->vals[j];
+                *val = m->slots[j].val;
             return true;
         }
-        j = (j + 1) & (m->cap - 1);
+        j = (j + 1) & mask;
     }
-    return false;
 }
 
 /* ---- files ---- */
@@ -316,10 +328,27 @@ sl_file_read(const char *path, SlBuf *out, SlError *err)
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f)
         return sl_fail(err, SL_ERR_IO, loc, "cannot open: %s", strerror(errno));
-    char chunk[1 << 16];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-        sl_buf_append(out, chunk, n);
+    /* A regular file is read in one piece into a buffer of its size (+1 for the NUL, +1 to
+     * see end of file); pipes and files that grew are read on with doubling. */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+        (uint64_t)st.st_size < SIZE_MAX / 2 && !out->failed &&
+        out->cap < out->len + (size_t)st.st_size + 2) {
+        char *p = realloc(out->data, out->len + (size_t)st.st_size + 2);
+        if (p) {
+            out->data = p;
+            out->cap = out->len + (size_t)st.st_size + 2;
+        }
+    }
+    for (;;) {
+        if (!buf_reserve(out, out->cap - out->len > 1 ? 0 : (size_t)1 << 16))
+            break;
+        size_t room = out->cap - out->len - 1;
+        size_t n = fread(out->data + out->len, 1, room, f);
+        out->len += n;
+        if (n < room)
+            break;
+    }
     bool bad = ferror(f);
     if (!is_stdin)
         fclose(f);

@@ -17,6 +17,8 @@ typedef struct Body {
     const IrComputation *comp;
     int64_t dev;
     uint32_t k;
+    int fast_op;       /* the body's recognised scalar binary op, or -1 (sim_fast_binop) */
+    bool fast_swapped;
     IrDtype t[SIM_MAX_VARIADIC];
     SimValue *args[2 * SIM_MAX_VARIADIC];
 } Body;
@@ -32,6 +34,12 @@ body_init(Body *b, SimCtx *cx, const IrInstr *ins, IrAttrKey key, int64_t dev, u
         return sim_fail(cx, ins, SL_ERR_INVALID, "missing called computation");
     if (k > SIM_MAX_VARIADIC)
         return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "more than %d operands", SIM_MAX_VARIADIC);
+    SimPlan *p;
+    SlStatus st = sim_plan_get(cx, b->comp, &p);
+    if (st)
+        return st;
+    b->fast_op = p->fast_op;
+    b->fast_swapped = p->fast_swapped;
     for (uint32_t j = 0; j < k; j++) {
         b->t[j] = ops[j]->dtype;
         if (!(b->args[j] = sim_value_new_array(b->t[j], NULL, 0)) ||
@@ -52,6 +60,12 @@ body_fini(Body *b)
 static SlStatus
 body_apply(Body *b, SimElem *acc, const SimElem *x)
 {
+    if (b->k == 1 && b->fast_op >= 0) { /* no plan lookup in the hot loop */
+        IrOp op = (IrOp)b->fast_op;
+        acc[0] = sim_fix(b->t[0], b->fast_swapped ? sim_binop(op, b->t[0], x[0], acc[0])
+                                                  : sim_binop(op, b->t[0], acc[0], x[0]));
+        return SL_OK;
+    }
     if (b->k == 1)
         return sim_apply2(b->cx, b->ins, b->comp, b->t[0], acc[0], x[0], &acc[0]);
     SimElem in[2 * SIM_MAX_VARIADIC];

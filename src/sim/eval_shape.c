@@ -59,6 +59,15 @@ eval_transpose(SimCtx *cx, const IrInstr *ins, const SimValue *a, SimValue *r)
     return SL_OK;
 }
 
+/* Arrays as rows of their minor dimension: the row length, and in *lead the number of leading
+ * dims to iterate (rank - 1; 0 for a scalar, one row of one element). */
+static int64_t
+row_len(const SimValue *v, uint32_t *lead)
+{
+    *lead = v->rank ? v->rank - 1 : 0;
+    return v->rank ? v->dims[v->rank - 1] : 1;
+}
+
 static SlStatus
 eval_slice(SimCtx *cx, const IrInstr *ins, const SimValue *a, SimValue *r)
 {
@@ -73,11 +82,21 @@ eval_slice(SimCtx *cx, const IrInstr *ins, const SimValue *a, SimValue *r)
             (r->dims[d] > 0 && sd->start + (r->dims[d] - 1) * sd->stride >= a->dims[d]))
             return sim_fail(cx, ins, SL_ERR_INVALID, "slice out of bounds in dim %u", d);
     }
-    for (int64_t i = 0; i < r->n; i++, sim_idx_next(idx, r->dims, r->rank)) {
+    uint32_t lead;
+    int64_t len = row_len(r, &lead);
+    const IrSliceDim *last = r->rank ? &s->u.slice.v[r->rank - 1] : NULL;
+    for (int64_t row = 0; len > 0 && row < r->n / len; row++, sim_idx_next(idx, r->dims, lead)) {
         int64_t off = 0;
-        for (uint32_t d = 0; d < r->rank; d++)
+        for (uint32_t d = 0; d < lead; d++)
             off += (s->u.slice.v[d].start + idx[d] * s->u.slice.v[d].stride) * as[d];
-        r->data[i] = a->data[off];
+        SimElem *dst = r->data + row * len;
+        if (!last)
+            dst[0] = a->data[off];
+        else if (last->stride == 1)
+            memcpy(dst, a->data + off + last->start, (size_t)len * sizeof *dst);
+        else
+            for (int64_t j = 0; j < len; j++)
+                dst[j] = a->data[off + last->start + j * last->stride];
     }
     return SL_OK;
 }
@@ -117,16 +136,33 @@ eval_pad(SimCtx *cx, const IrInstr *ins, const SimValue *a, const SimValue *pv, 
         return sim_fail(cx, ins, SL_ERR_INVALID, "padding does not match the rank");
     int64_t as[SIM_MAX_RANK], idx[SIM_MAX_RANK] = {0};
     sim_strides(a->dims, a->rank, as);
-    for (int64_t i = 0; i < r->n; i++, sim_idx_next(idx, r->dims, r->rank)) {
+    uint32_t lead;
+    int64_t len = row_len(r, &lead);
+    for (int64_t row = 0; len > 0 && row < r->n / len; row++, sim_idx_next(idx, r->dims, lead)) {
         int64_t off = 0;
         bool inside = true;
-        for (uint32_t d = 0; d < r->rank && inside; d++) {
+        for (uint32_t d = 0; d < lead && inside; d++) {
             const IrPadDim *pd = &p->u.pad.v[d];
             int64_t q = idx[d] - pd->lo, step = pd->interior + 1;
             inside = q >= 0 && q % step == 0 && q / step < a->dims[d];
             off += inside ? (q / step) * as[d] : 0;
         }
-        r->data[i] = inside ? a->data[off] : pv->data[0];
+        SimElem *dst = r->data + row * len;
+        for (int64_t j = 0; j < len; j++)
+            dst[j] = pv->data[0];
+        if (!inside)
+            continue;
+        if (lead == r->rank) {
+            dst[0] = a->data[off];
+            continue;
+        }
+        const IrPadDim *pd = &p->u.pad.v[lead];
+        int64_t step = pd->interior + 1, n_last = a->dims[lead];
+        for (int64_t q = 0; q < n_last; q++) {
+            int64_t j = pd->lo + q * step;
+            if (j >= 0 && j < len)
+                dst[j] = a->data[off + q];
+        }
     }
     return SL_OK;
 }
@@ -151,11 +187,13 @@ eval_dynamic_slice(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValu
     int64_t start[SIM_MAX_RANK], as[SIM_MAX_RANK], idx[SIM_MAX_RANK] = {0};
     clamped_starts(ops, 1, a, r->dims, start);
     sim_strides(a->dims, a->rank, as);
-    for (int64_t i = 0; i < r->n; i++, sim_idx_next(idx, r->dims, r->rank)) {
-        int64_t off = 0;
-        for (uint32_t d = 0; d < r->rank; d++)
+    uint32_t lead;
+    int64_t len = row_len(r, &lead);
+    for (int64_t row = 0; len > 0 && row < r->n / len; row++, sim_idx_next(idx, r->dims, lead)) {
+        int64_t off = lead < r->rank ? start[lead] : 0;
+        for (uint32_t d = 0; d < lead; d++)
             off += (start[d] + idx[d]) * as[d];
-        r->data[i] = a->data[off];
+        memcpy(r->data + row * len, a->data + off, (size_t)len * sizeof *r->data);
     }
     return SL_OK;
 }
@@ -175,11 +213,13 @@ eval_dus(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue *r)
     sim_strides(r->dims, r->rank, rs);
     if (a->n > 0)
         memcpy(r->data, a->data, (size_t)a->n * sizeof *r->data);
-    for (int64_t i = 0; i < u->n; i++, sim_idx_next(idx, u->dims, u->rank)) {
-        int64_t off = 0;
-        for (uint32_t d = 0; d < r->rank; d++)
+    uint32_t lead;
+    int64_t len = row_len(u, &lead);
+    for (int64_t row = 0; len > 0 && row < u->n / len; row++, sim_idx_next(idx, u->dims, lead)) {
+        int64_t off = lead < r->rank ? start[lead] : 0;
+        for (uint32_t d = 0; d < lead; d++)
             off += (start[d] + idx[d]) * rs[d];
-        r->data[off] = u->data[i];
+        memcpy(r->data + off, u->data + row * len, (size_t)len * sizeof *r->data);
     }
     return SL_OK;
 }
@@ -197,11 +237,16 @@ eval_reverse(SimCtx *cx, const IrInstr *ins, const SimValue *a, SimValue *r)
     }
     int64_t as[SIM_MAX_RANK], idx[SIM_MAX_RANK] = {0};
     sim_strides(a->dims, a->rank, as);
-    for (int64_t i = 0; i < r->n; i++, sim_idx_next(idx, r->dims, r->rank)) {
+    uint32_t lead;
+    int64_t len = row_len(r, &lead);
+    bool flip_last = lead < r->rank && flip[lead];
+    for (int64_t row = 0; len > 0 && row < r->n / len; row++, sim_idx_next(idx, r->dims, lead)) {
         int64_t off = 0;
-        for (uint32_t d = 0; d < r->rank; d++)
+        for (uint32_t d = 0; d < lead; d++)
             off += (flip[d] ? a->dims[d] - 1 - idx[d] : idx[d]) * as[d];
-        r->data[i] = a->data[off];
+        SimElem *dst = r->data + row * len;
+        for (int64_t j = 0; j < len; j++)
+            dst[j] = a->data[off + (flip_last ? len - 1 - j : j)];
     }
     return SL_OK;
 }

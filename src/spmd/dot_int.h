@@ -1,8 +1,9 @@
-/* dot_int.h - the dot engine's internal interface, shared by handle_dot.c, windowed_einsum.c
- * and handle_conv.c (gspmd.md §E, §F.1; seeds/000 HandleDot, PartitionDot, HandleConvolution).
- * Owns: the dimension-role records (E.1), the job that carries the create-sharded-op callback
- * (the only way a local dot or convolution is emitted), and the recursion's problem record.
- * Does not own: resharding or collectives (reshard.c, collectives.c).
+/* dot_int.h - the dot engine's internal interface, shared by handle_dot.c, dot_group.c,
+ * windowed_einsum.c and handle_conv.c (gspmd.md §E, §F.1; seeds/000 HandleDot, PartitionDot,
+ * HandleConvolution). Owns: the dimension-role records (E.1), the job that carries the
+ * create-sharded-op callback (the only way a local dot or convolution is emitted), and the
+ * recursion's problem record. Does not own: resharding or collectives (reshard.c,
+ * collectives.c).
  * Invariants: every local dot/convolution is built by DotJob.create; strategies never emit
  * before they know they apply, so a failed strategy leaves nothing behind. */
 #ifndef SHARDLENS_DOT_INT_H
@@ -103,10 +104,55 @@ SlStatus spmd_dot_dims_of(SpmdCtx *cx, const IrInstr *dot, DotDims *d);
 const ShdSharding *spmd_dot_infer_operand(SpmdCtx *cx, const DotDims *d, const ShdSharding *o,
                                           DotSide side);
 
-/* E.6 alone (used by grouped convolutions with their converted roles); *out NULL when it
- * does not apply. */
+/* Strategies in the order PartitionDot tries them; a decision lists the earlier ones as the
+ * alternatives that were considered and not taken. */
+typedef enum DotStrategy {
+    DOT_S_CONV, DOT_S_BATCH_PARALLEL, DOT_S_BATCH_RESHARD_CHEAP, DOT_S_WINDOWED,
+    DOT_S_BATCH_RESHARD, DOT_S_LHS_MATCHES_OUT, DOT_S_RHS_MATCHES_OUT, DOT_S_GROUP_BATCH,
+    DOT_S_GROUP_NC, DOT_S_GROUP_CONTRACTING, DOT_S_REMOVE_PARTIAL, DOT_S_OUT_BATCH,
+    DOT_S_OUT_LHS_NC, DOT_S_OUT_RHS_NC, DOT_S_REPLICATED_OUT_CONTRACTING,
+    DOT_S_INFER_FROM_OUTPUT, DOT_S_REPLICATE, DOT_S_COUNT
+} DotStrategy;
+
+/* Partition counts of a problem per role and tensor (E.1). */
+typedef struct DotCounts {
+    int64_t n, lb, rb, ob, lc, rc, lnc, rnc, olnc, ornc, ls, rs, os;
+} DotCounts;
+
+void spmd_dot_counts(const DotJob *job, const DotProblem *p, DotCounts *c);
+/* The tensor dims of one role on one side, into `out`; returns the count. */
+uint32_t spmd_dot_role_dims(const DotDims *d, DotRole role, DotSide side, int64_t *out);
+/* A decision for `strategy` with the problem's counts and sizes as the numbers compared. */
+void spmd_dot_decide_strategy(SpmdCtx *cx, const DotJob *job, const DotProblem *p,
+                              DotStrategy strategy, const char *reason);
+/* The scale travelling with operand `v` of `p` (NULL for plain dots). */
+const SpmdValue *spmd_dot_scale_of(const DotProblem *p, const SpmdValue *v);
+/* Reshards the scale of `v` (if any) to `t` (NULL = replicate) into *out (hlo NULL if none). */
+SlStatus spmd_dot_reshard_scale(SpmdCtx *cx, const DotProblem *p, const SpmdValue *v,
+                                const ShdSharding *t, SpmdValue *out, SlError *err);
+/* Reshards local `hlo` (in sharding `s`, state p->st) to the problem's output sharding. */
+SlStatus spmd_dot_to_out(SpmdCtx *cx, const DotProblem *p, IrInstr *hlo, const ShdSharding *s,
+                         IrInstr **out, SlError *err);
+/* spmd_reshard with a NULL target treated as out of memory. */
+SlStatus spmd_dot_reshard_to(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *t,
+                             SpmdValue *out, SlError *err);
+
+/* ---- grouping strategies (dot_group.c); each leaves *out NULL when it does not apply ---- */
+/* E.6 (also used by grouped convolutions with their converted roles). */
 SlStatus spmd_dot_group_on_batch(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm,
                                  IrInstr **out, SlError *err);
+/* E.7 */
+SlStatus spmd_dot_group_on_non_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *p,
+                                           bool rm, IrInstr **out, SlError *err);
+/* E.8 */
+SlStatus spmd_dot_group_on_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *p,
+                                       bool rm, IrInstr **out, SlError *err);
+/* E.9 */
+SlStatus spmd_dot_remove_output_partial(SpmdCtx *cx, const DotJob *job, const DotProblem *p,
+                                        IrInstr **out, SlError *err);
+/* Masks the uneven `dims` of a per-group operand value with zeros (C.10). */
+IrInstr *spmd_dot_mask_contracting(SpmdCtx *cx, const SpmdValue *outer, const int64_t *dims,
+                                   uint32_t n);
 
 /* ---- windowed einsum (windowed_einsum.c) ---- */
 typedef enum DotWindowedKind { DOT_WE_NONE, DOT_WE_AG_CONTRACTING, DOT_WE_AG_NONCONTRACTING,

@@ -1014,19 +1014,28 @@ combiner(const IrInstr *hlo, IrDtype t, SpmdRedKind *kind, const char **identity
     }
 }
 
-/* Scatter index passthrough: only the in-group id 0 keeps the real operand, the others start
- * from the combiner's identity, so the all-reduce counts the operand once. */
+/* Scatter index passthrough: the combining all-reduce runs over the devices that differ only
+ * on the reduced index dims `rd`; inside each such group only the in-group id 0 keeps the real
+ * operand, the others start from the combiner's identity, so the operand is counted once.
+ * Grouping the indices' sharding on every other tile dim (index vector dim, replication)
+ * yields exactly those groups. */
 static SlStatus
-identity_operand(SpmdCtx *cx, const Gs *p, const ShdSharding *is, SpmdValue *op, SlError *err)
+identity_operand(SpmdCtx *cx, const Gs *p, const ShdSharding *is, const int64_t *rd,
+                 uint32_t n_rd, SpmdValue *op, SlError *err)
 {
     SpmdRedKind kind;
     const char *id = NULL;
     if (!combiner(p->hlo, op->hlo->shape.dtype, &kind, &id))
         return SL_ERR_UNSUPPORTED;
     const SpmdState *st = p->st;
-    if (shd_replication_factor(is) > 1 && is->n_subgroups == 1) {
-        int64_t last = is->n_tile_dims - 1;
-        ShdGrouped g = shd_group_on_dims(cx->arena, is, &last, 1, NULL);
+    int64_t keep[GS_R + 4];
+    uint32_t nk = 0;
+    for (uint32_t d = 0; shd_is_tiled(is) && d < is->n_tile_dims && nk < GS_R + 4; d++)
+        if (is->tile_dims[d] > 1 &&
+            (d >= is->n_tile_dims - is->n_subgroups || !has_dim(rd, n_rd, d)))
+            keep[nk++] = d;
+    if (nk > 0) {
+        ShdGrouped g = shd_group_on_dims(cx->arena, is, keep, nk, NULL);
         st = g.device_groups ? spmd_state_grouped(cx, p->st, g.device_groups, g.n_groups,
                                                   g.group_size)
                              : NULL;
@@ -1056,7 +1065,7 @@ scatter_index_passthrough(SpmdCtx *cx, const Gs *q, const GsPairs *ip, const Shd
     SpmdValue op, upd, idx;
     SlStatus st = group_value(cx, &q->ops[0], gop, gs, &op, err);
     if (st == SL_OK)
-        st = identity_operand(cx, q, is, &op, err);
+        st = identity_operand(cx, q, is, ip->idx, ip->n, &op, err);
     if (st == SL_OK)
         st = group_value(cx, &q->upd[0], gw, gs, &upd, err);
     if (st == SL_OK)

@@ -963,8 +963,10 @@ trace_loop(Loop *L, IrInstr *loop, int64_t window_bytes)
     const char *variant = L->cfg->windowing_dim >= 0 ? "all-gather-partial"
                                                       : k_variant[L->rs][L->shape];
     int64_t per_trip = L->shape == LOOP_BIDIR ? 4 : L->shape == LOOP_UNROLLED ? 2 : 1;
+    /* The plain loop permutes in the true branch of a conditional that skips the last
+     * iteration, so that branch runs n - 1 times; other shapes state nothing (0). */
     TraceWindowedLoop ev = {L->job->hlo, loop, variant, L->n / per_trip,
-                            window_bytes * per_trip};
+                            window_bytes * per_trip, L->shape == LOOP_PLAIN ? L->n - 1 : 0};
     cx->trace->ops->windowed_loop(cx->trace, &ev);
 }
 

@@ -48,7 +48,7 @@ typedef struct TraceRunInfo {
 /* Starts buffering a run of the partitioner over `in`; `*sink` is valid until end/abort. */
 SlStatus trace_db_begin_run(TraceDb *db, const IrModule *in, const TraceRunInfo *info,
                             TraceSink **sink, SlError *err);
-/* Writes the run: run and options, 'before' rows from `in`, 'after' rows and edges from
+/* Writes the run: run and options, 'before' rows from `in`, 'after' rows, edges and calls from
  * `out`, then every buffered event, collectives (one row per collective instruction of `out`,
  * with groups and trip counts) and warnings, in one transaction, retried while another
  * process holds the lock. On failure nothing of the run is in the file. `duration_ms` < 0:
