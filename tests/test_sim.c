@@ -69,8 +69,7 @@ same_value(const SimValue *a, const SimValue *b)
         if (!same_value(a->elems[i], b->elems[i]))
             return false;
     for (int64_t i = 0; i < a->n; i++) {
-        bool is_float = a->dtype == IR_DT_F32 || a->dtype == IR_DT_BF16 ||
-                        a->dtype == IR_DT_F16 || a->dtype == IR_DT_F64;
+        bool is_float = ir_dtype_kind(a->dtype) == 'F';
         if (is_float ? !(a->data[i].f == b->data[i].f ||
                          (isnan(a->data[i].f) && isnan(b->data[i].f)))
                      : a->data[i].i != b->data[i].i)
@@ -86,8 +85,7 @@ print_value(const SimValue *v, char *buf, size_t cap)
     for (uint32_t i = 0; i < v->n_elems; i++)
         print_value(v->elems[i], buf, cap);
     for (int64_t i = 0; i < v->n && at + 32 < cap; i++) {
-        bool is_float = v->dtype == IR_DT_F32 || v->dtype == IR_DT_BF16 ||
-                        v->dtype == IR_DT_F16 || v->dtype == IR_DT_F64;
+        bool is_float = ir_dtype_kind(v->dtype) == 'F';
         at += (size_t)(is_float ? snprintf(buf + at, cap - at, "%.9g ", v->data[i].f)
                                 : snprintf(buf + at, cap - at, "%lld ", (long long)v->data[i].i));
     }
@@ -227,6 +225,81 @@ static const struct {
      "{{3,2,1},{5,4,0}}"},
 };
 
+#define GT_F32                                                                                     \
+    "gt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  i = s32[] parameter(2)\n"          \
+    "  j = s32[] parameter(3)\n  ROOT c = pred[] compare(a, b), direction=GT\n}\n"
+#define DESC_THEN_INDEX                                                                            \
+    "cmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  i = s32[] parameter(2)\n"         \
+    "  j = s32[] parameter(3)\n  na = f32[] negate(a)\n  nb = f32[] negate(b)\n"                    \
+    "  lt = pred[] compare(na, nb), direction=LT\n  eq = pred[] compare(na, nb), direction=EQ\n"    \
+    "  il = pred[] compare(i, j), direction=LT\n  ti = pred[] and(eq, il)\n"                        \
+    "  ROOT r = pred[] or(lt, ti)\n}\n"
+#define SCAN_ADD                                                                                   \
+    "step {\n  x = f32[2] parameter(0)\n  c = f32[2] parameter(1)\n  s = f32[2] add(x, c)\n"        \
+    "  ROOT t = (f32[2], f32[2]) tuple(s, s)\n}\n"
+#define ADD_PAIR                                                                                   \
+    "add_pair {\n  a = f32[] parameter(0)\n  b = s32[] parameter(1)\n  c = f32[] parameter(2)\n"    \
+    "  d = s32[] parameter(3)\n  s = f32[] add(a, c)\n  t = s32[] add(b, d)\n"                     \
+    "  ROOT r = (f32[], s32[]) tuple(s, t)\n}\n"
+
+/* Opcodes and custom calls added for the conformance cases (issue 8). */
+static const struct {
+    const char *name, *text, *want;
+} k_eval2[] = {
+    {"topk", "ENTRY e {\n a = f32[2,4] constant({{1, 3, 3, 2}, {5, 0, 7, -1}})\n"
+             " ROOT t = (f32[2,2], s32[2,2]) custom-call(a), custom_call_target=\"TopK\"\n}\n",
+     "({{3,3},{7,5}}, {{1,2},{2,0}})"},
+    {"topk_comparator", GT_F32 "ENTRY e {\n a = f32[1,5] constant({{2, 9, 2, 9, 4}})\n"
+                        " ROOT t = (f32[1,3], s32[1,3]) custom-call(a), custom_call_target=\"TopK\","
+                        " called_computations={gt}\n}\n", "({{9,9,4}}, {{1,3,4}})"},
+    {"block_scaled_dot", "ENTRY e {\n l = f8e4m3fn[2,4] constant({{1, 2, 0.5, 1}, {1, 1, 1, 1}})\n"
+                         " r = f8e4m3fn[1,4] constant({{1, 1, 2, 2}})\n"
+                         " ls = f8e8m0fnu[2,2] constant({{2, 1}, {1, 4}})\n"
+                         " rs = f8e8m0fnu[1,2] constant({{1, 0.5}})\n"
+                         " ROOT d = f32[2,1] custom-call(l, r, ls, rs),"
+                         " custom_call_target=\"__op$block_scaled_dot\"\n}\n", "{{7.5},{10}}"},
+    {"block_scaled_dot_lhs_only", "ENTRY e {\n l = f8e4m3fn[1,1,2] constant({{{1, 3}}})\n"
+                                  " r = f32[1,1,2] constant({{{2, 1}}})\n"
+                                  " ls = f8e8m0fnu[1,1,1] constant({{{0.5}}})\n"
+                                  " ROOT d = f32[1,1,1] custom-call(l, r, ls),"
+                                  " custom_call_target=\"__op$block_scaled_dot\"\n}\n", "{{{2.5}}}"},
+    {"rotate_right", "ENTRY e {\n a = f32[2,5] constant({{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}})\n"
+                     " ROOT r = f32[2,5] custom-call(a), custom_call_target=\"_SPMDInternalOp_RotateRight\","
+                     " backend_config=\"dimension=1,amount=7\"\n}\n", "{{3,4,0,1,2},{8,9,5,6,7}}"},
+    {"layout_constraint_identity", "ENTRY e {\n a = f32[2] constant({1, 2})\n"
+                                   " ROOT c = f32[2] custom-call(a), custom_call_target=\"LayoutConstraint\"\n}\n",
+     "{1, 2}"},
+    {"move_to_host_identity", "ENTRY e {\n a = f32[2] constant({1, 2})\n"
+                              " ROOT c = f32[2] custom-call(a), custom_call_target=\"MoveToHost\"\n}\n",
+     "{1, 2}"},
+    {"scan_forward", SCAN_ADD "ENTRY e {\n x = f32[2,3] constant({{1, 2, 3}, {4, 5, 6}})\n"
+                     " c = f32[2] constant({0, 10})\n ROOT s = (f32[2,3], f32[2]) scan(x, c),"
+                     " dimensions={1}, num_carries=1, to_apply=step\n}\n",
+     "({{1,3,6},{14,19,25}}, {6, 25})"},
+    {"scan_reverse", SCAN_ADD "ENTRY e {\n x = f32[2,3] constant({{1, 2, 3}, {4, 5, 6}})\n"
+                     " c = f32[2] constant({0, 10})\n ROOT s = (f32[2,3], f32[2]) scan(x, c),"
+                     " dimensions={1}, num_carries=1, is_reverse=true, to_apply=step\n}\n",
+     "({{6,5,3},{25,21,16}}, {6, 25})"},
+    {"scatter_variadic", ADD_PAIR "ENTRY e {\n a = f32[3] constant({0, 0, 0})\n"
+                         " b = s32[3] constant({0, 0, 0})\n i = s32[2,1] constant({{2}, {0}})\n"
+                         " u = f32[2] constant({5, 7})\n v = s32[2] constant({1, 2})\n"
+                         " ROOT s = (f32[3], s32[3]) scatter(a, b, i, u, v), update_window_dims={},"
+                         " inserted_window_dims={0}, scatter_dims_to_operand_dims={0},"
+                         " index_vector_dim=1, to_apply=add_pair\n}\n", "({7, 0, 5}, {2, 0, 1})"},
+    {"sort_memoised_comparator", DESC_THEN_INDEX "ENTRY e {\n k = f32[5] constant({2, 5, 2, 1, 5})\n"
+                                 " i = s32[5] iota(), iota_dimension=0\n"
+                                 " ROOT s = (f32[5], s32[5]) sort(k, i), dimensions={0}, to_apply=cmp\n}\n",
+     "({5, 5, 2, 2, 1}, {1, 4, 0, 2, 3})"},
+    {"f8e4m3fn_round", "ENTRY e {\n a = f32[5] constant({1.0625, 500, 0.3, 3, -0.001})\n"
+                       " ROOT c = f8e4m3fn[5] convert(a)\n}\n", "{1, nan, 0.3125, 3, -0.001953125}"},
+    {"f8e8m0fnu_round", "ENTRY e {\n a = f32[4] constant({3, 0.25, 0, -1})\n"
+                        " ROOT c = f8e8m0fnu[4] convert(a)\n}\n", "{4, 0.25, nan, nan}"},
+    {"slice_pad_rows", "ENTRY e {\n a = f32[2,4] constant({{1, 2, 3, 4}, {5, 6, 7, 8}})\n"
+                       " s = f32[2,2] slice(a), slice={[0:2], [1:4:2]}\n v = f32[] constant(0)\n"
+                       " ROOT p = f32[3,5] pad(s, v), padding=1_0x1_0_1\n}\n",
+     "{{0,0,0,0,0},{0,2,0,4,0},{0,6,0,8,0}}"},
+};
+
 static void
 check_eval(Fixture *fx, const char *name, const char *body, const char *want)
 {
@@ -254,6 +327,13 @@ test_eval_cases(void **state)
 {
     for (size_t i = 0; i < SL_COUNTOF(k_eval); i++)
         check_eval(*state, k_eval[i].name, k_eval[i].text, k_eval[i].want);
+}
+
+static void
+test_eval_custom_and_scan(void **state)
+{
+    for (size_t i = 0; i < SL_COUNTOF(k_eval2); i++)
+        check_eval(*state, k_eval2[i].name, k_eval2[i].text, k_eval2[i].want);
 }
 
 static void
@@ -294,6 +374,14 @@ test_eval_errors(void **state)
          SL_ERR_INVALID, "literal not available"},
         {"unsupported", "HloModule m\n\nENTRY e {\n a = f32[4] constant({1,2,3,4})\n"
                         " ROOT f = f32[4] cholesky(a)\n}\n", SL_ERR_UNSUPPORTED, "cholesky"},
+        {"sharding_dependent", "HloModule m\n\nENTRY e {\n a = f32[4] constant({1,2,3,4})\n"
+                               " ROOT w = f32[6] custom-call(a), custom_call_target=\"_SPMDInternalOp_Wrap\","
+                               " backend_config=\"dimension=0,left_amount=1,right_amount=1\"\n}\n",
+         SL_ERR_UNSUPPORTED, "no single-device meaning"},
+        {"bad_scale", "HloModule m\n\nENTRY e {\n l = f8e4m3fn[1,4] constant({{1,1,1,1}})\n"
+                      " s = f8e8m0fnu[2,2] constant({{1,1},{1,1}})\n"
+                      " ROOT d = f32[1,1] custom-call(l, l, s), custom_call_target=\"__op$block_scaled_dot\"\n}\n",
+         SL_ERR_INVALID, "scale's shape"},
     };
     for (size_t i = 0; i < SL_COUNTOF(k_bad); i++) {
         IrModule *m = parse(fx, k_bad[i].text);
@@ -485,6 +573,26 @@ test_verify_pairs(void **state)
     }
 }
 
+/* Random numbers and host transfers: refused by name before anything runs. */
+static void
+test_verify_not_comparable(void **state)
+{
+    Fixture *fx = *state;
+    static const char *const k_rng =
+        "HloModule m, num_partitions=4\n\nENTRY e {\n lo = f32[] constant(0)\n"
+        " hi = f32[] constant(1)\n ROOT r = f32[4] rng(lo, hi), distribution=rng_uniform,"
+        " sharding={replicated}\n}\n";
+    IrModule *m = parse(fx, k_rng);
+    SimVerifyOptions opt;
+    SimVerifyReport rep;
+    SlError err = {0};
+    sim_verify_options_init(&opt);
+    assert_int_equal(sim_verify(m, m, 4, &opt, &rep, &err), SL_ERR_UNSUPPORTED);
+    if (!strstr(err.msg, "not comparable: rng"))
+        fail_msg("got '%s'", err.msg);
+    ir_module_fini(m);
+}
+
 /* The sample through our own partitioner, as `shardlens verify` runs it. */
 static void
 test_verify_sample(void **state)
@@ -526,11 +634,13 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_eval_cases, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_eval_custom_and_scan, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_eval_control_flow, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_eval_errors, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sim_collectives, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sim_errors, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_verify_pairs, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_verify_not_comparable, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_verify_sample, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

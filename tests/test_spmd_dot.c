@@ -628,6 +628,180 @@ test_conv_feature_group_partial(void **state)
     done(&r);
 }
 
+/* conv_halo_exchange_always_on_lhs=false (F.1 case 0 rule 2, halo on the rhs): the kernel
+ * gets (WC-1)*stride - pl = 1 element from the left neighbour and pl = 1 from the right, and
+ * slides over the unchanged lhs shard with 2 low and 2 high padding; partials all-reduced. */
+static void
+test_conv_halo_on_rhs(void **state)
+{
+    (void)state;
+    static const char *const sets[] = {"conv_halo_exchange_always_on_lhs=false"};
+    DotRun r;
+    run_with(&r,
+             "HloModule m, num_partitions=2\n"
+             "ENTRY e {\n"
+             "  lhs = f32[2,8,8,4] parameter(0), sharding={devices=[1,2,1,1]<=[2]}\n"
+             "  rhs = f32[2,8,8,3] parameter(1), sharding={devices=[1,2,1,1]<=[2]}\n"
+             "  ROOT conv = f32[3,3,4,3] convolution(lhs, rhs), window={size=8x8 pad=1_1x1_1},"
+             " dim_labels=f01b_i01o->01bf, sharding={replicated}\n"
+             "}\n",
+             2, 256, sets, 1);
+    want(&r, "f32[2,1,8,3] collective-permute(%slice), channel_id=1, "
+             "source_target_pairs={{0,1}}");
+    want(&r, "f32[2,1,8,3] collective-permute(%slice.1), channel_id=2, "
+             "source_target_pairs={{1,0}}");
+    want(&r, "f32[2,6,8,3] concatenate(%collective-permute, %rhs.1, %collective-permute.1)");
+    want(&r, "f32[3,3,4,3] convolution(%lhs.1, %concatenate), window={size=6x8 pad=2_2x1_1}");
+    want(&r, "f32[3,3,4,3] all-reduce(%conv.1), channel_id=3, replica_groups=[1,2]<=[2]");
+    assert_int_equal(count(r.text.data, "collective-permute("), 2);
+    assert_null(strstr(r.text.data, "all-gather("));
+    want_trace(&r, "convolution conv_halo_on_rhs");
+    done(&r);
+}
+
+/* With window dilation the rhs halos are not affine in the shard index: the lhs variant is
+ * used even when conv_halo_exchange_always_on_lhs is false. */
+static void
+test_conv_halo_on_rhs_dilated_falls_back(void **state)
+{
+    (void)state;
+    static const char *const sets[] = {"conv_halo_exchange_always_on_lhs=false"};
+    DotRun r;
+    run_with(&r,
+             "HloModule m, num_partitions=2\n"
+             "ENTRY e {\n"
+             "  lhs = f32[2,9,8,4] parameter(0), sharding={devices=[1,2,1,1]<=[2]}\n"
+             "  rhs = f32[2,4,8,3] parameter(1), sharding={devices=[1,2,1,1]<=[2]}\n"
+             "  ROOT conv = f32[5,1,4,3] convolution(lhs, rhs), window={size=4x8 pad=1_1x0_0"
+             " rhs_dilate=2x1}, dim_labels=f01b_i01o->01bf, sharding={replicated}\n"
+             "}\n",
+             2, 256, sets, 1);
+    want(&r, "f32[2,2,8,4] collective-permute(%slice), channel_id=1, "
+             "source_target_pairs={{0,1}}");
+    want(&r, "f32[5,1,4,3] convolution(%select, %rhs.1), window={size=2x8 rhs_dilate=2x1}");
+    want(&r, "f32[5,1,4,3] all-reduce(%conv.1), channel_id=3, replica_groups=[1,2]<=[2]");
+    want_trace(&r, "convolution conv_halo_on_lhs");
+    done(&r);
+}
+
+/* Both operands split 2 ways on different contracting dims (E.8 with equal contracting
+ * counts): the smaller lhs is re-tiled to the rhs's per-dim counts (one all-to-all), then
+ * one all-reduce of the partial products. */
+static void
+test_dot_contracting_retile(void **state)
+{
+    (void)state;
+    DotRun r;
+    run(&r,
+        "HloModule m, num_partitions=2\n"
+        "ENTRY e {\n"
+        "  lhs = f32[4,6] parameter(0), sharding={devices=[1,2]<=[2]}\n"
+        "  rhs = f32[4,6,32] parameter(1), sharding={devices=[2,1,1]<=[2]}\n"
+        "  ROOT d = f32[32] dot(lhs, rhs), lhs_contracting_dims={0,1},"
+        " rhs_contracting_dims={0,1}, sharding={replicated}\n"
+        "}\n",
+        2, 256);
+    want(&r, "f32[2,2,3] all-to-all(%reshape), channel_id=1, replica_groups=[1,2]<=[2], "
+             "dimensions={0}");
+    want(&r, "f32[32] dot(%reshape.1, %rhs.1), lhs_contracting_dims={0,1}");
+    want(&r, "f32[32] all-reduce(%d.1), channel_id=2, replica_groups=[1,2]<=[2]");
+    assert_int_equal(count(r.text.data, "all-to-all("), 1);
+    assert_int_equal(count(r.text.data, "all-reduce("), 1);
+    want_trace(&r, "dot group_on_contracting");
+    done(&r);
+}
+
+/* E.7 with the other operand grouped on the tile dims whose device groups coincide with the
+ * output's (FindMatchingPartitionedDimsForGrouping: a data dim plus the replication dim): the
+ * kernel is gathered on its output-feature dim only, then the contracting groups inside each
+ * group give one all-reduce and a dynamic-slice. */
+static void
+test_conv_non_contracting_matching_dims(void **state)
+{
+    (void)state;
+    DotRun r;
+    run(&r,
+        "HloModule m, num_partitions=8\n"
+        "ENTRY e {\n"
+        "  lhs = f32[8,6,2,5] parameter(0), sharding={devices=[4,1,2,1]<=[8]}\n"
+        "  rhs = f32[2,5,4,1] parameter(1), sharding={devices=[2,1,2,1,2]<=[4,2]T(1,0)"
+        " last_tile_dim_replicate}\n"
+        "  ROOT conv = f32[8,6,4,1] convolution(lhs, rhs), window={size=1x2},"
+        " dim_labels=0b1f_1io0->0bf1, sharding={devices=[4,1,2,1]<=[8]}\n"
+        "}\n",
+        8, 256);
+    want(&r, "f32[1,5,4,1] all-gather(%rhs.1), channel_id=1, "
+             "replica_groups=[4,2]<=[2,2,2]T(2,1,0), dimensions={2}");
+    want(&r, "f32[2,6,4,1] convolution(%lhs.1, %all-gather), window={size=1x1}");
+    want(&r, "f32[2,6,4,1] all-reduce(%conv.1), channel_id=2, "
+             "replica_groups={{0,1},{2,3},{4,5},{6,7}}");
+    want(&r, "f32[2,6,2,1] dynamic-slice(%all-reduce, ");
+    assert_int_equal(count(r.text.data, "all-gather("), 1);
+    want_trace(&r, "convolution group_on_non_contracting");
+    want_trace(&r, "convolution group_on_contracting");
+    done(&r);
+}
+
+/* E.8 with the output sharded on a dim every contracting group agrees on: the inner creator
+ * all-reduces and slices each local product (a reduce-scatter on the batch-sharded local
+ * result), and only the sliced result is all-to-all'ed to the output sharding. */
+static void
+test_dot_contracting_sliced_output(void **state)
+{
+    (void)state;
+    DotRun r;
+    run(&r,
+        "HloModule m, num_partitions=4\n"
+        "ENTRY e {\n"
+        "  lhs = f32[4,4,6] parameter(0), sharding={devices=[2,1,2]<=[4]}\n"
+        "  rhs = f32[4,6,8] parameter(1), sharding={devices=[2,2,1]<=[4]}\n"
+        "  ROOT d = f32[4,4,8] dot(lhs, rhs), lhs_batch_dims={0}, rhs_batch_dims={0},"
+        " lhs_contracting_dims={2}, rhs_contracting_dims={1}, sharding={devices=[1,2,2]<=[4]}\n"
+        "}\n",
+        4, 256);
+    want(&r, "f32[2,4,8] dot(%lhs.1, %rhs.1)");
+    want(&r, "f32[2,4,8] all-reduce(%d.1), channel_id=1, replica_groups=[2,2]<=[4]");
+    want(&r, "f32[2,4,4] dynamic-slice(%all-reduce, %constant, %constant, %reshape)");
+    want(&r, "f32[2,2,2,4] all-to-all(%reshape.1), channel_id=2, replica_groups={{0,2},{1,3}}, "
+             "dimensions={1}");
+    assert_int_equal(count(r.text.data, "all-reduce("), 1);
+    want_trace(&r, "dot group_on_contracting");
+    done(&r);
+}
+
+/* choose_faster_windowed_einsum_over_mem with both operands matching the output on free dims:
+ * only matching the lhs gives the per-group problem a windowed loop (2 iterations; the rhs
+ * side has none), so the lhs is matched, the rhs is gathered on its contracting dim where it
+ * is (no collective-permute first), and the loop runs inside each group. */
+static void
+test_dot_non_contracting_match_by_iterations(void **state)
+{
+    (void)state;
+    static const char *const sets[] = {"choose_faster_windowed_einsum_over_mem=true"};
+    DotRun r;
+    run_with(&r,
+             "HloModule m, num_partitions=8\n"
+             "ENTRY e {\n"
+             "  a = f32[8,4,16] parameter(0), sharding={devices=[4,1,2]<=[8]}\n"
+             "  b = f32[16,32] parameter(1), sharding={devices=[2,2,2]<=[2,4]T(1,0)"
+             " last_tile_dim_replicate}\n"
+             "  ROOT d = f32[8,4,32] dot(a, b), lhs_contracting_dims={2},"
+             " rhs_contracting_dims={0}, sharding={devices=[4,1,2]<=[8]}\n"
+             "}\n",
+             8, 0, sets, 1);
+    want(&r, "f32[16,16] all-gather(%b.1), channel_id=1, replica_groups=[4,2]<=[4,2]T(1,0), "
+             "dimensions={0}");
+    want(&r, "(f32[2,4,8], f32[16,16], f32[2,4,16], f32[2,4,16], u32[]) while(%tuple), "
+             "condition=%windowed_dot_general_cond_ag");
+    want(&r, "f32[2,4,8] collective-permute(%param.2), channel_id=2, "
+             "source_target_pairs={{0,1},{1,0},{2,3},{3,2},{4,5},{5,4},{6,7},{7,6}}");
+    assert_int_equal(count(r.text.data, "all-gather("), 1);
+    assert_int_equal(count(r.text.data, "collective-permute("), 1);
+    want_trace(&r, "dot non_contracting_match_lhs");
+    want_trace(&r, "dot group_on_non_contracting");
+    done(&r);
+}
+
 int
 main(void)
 {
@@ -652,6 +826,12 @@ main(void)
         cmocka_unit_test(test_conv_halo_window_reversal),
         cmocka_unit_test(test_conv_halo_partial_replication),
         cmocka_unit_test(test_conv_feature_group_partial),
+        cmocka_unit_test(test_conv_halo_on_rhs),
+        cmocka_unit_test(test_conv_halo_on_rhs_dilated_falls_back),
+        cmocka_unit_test(test_dot_contracting_retile),
+        cmocka_unit_test(test_conv_non_contracting_matching_dims),
+        cmocka_unit_test(test_dot_contracting_sliced_output),
+        cmocka_unit_test(test_dot_non_contracting_match_by_iterations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

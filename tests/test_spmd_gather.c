@@ -250,6 +250,135 @@ test_scatter_index_passthrough(void **state)
     expect_decision(fx, "scatter index-passthrough");
 }
 
+/* Index passthrough with the index vector dim sharded too: the combining all-reduces run over
+ * the devices that differ only on the index batch dims ({0,1,4,5} and {2,3,6,7}), so exactly
+ * one device of each such group (in-group id 0: devices 0 and 2) keeps the operand. */
+static void
+test_scatter_index_passthrough_ivd_mask(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule m, num_partitions=8\n\n" ADD_F32 "ENTRY e {\n"
+              "  x = f32[2,9,8] parameter(0), sharding={replicated}\n"
+              "  ids = s32[4,2,4] parameter(1), sharding={devices=[2,2,2]<=[8]}\n"
+              "  upd = f32[4,4,8] parameter(2),"
+              " sharding={devices=[2,2,1,2]<=[8] last_tile_dim_replicate}\n"
+              "  ROOT s = f32[2,9,8] scatter(x, ids, upd), update_window_dims={2},"
+              " inserted_window_dims={0,1}, scatter_dims_to_operand_dims={0,1},"
+              " index_vector_dim=1, to_apply=add, sharding={replicated}\n"
+              "}\n",
+              NULL);
+    expect_text(fx, "= u32[8] constant({0, 1, 0, 1, 2, 3, 2, 3})", 1);
+    expect_text(fx, "= pred[] convert(%reshape)", 1);
+    expect_text(fx, "= f32[2,9,8] select(%broadcast, %broadcast.1, %x.1)", 1);
+    expect_text(fx, "= s32[2,2,2] all-gather(%ids.1)", 1);
+    expect_text(fx, "replica_groups=[4,2]<=[8], use_global_device_ids=true, to_apply", 1);
+    expect_text(fx, "replica_groups=[4,2]<=[2,4]T(1,0), use_global_device_ids=true, to_apply", 1);
+    expect_text(fx, "all-reduce(", 2);
+}
+
+/* Index passthrough merges the output sharding into the indices' (partially replicated)
+ * sharding: the indices are dynamic-sliced to [2,2,2] locally, no collective at all. */
+static void
+test_gather_index_passthrough_merges_output(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule m, num_partitions=4\n\nENTRY e {\n"
+              "  x = f32[2,9,8] parameter(0), sharding={replicated}\n"
+              "  ids = s32[4,2,4] parameter(1),"
+              " sharding={devices=[2,1,1,2]<=[4] last_tile_dim_replicate}\n"
+              "  ROOT g = f32[8,4,4] gather(x, ids), offset_dims={0}, collapsed_slice_dims={0,1},"
+              " start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,1,8},"
+              " sharding={devices=[1,2,2]<=[4]}\n"
+              "}\n",
+              NULL);
+    expect_text(fx, "= s32[2,2,2] dynamic-slice(%ids.1,", 1);
+    expect_text(fx, "= f32[8,2,2] gather(%x.1, %dynamic-slice", 1);
+    expect_text(fx, "all-", 0);
+    expect_text(fx, "collective-permute", 0);
+    expect_decision(fx, "gather index-passthrough");
+}
+
+/* Index-parallel on both operand dims with the operand's passthrough dim kept: the operand
+ * [2,2,2,1] is re-laid as [4,1,2,1] by one all-to-all over {0,2},{1,3},{4,6},{5,7}. */
+static void
+test_gather_index_parallel_keeps_passthrough(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule m, num_partitions=8\n\nENTRY e {\n"
+              "  x = s32[8,4,2,2] parameter(0), sharding={devices=[2,2,2,1]<=[8]}\n"
+              "  i1 = s32[1,8,4] iota(), iota_dimension=2,"
+              " sharding={devices=[1,4,1,2]<=[8] last_tile_dim_replicate}\n"
+              "  i2 = s32[1,8,4] iota(), iota_dimension=1,"
+              " sharding={devices=[1,4,1,2]<=[8] last_tile_dim_replicate}\n"
+              "  ids = s32[2,8,4] concatenate(i1, i2), dimensions={0},"
+              " sharding={devices=[1,4,1,2]<=[8] last_tile_dim_replicate}\n"
+              "  ROOT g = s32[8,4,2,2] gather(x, ids), offset_dims={2,3},"
+              " collapsed_slice_dims={0,1}, start_index_map={1,0}, index_vector_dim=0,"
+              " slice_sizes={1,1,2,2}, sharding={replicated}\n"
+              "}\n",
+              NULL);
+    expect_text(fx, " all-to-all(", 1);
+    expect_text(fx, "replica_groups=[4,2]<=[2,2,2]T(0,2,1), dimensions={1}", 1);
+    expect_text(fx, "= s32[2,4,1,2] gather(", 1);
+    expect_text(fx, "= s32[2,2,4] subtract(", 1);
+    expect_text(fx, " all-gather(", 2);
+    expect_text(fx, "all-reduce(", 0);
+}
+
+/* Trivially sliced operand grouped on its replication, the indices borrowing shards of a data
+ * dim for the partial grouping (GroupShardingOnReplicatedDim): the masked result all-reduces
+ * over pairs only, the indices stay [2,4,2] locally. */
+static void
+test_gather_trivial_sliced_partial_grouping(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule m, num_partitions=8\n\n"
+              "add {\n  x = s32[] parameter(0)\n  y = s32[] parameter(1)\n"
+              "  ROOT s = s32[] add(x, y)\n}\n\nENTRY e {\n"
+              "  x = s32[8,4,2,2] parameter(0),"
+              " sharding={devices=[2,2,1,1,2]<=[8] last_tile_dim_replicate}\n"
+              "  ids = s32[2,8,4] parameter(1),"
+              " sharding={devices=[1,2,2,2]<=[8] last_tile_dim_replicate}\n"
+              "  ROOT g = s32[8,4,2,2] gather(x, ids), offset_dims={2,3},"
+              " collapsed_slice_dims={0,1}, start_index_map={0,1}, index_vector_dim=0,"
+              " slice_sizes={1,1,2,2}, sharding={replicated}\n"
+              "}\n",
+              NULL);
+    expect_text(fx, "= s32[4,2,2,2] all-reduce(%select)", 1);
+    expect_text(fx, "replica_groups={{0,1},{2,3},{4,5},{6,7}}, use_global_device_ids=true,"
+                    " to_apply", 1);
+    expect_text(fx, "all-reduce(", 1);
+}
+
+/* Unevenly sharded scatter indices (10 rows over 4 devices) are replicated and resharded with
+ * -1 padding, so the padded rows are out of bounds and the scatter drops them. */
+static void
+test_scatter_uneven_indices_repad(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule m, num_partitions=4\n\n"
+              "mx {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"
+              "  ROOT s = f32[] maximum(x, y)\n}\n\nENTRY e {\n"
+              "  t = f32[16,8] parameter(0), sharding={replicated}\n"
+              "  ids = s32[10,1] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+              "  upd = f32[10,8] parameter(2), sharding={devices=[4,1]<=[4]}\n"
+              "  ROOT s = f32[16,8] scatter(t, ids, upd), update_window_dims={1},"
+              " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,"
+              " to_apply=mx, sharding={replicated}\n"
+              "}\n",
+              NULL);
+    expect_text(fx, "= s32[12,1] all-gather(%ids.1)", 1);
+    expect_text(fx, "= s32[] constant(-1)", 1);
+    expect_text(fx, "= s32[12,1] pad(%slice, %constant), padding=0_2x0_0", 1);
+    expect_text(fx, "= s32[3,1] dynamic-slice(%pad,", 1);
+    expect_text(fx, "scatter(%select, %dynamic-slice.1, %upd.1)", 1);
+}
+
 /* The preferred-methods option puts a method first even when another would be cheaper. */
 static void
 test_gather_preferred_option(void **state)
@@ -328,6 +457,16 @@ main(void)
         cmocka_unit_test_setup_teardown(test_scatter_trivial_sliced, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_scatter_index_passthrough, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_scatter_index_passthrough_ivd_mask, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_index_passthrough_merges_output,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_index_parallel_keeps_passthrough,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_trivial_sliced_partial_grouping,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_scatter_uneven_indices_repad, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_gather_preferred_option, fixture_setup,
                                         fixture_teardown),

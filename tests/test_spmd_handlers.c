@@ -71,6 +71,19 @@ static const struct {
         "channel_id=1, source_target_pairs={{0,1},{2,3}}|"
         "ROOT %dynamic-slice.2 = s32[2,3,2,1,7,5] dynamic-slice(%concatenate,",
      " all-"},
+    /* D.0 uneven infeed: one branch per shard shape (9 = 5 + 4), branch index = partition id,
+     * the short shard padded to the shard shape f32[5,2] */
+    {"infeed_uneven_conditional",
+     HDR(2) "ENTRY main {\n  t = token[] after-all(), sharding={maximal device=0}\n"
+            "  i = (f32[9,2], token[]) infeed(t), sharding={{devices=[2,1]<=[2]}, "
+            "{maximal device=0}}\n  ROOT d = f32[9,2] get-tuple-element(i), index=0, "
+            "sharding={devices=[2,1]<=[2]}\n}\n",
+     2, "(f32[5,2], token[]) infeed(%infeed_token_param)|(f32[4,2], token[]) "
+        "infeed(%infeed_token_param.1)|f32[5,2] pad(%get-tuple-element, %constant), "
+        "padding=0_1x0_0|s32[] convert(%partition-id)|conditional(%convert, %t.1, %t.1), "
+        "branch_computations={%infeed_branch_0, %infeed_branch_1}|"
+        "ROOT %d.1 = f32[5,2] get-tuple-element(%conditional), index=0",
+     " all-"},
     /* D.19: the operand takes the reversed device order, a collective-permute */
     {"reverse_permute",
      HDR(4) "ENTRY main {\n  p = f32[16] parameter(0), sharding={devices=[4]<=[4]}\n"

@@ -104,10 +104,13 @@ typedef struct SlSymRec {
 } SlSymRec;
 typedef const SlSymRec *SlSym;
 
+typedef struct SlInternSlot {
+    SlSym sym;     /* NULL: empty */
+    uint32_t hash; /* sym->hash, so that probes need not touch the record */
+} SlInternSlot;
 typedef struct SlInterner {
-    SlArena *arena; /* records are allocated here; not owned */
-    SlSym *slots;   /* open addressing, heap; power-of-two capacity */
-    uint32_t *hashes; /* hashes[j] = slots[j]->hash, so probes need not touch records */
+    SlArena *arena;      /* records are allocated here; not owned */
+    SlInternSlot *slots; /* open addressing, heap; power-of-two capacity */
     size_t cap, count;
 } SlInterner;
 

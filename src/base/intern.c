@@ -38,7 +38,6 @@ sl_interner_init(SlInterner *in, SlArena *arena)
 {
     in->arena = arena;
     in->slots = NULL;
-    in->hashes = NULL;
     in->cap = 0;
     in->count = 0;
 }
@@ -47,36 +46,26 @@ void
 sl_interner_fini(SlInterner *in)
 {
     free(in->slots);
-    free(in->hashes);
     in->slots = NULL;
-    in->hashes = NULL;
     in->cap = in->count = 0;
 }
 
 static bool
 resize(SlInterner *in, size_t cap)
 {
-    SlSym *slots = calloc(cap, sizeof(SlSym));
-    uint32_t *hashes = malloc(cap * sizeof(uint32_t));
-    if (!slots || !hashes) {
-        free(slots);
-        free(hashes);
+    SlInternSlot *slots = calloc(cap, sizeof(SlInternSlot));
+    if (!slots)
         return false;
-    }
     for (size_t i = 0; i < in->cap; i++) {
-        SlSym s = in->slots[i];
-        if (!s)
+        if (!in->slots[i].sym)
             continue;
-        size_t j = s->hash & (cap - 1);
-        while (slots[j])
+        size_t j = in->slots[i].hash & (cap - 1);
+        while (slots[j].sym)
             j = (j + 1) & (cap - 1);
-        slots[j] = s;
-        hashes[j] = s->hash;
+        slots[j] = in->slots[i];
     }
     free(in->slots);
-    free(in->hashes);
     in->slots = slots;
-    in->hashes = hashes;
     in->cap = cap;
     return true;
 }
@@ -86,7 +75,7 @@ sl_interner_reserve(SlInterner *in, size_t n)
 {
     size_t cap = in->cap ? in->cap : INTERN_MIN_CAP;
     while (cap / 2 < n) {
-        if (cap > SIZE_MAX / 4 / sizeof(SlSym))
+        if (cap > SIZE_MAX / 4 / sizeof(SlInternSlot))
             return false;
         cap *= 2;
     }
@@ -104,10 +93,10 @@ sl_intern(SlInterner *in, SlStr s)
     size_t mask = in->cap - 1;
     size_t j = h & mask;
     for (;;) {
-        SlSym cur = in->slots[j];
+        SlSym cur = in->slots[j].sym;
         if (!cur)
             break;
-        if (in->hashes[j] == h && cur->len == s.len && memcmp(cur->text, s.ptr, s.len) == 0)
+        if (in->slots[j].hash == h && cur->len == s.len && memcmp(cur->text, s.ptr, s.len) == 0)
             return cur;
         j = (j + 1) & mask;
     }
@@ -120,8 +109,8 @@ sl_intern(SlInterner *in, SlStr s)
     if (s.len)
         memcpy(r->text, s.ptr, s.len);
     r->text[s.len] = '\0';
-    in->slots[j] = r;
-    in->hashes[j] = h;
+    in->slots[j].sym = r;
+    in->slots[j].hash = h;
     in->count++;
     return r;
 }

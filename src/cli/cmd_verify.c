@@ -2,7 +2,8 @@
  * Owns: option wiring and the order parse -> check -> shardings fit N -> partition (or read
  * P.hlo) -> simulate and compare -> one result line. Does not own: simulation (src/sim) or
  * partitioning (src/spmd). Exit status: 0 agree, 1 mismatch (or a partitioned program that
- * cannot run: deadlock, mismatched collective), 2 bad input, 3 unsupported opcode. */
+ * cannot run: deadlock, mismatched collective), 2 bad input, 3 not checked (unsupported opcode,
+ * too large to simulate, outputs not comparable). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,8 +178,10 @@ const CliCommand cmd_verify = {
         "Tolerances default by type: f32 1e-4/1e-4, f16 and bf16 2e-2/2e-2, f64 1e-9/1e-9.\n"
         "Exit status: 0 all outputs agree; 1 a mismatch (the first mismatching output,\n"
         "element, device, both values and the error are printed) or a partitioned program\n"
-        "that cannot run (deadlock, mismatched collective); 2 bad input; 3 an opcode the\n"
-        "evaluator does not support (named).\n",
+        "that cannot run (deadlock, mismatched collective); 2 bad input; 3 not checked: an\n"
+        "opcode or custom-call target the evaluator does not support (named), a module too\n"
+        "large to simulate, or outputs that are not comparable between one device and N\n"
+        "(rng, infeed, outfeed: named).\n",
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

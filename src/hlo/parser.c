@@ -793,7 +793,15 @@ hlo_parse(SlArena *arena, SlInterner *names, SlStr text, const char *path, IrMod
     P.names = names;
     P.err = err;
     P.m = ir_module_new(arena, names, NULL);
+    /* Size the name tables for the input up front (about one instruction per 256 bytes of
+     * text in real dumps), instead of rehashing them through every doubling. */
+    size_t guess = text.len / 256;
     SlStatus st;
+    if (P.m && (!sl_interner_reserve(names, names->count + guess) ||
+                !sl_map_reserve(&P.instrs, guess) || !sl_map_reserve(&P.m->name_counters, guess))) {
+        ir_module_fini(P.m);
+        P.m = NULL;
+    }
     if (!P.m) {
         SlSrcLoc loc = {path, 0, 0};
         st = sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");

@@ -12,6 +12,7 @@
 /* clang-format on */
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* An inferred dim that matches anything: it came from an unbounded ('?') operand dim. */
@@ -23,7 +24,8 @@ typedef struct Ck {
     SlError *err;
     SlArena scratch; /* inferred shapes; released by ir_module_check() */
     SlMap comp_pos;  /* computation -> 1 + index in m->comps */
-    SlMap seen;      /* instruction -> 1 once checked (operands must be seen first) */
+    const IrInstr **seen; /* by id: the instruction once checked (operands must be seen first) */
+    uint32_t n_seen;      /* m->next_instr_id entries */
 } Ck;
 
 /* ---- errors ---------------------------------------------------------------------------- */
@@ -1501,7 +1503,7 @@ check_operands_defined(Ck *ck, const IrComputation *c, const IrInstr *in)
         const IrInstr *o = in->operands[k];
         if (!o)
             return bad(ck, in, "operand %u is missing", k);
-        if (o->parent != c || !sl_map_get(&ck->seen, SL_MAP_KEY(o), NULL))
+        if (o->parent != c || o->id >= ck->n_seen || ck->seen[o->id] != o)
             return bad(ck, in, "operand %u (%%%s) is not defined earlier in %%%s", k,
                        sl_sym_cstr(o->name), sl_sym_cstr(c->name));
     }
@@ -1545,11 +1547,18 @@ check_computation(Ck *ck, const IrComputation *c, uint64_t pos)
             return sl_fail(ck->err, SL_ERR_INTERNAL, instr_loc(ck, in),
                            "instruction %%%s is listed in %%%s but belongs elsewhere",
                            sl_sym_cstr(in->name), sl_sym_cstr(c->name));
+        SlArenaMark mark = sl_arena_mark(&ck->scratch);
         if ((st = check_operands_defined(ck, c, in)) || (st = check_callees(ck, in, pos)) ||
             (st = check_shape_rules(ck, in)))
             return st;
-        if (!sl_map_put(&ck->seen, SL_MAP_KEY(in), 1))
+        if (sl_arena_failed(&ck->scratch))
             return nomem(ck, in);
+        sl_arena_release(&ck->scratch, mark); /* inferred shapes are not kept */
+        if (in->id >= ck->n_seen)
+            return sl_fail(ck->err, SL_ERR_INTERNAL, instr_loc(ck, in),
+                           "instruction %%%s has id %u beyond the module's %u", sl_sym_cstr(in->name),
+                           in->id, ck->n_seen);
+        ck->seen[in->id] = in;
     }
     return st;
 }
@@ -1560,9 +1569,14 @@ ir_module_check(const IrModule *m, const char *path, SlError *err)
     Ck ck = {.m = m, .path = path, .err = err};
     sl_arena_init(&ck.scratch);
     sl_map_init(&ck.comp_pos);
-    sl_map_init(&ck.seen);
     SlStatus st = SL_OK;
     SlSrcLoc nowhere = {path, 0, 0};
+    /* A first chunk, so that the per-instruction mark/release below never frees it. */
+    (void)sl_arena_alloc(&ck.scratch, 1, 1);
+    ck.n_seen = m->next_instr_id;
+    ck.seen = calloc(ck.n_seen ? ck.n_seen : 1, sizeof(*ck.seen));
+    if (!ck.seen)
+        st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
     uint32_t n_entry = 0;
     for (uint32_t i = 0; i < m->n_comps && !st; i++) {
         n_entry += m->comps[i]->is_entry;
@@ -1578,7 +1592,7 @@ ir_module_check(const IrModule *m, const char *path, SlError *err)
         if (!st && sl_arena_failed(&ck.scratch))
             st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory checking module");
     }
-    sl_map_fini(&ck.seen);
+    free(ck.seen);
     sl_map_fini(&ck.comp_pos);
     sl_arena_fini(&ck.scratch);
     return st;

@@ -3,7 +3,6 @@
  * module arena; side tables on the heap are released by ir_module_fini(). */
 #include "ir/ir.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* ---- tables ---- */
@@ -485,13 +484,28 @@ ir_module_unique_name(IrModule *m, SlStr want)
     }
     if (next == 0)
         next = 1;
-    char tmp[32];
+    /* "base.next", built on the stack unless the base is long. */
+    char digits[24];
+    size_t n_digits = 0;
+    for (uint64_t v = next; v; v /= 10)
+        digits[sizeof(digits) - ++n_digits] = (char)('0' + v % 10);
+    char small[128];
+    size_t len = base.len + 1 + n_digits;
     SlBuf buf;
     sl_buf_init(&buf);
-    sl_buf_put_str(&buf, base);
-    int n = snprintf(tmp, sizeof(tmp), ".%llu", (unsigned long long)next);
-    sl_buf_append(&buf, tmp, (size_t)n);
-    SlSym r = buf.failed ? NULL : sl_intern(m->names, sl_buf_str(&buf));
+    char *text = small;
+    if (len > sizeof(small)) {
+        sl_buf_append(&buf, base.ptr, base.len);
+        sl_buf_append(&buf, ".", 1);
+        sl_buf_append(&buf, digits + sizeof(digits) - n_digits, n_digits);
+        text = buf.failed ? NULL : buf.data;
+    } else {
+        memcpy(small, base.ptr, base.len);
+        small[base.len] = '.';
+        memcpy(small + base.len + 1, digits + sizeof(digits) - n_digits, n_digits);
+    }
+    SlStr name = {text, len};
+    SlSym r = text ? sl_intern(m->names, name) : NULL;
     sl_buf_fini(&buf);
     sl_map_put(&m->name_counters, SL_MAP_KEY(b), next + 1);
     return r;

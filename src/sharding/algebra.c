@@ -546,6 +546,13 @@ merge_compatible(SlArena *a, const ShdSharding *x, const ShdSharding *dst, int64
     return shd_make_tiled(a, md, n, devs, &rep_sub, n - r, form);
 }
 
+const ShdSharding *
+shd_merge_if_compatible(SlArena *a, const ShdSharding *to_merge, const ShdSharding *dst,
+                        int64_t min_tiles)
+{
+    return merge_compatible(a, to_merge, dst, min_tiles);
+}
+
 /* ---- B.5 reshape propagation ---- */
 
 /* The sharding of `to` obtained from the shards of source dims [start, end) alone: reshape

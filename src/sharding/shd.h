@@ -125,6 +125,11 @@ int64_t shd_find_tile_move_target(const IrShape *shape, const ShdSharding *s, ui
                                   const int64_t *excluded, uint32_t n_excluded);
 const ShdSharding *shd_split_dim(SlArena *a, const ShdSharding *s, uint32_t dim, int64_t major);
 const ShdSharding *shd_merge_dims(SlArena *a, const ShdSharding *s, uint32_t dim);
+/* MergeShardingIfCompatible: tiled like both `to_merge` and the partially replicated `dst` on
+ * every data dim, with at least `min_tiles` tiles (XLA passes dst's tile count + 1); NULL when
+ * there is none, `to_merge` when dst is not tiled. */
+const ShdSharding *shd_merge_if_compatible(SlArena *a, const ShdSharding *to_merge,
+                                           const ShdSharding *dst, int64_t min_tiles);
 const ShdSharding *shd_partial_replicate_reshard_compatible(SlArena *a,
                                                             const ShdSharding *partial,
                                                             const ShdSharding *target);

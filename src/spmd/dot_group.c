@@ -39,6 +39,24 @@ group_base(SpmdCtx *cx, const IrShape *base, const ShdGrouped *g)
     return s;
 }
 
+/* Every device holds the same data tile under `a` and `b` (device order inside replication
+ * may differ). */
+static bool
+same_tiles(const ShdSharding *a, const ShdSharding *b)
+{
+    int64_t ia[SPMD_MAX_RANK], ib[SPMD_MAX_RANK];
+    uint32_t r = shd_data_rank(a);
+    if (!shd_is_tiled(a) || !shd_is_tiled(b) || r != shd_data_rank(b) || r > SPMD_MAX_RANK ||
+        shd_device_count(a) != shd_device_count(b))
+        return false;
+    for (int64_t k = 0; k < shd_device_count(a); k++) {
+        if (!shd_tile_index(a, a->devices[k], ia) || !shd_tile_index(b, a->devices[k], ib) ||
+            memcmp(ia, ib, r * sizeof(int64_t)))
+            return false;
+    }
+    return true;
+}
+
 /* Reshards `v` to the ungrouped form of `g` (group dims optionally replicated: the other
  * operand of E.7/E.8 gathered along them) and returns the per-group value in `gst`. */
 static SlStatus
@@ -55,6 +73,10 @@ enter_group(SpmdCtx *cx, const SpmdValue *v, const ShdGrouped *g, bool replicate
             if (g->group_dims[i] < (int64_t)g->data_rank)
                 dims[n++] = g->group_dims[i];
         t = shd_partially_replicate_dims(cx->arena, t, dims, n);
+        /* upstream skips the reshard to the ungrouped sharding when only the group order
+         * differs: gathering the operand where it is leaves every device the same tile */
+        const ShdSharding *t2 = shd_partially_replicate_dims(cx->arena, v->sharding, dims, n);
+        t = t && t2 && same_tiles(t, t2) ? t2 : t;
     }
     SpmdValue r;
     SlStatus st = spmd_dot_reshard_to(cx, v, t, &r, err);
@@ -308,9 +330,10 @@ spmd_dot_group_on_batch(SpmdCtx *cx, const DotJob *job, const DotProblem *p, boo
         spmd_state_grouped(cx, p->st, og.device_groups, og.n_groups, og.group_size);
     if (!gst)
         return spmd_nomem(cx, err);
-    spmd_dot_decide_strategy(cx, job, p, DOT_S_GROUP_BATCH,
-           "the output is partitioned on batch dims like an operand: each device group "
-           "computes its own batch slice (data parallelism)");
+    spmd_dot_decide_strategy(
+        cx, job, p, DOT_S_GROUP_BATCH,
+        "the output is partitioned on batch dims like an operand: each device group "
+        "computes its own batch slice (data parallelism)");
     SpmdValue gl, gr, gls, grs;
     SlStatus st = enter_group_mx(cx, p, &p->lhs, &lg, false, gst, &gl, &gls, err);
     if (st == SL_OK)
@@ -321,26 +344,6 @@ spmd_dot_group_on_batch(SpmdCtx *cx, const DotJob *job, const DotProblem *p, boo
 }
 
 /* ---- group on non-contracting dims (E.7) ---- */
-
-/* LhsIsBestMatchForNonContractingPartitioning: 1 lhs, 0 rhs, -1 neither. */
-static int
-lhs_is_best_match(const DotCounts *c, const DotProblem *p)
-{
-    bool may_l = c->lnc == c->olnc && c->lnc > 1, may_r = c->rnc == c->ornc && c->rnc > 1;
-    if (may_l && may_r) {
-        /* the other operand is gathered across the matching groups: compare the totals */
-        int64_t lb = ir_shape_byte_size(&p->lhs.hlo->shape);
-        int64_t rb = ir_shape_byte_size(&p->rhs.hlo->shape);
-        return c->lnc * rb < c->rnc * lb ? 1 : 0;
-    }
-    if (may_l || may_r)
-        return may_l ? 1 : 0;
-    if (c->lnc > 1 && c->olnc > 1)
-        return 1;
-    if (c->rnc > 1 && c->ornc > 1)
-        return 0;
-    return -1;
-}
 
 /* Tile coordinates of every device (subgroup dims included): coords[d * n_tile_dims + i];
  * NULL when device ids are not 0..N-1. */
@@ -391,8 +394,8 @@ matching_group_dims(SpmdCtx *cx, const ShdSharding *s, const ShdGrouped *og, int
 /* GetNonContractingPartitionGroupedShardingForOtherOperand, reduced to its three outcomes:
  * group on the replication dim, group on the tile dims whose device groups coincide with the
  * output's (FindMatchingPartitionedDimsForGrouping; then gathered along the data dims among
- * them), or replicate. */
-static void
+ * them), or replicate (false: upstream's nullopt). */
+static bool
 other_operand_groups(SpmdCtx *cx, const SpmdValue *o, uint32_t rank, const ShdGrouped *og,
                      bool rm, ShdGrouped *g, bool *gather)
 {
@@ -405,7 +408,7 @@ other_operand_groups(SpmdCtx *cx, const SpmdValue *o, uint32_t rank, const ShdGr
         ShdGrouped a = group_aligned(cx, o->sharding, &rd, 1, &shards, og, &exact);
         if (a.inner && (exact || !rm)) {
             *g = a;
-            return;
+            return true;
         }
     }
     int64_t dims[SPMD_MAX_RANK + 1];
@@ -414,79 +417,209 @@ other_operand_groups(SpmdCtx *cx, const SpmdValue *o, uint32_t rank, const ShdGr
     if (a.inner && a.n_groups == G) {
         *g = align_any_order(cx, &a, og);
         *gather = true;
-        return;
+        return true;
     }
     *g = replicated_in_groups(cx, og, NULL, 0, rank);
+    return false;
+}
+
+/* One way of grouping on non-contracting dims: the matching operand's free dims sharded like
+ * the output (md on the operand, od on the output), the groupings, and the other operand's. */
+typedef struct NcPlan {
+    int64_t md[SPMD_MAX_RANK], od[SPMD_MAX_RANK];
+    uint32_t n;
+    ShdGrouped og, mg, otg;
+    bool exact;      /* the matching operand needs no device moves */
+    bool gather;     /* the other operand is gathered along its group dims */
+    bool other_found; /* the other operand has a grouping (else replicated in groups) */
+} NcPlan;
+
+static bool
+nc_plan(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool lhs_match, bool rm,
+        NcPlan *pl)
+{
+    const DotDims *d = &job->dims;
+    DotRole role = lhs_match ? DOT_LHS_NC : DOT_RHS_NC;
+    const SpmdValue *mv = lhs_match ? &p->lhs : &p->rhs, *ov = lhs_match ? &p->rhs : &p->lhs;
+    pl->n = 0;
+    if (!shd_is_tiled(mv->sharding) || !shd_is_tiled(p->out))
+        return false;
+    for (uint32_t k = 0; k < d->n[role]; k++) {
+        const DotDimMap *m = &d->role[role][k];
+        int64_t a = spmd_dot_dim(m, lhs_match ? DOT_LHS : DOT_RHS);
+        int64_t t = shd_dim_shards(mv->sharding, (uint32_t)a);
+        if (t > 1 && t == shd_dim_shards(p->out, (uint32_t)m->out)) {
+            pl->md[pl->n] = a;
+            pl->od[pl->n++] = m->out;
+        }
+    }
+    pl->og = pl->n ? shd_group_on_dims(cx->arena, p->out, pl->od, pl->n, NULL) : (ShdGrouped){0};
+    if (!pl->og.inner)
+        return false;
+    pl->mg = group_aligned(cx, mv->sharding, pl->md, pl->n, NULL, &pl->og, &pl->exact);
+    if (!pl->mg.inner)
+        return false;
+    pl->other_found = other_operand_groups(cx, ov, d->rank[lhs_match ? 1 : 0], &pl->og, rm,
+                                           &pl->otg, &pl->gather);
+    return true;
+}
+
+/* EstimateWindowedEinsumIterationsForNonContractingPartitioning, one side: the iterations of
+ * the windowed loop the per-group problem of matching that side would run, -1 when the other
+ * operand has no grouping or no loop applies. A dry run: nothing is emitted or recorded. */
+static int64_t
+nc_windowed_iterations(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool lhs_match)
+{
+    NcPlan pl;
+    if (!nc_plan(cx, job, p, lhs_match, false, &pl) || !pl.other_found)
+        return -1;
+    const SpmdValue *mv = lhs_match ? &p->lhs : &p->rhs, *ov = lhs_match ? &p->rhs : &p->lhs;
+    const SpmdState *gst =
+        spmd_state_grouped(cx, p->st, pl.og.device_groups, pl.og.n_groups, pl.og.group_size);
+    SpmdValue m = {mv->hlo, group_base(cx, mv->base_shape, &pl.mg), pl.mg.inner, gst};
+    SpmdValue o = {ov->hlo, pl.gather ? ov->base_shape : group_base(cx, ov->base_shape, &pl.otg),
+                   pl.otg.inner, gst};
+    DotProblem in = {lhs_match ? m : o, lhs_match ? o : m, group_base(cx, p->out_base, &pl.og),
+                     pl.og.inner, gst, p->window, {0}, {0}};
+    if (!gst || !m.base_shape || !o.base_shape || !in.out_base)
+        return -1;
+    TraceSink *saved = cx->trace;
+    DotWindowedConfig cfg;
+    cx->trace = trace_null_sink();
+    spmd_windowed_config(cx, job, &in, &cfg);
+    cx->trace = saved;
+    return cfg.kind != DOT_WE_NONE ? gst->num_partitions : -1;
+}
+
+/* LhsIsBestMatchForNonContractingPartitioning: 1 lhs, 0 rhs, -1 neither. With both possible,
+ * choose_faster_windowed_einsum_over_mem prefers the side whose windowed loop runs fewer
+ * iterations (the base partitioner's time estimates are 0), or the lhs exactly when only it
+ * gets a loop (*iters: both counts, -1 where none); otherwise the smaller replication of the
+ * other operand wins. */
+static int
+lhs_is_best_match(SpmdCtx *cx, const DotJob *job, const DotCounts *c, const DotProblem *p,
+                  int64_t *iters)
+{
+    bool may_l = c->lnc == c->olnc && c->lnc > 1, may_r = c->rnc == c->ornc && c->rnc > 1;
+    iters[0] = iters[1] = -1;
+    if (may_l && may_r) {
+        if (cx->opts->choose_faster_windowed_einsum_over_mem && !job->create_scaled) {
+            iters[0] = nc_windowed_iterations(cx, job, p, true);
+            iters[1] = nc_windowed_iterations(cx, job, p, false);
+        }
+        if (iters[0] >= 0 && iters[1] >= 0)
+            return iters[0] < iters[1] ? 1 : 0;
+        if (cx->opts->choose_faster_windowed_einsum_over_mem && !job->create_scaled)
+            return iters[0] >= 0 ? 1 : 0; /* only a matching lhs gets a loop, or neither */
+        /* the other operand is gathered across the matching groups: compare the totals */
+        int64_t lb = ir_shape_byte_size(&p->lhs.hlo->shape);
+        int64_t rb = ir_shape_byte_size(&p->rhs.hlo->shape);
+        return c->lnc * rb < c->rnc * lb ? 1 : 0;
+    }
+    if (may_l || may_r)
+        return may_l ? 1 : 0;
+    if (c->lnc > 1 && c->olnc > 1)
+        return 1;
+    if (c->rnc > 1 && c->ornc > 1)
+        return 0;
+    return -1;
+}
+
+/* The decision behind the matching side when windowed-loop iterations chose it. */
+static void
+decide_match_by_iterations(SpmdCtx *cx, const DotJob *job, int best, const int64_t *iters)
+{
+    if (iters[0] < 0 && iters[1] < 0)
+        return;
+    TraceKV nums[] = {{"lhs_matching_iterations", (double)iters[0], NULL},
+                      {"rhs_matching_iterations", (double)iters[1], NULL}};
+    spmd_dot_decide(cx, job, best ? "non_contracting_match_lhs" : "non_contracting_match_rhs",
+                    "choose_faster_windowed_einsum_over_mem: both operands match the output on "
+                    "free dims; group on the side whose windowed loop runs fewer iterations "
+                    "(-1: no loop; the lhs when only it gets one)",
+                    NULL, 0, nums, SL_COUNTOF(nums));
 }
 
 SlStatus
 spmd_dot_group_on_non_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm,
-                         IrInstr **out, SlError *err)
+                                  IrInstr **out, SlError *err)
 {
     DotCounts c;
     spmd_dot_counts(job, p, &c);
-    int best = lhs_is_best_match(&c, p);
-    if (best < 0 || !shd_is_tiled(p->out))
+    int64_t iters[2];
+    int best = lhs_is_best_match(cx, job, &c, p, iters);
+    NcPlan pl;
+    if (best < 0 || !nc_plan(cx, job, p, best == 1, rm, &pl) || (rm && !pl.exact))
         return SL_OK;
-    const DotDims *d = &job->dims;
-    DotSide ms = best ? DOT_LHS : DOT_RHS;
-    DotRole role = best ? DOT_LHS_NC : DOT_RHS_NC;
+    decide_match_by_iterations(cx, job, best, iters);
     const SpmdValue *mv = best ? &p->lhs : &p->rhs, *ov = best ? &p->rhs : &p->lhs;
-    int64_t md[SPMD_MAX_RANK], od[SPMD_MAX_RANK];
-    uint32_t n = 0;
-    for (uint32_t k = 0; k < d->n[role]; k++) {
-        const DotDimMap *m = &d->role[role][k];
-        int64_t a = spmd_dot_dim(m, ms);
-        if (!shd_is_tiled(mv->sharding))
-            break;
-        int64_t ms_ = shd_dim_shards(mv->sharding, (uint32_t)a);
-        if (ms_ > 1 && ms_ == shd_dim_shards(p->out, (uint32_t)m->out)) {
-            md[n] = a;
-            od[n++] = m->out;
-        }
-    }
-    if (n == 0)
-        return SL_OK;
-    ShdGrouped og = shd_group_on_dims(cx->arena, p->out, od, n, NULL);
-    if (!og.inner)
-        return SL_OK;
-    bool exact;
-    ShdGrouped mg = group_aligned(cx, mv->sharding, md, n, NULL, &og, &exact);
-    if (!mg.inner || (rm && !exact))
-        return SL_OK;
-    ShdGrouped otg;
-    bool gather;
-    other_operand_groups(cx, ov, d->rank[best ? 1 : 0], &og, rm, &otg, &gather);
     const SpmdState *gst =
-        spmd_state_grouped(cx, p->st, og.device_groups, og.n_groups, og.group_size);
+        spmd_state_grouped(cx, p->st, pl.og.device_groups, pl.og.n_groups, pl.og.group_size);
     if (!gst)
         return spmd_nomem(cx, err);
-    spmd_dot_decide_strategy(cx, job, p, DOT_S_GROUP_NC,
-           best ? "the lhs is sharded like the output on its free dims: group devices on them "
-                  "and gather the rhs within each group"
-                : "the rhs is sharded like the output on its free dims: group devices on them "
-                  "and gather the lhs within each group");
+    spmd_dot_decide_strategy(
+        cx, job, p, DOT_S_GROUP_NC,
+        best ? "the lhs is sharded like the output on its free dims: group devices on them "
+               "and gather the rhs within each group"
+             : "the rhs is sharded like the output on its free dims: group devices on them "
+               "and gather the lhs within each group");
     SpmdValue gm, go, gms, gos;
-    SlStatus st = enter_group_mx(cx, p, mv, &mg, false, gst, &gm, &gms, err);
+    SlStatus st = enter_group_mx(cx, p, mv, &pl.mg, false, gst, &gm, &gms, err);
     if (st == SL_OK)
-        st = enter_group_mx(cx, p, ov, &otg, gather, gst, &go, &gos, err);
+        st = enter_group_mx(cx, p, ov, &pl.otg, pl.gather, gst, &go, &gos, err);
     if (st != SL_OK)
         return st;
-    return best ? recurse_in_groups(cx, job, p, &gm, &go, &gms, &gos, &og, gst, out, err)
-                : recurse_in_groups(cx, job, p, &go, &gm, &gos, &gms, &og, gst, out, err);
+    return best ? recurse_in_groups(cx, job, p, &gm, &go, &gms, &gos, &pl.og, gst, out, err)
+                : recurse_in_groups(cx, job, p, &go, &gm, &gos, &gms, &pl.og, gst, out, err);
 }
 
 /* ---- group on contracting dims (E.8) ---- */
 
-/* The inner output sharding and the sharding the all-reduced result has at this level:
- * grouped on the output's replication dim (no slicing), on output dims whose device groups
- * coincide with the contracting groups (all-reduce + dynamic-slice), or replicated. */
+/* How group-on-contracting forms its output (GetDotGroupPartitionContractingOutputShardings):
+ * grouped on the output's replication dim (no slicing), grouped on the output tile dims on
+ * which every contracting group agrees (`slice`: the inner creator all-reduces the partial
+ * products over them and slices its result, a reduce-scatter), or replicated. */
+typedef struct ContractingOut {
+    const ShdSharding *inner;   /* per-group output sharding */
+    const ShdSharding *full;    /* sharding of the all-reduced result at this level */
+    const IrShape *inner_base;  /* per-group output base shape */
+    DotReduceSlice *slice;      /* NULL: all-reduce after the per-group problem */
+} ContractingOut;
+
+/* The output grouped on the tile dims its devices share with the contracting groups `ref`,
+ * when that grouping lines up with `ref` member for member. */
+static bool
+contracting_slice(SpmdCtx *cx, const DotProblem *p, const ShdGrouped *ref, ContractingOut *co)
+{
+    int64_t sd[SPMD_MAX_RANK + 1];
+    uint32_t n = matching_group_dims(cx, p->out, ref, sd), rank = shd_data_rank(p->out);
+    ShdGrouped g = n ? shd_group_on_dims(cx->arena, p->out, sd, n, NULL) : (ShdGrouped){0};
+    ShdGrouped a = g.inner && g.n_groups == ref->n_groups ? align_any_order(cx, &g, ref) : g;
+    const ShdSharding *u = a.inner ? shd_ungroup(cx->arena, &a) : NULL;
+    DotReduceSlice *rs = SL_NEW(cx->arena, DotReduceSlice);
+    if (!u || !rs || !shd_equal(u, p->out) || !same_groups(&a, ref))
+        return false;
+    memset(rs, 0, sizeof(*rs));
+    for (uint32_t k = 0; k < n; k++) {
+        if (sd[k] < (int64_t)rank)
+            rs->dims[rs->n++] = sd[k];
+        else
+            rs->reduce_replication = true;
+    }
+    if (rs->n == 0)
+        return false;
+    rs->st = p->st;
+    rs->out = p->out;
+    *co = (ContractingOut){a.inner, p->out, group_base(cx, p->out_base, &a), rs};
+    return co->inner_base != NULL;
+}
+
 static void
-contracting_output(SpmdCtx *cx, const DotProblem *p, uint32_t rank, const ShdGrouped *ref,
-                   const ShdSharding **inner, const ShdSharding **full)
+contracting_output(SpmdCtx *cx, const DotProblem *p, const ShdGrouped *ref, ContractingOut *co)
 {
     int64_t G = ref->n_groups, rd = replication_dim(p->out);
-    bool exact;
+    *co = (ContractingOut){shd_replicated(cx->arena), shd_replicated(cx->arena), p->out_base,
+                           NULL};
     if (rd >= 0 && shd_replication_factor(p->out) % G == 0) {
         /* upstream aligns ignoring group order and keeps the result even when the groups
          * differ: the inner result then lies in ungroup(a), and the final reshard moves it */
@@ -495,24 +628,59 @@ contracting_output(SpmdCtx *cx, const DotProblem *p, uint32_t rank, const ShdGro
         ShdGrouped a = g.inner && g.n_groups == G ? align_any_order(cx, &g, ref) : g;
         const ShdSharding *u = a.inner ? shd_ungroup(cx->arena, &a) : NULL;
         if (u) {
-            *inner = a.inner;
-            *full = u;
+            co->inner = a.inner;
+            co->full = u;
             return;
         }
     }
-    for (uint32_t i = 0; shd_is_tiled(p->out) && i < rank; i++) {
-        int64_t dim = i;
-        if (shd_dim_shards(p->out, i) != G)
-            continue;
-        ShdGrouped a = group_aligned(cx, p->out, &dim, 1, NULL, ref, &exact);
-        if (a.inner && exact) {
-            *inner = a.inner;
-            *full = shd_partially_replicate_dims(cx->arena, p->out, &dim, 1);
-            return;
-        }
+    if (shd_is_tiled(p->out))
+        contracting_slice(cx, p, ref, co);
+}
+
+/* The inner creator of a sliced group-on-contracting output: the partial products are
+ * all-reduced over the output slice dims (in the contracting level's state) and the result
+ * is sliced on them, as if it were replicated (no reshard-cache entries: the fake base shape
+ * is the local one). */
+static IrInstr *
+reduce_slice(SpmdCtx *cx, const DotReduceSlice *rs, IrInstr *x)
+{
+    if (!x)
+        return NULL;
+    IrComputation *add = spmd_reducer(cx, SPMD_RED_ADD, x->shape.dtype);
+    const char *saved = cx->coll_cause;
+    bool frozen = cx->cache_frozen;
+    cx->coll_cause = rs->outer->handler;
+    cx->cache_frozen = true;
+    x = spmd_all_reduce_along_dims(cx, rs->st, x, rs->out, rs->dims, rs->n, add);
+    const ShdSharding *t = shd_partially_replicate_all_except(cx->arena, rs->out, rs->dims, rs->n);
+    SpmdValue v = {x, x ? &x->shape : NULL, shd_replicated(cx->arena), rs->st}, r;
+    SlError e;
+    memset(&e, 0, sizeof(e));
+    x = x && t && spmd_reshard(cx, &v, t, NULL, &r, &e) == SL_OK ? r.hlo : NULL;
+    if (x && rs->reduce_replication) {
+        int64_t rd = shd_data_rank(rs->out);
+        x = spmd_all_reduce_along_dims(cx, rs->st, x, rs->out, &rd, 1, add);
     }
-    *inner = shd_replicated(cx->arena);
-    *full = shd_replicated(cx->arena);
+    cx->cache_frozen = frozen;
+    cx->coll_cause = saved;
+    return x;
+}
+
+static IrInstr *
+create_reduce_slice(SpmdCtx *cx, const DotJob *job, IrInstr *lhs, IrInstr *rhs,
+                    const IrWindowDim *w)
+{
+    const DotJob *o = job->reduce_slice->outer;
+    return reduce_slice(cx, job->reduce_slice, o->create(cx, o, lhs, rhs, w));
+}
+
+static IrInstr *
+create_scaled_reduce_slice(SpmdCtx *cx, const DotJob *job, IrInstr *lhs, IrInstr *rhs,
+                           IrInstr *lhs_scale, IrInstr *rhs_scale)
+{
+    const DotJob *o = job->reduce_slice->outer;
+    return reduce_slice(cx, job->reduce_slice,
+                        o->create_scaled(cx, o, lhs, rhs, lhs_scale, rhs_scale));
 }
 
 /* Contracting dims (as role indices) sharded alike on both operands. */
@@ -600,9 +768,72 @@ contracting_plan(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool lhs_l
     return n;
 }
 
+/* The per-group operands of group-on-contracting: both operands (and scales) resharded to the
+ * ungrouped forms of `lg`, `rg`, masked on the contracting dims, in state in->st. */
+static SlStatus
+contracting_operands(SpmdCtx *cx, const DotProblem *p, const ShdGrouped *lg,
+                     const ShdGrouped *rg, const int64_t *ld, const int64_t *rd, uint32_t n,
+                     DotProblem *in, SlError *err)
+{
+    const ShdSharding *lu = shd_ungroup(cx->arena, lg), *ru = shd_ungroup(cx->arena, rg);
+    SpmdValue l1, r1, ls1, rs1;
+    SlStatus st = spmd_dot_reshard_to(cx, &p->lhs, lu, &l1, err);
+    if (st == SL_OK)
+        st = spmd_dot_reshard_to(cx, &p->rhs, ru, &r1, err);
+    if (st == SL_OK)
+        st = spmd_dot_reshard_scale(cx, p, &p->lhs, lu, &ls1, err);
+    if (st == SL_OK)
+        st = spmd_dot_reshard_scale(cx, p, &p->rhs, ru, &rs1, err);
+    if (st != SL_OK)
+        return st;
+    l1.hlo = spmd_dot_mask_contracting(cx, &l1, ld, n);
+    r1.hlo = spmd_dot_mask_contracting(cx, &r1, rd, n);
+    if (!l1.hlo || !r1.hlo)
+        return spmd_nomem(cx, err);
+    in->lhs = (SpmdValue){l1.hlo, group_base(cx, p->lhs.base_shape, lg), lg->inner, in->st};
+    in->rhs = (SpmdValue){r1.hlo, group_base(cx, p->rhs.base_shape, rg), rg->inner, in->st};
+    if (ls1.hlo && rs1.hlo) {
+        ls1.hlo = spmd_dot_mask_contracting(cx, &ls1, ld, n);
+        rs1.hlo = spmd_dot_mask_contracting(cx, &rs1, rd, n);
+        if (!ls1.hlo || !rs1.hlo)
+            return spmd_nomem(cx, err);
+        in->lhs_scale =
+            (SpmdValue){ls1.hlo, group_base(cx, ls1.base_shape, lg), lg->inner, in->st};
+        in->rhs_scale =
+            (SpmdValue){rs1.hlo, group_base(cx, rs1.base_shape, rg), rg->inner, in->st};
+    }
+    return SL_OK;
+}
+
+/* Runs the per-group problem `in`: with a sliced output through a job whose creator reduces
+ * and slices, else followed by the all-reduce over the contracting groups. */
+static SlStatus
+contracting_recurse(SpmdCtx *cx, const DotJob *job, const DotProblem *p, const DotProblem *in,
+                    const ShdGrouped *lg, const int64_t *ld, uint32_t n, const ContractingOut *co,
+                    IrInstr **out, SlError *err)
+{
+    DotJob ij = *job;
+    if (co->slice) {
+        co->slice->outer = job;
+        ij.reduce_slice = co->slice;
+        ij.create = create_reduce_slice;
+        ij.create_scaled = job->create_scaled ? create_scaled_reduce_slice : NULL;
+    }
+    IrInstr *dot = NULL;
+    SlStatus st = spmd_partition_dot(cx, &ij, in, &dot, err);
+    if (st != SL_OK || co->slice)
+        return st == SL_OK ? spmd_dot_to_out(cx, p, dot, co->full, out, err) : st;
+    const char *saved = cx->coll_cause;
+    cx->coll_cause = job->handler;
+    IrInstr *ar = spmd_all_reduce_along_dims(cx, p->st, dot, shd_ungroup(cx->arena, lg), ld, n,
+                                             spmd_reducer(cx, SPMD_RED_ADD, dot->shape.dtype));
+    cx->coll_cause = saved;
+    return spmd_dot_to_out(cx, p, ar, co->full, out, err);
+}
+
 SlStatus
 spmd_dot_group_on_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm,
-                     IrInstr **out, SlError *err)
+                              IrInstr **out, SlError *err)
 {
     int64_t ld[SPMD_MAX_RANK], rd[SPMD_MAX_RANK];
     const ShdSharding *ls, *rs;
@@ -620,52 +851,28 @@ spmd_dot_group_on_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *
     else
         lg = shd_align_groups_with(cx->arena, &lg, &rg);
     const ShdSharding *lu = shd_ungroup(cx->arena, &lg), *ru = shd_ungroup(cx->arena, &rg);
-    if (!lu || !ru || (rm && (!shd_equal(lu, p->lhs.sharding) || !shd_equal(ru, p->rhs.sharding))))
+    if (!lu || !ru ||
+        (rm && (!shd_equal(lu, p->lhs.sharding) || !shd_equal(ru, p->rhs.sharding))))
         return SL_OK;
-    const ShdSharding *inner_out, *full_out;
-    contracting_output(cx, p, job->dims.rank[DOT_OUT], &lg, &inner_out, &full_out);
+    ContractingOut co;
+    contracting_output(cx, p, &lg, &co);
     const SpmdState *gst =
         spmd_state_grouped(cx, p->st, lg.device_groups, lg.n_groups, lg.group_size);
-    if (!gst || !inner_out || !full_out)
+    if (!gst || !co.inner || !co.full)
         return spmd_nomem(cx, err);
-    spmd_dot_decide_strategy(cx, job, p, DOT_S_GROUP_CONTRACTING,
-           "both operands are sharded alike on contracting dims: each device group multiplies "
-           "its slice of K and the partial products are summed with an all-reduce");
-    SpmdValue l1, r1, gl, gr, ls1, rs1;
-    SlStatus st = spmd_dot_reshard_to(cx, &p->lhs, lu, &l1, err);
-    if (st == SL_OK)
-        st = spmd_dot_reshard_to(cx, &p->rhs, ru, &r1, err);
-    if (st == SL_OK)
-        st = spmd_dot_reshard_scale(cx, p, &p->lhs, lu, &ls1, err);
-    if (st == SL_OK)
-        st = spmd_dot_reshard_scale(cx, p, &p->rhs, ru, &rs1, err);
+    spmd_dot_decide_strategy(
+        cx, job, p, DOT_S_GROUP_CONTRACTING,
+        co.slice ? "both operands are sharded alike on contracting dims: each device group "
+                   "multiplies its slice of K, and each local product is all-reduced and "
+                   "sliced on the output dims the groups share (a reduce-scatter)"
+                 : "both operands are sharded alike on contracting dims: each device group "
+                   "multiplies its slice of K and the partial products are summed with an "
+                   "all-reduce");
+    DotProblem in = {{0}, {0}, co.inner_base, co.inner, gst, p->window, {0}, {0}};
+    SlStatus st = contracting_operands(cx, p, &lg, &rg, ld, rd, n, &in, err);
     if (st != SL_OK)
         return st;
-    l1.hlo = spmd_dot_mask_contracting(cx, &l1, ld, n);
-    r1.hlo = spmd_dot_mask_contracting(cx, &r1, rd, n);
-    if (!l1.hlo || !r1.hlo)
-        return spmd_nomem(cx, err);
-    gl = (SpmdValue){l1.hlo, group_base(cx, p->lhs.base_shape, &lg), lg.inner, gst};
-    gr = (SpmdValue){r1.hlo, group_base(cx, p->rhs.base_shape, &rg), rg.inner, gst};
-    DotProblem in = {gl, gr, p->out_base, inner_out, gst, p->window, {0}, {0}};
-    if (ls1.hlo && rs1.hlo) {
-        ls1.hlo = spmd_dot_mask_contracting(cx, &ls1, ld, n);
-        rs1.hlo = spmd_dot_mask_contracting(cx, &rs1, rd, n);
-        if (!ls1.hlo || !rs1.hlo)
-            return spmd_nomem(cx, err);
-        in.lhs_scale = (SpmdValue){ls1.hlo, group_base(cx, ls1.base_shape, &lg), lg.inner, gst};
-        in.rhs_scale = (SpmdValue){rs1.hlo, group_base(cx, rs1.base_shape, &rg), rg.inner, gst};
-    }
-    IrInstr *dot = NULL;
-    st = spmd_partition_dot(cx, job, &in, &dot, err);
-    if (st != SL_OK)
-        return st;
-    const char *saved = cx->coll_cause;
-    cx->coll_cause = job->handler;
-    IrInstr *ar = spmd_all_reduce_along_dims(cx, p->st, dot, lu, ld, n,
-                                             spmd_reducer(cx, SPMD_RED_ADD, dot->shape.dtype));
-    cx->coll_cause = saved;
-    return spmd_dot_to_out(cx, p, ar, full_out, out, err);
+    return contracting_recurse(cx, job, p, &in, &lg, ld, n, &co, out, err);
 }
 
 /* ---- remove output partial replication (E.9) ---- */
@@ -684,9 +891,10 @@ spmd_dot_remove_output_partial(SpmdCtx *cx, const DotJob *job, const DotProblem 
         spmd_state_grouped(cx, p->st, og.device_groups, og.n_groups, og.group_size);
     if (!gst)
         return spmd_nomem(cx, err);
-    spmd_dot_decide_strategy(cx, job, p, DOT_S_REMOVE_PARTIAL,
-           "both operands are replicated and the output is partially replicated: every "
-           "replica group computes the whole output sharded over its members");
+    spmd_dot_decide_strategy(
+        cx, job, p, DOT_S_REMOVE_PARTIAL,
+        "both operands are replicated and the output is partially replicated: every "
+        "replica group computes the whole output sharded over its members");
     SpmdValue gl = {p->lhs.hlo, p->lhs.base_shape, p->lhs.sharding, gst};
     SpmdValue gr = {p->rhs.hlo, p->rhs.base_shape, p->rhs.sharding, gst};
     SpmdValue gls = p->lhs_scale, grs = p->rhs_scale;

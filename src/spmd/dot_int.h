@@ -66,7 +66,21 @@ struct DotJob {
     bool replicate_fallback; /* grouped convolutions: no operand inference from the output */
     DotCreateScaledFn create_scaled; /* block-scaled dots: used instead of `create`; operands
                                       * 2 and 3 of `hlo` are the lhs and rhs scales */
+    struct DotReduceSlice *reduce_slice; /* dot_group.c: the wrapped job of a sliced
+                                          * group-on-contracting output, else NULL */
 };
+
+/* A group-on-contracting level whose inner creator all-reduces each local product over the
+ * output dims `dims` (and the replication dim when `reduce_replication`) of `out` in state
+ * `st`, then slices it on them (upstream's inner_creator with output_slice_dims). */
+typedef struct DotReduceSlice {
+    const DotJob *outer;      /* creates the local op */
+    const SpmdState *st;
+    const ShdSharding *out;
+    int64_t dims[SPMD_MAX_RANK];
+    uint32_t n;
+    bool reduce_replication;
+} DotReduceSlice;
 
 /* The (possibly per-group) problem PartitionDot works on. All values share `st`. */
 typedef struct DotProblem {

@@ -18,4 +18,11 @@ SlStatus spmd_handle_scatter(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_reduce_window(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_select_and_scatter(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 
+/* gather_parallel.c: operand and indices shardings sharded alike on the paired parallel dims
+ * (`od` of the operand, `id` of the indices), the operand keeping its other dims; false when
+ * either is not a plain (partially replicated) tiling or the tile counts cannot be matched. */
+bool spmd_gs_parallel_shardings(SpmdCtx *cx, const ShdSharding *op, const ShdSharding *idx,
+                                const int64_t *od, const int64_t *id, uint32_t n,
+                                const ShdSharding **op_out, const ShdSharding **idx_out);
+
 #endif

@@ -524,8 +524,10 @@ halo_on_rhs(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **out, 
         return spmd_nomem(cx, err);
     if (!halo_operands(cx, p, L, NULL, 0, &lt, &rt) || !rhs_halo_windows(p, L, rt, full, lw))
         return SL_OK;
+    bool uneven = !shd_evenly_partitions(rt, p->rhs.base_shape);
     SpmdWindowedInput wi;
-    SlStatus st = spmd_reshard_as_windowed_input(cx, &p->rhs, full, rt, NULL, true, &wi, err);
+    SlStatus st = spmd_reshard_as_windowed_input_ex(cx, &p->rhs, full, rt, NULL, uneven, true,
+                                                    &wi, err);
     if (st == SL_ERR_UNSUPPORTED)
         return SL_OK;
     if (st != SL_OK)

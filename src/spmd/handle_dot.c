@@ -274,9 +274,10 @@ operand_matches_output(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrIn
             st = spmd_dot_reshard_scale(cx, p, other, NULL, &rsc, err);
         if (st != SL_OK)
             return st;
-        spmd_dot_decide_strategy(cx, job, p, side ? DOT_S_RHS_MATCHES_OUT : DOT_S_LHS_MATCHES_OUT,
-               "one operand is already sharded like the output on its free dims, so the "
-               "other operand is replicated (all-gathered)");
+        spmd_dot_decide_strategy(
+            cx, job, p, side ? DOT_S_RHS_MATCHES_OUT : DOT_S_LHS_MATCHES_OUT,
+            "one operand is already sharded like the output on its free dims, so the "
+            "other operand is replicated (all-gathered)");
         const SpmdValue *msc = spmd_dot_scale_of(p, me);
         *out = side ? local_op_mx(cx, job, p, r.hlo, me->hlo, &rsc, msc)
                     : local_op_mx(cx, job, p, me->hlo, r.hlo, msc, &rsc);
@@ -296,9 +297,10 @@ base_case_before(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **
     const DotDims *d = &job->dims;
     const ShdSharding *l2r = spmd_dot_seen_from(cx, d, p->lhs.sharding, DOT_LHS, DOT_RHS);
     if (c.lb == c.rb && c.rb == c.n && l2r && shd_equal(l2r, p->rhs.sharding)) {
-        spmd_dot_decide_strategy(cx, job, p, DOT_S_BATCH_PARALLEL,
-               "both operands are sharded identically on batch dims only: a local dot needs "
-               "no communication");
+        spmd_dot_decide_strategy(
+            cx, job, p, DOT_S_BATCH_PARALLEL,
+            "both operands are sharded identically on batch dims only: a local dot needs "
+            "no communication");
         IrInstr *dot =
             local_op_mx(cx, job, p, p->lhs.hlo, p->rhs.hlo, &p->lhs_scale, &p->rhs_scale);
         return spmd_dot_to_out(
@@ -311,9 +313,10 @@ base_case_before(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **
     if (!job->create_scaled) /* upstream: no windowed einsum for block-scaled dots */
         spmd_windowed_config(cx, job, p, &cfg);
     if (cfg.kind != DOT_WE_NONE) {
-        spmd_dot_decide_strategy(cx, job, p, DOT_S_WINDOWED,
-               "an operand is large enough that overlapping its ring transfer with the "
-               "per-shard matmuls beats gathering it first");
+        spmd_dot_decide_strategy(
+            cx, job, p, DOT_S_WINDOWED,
+            "an operand is large enough that overlapping its ring transfer with the "
+            "per-shard matmuls beats gathering it first");
         return spmd_emit_windowed_dot(cx, job, p, &cfg, out, err);
     }
     st = batch_with_reshard(cx, job, p, true, out, err);
@@ -344,9 +347,10 @@ replicated_out_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *p,
         int64_t cd[SPMD_MAX_RANK], od[SPMD_MAX_RANK];
         uint32_t n = spmd_dot_role_dims(&job->dims, DOT_CONTRACTING, ms, cd);
         spmd_dot_role_dims(&job->dims, DOT_CONTRACTING, os, od);
-        spmd_dot_decide_strategy(cx, job, p, DOT_S_REPLICATED_OUT_CONTRACTING,
-               "the output is replicated and one operand is sharded on contracting dims: "
-               "slice the other operand to match (free), then all-reduce partial products");
+        spmd_dot_decide_strategy(
+            cx, job, p, DOT_S_REPLICATED_OUT_CONTRACTING,
+            "the output is replicated and one operand is sharded on contracting dims: "
+            "slice the other operand to match (free), then all-reduce partial products");
         SpmdValue o2, os2, ms2 = {0};
         SlStatus st = spmd_dot_reshard_to(cx, other, t, &o2, err);
         if (st == SL_OK)
@@ -408,20 +412,23 @@ base_case_after(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **o
     const ShdSharding *o2l = spmd_dot_seen_from(cx, d, p->out, DOT_OUT, DOT_LHS);
     const ShdSharding *o2r = spmd_dot_seen_from(cx, d, p->out, DOT_OUT, DOT_RHS);
     if (c.ob == c.n && o2l && o2r) {
-        spmd_dot_decide_strategy(cx, job, p, DOT_S_OUT_BATCH,
-               "the output is partitioned on batch dims only: reshard both operands to match");
+        spmd_dot_decide_strategy(
+            cx, job, p, DOT_S_OUT_BATCH,
+            "the output is partitioned on batch dims only: reshard both operands to match");
         return reshard_both(cx, job, p, o2l, o2r, out, err);
     }
     if (c.olnc == c.n && o2l) {
-        spmd_dot_decide_strategy(cx, job, p, DOT_S_OUT_LHS_NC,
-               "the output is partitioned on the lhs free dims: reshard the lhs to match and "
-               "replicate the rhs");
+        spmd_dot_decide_strategy(
+            cx, job, p, DOT_S_OUT_LHS_NC,
+            "the output is partitioned on the lhs free dims: reshard the lhs to match and "
+            "replicate the rhs");
         return reshard_both(cx, job, p, o2l, NULL, out, err);
     }
     if (c.ornc == c.n && o2r) {
-        spmd_dot_decide_strategy(cx, job, p, DOT_S_OUT_RHS_NC,
-               "the output is partitioned on the rhs free dims: reshard the rhs to match and "
-               "replicate the lhs");
+        spmd_dot_decide_strategy(
+            cx, job, p, DOT_S_OUT_RHS_NC,
+            "the output is partitioned on the rhs free dims: reshard the rhs to match and "
+            "replicate the lhs");
         return reshard_both(cx, job, p, NULL, o2r, out, err);
     }
     return replicated_out_contracting(cx, job, p, &c, out, err);
@@ -488,13 +495,15 @@ spmd_partition_dot(SpmdCtx *cx, const DotJob *job, const DotProblem *p0, IrInstr
     const ShdSharding *lt = spmd_dot_infer_operand(cx, &job->dims, p.out, DOT_LHS);
     const ShdSharding *rt = spmd_dot_infer_operand(cx, &job->dims, p.out, DOT_RHS);
     if (job->dims.n[DOT_SPATIAL] == 0 && !job->replicate_fallback && lt && rt) {
-        spmd_dot_decide_strategy(cx, job, &p, DOT_S_INFER_FROM_OUTPUT,
-               "no strategy matched the operand shardings: reshard both operands to the "
-               "shardings the output implies");
+        spmd_dot_decide_strategy(
+            cx, job, &p, DOT_S_INFER_FROM_OUTPUT,
+            "no strategy matched the operand shardings: reshard both operands to the "
+            "shardings the output implies");
         return reshard_both(cx, job, &p, lt, rt, out, err);
     }
-    spmd_dot_decide_strategy(cx, job, &p, DOT_S_REPLICATE,
-           "no strategy matched: replicate both operands and slice the full result");
+    spmd_dot_decide_strategy(
+        cx, job, &p, DOT_S_REPLICATE,
+        "no strategy matched: replicate both operands and slice the full result");
     IrInstr *dot = NULL;
     SlStatus st = reshard_both(cx, job, &p, NULL, NULL, &dot, err);
     if (st != SL_OK)

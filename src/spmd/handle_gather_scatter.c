@@ -335,48 +335,14 @@ prop_dims(SpmdCtx *cx, const ShdSharding *src, const int64_t *sd, const int64_t 
     return shd_tiled(a, dims, tgt_rank + 1, devs, &rep, 1);
 }
 
-/* GetGroupedReplicatedSharding: groups of consecutive ids, replicated inside. */
-static ShdGrouped
-grouped_replicated(SpmdCtx *cx, int64_t num_groups, int64_t num_tiles, uint32_t rank)
-{
-    ShdGrouped g;
-    memset(&g, 0, sizeof(g));
-    if (num_groups < 1 || num_tiles % num_groups)
-        return g;
-    g.n_groups = num_groups;
-    g.group_size = num_tiles / num_groups;
-    g.device_groups = SL_NEW_ARRAY(cx->arena, int64_t, num_tiles);
-    g.group_dims = SL_NEW(cx->arena, int64_t);
-    g.group_dim_sizes = SL_NEW(cx->arena, int64_t);
-    if (!g.device_groups || !g.group_dims || !g.group_dim_sizes)
-        return (ShdGrouped){0};
-    for (int64_t k = 0; k < num_tiles; k++)
-        g.device_groups[k] = k;
-    g.n_group_dims = 1;
-    g.group_dims[0] = rank;
-    g.group_dim_sizes[0] = num_groups;
-    g.data_rank = rank;
-    g.inner = shd_replicated(cx->arena);
-    return g;
-}
-
-/* GroupShardingOnReplicatedDim: group on the replication dim when it splits into the groups,
- * else replicate inside the groups. Upstream can also borrow shards from data dims (`prio`);
- * that changes the per-group base shape of one input only, so it is not done here. */
+/* GroupShardingOnReplicatedDim: the replication dim's major part when it splits into the
+ * groups, else shards borrowed from the data dims in priority order `prio`, else replicated
+ * inside iota groups (src/sharding/groups.c). */
 static ShdGrouped
 group_on_replicated(SpmdCtx *cx, const ShdSharding *s, int64_t num_groups, int64_t num_tiles,
                     uint32_t rank, const int64_t *prio, uint32_t n_prio)
 {
-    (void)prio;
-    (void)n_prio;
-    int64_t r = shd_is_tiled(s) ? shd_replication_factor(s) : 1;
-    if (r > 1 && s->n_subgroups == 1 && r % num_groups == 0) {
-        int64_t dim = s->n_tile_dims - 1, shards = r / num_groups;
-        ShdGrouped g = shd_group_on_dims(cx->arena, s, &dim, 1, &shards);
-        if (g.inner && g.n_groups == num_groups)
-            return g;
-    }
-    return grouped_replicated(cx, num_groups, num_tiles, rank);
+    return shd_group_on_replicated_dim(cx->arena, s, num_groups, num_tiles, rank, prio, n_prio);
 }
 
 static ShdGrouped
@@ -706,6 +672,8 @@ parallel_targets(SpmdCtx *cx, const Gs *p, const GsPairs *pd, const ShdSharding 
     uint32_t orank = p->ops[0].base_shape->rank, irank = p->idx.base_shape->rank;
     if (to == 1 && ti == 1)
         return false;
+    if (spmd_gs_parallel_shardings(cx, o, i, pd->op, pd->idx, pd->n, os, is))
+        return true;
     if (ti >= to) {
         const ShdSharding *mine = prop_dims(cx, o, pd->op, pd->idx, pd->n, irank);
         const ShdSharding *theirs = prop_dims(cx, i, pd->idx, pd->idx, pd->n, irank);
@@ -1086,6 +1054,26 @@ scatter_index_passthrough(SpmdCtx *cx, const Gs *q, const GsPairs *ip, const Shd
     return finish_level(cx, q, ar, shd_ungroup(cx->arena, gop), out, err);
 }
 
+/* The indices' sharding improved from the output (scatter: updates) sharding `ws` on the
+ * index passthrough dims: merged when compatible, else (indices unsharded on those dims) taken
+ * from `ws` outright when that tiles them more. */
+static const ShdSharding *
+improved_indices(SpmdCtx *cx, const Gs *p, const GsPairs *ip, const ShdSharding *ws)
+{
+    const ShdSharding *is = p->idx.sharding;
+    const ShdSharding *t = prop_dims(cx, ws, ip->out, ip->idx, ip->n, p->idx.base_shape->rank);
+    if (!t || !shd_is_tiled(t))
+        return is;
+    const ShdSharding *m =
+        shd_merge_if_compatible(cx->arena, t, is, shd_is_tiled(is) ? shd_num_tiles(is) + 1 : 2);
+    if (m)
+        return m;
+    if ((!shd_is_tiled(is) || tiles_on(is, ip->idx, ip->n) == 1) &&
+        tiles_on(t, ip->idx, ip->n) > tiles_on(is, ip->idx, ip->n))
+        return t;
+    return is;
+}
+
 /* Index passthrough: the output (scatter: updates) follows the indices on their batch dims;
  * the operand is grouped on its replication or replicated per group. Scatter then combines
  * the per-group partial results with its own reduction. */
@@ -1100,14 +1088,15 @@ method_index_passthrough(SpmdCtx *cx, const Gs *p, IrInstr **out, SlError *err)
     index_passthrough_dims(p, wr, &ip);
     if (ip.n == 0 || (p->is_scatter && p->n != 1))
         return SL_OK;
-    if (!shd_is_tiled(is) || tiles_on(is, ip.idx, ip.n) == 1) {
-        const ShdSharding *t = prop_dims(cx, ws, ip.out, ip.idx, ip.n, p->idx.base_shape->rank);
-        if (t && shd_is_tiled(t) && tiles_on(t, ip.idx, ip.n) > tiles_on(is, ip.idx, ip.n))
-            is = t;
-    }
+    is = improved_indices(cx, p, &ip, ws);
     if (!shd_is_tiled(is))
         return SL_OK;
     const ShdSharding *pass = prop_dims(cx, is, ip.idx, ip.out, ip.n, wr);
+    const ShdSharding *mp = pass && shd_is_tiled(pass)
+                                ? shd_merge_if_compatible(cx->arena, ws, pass,
+                                                          shd_num_tiles(pass) + 1)
+                                : NULL;
+    pass = mp ? mp : pass;
     SpmdRedKind kind;
     const char *ident = NULL;
     if (!pass || !shd_is_tiled(pass) ||
@@ -1406,6 +1395,27 @@ scatter_slice_sizes(SpmdCtx *cx, const Gs *p)
     return v;
 }
 
+/* Uneven indices carry padding that a scatter would apply; like upstream, such indices are
+ * replicated and resharded back with -1 padding, an out-of-bounds index the scatter drops. */
+static SlStatus
+repad_uneven_indices(SpmdCtx *cx, SpmdValue *idx, SlError *err)
+{
+    const ShdSharding *s = idx->sharding;
+    bool uneven = false;
+    if (!shd_is_tiled(s) || ir_dtype_kind(idx->base_shape->dtype) != 'S')
+        return SL_OK;
+    for (uint32_t d = 0; d < idx->base_shape->rank; d++)
+        uneven |= idx->base_shape->dims[d] != shd_dim_shards(s, d) * idx->hlo->shape.dims[d];
+    if (!uneven)
+        return SL_OK;
+    SpmdValue rep;
+    SlStatus st = spmd_replicate(cx, idx, &rep, err);
+    if (st != SL_OK)
+        return st;
+    IrInstr *m1 = spmd_emit_constant_scalar(cx, idx->base_shape->dtype, -1);
+    return m1 ? spmd_reshard(cx, &rep, s, m1, idx, err) : spmd_nomem(cx, err);
+}
+
 SlStatus
 spmd_handle_scatter(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
 {
@@ -1429,6 +1439,8 @@ spmd_handle_scatter(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         st = scatter_inputs(cx, hlo, n + 1, n, p.upd, err);
     if (st == SL_OK)
         st = spmd_operand(cx, hlo, n, NULL, &p.idx, err);
+    if (st == SL_OK)
+        st = repad_uneven_indices(cx, &p.idx, err);
     for (uint32_t k = 0; k < n && st == SL_OK; k++) {
         st = distinct_copy(cx, &p.upd[k], p.ops[k].hlo, err);
         if (st == SL_OK)

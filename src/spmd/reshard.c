@@ -96,7 +96,8 @@ spmd_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *target, IrInstr
         return SL_OK;
     }
     uint32_t seq = ++cx->reshard_seq;
-    if (cache_find(cx, v->hlo, v->base_shape, target, out)) {
+    /* a pad value asks for a fresh reshard that then replaces the cached one (upstream) */
+    if (!pad_value && cache_find(cx, v->hlo, v->base_shape, target, out)) {
         trace_reshard(cx, v, target, "cache-hit", out->hlo, seq);
         return SL_OK;
     }

@@ -310,6 +310,8 @@ SlStatus spmd_handle_conditional(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_call(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_partition_id(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_rng(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
+/* handle_feed.c: infeed that does not partition evenly (a conditional per shard shape). */
+SlStatus spmd_handle_side_effect(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_all_reduce(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_collective_permute(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_custom_call(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
