@@ -294,6 +294,19 @@ static const struct {
                        " ROOT c = f8e4m3fn[5] convert(a)\n}\n", "{1, nan, 0.3125, 3, -0.001953125}"},
     {"f8e8m0fnu_round", "ENTRY e {\n a = f32[4] constant({3, 0.25, 0, -1})\n"
                         " ROOT c = f8e8m0fnu[4] convert(a)\n}\n", "{4, 0.25, nan, nan}"},
+    {"triangular_solve_left_lower", "ENTRY e {\n a = f32[2,2] constant({{2, 99}, {1, 4}})\n"
+                                    " b = f32[2,1] constant({{2}, {9}})\n"
+                                    " ROOT x = f32[2,1] triangular-solve(a, b), left_side=true,"
+                                    " lower=true, unit_diagonal=false, transpose_a=NO_TRANSPOSE\n}\n",
+     "{{1},{2}}"},
+    {"triangular_solve_right_upper_unit_t", "ENTRY e {\n a = f32[2,2] constant({{5, 3}, {7, 5}})\n"
+                                            " b = f32[1,2] constant({{4, 1}})\n"
+                                            " ROOT x = f32[1,2] triangular-solve(a, b), left_side=false,"
+                                            " lower=false, unit_diagonal=true, transpose_a=TRANSPOSE\n}\n",
+     "{{1,1}}"},
+    {"dynamic_slice_packed_indices", "ENTRY e {\n a = f32[2,3] constant({{1, 2, 3}, {4, 5, 6}})\n"
+                                     " i = s32[2] constant({1, 9})\n ROOT s = f32[1,2] dynamic-slice(a, i),"
+                                     " dynamic_slice_sizes={1,2}\n}\n", "{{5,6}}"},
     {"slice_pad_rows", "ENTRY e {\n a = f32[2,4] constant({{1, 2, 3, 4}, {5, 6, 7, 8}})\n"
                        " s = f32[2,2] slice(a), slice={[0:2], [1:4:2]}\n v = f32[] constant(0)\n"
                        " ROOT p = f32[3,5] pad(s, v), padding=1_0x1_0_1\n}\n",

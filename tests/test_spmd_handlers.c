@@ -84,6 +84,24 @@ static const struct {
         "branch_computations={%infeed_branch_0, %infeed_branch_1}|"
         "ROOT %d.1 = f32[5,2] get-tuple-element(%conditional), index=0",
      " all-"},
+    /* D.0 outfeed: an even split outfeeds the local shard (outfeed_shape rewritten with the
+     * original layout); an uneven one branches per local shape and slices off the padding */
+    {"outfeed_even_local",
+     HDR(2) "ENTRY main {\n  t = token[] after-all()\n"
+            "  p = f32[8,2] parameter(0), sharding={devices=[2,1]<=[2]}\n"
+            "  ROOT o = token[] outfeed(p, t), outfeed_shape=f32[8,2]{0,1}, "
+            "sharding={devices=[2,1]<=[2]}\n}\n",
+     2, "ROOT %o.1 = token[] outfeed(%p.1, %t.1), outfeed_shape=f32[4,2]{0,1}", " all-"},
+    {"outfeed_uneven_conditional",
+     HDR(2) "ENTRY main {\n  t = token[] after-all()\n"
+            "  p = f32[7] parameter(0), sharding={devices=[2]<=[2]}\n"
+            "  ROOT o = token[] outfeed(p, t), outfeed_shape=f32[7]{0}, "
+            "sharding={devices=[2]<=[2]}\n}\n",
+     2, "outfeed_shape=f32[4]{0}|f32[3] slice(%get-tuple-element.2), slice={[0:3]}|"
+        "outfeed_shape=f32[3]{0}|(f32[4], token[]) tuple(%p.1, %t.1)|"
+        "ROOT %conditional = token[] conditional(%convert, %tuple, %tuple), "
+        "branch_computations={%outfeed_branch_0, %outfeed_branch_1}",
+     " all-"},
     /* D.19: the operand takes the reversed device order, a collective-permute */
     {"reverse_permute",
      HDR(4) "ENTRY main {\n  p = f32[16] parameter(0), sharding={devices=[4]<=[4]}\n"

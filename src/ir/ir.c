@@ -354,7 +354,8 @@ grow(SlArena *a, void **arr, uint32_t n, uint32_t *cap, size_t elem, size_t alig
     if (n < *cap)
         return true;
     uint32_t ncap = *cap ? *cap * 2 : 4;
-    void *p = sl_arena_alloc_array(a, ncap, elem, align);
+    /* Not zeroed: slots past n are written before they are read. */
+    void *p = (size_t)ncap > SIZE_MAX / elem ? NULL : sl_arena_alloc_uninit(a, ncap * elem, align);
     if (!p)
         return false;
     if (n)
@@ -626,6 +627,24 @@ ir_instr_add_attr(IrModule *m, IrInstr *i, IrAttrKey key)
     memset(a, 0, sizeof(*a));
     a->key = key;
     return a;
+}
+
+bool
+ir_instr_reserve_attrs(IrModule *m, IrInstr *i, uint32_t n)
+{
+    uint32_t need = (uint32_t)i->n_attrs + n;
+    if (need <= i->cap_attrs)
+        return true;
+    if (need > UINT16_MAX)
+        return false;
+    IrAttr *p = sl_arena_alloc_uninit(m->arena, (size_t)need * sizeof(IrAttr), _Alignof(IrAttr));
+    if (!p)
+        return false;
+    if (i->n_attrs)
+        memcpy(p, i->attrs, (size_t)i->n_attrs * sizeof(IrAttr));
+    i->attrs = p;
+    i->cap_attrs = (uint16_t)need;
+    return true;
 }
 
 const IrAttr *

@@ -224,6 +224,8 @@ IrInstr *ir_instr_new(IrModule *m, IrOp op, const IrShape *shape, IrInstr *const
                       uint32_t n_operands);
 /* Appends an attribute slot with `key` and returns it for the caller to fill (NULL on OOM). */
 IrAttr *ir_instr_add_attr(IrModule *m, IrInstr *i, IrAttrKey key);
+/* Makes room for `n` more attributes at once (exact size, no doubling); false on OOM. */
+bool ir_instr_reserve_attrs(IrModule *m, IrInstr *i, uint32_t n);
 const IrAttr *ir_instr_find_attr(const IrInstr *i, IrAttrKey key);
 IrAttr *ir_instr_find_attr_mut(IrInstr *i, IrAttrKey key);
 void ir_instr_remove_attr(IrInstr *i, IrAttrKey key);

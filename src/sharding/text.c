@@ -415,7 +415,7 @@ parse_item(Parser *p, Items *it, Tok t)
                            : SL_OK;
     }
     if (is_kw(t, "shard_as") || is_kw(t, "shard_like")) {
-        Tok id;
+        Tok id = {0};
         SlStatus st = expect(p, T_INT, "expected a shard group id", &id);
         it->shard_kind = is_kw(t, "shard_as") ? 1 : 2;
         it->shard_id = id.val;
@@ -429,7 +429,7 @@ parse_item(Parser *p, Items *it, Tok t)
     if (st != SL_OK)
         return st;
     if (is_kw(t, "device")) {
-        Tok id;
+        Tok id = {0};
         it->has_device = true;
         st = expect(p, T_INT, "expected a device id", &id);
         it->device = id.val;
@@ -675,7 +675,7 @@ parse_axis_ref(Parser *p, Named *nm, Tok t)
         return fail_at(p, t.kind == T_STRING || t.kind == T_INT ? SL_ERR_INVALID : SL_ERR_PARSE,
                        t, "expected a mesh axis");
     if (peek(p).kind == T_COLON) {
-        Tok pre, size;
+        Tok pre = {0}, size = {0};
         SlStatus st;
         next(p);
         if ((st = expect(p, T_LPAREN, "expected '('", NULL)) != SL_OK ||
@@ -900,7 +900,7 @@ parse_named(Parser *p, const ShdSharding **out)
     if (!nm)
         return sl_fail(p->err, SL_ERR_NOMEM, t.loc, "out of memory");
     if (is_kw(t, "maximal_mesh")) {
-        Tok key, id;
+        Tok key, id = {0};
         if ((st = expect(p, T_LBRACK, "expected '['", NULL)) != SL_OK ||
             (st = expect(p, T_IDENT, "expected device_id", &key)) != SL_OK ||
             (st = expect(p, T_EQ, "expected '='", NULL)) != SL_OK ||

@@ -422,6 +422,8 @@ eval_op(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops, SimVa
         return sim_eval_custom_call(cx, ins, dev, ops, out);
     if (ins->op == IR_OP_SCAN)
         return sim_eval_scan(cx, ins, dev, ops, out);
+    if (ins->op == IR_OP_TRIANGULAR_SOLVE)
+        return sim_eval_triangular_solve(cx, ins, ops, out);
     switch (ir_op_family(ins->op)) {
     case IR_FAM_CONSTANT: return eval_constant(cx, ins, out);
     case IR_FAM_ELEMENTWISE:

@@ -8,7 +8,8 @@
  *     then a dot contracting the minor dims with dim 0 as batch for rank 3 (XLA's
  *     BlockScalingRewriter documents this equivalence);
  *   RotateRight(dimension=d, amount=a): out[.., i, ..] = in[.., (i - a) mod n, ..];
- *   scan: XLA's ScanExpander loop, body(input slices..., carries...) -> (outputs..., carries...).
+ *   scan: XLA's ScanExpander loop, body(input slices..., carries...) -> (outputs..., carries...);
+ *   triangular-solve: substitution in double, per batch.
  * Targets whose meaning depends on the sharding (the other _SPMDInternalOp_*) are refused. */
 #include "sim/sim_int.h"
 
@@ -420,4 +421,86 @@ sim_eval_scan(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops,
     free(args);
     free(res);
     return st;
+}
+
+/* ---- triangular-solve ------------------------------------------------------------------- */
+
+/* Solves one system in place: rows of x (n_rhs right-hand sides of length m, stride `st` between
+ * elements and `rs` between systems) against the m x m matrix t, lower triangular when `lower`. */
+static void
+tri_solve(const double *t, int64_t m, bool lower, double *x, int64_t n_rhs, int64_t st,
+          int64_t rs)
+{
+    for (int64_t r = 0; r < n_rhs; r++) {
+        double *v = x + r * rs;
+        for (int64_t s = 0; s < m; s++) {
+            int64_t i = lower ? s : m - 1 - s;
+            double acc = v[i * st];
+            for (int64_t s2 = 0; s2 < s; s2++) {
+                int64_t k = lower ? s2 : m - 1 - s2;
+                acc -= t[i * m + k] * v[k * st];
+            }
+            v[i * st] = acc / t[i * m + i];
+        }
+    }
+}
+
+/* op(a) x = b (left_side) or x op(a) = b, with a's other triangle ignored and a unit diagonal
+ * when asked; op is the transpose for TRANSPOSE and ADJOINT (real types only). Computed in
+ * double and rounded once. */
+SlStatus
+sim_eval_triangular_solve(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **out)
+{
+    const SimValue *a = ops[0], *b = ops[1];
+    bool left = other_attr_is(ins, "left_side", "true");
+    bool lower = other_attr_is(ins, "lower", "true");
+    bool unit = other_attr_is(ins, "unit_diagonal", "true");
+    bool trans = other_attr_is(ins, "transpose_a", "TRANSPOSE") ||
+                 other_attr_is(ins, "transpose_a", "ADJOINT");
+    uint32_t r = b->rank;
+    int64_t m = r >= 2 ? (left ? b->dims[r - 2] : b->dims[r - 1]) : 0;
+    int64_t rows = r >= 2 ? b->dims[r - 2] : 0, cols = r >= 2 ? b->dims[r - 1] : 0;
+    int64_t batch = rows > 0 && cols > 0 ? b->n / (rows * cols) : 0;
+    if (r < 2 || a->rank != r || a->dims[r - 1] != m || a->dims[r - 2] != m || m < 1 ||
+        !sim_is_float(b->dtype) || a->n != batch * m * m)
+        return sim_fail(cx, ins, SL_ERR_INVALID, "triangular-solve shapes do not fit");
+    double *t = malloc((size_t)(m * m + 1) * sizeof *t);
+    double *x = malloc((size_t)(b->n + 1) * sizeof *x);
+    SimValue *res = sim_value_like(b);
+    if (!t || !x || !res) {
+        free(t);
+        free(x);
+        sim_value_unref(res);
+        return sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < b->n; i++)
+        x[i] = b->data[i].f;
+    for (int64_t bi = 0; bi < batch; bi++) {
+        const SimElem *ab = a->data + bi * m * m;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < m; j++) { /* t = op(tri(a)) */
+                int64_t si = trans ? j : i, sj = trans ? i : j;
+                bool keep = lower ? sj <= si : sj >= si;
+                t[i * m + j] = si == sj && unit ? 1.0 : keep ? ab[si * m + sj].f : 0.0;
+            }
+        double *xb = x + bi * rows * cols;
+        bool eff_lower = lower != trans;
+        if (left) /* columns of b are the systems */
+            tri_solve(t, m, eff_lower, xb, cols, cols, 1);
+        else { /* x t = b: rows of b against t transposed */
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < i; j++) {
+                    double s = t[i * m + j];
+                    t[i * m + j] = t[j * m + i];
+                    t[j * m + i] = s;
+                }
+            tri_solve(t, m, !eff_lower, xb, rows, 1, cols);
+        }
+    }
+    for (int64_t i = 0; i < b->n; i++)
+        res->data[i].f = sim_round(b->dtype, x[i]);
+    free(t);
+    free(x);
+    *out = res;
+    return SL_OK;
 }

@@ -167,25 +167,38 @@ eval_pad(SimCtx *cx, const IrInstr *ins, const SimValue *a, const SimValue *pv, 
     return SL_OK;
 }
 
-/* Start indices from scalar operands ops[first..], clamped into [0, dim - size]. */
+/* Start indices from scalar operands ops[first..], or from one index vector ops[first] (the
+ * older packed form), clamped into [0, dim - size]. */
 static void
-clamped_starts(SimValue *const *ops, uint32_t first, const SimValue *a, const int64_t *sizes,
-               int64_t *start)
+clamped_starts(SimValue *const *ops, uint32_t first, bool packed, const SimValue *a,
+               const int64_t *sizes, int64_t *start)
 {
     for (uint32_t d = 0; d < a->rank; d++) {
-        int64_t s = sim_scalar_i64(ops[first + d]), hi = a->dims[d] - sizes[d];
+        SimElem e = packed ? ops[first]->data[d] : ops[first + d]->data[0];
+        IrDtype t = ops[packed ? first : first + d]->dtype;
+        int64_t s = sim_is_float(t) ? (int64_t)e.f : e.i, hi = a->dims[d] - sizes[d];
         start[d] = s < 0 ? 0 : s > hi ? hi : s;
     }
+}
+
+/* Whether the start indices come as one vector of rank elements after `first` operands. */
+static bool
+is_packed(const IrInstr *ins, SimValue *const *ops, uint32_t first, uint32_t rank)
+{
+    return ins->n_operands == first + 1 && rank != 1 && ops[first]->rank == 1 &&
+           ops[first]->n == rank;
 }
 
 static SlStatus
 eval_dynamic_slice(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue *r)
 {
     const SimValue *a = ops[0];
-    if (ins->n_operands != a->rank + 1 || r->rank != a->rank)
-        return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "dynamic-slice needs one scalar per dim");
+    bool packed = is_packed(ins, ops, 1, a->rank);
+    if ((!packed && ins->n_operands != a->rank + 1) || r->rank != a->rank)
+        return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "dynamic-slice needs one scalar per dim "
+                        "or one index vector");
     int64_t start[SIM_MAX_RANK], as[SIM_MAX_RANK], idx[SIM_MAX_RANK] = {0};
-    clamped_starts(ops, 1, a, r->dims, start);
+    clamped_starts(ops, 1, packed, a, r->dims, start);
     sim_strides(a->dims, a->rank, as);
     uint32_t lead;
     int64_t len = row_len(r, &lead);
@@ -202,14 +215,15 @@ static SlStatus
 eval_dus(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue *r)
 {
     const SimValue *a = ops[0], *u = ops[1];
-    if (ins->n_operands != a->rank + 2 || u->rank != a->rank)
+    bool packed = is_packed(ins, ops, 2, a->rank);
+    if ((!packed && ins->n_operands != a->rank + 2) || u->rank != a->rank)
         return sim_fail(cx, ins, SL_ERR_UNSUPPORTED,
-                        "dynamic-update-slice needs one scalar per dim");
+                        "dynamic-update-slice needs one scalar per dim or one index vector");
     int64_t start[SIM_MAX_RANK], rs[SIM_MAX_RANK], idx[SIM_MAX_RANK] = {0};
     for (uint32_t d = 0; d < a->rank; d++)
         if (u->dims[d] > a->dims[d])
             return sim_fail(cx, ins, SL_ERR_INVALID, "update larger than the operand");
-    clamped_starts(ops, 2, a, u->dims, start);
+    clamped_starts(ops, 2, packed, a, u->dims, start);
     sim_strides(r->dims, r->rank, rs);
     if (a->n > 0)
         memcpy(r->data, a->data, (size_t)a->n * sizeof *r->data);

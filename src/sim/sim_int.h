@@ -110,6 +110,8 @@ SlStatus sim_eval_custom_call(SimCtx *cx, const IrInstr *ins, int64_t dev, SimVa
                               SimValue **out);
 SlStatus sim_eval_scan(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops,
                        SimValue **out);
+SlStatus sim_eval_triangular_solve(SimCtx *cx, const IrInstr *ins, SimValue *const *ops,
+                                   SimValue **out);
 SlStatus sim_eval_conv(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **out);
 SlStatus sim_eval_gather(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **out);
 SlStatus sim_eval_scatter(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops,

@@ -254,11 +254,16 @@ check_comparable(const IrModule *m, SlError *err)
         for (uint32_t i = 0; i < m->comps[c]->n_instrs; i++) {
             const IrInstr *ins = m->comps[c]->instrs[i];
             const char *why = not_comparable(ins);
-            if (!why)
-                continue;
             SlSrcLoc loc = {0};
             loc.line = ins->src_line;
             loc.col = ins->src_col;
+            if (sim_is_collective(ins->op))
+                return sl_fail(err, SL_ERR_UNSUPPORTED, loc, "%%%s (%s): a collective in the "
+                               "unpartitioned module belongs to a manually partitioned region; "
+                               "manual regions are not simulated", sl_sym_cstr(ins->name),
+                               ir_op_name(ins->op));
+            if (!why)
+                continue;
             return sl_fail(err, SL_ERR_UNSUPPORTED, loc, "outputs are not comparable: %s "
                            "(%%%s involves %s, which one device and N devices do not share)",
                            ins->op == IR_OP_CUSTOM_CALL ? "GetRngSeed" : ir_op_name(ins->op),

@@ -860,14 +860,21 @@ spmd_dot_group_on_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *
         spmd_state_grouped(cx, p->st, lg.device_groups, lg.n_groups, lg.group_size);
     if (!gst || !co.inner || !co.full)
         return spmd_nomem(cx, err);
-    spmd_dot_decide_strategy(
-        cx, job, p, DOT_S_GROUP_CONTRACTING,
-        co.slice ? "both operands are sharded alike on contracting dims: each device group "
-                   "multiplies its slice of K, and each local product is all-reduced and "
-                   "sliced on the output dims the groups share (a reduce-scatter)"
-                 : "both operands are sharded alike on contracting dims: each device group "
-                   "multiplies its slice of K and the partial products are summed with an "
-                   "all-reduce");
+    /* [re-tiled][sliced] */
+    static const char *const why[2][2] = {
+        {"both operands are sharded alike on contracting dims: each device group multiplies "
+         "its slice of K and the partial products are summed with an all-reduce",
+         "both operands are sharded alike on contracting dims: each device group multiplies "
+         "its slice of K, and each local product is all-reduced and sliced on the output "
+         "dims the groups share (a reduce-scatter)"},
+        {"both operands have the same contracting partition count on different dims: the "
+         "smaller one is re-tiled to the larger's per-dim counts, then each device group "
+         "multiplies its slice of K and the partial products are summed with an all-reduce",
+         "both operands have the same contracting partition count on different dims: the "
+         "smaller one is re-tiled to the larger's per-dim counts, then each local product "
+         "is all-reduced and sliced on the output dims the groups share (a reduce-scatter)"}};
+    bool retiled = !shd_equal(ls, p->lhs.sharding) || !shd_equal(rs, p->rhs.sharding);
+    spmd_dot_decide_strategy(cx, job, p, DOT_S_GROUP_CONTRACTING, why[retiled][co.slice != NULL]);
     DotProblem in = {{0}, {0}, co.inner_base, co.inner, gst, p->window, {0}, {0}};
     SlStatus st = contracting_operands(cx, p, &lg, &rg, ld, rd, n, &in, err);
     if (st != SL_OK)

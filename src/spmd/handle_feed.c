@@ -165,6 +165,209 @@ handle_infeed(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     return r ? spmd_finish(cx, hlo, r, s, err) : spmd_nomem(cx, err);
 }
 
+/* ---- outfeed ---- */
+
+static IrAttr *
+outfeed_shape_attr(IrInstr *i)
+{
+    for (uint32_t k = 0; i && k < i->n_attrs; k++) {
+        IrAttr *a = &i->attrs[k];
+        if (a->key == IR_ATTR_OTHER && a->other_key &&
+            !strcmp(sl_sym_cstr(a->other_key), "outfeed_shape"))
+            return a;
+    }
+    return NULL;
+}
+
+/* The layout text ("{0,1}") of leaf `*leaf` in the original outfeed_shape text, or none. */
+static SlStr
+leaf_layout(SlStr text, uint32_t leaf)
+{
+    uint32_t seen = 0;
+    for (size_t p = 0; p < text.len; p++) {
+        if (text.ptr[p] != ']')
+            continue;
+        size_t q = p + 1;
+        if (seen++ != leaf)
+            continue;
+        if (q < text.len && text.ptr[q] == '{') {
+            size_t e = q;
+            while (e < text.len && text.ptr[e] != '}')
+                e++;
+            return (SlStr){text.ptr + q, e < text.len ? e - q + 1 : 0};
+        }
+        break;
+    }
+    return (SlStr){"", 0};
+}
+
+/* Prints `s` the way outfeed_shape spells it, layouts copied leaf by leaf from `orig`. */
+static void
+print_feed_shape(SlBuf *b, const IrShape *s, SlStr orig, uint32_t *leaf)
+{
+    if (s->dtype == IR_DT_TUPLE) {
+        sl_buf_putc(b, '(');
+        for (uint32_t k = 0; k < s->n_elems; k++) {
+            if (k)
+                sl_buf_puts(b, ", ");
+            print_feed_shape(b, &s->elems[k], orig, leaf);
+        }
+        sl_buf_putc(b, ')');
+        if (s->n_elems == 0)
+            (*leaf)++;
+        return;
+    }
+    sl_buf_puts(b, ir_dtype_name(s->dtype));
+    sl_buf_putc(b, '[');
+    for (uint32_t d = 0; d < s->rank; d++)
+        sl_buf_printf(b, d ? ",%lld" : "%lld", (long long)s->dims[d]);
+    sl_buf_putc(b, ']');
+    SlStr l = leaf_layout(orig, (*leaf)++);
+    sl_buf_append(b, l.ptr, l.len);
+}
+
+/* Rewrites the clone's outfeed_shape for `s` (kept verbatim when absent or unprintable). */
+static bool
+set_outfeed_shape(SpmdCtx *cx, IrInstr *of, const IrShape *s)
+{
+    IrAttr *a = outfeed_shape_attr(of);
+    if (!a)
+        return of != NULL;
+    SlBuf b;
+    uint32_t leaf = 0;
+    sl_buf_init(&b);
+    print_feed_shape(&b, s, a->u.text, &leaf);
+    char *t = b.failed ? NULL : sl_arena_strndup(cx->arena, b.data, b.len);
+    size_t n = b.len;
+    sl_buf_fini(&b);
+    if (!t)
+        return false;
+    a->u.text = (SlStr){t, n};
+    return true;
+}
+
+/* The leading part of `x` of shape `want` (a slice per array leaf, tuples rebuilt). */
+static IrInstr *
+slice_to(SpmdCtx *cx, IrInstr *x, const IrShape *want)
+{
+    if (!x || ir_shape_equal(&x->shape, want, false))
+        return x;
+    if (want->dtype == IR_DT_TUPLE) {
+        IrInstr *el[FEED_MAX_LEAVES];
+        if (want->n_elems > FEED_MAX_LEAVES || x->shape.dtype != IR_DT_TUPLE)
+            return x;
+        if (want->n_elems == 0)
+            return x;
+        for (uint32_t k = 0; k < want->n_elems; k++)
+            if (!(el[k] = slice_to(cx, spmd_emit_gte(cx, x, k), &want->elems[k])))
+                return NULL;
+        return spmd_emit_tuple(cx, el, want->n_elems);
+    }
+    int64_t lo[SPMD_MAX_RANK] = {0};
+    return spmd_emit_slice(cx, x, lo, want->dims);
+}
+
+/* Outfeed branch `k`: parameter (data, token), data sliced to `shape`, outfeed. */
+static IrComputation *
+outfeed_branch(SpmdCtx *cx, const IrInstr *hlo, const IrShape *shape, const IrShape *pshape,
+               uint32_t k)
+{
+    char name[48];
+    snprintf(name, sizeof(name), "outfeed_branch_%u", k);
+    SlSym nm = ir_module_unique_name(cx->out, sl_str(name));
+    IrComputation *c = nm ? ir_computation_new(cx->out, nm) : NULL;
+    IrShape ps = ir_shape_clone(cx->arena, pshape);
+    IrInstr *pi = c ? ir_instr_new(cx->out, IR_OP_PARAMETER, &ps, NULL, 0) : NULL;
+    if (!pi)
+        return NULL;
+    pi->parameter_number = 0;
+    IrComputation *saved = cx->comp;
+    cx->comp = c;
+    IrInstr *param = spmd_emit(cx, pi, "outfeed_token_param");
+    IrInstr *ops[2] = {param ? spmd_emit_gte(cx, param, 0) : NULL,
+                       param ? spmd_emit_gte(cx, param, 1) : NULL};
+    ops[0] = ops[0] ? slice_to(cx, ops[0], shape) : NULL;
+    IrInstr *of = ops[0] && ops[1] ? spmd_emit_clone(cx, hlo, &hlo->shape, ops, 2) : NULL;
+    cx->comp = saved;
+    if (!of || !set_outfeed_shape(cx, of, shape))
+        return NULL;
+    c->root = of;
+    return ir_module_add_computation(cx->out, c) == SL_OK ? c : NULL;
+}
+
+/* The operand's sharding: the outfeed's without its token leaf. */
+static const ShdSharding *
+outfeed_data_sharding(SpmdCtx *cx, const IrInstr *hlo)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    const IrShape *shape = &hlo->operands[0]->shape;
+    uint32_t need = ir_shape_leaf_count(shape);
+    if (s->kind != SHD_TUPLE || s->n_leaves != need + 1)
+        return s;
+    if (shape->dtype != IR_DT_TUPLE)
+        return shd_leaf(s, 0);
+    return shd_tuple(cx->arena, s->leaves, need);
+}
+
+static SlStatus
+emit_outfeed_conditional(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *os,
+                         const SpmdValue *v, IrInstr *tok, SlError *err)
+{
+    int64_t n = cx->state->num_partitions, *index = SL_NEW_ARRAY(cx->arena, int64_t, n);
+    uint32_t nb = 0;
+    IrShape *shapes = index ? branch_shapes(cx, v->base_shape, os, index, &nb) : NULL;
+    IrComputation **br = SL_NEW_ARRAY(cx->arena, IrComputation *, nb ? nb : 1);
+    IrInstr **ops = SL_NEW_ARRAY(cx->arena, IrInstr *, nb + 1);
+    IrInstr *pair[2] = {v->hlo, tok};
+    IrInstr *arg = shapes && br && ops ? spmd_emit_tuple(cx, pair, 2) : NULL;
+    if (!arg)
+        return spmd_nomem(cx, err);
+    for (uint32_t k = 0; k < nb; k++)
+        if (!(br[k] = outfeed_branch(cx, hlo, &shapes[k], &arg->shape, k)))
+            return spmd_nomem(cx, err);
+    ops[0] = nb == (uint32_t)n
+                 ? spmd_emit_convert(cx, spmd_partition_id(cx, cx->state), IR_DT_S32)
+                 : spmd_table_lookup(cx, cx->state, index, n, IR_DT_S32);
+    for (uint32_t k = 0; k < nb; k++)
+        ops[k + 1] = arg;
+    IrInstr *c = ops[0] ? ir_instr_new(cx->out, IR_OP_CONDITIONAL, &hlo->shape, ops, nb + 1)
+                        : NULL;
+    IrAttr *a = c ? ir_instr_add_attr(cx->out, c, IR_ATTR_BRANCH_COMPUTATIONS) : NULL;
+    if (!a)
+        return spmd_nomem(cx, err);
+    a->u.comps.n = nb;
+    a->u.comps.v = br;
+    IrInstr *r = spmd_emit(cx, c, NULL);
+    return r ? spmd_finish(cx, hlo, r, spmd_sharding_of(cx, hlo), err) : spmd_nomem(cx, err);
+}
+
+/* HandleOutfeed: the data resharded to the outfeed's sharding; an even split outfeeds the
+ * local shard, an uneven one runs one branch per local shape, each slicing off its padding. */
+static SlStatus
+handle_outfeed(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    int64_t dev = -1;
+    if (hlo->n_operands != 2 || shd_unique_device(s, &dev) || shd_is_manual(s) ||
+        cx->state->n_groups)
+        return spmd_handle_default(cx, hlo, err);
+    const ShdSharding *os = outfeed_data_sharding(cx, hlo);
+    const SpmdValue *tv = spmd_get_value(cx, hlo->operands[1]);
+    SpmdValue v;
+    if (!os || !tv)
+        return spmd_nomem(cx, err);
+    SlStatus st = spmd_operand(cx, hlo, 0, os, &v, err);
+    if (st != SL_OK)
+        return st;
+    if (!shd_evenly_partitions(os, v.base_shape))
+        return emit_outfeed_conditional(cx, hlo, os, &v, tv->hlo, err);
+    IrInstr *ops[2] = {v.hlo, tv->hlo};
+    IrInstr *of = spmd_emit_clone(cx, hlo, &hlo->shape, ops, 2);
+    if (!of || !set_outfeed_shape(cx, of, &v.hlo->shape))
+        return spmd_nomem(cx, err);
+    return spmd_finish(cx, hlo, of, s, err);
+}
+
 /* The side-effect family: uneven infeeds here, the rest replicated (with the driver's warning
  * for a family without a handler). */
 SlStatus
@@ -172,6 +375,8 @@ spmd_handle_side_effect(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
 {
     if (hlo->op == IR_OP_INFEED)
         return handle_infeed(cx, hlo, err);
+    if (hlo->op == IR_OP_OUTFEED)
+        return handle_outfeed(cx, hlo, err);
     char msg[128];
     snprintf(msg, sizeof(msg), "no handler for %s: partitioned as replicated",
              ir_op_name(hlo->op));
