@@ -167,6 +167,50 @@ test_atomic_write_keeps_devices(void **state)
     unlink(path);
 }
 
+static void
+test_arena_zeroing_after_release(void **state)
+{
+    (void)state;
+    SlArena a;
+    sl_arena_init(&a);
+    SlArenaMark m = sl_arena_mark(&a);
+    unsigned char *p = sl_arena_alloc_uninit(&a, 256, 8);
+    assert_non_null(p);
+    memset(p, 0xab, 256);
+    sl_arena_release(&a, m);
+    /* Reused memory must come back zeroed from sl_arena_alloc even though it was dirtied. */
+    unsigned char *q = sl_arena_alloc(&a, 256, 8);
+    assert_non_null(q);
+    for (int i = 0; i < 256; i++)
+        assert_int_equal(q[i], 0);
+    sl_arena_fini(&a);
+}
+
+static void
+test_reserve_keeps_contents(void **state)
+{
+    (void)state;
+    SlArena a;
+    sl_arena_init(&a);
+    SlInterner in;
+    sl_interner_init(&in, &a);
+    SlSym x = sl_intern_cstr(&in, "x");
+    assert_true(sl_interner_reserve(&in, 100000));
+    assert_ptr_equal(sl_intern_cstr(&in, "x"), x);
+    assert_int_equal(in.count, 1);
+    SlMap m;
+    sl_map_init(&m);
+    assert_true(sl_map_put(&m, 42, 7));
+    assert_true(sl_map_reserve(&m, 100000));
+    uint64_t v = 0;
+    assert_true(sl_map_get(&m, 42, &v));
+    assert_int_equal(v, 7);
+    assert_int_equal(m.count, 1);
+    sl_map_fini(&m);
+    sl_interner_fini(&in);
+    sl_arena_fini(&a);
+}
+
 int
 main(void)
 {
@@ -179,6 +223,8 @@ main(void)
         cmocka_unit_test(test_map_put_get),
         cmocka_unit_test(test_first_error_wins),
         cmocka_unit_test(test_atomic_write_keeps_devices),
+        cmocka_unit_test(test_arena_zeroing_after_release),
+        cmocka_unit_test(test_reserve_keeps_contents),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
