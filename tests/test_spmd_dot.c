@@ -12,96 +12,11 @@
 #include "spmd/spmd.h"
 #include "trace/trace.h"
 
-typedef struct DotRun {
-    SlArena in, out;
-    SlInterner names;
-    IrModule *src, *dst;
-    SlBuf text;
-    TraceMemSink trace;
-    SlError err;
-} DotRun;
+#include "spmd_fixture.h"
 
-/* Partitions `hlo` over n devices with the windowed threshold and extra KEY=VALUE options. */
-static void
-run_with(DotRun *r, const char *hlo, int64_t n, int64_t threshold_mib, const char *const *sets,
-         size_t n_sets)
-{
-    memset(r, 0, sizeof(*r));
-    sl_arena_init(&r->in);
-    sl_arena_init(&r->out);
-    sl_interner_init(&r->names, &r->in);
-    sl_buf_init(&r->text);
-    trace_mem_sink_init(&r->trace);
-    SpmdOptions o;
-    spmd_options_init(&o);
-    o.num_partitions = n;
-    o.threshold_for_windowed_einsum_mib = threshold_mib;
-    for (size_t k = 0; k < n_sets; k++)
-        if (spmd_options_set(&o, sl_str(sets[k]), &r->err) != SL_OK)
-            fail_msg("bad option %s: %s", sets[k], r->err.msg);
-    SlStatus st = hlo_parse(&r->in, &r->names, sl_str(hlo), "test.hlo", &r->src, &r->err);
-    if (st == SL_OK)
-        st = spmd_partition(r->src, &o, &r->trace.sink, &r->out, &r->dst, &r->err);
-    if (st != SL_OK)
-        fail_msg("partition failed: %s", r->err.msg);
-    hlo_print_module(r->dst, &r->text);
-    sl_buf_putc(&r->text, '\0');
-    sl_buf_putc(&r->trace.log, '\0');
-}
 
 static void
-run(DotRun *r, const char *hlo, int64_t n, int64_t threshold_mib)
-{
-    run_with(r, hlo, n, threshold_mib, NULL, 0);
-}
-
-static void
-done(DotRun *r)
-{
-    ir_module_fini(r->dst);
-    ir_module_fini(r->src);
-    sl_buf_fini(&r->text);
-    trace_mem_sink_fini(&r->trace);
-    sl_interner_fini(&r->names);
-    sl_arena_fini(&r->out);
-    sl_arena_fini(&r->in);
-}
-
-static size_t
-count(const char *hay, const char *needle)
-{
-    size_t n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
-        n++;
-    return n;
-}
-
-static void
-want(const DotRun *r, const char *fragment)
-{
-    if (!strstr(r->text.data, fragment))
-        fail_msg("missing \"%s\" in:\n%s\ntrace:\n%s", fragment, r->text.data, r->trace.log.data);
-}
-
-static void
-want_trace(const DotRun *r, const char *fragment)
-{
-    if (!strstr(r->trace.log.data, fragment))
-        fail_msg("missing trace \"%s\" in:\n%s", fragment, r->trace.log.data);
-}
-
-static void
-want_no_collectives(const DotRun *r)
-{
-    static const char *const k[] = {"all-reduce(", "all-gather(", "all-to-all(",
-                                    "collective-permute("};
-    for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++)
-        if (strstr(r->text.data, k[i]))
-            fail_msg("unexpected %s in:\n%s", k[i], r->text.data);
-}
-
-static void
-want_no_collective_but_all_reduce(const DotRun *r)
+want_no_collective_but_all_reduce(const SpmdRun *r)
 {
     if (strstr(r->text.data, "all-gather(") || strstr(r->text.data, "collective-permute(") ||
         strstr(r->text.data, "all-to-all("))
@@ -113,8 +28,8 @@ static void
 test_dot_batch_sharded(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=4\n"
         "ENTRY e {\n"
         "  a = f32[4,8,16] parameter(0), sharding={devices=[4,1,1]<=[4]}\n"
@@ -123,10 +38,10 @@ test_dot_batch_sharded(void **state)
         " lhs_contracting_dims={2}, rhs_contracting_dims={1}, sharding={devices=[4,1,1]<=[4]}\n"
         "}\n",
         4, 256);
-    want_no_collectives(&r);
-    want(&r, "f32[1,8,8] dot(");
-    want_trace(&r, "dot batch_parallel");
-    done(&r);
+    fx_want_no_collectives(&r);
+    fx_want(&r, "f32[1,8,8] dot(");
+    fx_want_trace(&r, "dot batch_parallel");
+    fx_done(&r);
 }
 
 /* K sharded on both operands, replicated output: one all-reduce over all four devices. */
@@ -134,8 +49,8 @@ static void
 test_dot_contracting_sharded(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=4\n"
         "ENTRY e {\n"
         "  a = f32[8,32] parameter(0), sharding={devices=[1,4]<=[4]}\n"
@@ -144,12 +59,12 @@ test_dot_contracting_sharded(void **state)
         " sharding={replicated}\n"
         "}\n",
         4, 256);
-    assert_int_equal(count(r.text.data, "all-reduce("), 1);
-    want(&r, "f32[8,16] dot(");
-    want(&r, "replica_groups=[1,4]<=[4]");
-    want(&r, "to_apply=%add");
-    want_trace(&r, "dot group_on_contracting");
-    done(&r);
+    assert_int_equal(fx_count(r.text.data, "all-reduce("), 1);
+    fx_want(&r, "f32[8,16] dot(");
+    fx_want(&r, "replica_groups=[1,4]<=[4]");
+    fx_want(&r, "to_apply=%add");
+    fx_want_trace(&r, "dot group_on_contracting");
+    fx_done(&r);
 }
 
 /* K sharded 2 ways on a 2x2 mesh: the all-reduce groups pair devices along K only. */
@@ -157,8 +72,8 @@ static void
 test_dot_contracting_groups(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=4\n"
         "ENTRY e {\n"
         "  a = f32[8,32] parameter(0), sharding={devices=[2,2]<=[4]}\n"
@@ -168,11 +83,11 @@ test_dot_contracting_groups(void **state)
         " sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}\n"
         "}\n",
         4, 256);
-    assert_int_equal(count(r.text.data, "all-reduce("), 1);
-    want(&r, "replica_groups={{0,1},{2,3}}");
-    want(&r, "f32[4,16] dot(");
+    assert_int_equal(fx_count(r.text.data, "all-reduce("), 1);
+    fx_want(&r, "replica_groups={{0,1},{2,3}}");
+    fx_want(&r, "f32[4,16] dot(");
     want_no_collective_but_all_reduce(&r);
-    done(&r);
+    fx_done(&r);
 }
 
 /* M sharded on the lhs and the output, rhs replicated: collective-free. */
@@ -180,8 +95,8 @@ static void
 test_dot_lhs_matches_output(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=4\n"
         "ENTRY e {\n"
         "  a = f32[8,32] parameter(0), sharding={devices=[4,1]<=[4]}\n"
@@ -190,10 +105,10 @@ test_dot_lhs_matches_output(void **state)
         " sharding={devices=[4,1]<=[4]}\n"
         "}\n",
         4, 256);
-    want_no_collectives(&r);
-    want(&r, "f32[2,16] dot(");
-    want_trace(&r, "dot lhs_matches_output_replicate_rhs");
-    done(&r);
+    fx_want_no_collectives(&r);
+    fx_want(&r, "f32[2,16] dot(");
+    fx_want_trace(&r, "dot lhs_matches_output_replicate_rhs");
+    fx_done(&r);
 }
 
 /* rhs sharded on N, output on M like the lhs, threshold 0: all-gather windowed loop. */
@@ -201,8 +116,8 @@ static void
 test_dot_windowed_all_gather(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=4\n"
         "ENTRY e {\n"
         "  a = f32[8,32] parameter(0), sharding={devices=[4,1]<=[4]}\n"
@@ -211,18 +126,18 @@ test_dot_windowed_all_gather(void **state)
         " sharding={devices=[4,1]<=[4]}\n"
         "}\n",
         4, 0);
-    want(&r, "while(");
-    want(&r, "windowed_dot_general_body_ag");
-    want(&r, "source_target_pairs={{0,3},{1,0},{2,1},{3,2}}");
-    want(&r, "f32[2,4] dot(");
-    want(&r, "dynamic-update-slice(");
-    want(&r, "(f32[2,32], f32[32,4], f32[2,16], f32[2,16], u32[])");
-    want(&r, "direction=LT");
-    want(&r, "u32[] constant(4)");
+    fx_want(&r, "while(");
+    fx_want(&r, "windowed_dot_general_body_ag");
+    fx_want(&r, "source_target_pairs={{0,3},{1,0},{2,1},{3,2}}");
+    fx_want(&r, "f32[2,4] dot(");
+    fx_want(&r, "dynamic-update-slice(");
+    fx_want(&r, "(f32[2,32], f32[32,4], f32[2,16], f32[2,16], u32[])");
+    fx_want(&r, "direction=LT");
+    fx_want(&r, "u32[] constant(4)");
     assert_int_equal(r.trace.n_windowed_loops, 1);
-    want_trace(&r, "all-gather 4 512");
-    want_trace(&r, "dot windowed_all_gather");
-    done(&r);
+    fx_want_trace(&r, "all-gather 4 512");
+    fx_want_trace(&r, "dot windowed_all_gather");
+    fx_done(&r);
 }
 
 /* K sharded, output sharded on M, threshold 0: reduce-scatter windowed loop with add. */
@@ -230,8 +145,8 @@ static void
 test_dot_windowed_reduce_scatter(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=4\n"
         "ENTRY e {\n"
         "  a = f32[8,32] parameter(0), sharding={devices=[1,4]<=[4]}\n"
@@ -240,18 +155,18 @@ test_dot_windowed_reduce_scatter(void **state)
         " sharding={devices=[4,1]<=[4]}\n"
         "}\n",
         4, 0);
-    want(&r, "windowed_dot_general_body_rs");
-    want(&r, "source_target_pairs={{0,3},{1,0},{2,1},{3,2}}");
-    want(&r, "f32[2,16] dot(");
-    want(&r, "f32[2,16] add(");
-    want_trace(&r, "reduce-scatter 4");
-    done(&r);
+    fx_want(&r, "windowed_dot_general_body_rs");
+    fx_want(&r, "source_target_pairs={{0,3},{1,0},{2,1},{3,2}}");
+    fx_want(&r, "f32[2,16] dot(");
+    fx_want(&r, "f32[2,16] add(");
+    fx_want_trace(&r, "reduce-scatter 4");
+    fx_done(&r);
 }
 
 static void
-want_count(const DotRun *r, const char *needle, size_t n)
+want_count(const SpmdRun *r, const char *needle, size_t n)
 {
-    size_t got = count(r->text.data, needle);
+    size_t got = fx_count(r->text.data, needle);
     if (got != n)
         fail_msg("want %zu \"%s\", got %zu in:\n%s", n, needle, got, r->text.data);
 }
@@ -285,11 +200,11 @@ static void
 test_dot_windowed_bidirectional_all_gather(void **state)
 {
     (void)state;
-    DotRun r;
-    run_with(&r, k_ag_module, 4, 0, SET("bidirectional_windowed_einsum=true"));
-    want(&r, "f32[6,1,4] reshape(");
-    want(&r, "(f32[2,6], f32[6,1,4], f32[2,16], f32[6,1,4], u32[])");
-    want(&r, "u32[] constant(2)");
+    SpmdRun r;
+    fx_run_with(&r, k_ag_module, 4, 0, SET("bidirectional_windowed_einsum=true"));
+    fx_want(&r, "f32[6,1,4] reshape(");
+    fx_want(&r, "(f32[2,6], f32[6,1,4], f32[2,16], f32[6,1,4], u32[])");
+    fx_want(&r, "u32[] constant(2)");
     want_count(&r, "collective-permute(", 5); /* 1 before the loop, 4 per trip */
     want_count(&r, "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}", 3);
     want_count(&r, "source_target_pairs={{0,3},{1,0},{2,1},{3,2}}", 2);
@@ -297,9 +212,9 @@ test_dot_windowed_bidirectional_all_gather(void **state)
     want_count(&r, "f32[2,2,4] dot(", 2);
     want_count(&r, "f32[2,16] dynamic-update-slice(", 4);
     want_count(&r, "conditional(", 0);
-    want_trace(&r, "all-gather-bidirectional 1 384");
-    want_trace(&r, "dot windowed_all_gather");
-    done(&r);
+    fx_want_trace(&r, "all-gather-bidirectional 1 384");
+    fx_want_trace(&r, "dot windowed_all_gather");
+    fx_done(&r);
 }
 
 /* Unrolled reduce-scatter: result and extra buffers move by -2 inside the loop (n/2 = 2
@@ -308,19 +223,19 @@ static void
 test_dot_windowed_unrolled_reduce_scatter(void **state)
 {
     (void)state;
-    DotRun r;
-    run_with(&r, k_rs_module, 4, 0, SET("unroll_windowed_einsum=true"));
-    want(&r, "windowed_dot_general_body_rs");
+    SpmdRun r;
+    fx_run_with(&r, k_rs_module, 4, 0, SET("unroll_windowed_einsum=true"));
+    fx_want(&r, "windowed_dot_general_body_rs");
     want_count(&r, "source_target_pairs={{0,2},{1,3},{2,0},{3,1}}", 2);
     want_count(&r, "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}", 1);
     want_count(&r, "collective-permute(", 3);
     want_count(&r, "f32[2,16] dot(", 2);
     want_count(&r, "conditional(", 0);
-    want(&r, "u32[] constant(4)");
-    want(&r, "u32[] constant(2)");
-    want_trace(&r, "reduce-scatter-unrolled 2 256");
-    want_trace(&r, "dot windowed_reduce_scatter");
-    done(&r);
+    fx_want(&r, "u32[] constant(4)");
+    fx_want(&r, "u32[] constant(2)");
+    fx_want_trace(&r, "reduce-scatter-unrolled 2 256");
+    fx_want_trace(&r, "dot windowed_reduce_scatter");
+    fx_done(&r);
 }
 
 /* Bidirectional reduce-scatter: the result travels counter-clockwise, the extra buffer
@@ -330,17 +245,17 @@ static void
 test_dot_windowed_bidirectional_reduce_scatter(void **state)
 {
     (void)state;
-    DotRun r;
-    run_with(&r, k_rs_module, 4, 0, SET("bidirectional_windowed_einsum=true"));
+    SpmdRun r;
+    fx_run_with(&r, k_rs_module, 4, 0, SET("bidirectional_windowed_einsum=true"));
     want_count(&r, "collective-permute(", 5);
     want_count(&r, "source_target_pairs={{0,3},{1,0},{2,1},{3,2}}", 2);
     want_count(&r, "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}", 3);
     want_count(&r, "f32[2,2,8] maximum(", 2);
     want_count(&r, "f32[2,2,16] dot(", 2);
-    want(&r, "f32[] constant(-inf)");
-    want(&r, "u32[] constant(3)"); /* ccw id = i + p + n/2 + 1 */
-    want_trace(&r, "reduce-scatter-bidirectional 1 512");
-    done(&r);
+    fx_want(&r, "f32[] constant(-inf)");
+    fx_want(&r, "u32[] constant(3)"); /* ccw id = i + p + n/2 + 1 */
+    fx_want_trace(&r, "reduce-scatter-bidirectional 1 512");
+    fx_done(&r);
 }
 
 /* partial_windowed_einsum (E.5 #4): lhs [2,4,1] over 8 devices, the output leaves lhs dim 1
@@ -349,8 +264,8 @@ static void
 test_dot_partial_windowed(void **state)
 {
     (void)state;
-    DotRun r;
-    run_with(&r,
+    SpmdRun r;
+    fx_run_with(&r,
              "HloModule m, num_partitions=8\n"
              "ENTRY e {\n"
              "  a = f32[8,16,12] parameter(0), sharding={devices=[2,4,1]<=[8]}\n"
@@ -360,13 +275,13 @@ test_dot_partial_windowed(void **state)
              " rhs_contracting_dims={0}, sharding={devices=[2,1,4]<=[8]}\n"
              "}\n",
              8, 0, SET("partial_windowed_einsum=true"));
-    want(&r, "source_target_pairs={{0,3},{1,0},{2,1},{3,2},{4,7},{5,4},{6,5},{7,6}}");
-    want(&r, "s32[8] constant({0, 4, 8, 12, 0, 4, 8, 12})");
-    want(&r, "u32[] constant(8)");
-    want(&r, "(f32[4,4,12], f32[12,2], f32[4,16,2], f32[4,16,2], u32[])");
-    want_trace(&r, "all-gather-partial 4");
-    want_trace(&r, "dot windowed_all_gather_partial");
-    done(&r);
+    fx_want(&r, "source_target_pairs={{0,3},{1,0},{2,1},{3,2},{4,7},{5,4},{6,5},{7,6}}");
+    fx_want(&r, "s32[8] constant({0, 4, 8, 12, 0, 4, 8, 12})");
+    fx_want(&r, "u32[] constant(8)");
+    fx_want(&r, "(f32[4,4,12], f32[12,2], f32[4,16,2], f32[4,16,2], u32[])");
+    fx_want_trace(&r, "all-gather-partial 4");
+    fx_want_trace(&r, "dot windowed_all_gather_partial");
+    fx_done(&r);
 }
 
 /* Two dots share the lhs, which the first one's all-gather loop already windows: with
@@ -387,17 +302,17 @@ test_dot_disable_ag_rewrite(void **state)
         " sharding={devices=[1,1,4]<=[4]}\n"
         "  ROOT s = f32[2,8,32] add(d1, d2), sharding={devices=[1,1,4]<=[4]}\n"
         "}\n";
-    DotRun r;
-    run_with(&r, hlo, 4, 0,
+    SpmdRun r;
+    fx_run_with(&r, hlo, 4, 0,
              SET("disable_ag_rewrite_for_multiple_consumers=true",
                  "skip_checking_windowed_einsum_users=true"));
     want_count(&r, " while(", 1);
     want_count(&r, "all-gather(", 1);
-    want_trace(&r, "d2 dot no_windowed_einsum");
-    done(&r);
-    run_with(&r, hlo, 4, 0, SET("skip_checking_windowed_einsum_users=true"));
+    fx_want_trace(&r, "d2 dot no_windowed_einsum");
+    fx_done(&r);
+    fx_run_with(&r, hlo, 4, 0, SET("skip_checking_windowed_einsum_users=true"));
     want_count(&r, " while(", 2);
-    done(&r);
+    fx_done(&r);
 }
 
 /* The users check: another user wants the rhs replicated, as the loop would gather it, so
@@ -417,13 +332,13 @@ test_dot_windowed_users_check(void **state)
         "  ROOT t = (f32[8,16], f32[6,16]) tuple(d, n), sharding={{devices=[4,1]<=[4]},"
         " {replicated}}\n"
         "}\n";
-    DotRun r;
-    run(&r, hlo, 4, 0);
+    SpmdRun r;
+    fx_run(&r, hlo, 4, 0);
     want_count(&r, " while(", 0);
-    done(&r);
-    run_with(&r, hlo, 4, 0, SET("skip_checking_windowed_einsum_users=true"));
+    fx_done(&r);
+    fx_run_with(&r, hlo, 4, 0, SET("skip_checking_windowed_einsum_users=true"));
     want_count(&r, " while(", 1);
-    done(&r);
+    fx_done(&r);
 }
 
 /* total_bytes_windowed_einsum_threshold is in bytes and, when set (even to 0), replaces the
@@ -432,13 +347,13 @@ static void
 test_dot_total_bytes_threshold(void **state)
 {
     (void)state;
-    DotRun r;
-    run_with(&r, k_ag_module, 4, 256, SET("total_bytes_windowed_einsum_threshold=576"));
+    SpmdRun r;
+    fx_run_with(&r, k_ag_module, 4, 256, SET("total_bytes_windowed_einsum_threshold=576"));
     want_count(&r, " while(", 1);
-    done(&r);
-    run_with(&r, k_ag_module, 4, 0, SET("total_bytes_windowed_einsum_threshold=577"));
+    fx_done(&r);
+    fx_run_with(&r, k_ag_module, 4, 0, SET("total_bytes_windowed_einsum_threshold=577"));
     want_count(&r, " while(", 0);
-    done(&r);
+    fx_done(&r);
 }
 
 /* Contracting dims sharded in groups {0..3},{4..7} while the output's replication groups are
@@ -448,8 +363,8 @@ static void
 test_dot_contracting_regroup_output(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=8\n"
         "ENTRY e {\n"
         "  a = f32[24,100] parameter(0), sharding={devices=[1,2,4]<=[8] last_tile_dim_replicate}\n"
@@ -458,11 +373,11 @@ test_dot_contracting_regroup_output(void **state)
         " sharding={devices=[1,2,4]<=[8] last_tile_dim_replicate}\n"
         "}\n",
         8, 256);
-    want(&r, "f32[24,16] dot(");
-    want(&r, "f32[24,16] all-reduce(");
-    want(&r, "f32[24,16] collective-permute(");
-    want_trace(&r, "dot group_on_contracting");
-    done(&r);
+    fx_want(&r, "f32[24,16] dot(");
+    fx_want(&r, "f32[24,16] all-reduce(");
+    fx_want(&r, "f32[24,16] collective-permute(");
+    fx_want_trace(&r, "dot group_on_contracting");
+    fx_done(&r);
 }
 
 /* A convolution sharded on batch (input batch = lhs non-contracting role): no communication. */
@@ -470,8 +385,8 @@ static void
 test_conv_batch(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=2\n"
         "ENTRY e {\n"
         "  a = f32[8,16,16,4] parameter(0), sharding={devices=[2,1,1,1]<=[2]}\n"
@@ -480,10 +395,10 @@ test_conv_batch(void **state)
         " dim_labels=b01f_01io->b01f, sharding={devices=[2,1,1,1]<=[2]}\n"
         "}\n",
         2, 256);
-    want_no_collectives(&r);
-    want(&r, "f32[4,16,16,8] convolution(");
-    want_trace(&r, "convolution lhs_matches_output_replicate_rhs");
-    done(&r);
+    fx_want_no_collectives(&r);
+    fx_want(&r, "f32[4,16,16,8] convolution(");
+    fx_want_trace(&r, "convolution lhs_matches_output_replicate_rhs");
+    fx_done(&r);
 }
 
 /* Output tiled on a spatial dim (F.1 case 0 rule 3): one-element halos from each neighbour,
@@ -492,8 +407,8 @@ static void
 test_conv_spatial_halo(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=2\n"
         "ENTRY e {\n"
         "  a = f32[8,16,16,4] parameter(0), sharding={devices=[1,2,1,1]<=[2]}\n"
@@ -502,16 +417,16 @@ test_conv_spatial_halo(void **state)
         " dim_labels=b01f_01io->b01f, sharding={devices=[1,2,1,1]<=[2]}\n"
         "}\n",
         2, 256);
-    want(&r, "f32[8,1,16,4] collective-permute(%slice), channel_id=1, "
+    fx_want(&r, "f32[8,1,16,4] collective-permute(%slice), channel_id=1, "
              "source_target_pairs={{0,1}}");
-    want(&r, "source_target_pairs={{1,0}}");
-    want(&r, "f32[8,10,16,4] concatenate(");
-    want(&r, "f32[8,8,16,8] convolution(%select, %b.1), window={size=3x3 pad=0_0x1_1}");
-    assert_int_equal(count(r.text.data, "collective-permute("), 2);
+    fx_want(&r, "source_target_pairs={{1,0}}");
+    fx_want(&r, "f32[8,10,16,4] concatenate(");
+    fx_want(&r, "f32[8,8,16,8] convolution(%select, %b.1), window={size=3x3 pad=0_0x1_1}");
+    assert_int_equal(fx_count(r.text.data, "collective-permute("), 2);
     assert_null(strstr(r.text.data, "all-reduce("));
     assert_null(strstr(r.text.data, "all-gather("));
-    want_trace(&r, "convolution conv_output_spatial_halo");
-    done(&r);
+    fx_want_trace(&r, "convolution conv_output_spatial_halo");
+    fx_done(&r);
 }
 
 /* Both operands tiled on the spatial dim (F.1 case 0 rule 2, halo on the lhs): lhs halos of
@@ -521,8 +436,8 @@ static void
 test_conv_halo_on_lhs(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=2\n"
         "ENTRY e {\n"
         "  lhs = f32[2,8,8,4] parameter(0), sharding={devices=[1,2,1,1]<=[2]}\n"
@@ -531,17 +446,17 @@ test_conv_halo_on_lhs(void **state)
         " dim_labels=f01b_i01o->01bf, sharding={replicated}\n"
         "}\n",
         2, 256);
-    want(&r, "f32[2,1,8,4] collective-permute(%slice), channel_id=1, "
+    fx_want(&r, "f32[2,1,8,4] collective-permute(%slice), channel_id=1, "
              "source_target_pairs={{0,1}}");
-    want(&r, "f32[2,1,8,4] collective-permute(%slice.1), channel_id=2, "
+    fx_want(&r, "f32[2,1,8,4] collective-permute(%slice.1), channel_id=2, "
              "source_target_pairs={{1,0}}");
-    want(&r, "f32[2,6,8,4] concatenate(%collective-permute, %lhs.1, %collective-permute.1)");
-    want(&r, "f32[3,3,4,3] convolution(%concatenate, %rhs.1), window={size=4x8 pad=0_0x1_1}");
-    want(&r, "f32[3,3,4,3] all-reduce(%conv.1), channel_id=3, replica_groups=[1,2]<=[2]");
-    assert_int_equal(count(r.text.data, "collective-permute("), 2);
+    fx_want(&r, "f32[2,6,8,4] concatenate(%collective-permute, %lhs.1, %collective-permute.1)");
+    fx_want(&r, "f32[3,3,4,3] convolution(%concatenate, %rhs.1), window={size=4x8 pad=0_0x1_1}");
+    fx_want(&r, "f32[3,3,4,3] all-reduce(%conv.1), channel_id=3, replica_groups=[1,2]<=[2]");
+    assert_int_equal(fx_count(r.text.data, "collective-permute("), 2);
     assert_null(strstr(r.text.data, "all-gather("));
-    want_trace(&r, "convolution conv_halo_on_lhs");
-    done(&r);
+    fx_want_trace(&r, "convolution conv_halo_on_lhs");
+    fx_done(&r);
 }
 
 /* Window reversal with an uneven, reverse-ordered kernel: the kernel's padding moves to the
@@ -551,8 +466,8 @@ static void
 test_conv_halo_window_reversal(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=2\n"
         "ENTRY e {\n"
         "  lhs = f32[5,4,3] parameter(0), sharding={devices=[2,1,1]<=[2]}\n"
@@ -561,16 +476,16 @@ test_conv_halo_window_reversal(void **state)
         " dim_labels=0fb_0io->0bf, sharding={replicated}\n"
         "}\n",
         2, 256);
-    want(&r, "f32[1,4,6] collective-permute(%slice), channel_id=1, "
+    fx_want(&r, "f32[1,4,6] collective-permute(%slice), channel_id=1, "
              "source_target_pairs={{1,0}}");
-    want(&r, "f32[3,4,6] concatenate(%collective-permute, %slice.1), dimensions={0}");
-    want(&r, "f32[3,4,3] select(");
-    want(&r, "f32[3,4,6] select(");
-    want(&r, "f32[1,3,6] convolution(%select, %select.1), window={size=3 rhs_reversal=1}");
-    want(&r, "f32[1,3,6] all-reduce(%conv.1), channel_id=2, replica_groups={{0,1}}");
-    assert_int_equal(count(r.text.data, "collective-permute("), 1);
-    want_trace(&r, "convolution conv_halo_on_lhs");
-    done(&r);
+    fx_want(&r, "f32[3,4,6] concatenate(%collective-permute, %slice.1), dimensions={0}");
+    fx_want(&r, "f32[3,4,3] select(");
+    fx_want(&r, "f32[3,4,6] select(");
+    fx_want(&r, "f32[1,3,6] convolution(%select, %select.1), window={size=3 rhs_reversal=1}");
+    fx_want(&r, "f32[1,3,6] all-reduce(%conv.1), channel_id=2, replica_groups={{0,1}}");
+    assert_int_equal(fx_count(r.text.data, "collective-permute("), 1);
+    fx_want_trace(&r, "convolution conv_halo_on_lhs");
+    fx_done(&r);
 }
 
 /* Partially replicated operands tiled on the spatial dim: the partial results are summed
@@ -579,8 +494,8 @@ static void
 test_conv_halo_partial_replication(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=4\n"
         "ENTRY e {\n"
         "  lhs = f32[2,8,8,4] parameter(0),"
@@ -591,11 +506,11 @@ test_conv_halo_partial_replication(void **state)
         " dim_labels=f01b_i01o->01bf, sharding={replicated}\n"
         "}\n",
         4, 256);
-    want(&r, "source_target_pairs={{0,2},{1,3}}");
-    want(&r, "source_target_pairs={{2,0},{3,1}}");
-    want(&r, "f32[3,3,4,3] all-reduce(%conv.1), channel_id=3, replica_groups=[2,2]<=[2,2]T(1,0)");
-    want_trace(&r, "convolution conv_halo_on_lhs");
-    done(&r);
+    fx_want(&r, "source_target_pairs={{0,2},{1,3}}");
+    fx_want(&r, "source_target_pairs={{2,0},{3,1}}");
+    fx_want(&r, "f32[3,3,4,3] all-reduce(%conv.1), channel_id=3, replica_groups=[2,2]<=[2,2]T(1,0)");
+    fx_want_trace(&r, "convolution conv_halo_on_lhs");
+    fx_done(&r);
 }
 
 /* Feature-grouped convolution, lhs groups 4-way (partially replicated), rhs 2-way: no
@@ -606,8 +521,8 @@ static void
 test_conv_feature_group_partial(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=8\n"
         "ENTRY e {\n"
         "  lhs = f32[4,275,16] parameter(0),"
@@ -619,13 +534,13 @@ test_conv_feature_group_partial(void **state)
         " sharding={devices=[1,1,2,4]<=[2,4]T(1,0) last_tile_dim_replicate}\n"
         "}\n",
         8, 256);
-    want(&r, "f32[1,275,4] ");
-    want(&r, "f32[5,4,4] convolution(");
-    want(&r, "feature_group_count=4");
-    want(&r, "f32[5,4,4] collective-permute(%c.1)");
-    want(&r, "f32[5,4,8] all-gather(%collective-permute");
-    want_trace(&r, "convolution grouped_conv_on_group_dim");
-    done(&r);
+    fx_want(&r, "f32[1,275,4] ");
+    fx_want(&r, "f32[5,4,4] convolution(");
+    fx_want(&r, "feature_group_count=4");
+    fx_want(&r, "f32[5,4,4] collective-permute(%c.1)");
+    fx_want(&r, "f32[5,4,8] all-gather(%collective-permute");
+    fx_want_trace(&r, "convolution grouped_conv_on_group_dim");
+    fx_done(&r);
 }
 
 /* conv_halo_exchange_always_on_lhs=false (F.1 case 0 rule 2, halo on the rhs): the kernel
@@ -636,8 +551,8 @@ test_conv_halo_on_rhs(void **state)
 {
     (void)state;
     static const char *const sets[] = {"conv_halo_exchange_always_on_lhs=false"};
-    DotRun r;
-    run_with(&r,
+    SpmdRun r;
+    fx_run_with(&r,
              "HloModule m, num_partitions=2\n"
              "ENTRY e {\n"
              "  lhs = f32[2,8,8,4] parameter(0), sharding={devices=[1,2,1,1]<=[2]}\n"
@@ -646,17 +561,17 @@ test_conv_halo_on_rhs(void **state)
              " dim_labels=f01b_i01o->01bf, sharding={replicated}\n"
              "}\n",
              2, 256, sets, 1);
-    want(&r, "f32[2,1,8,3] collective-permute(%slice), channel_id=1, "
+    fx_want(&r, "f32[2,1,8,3] collective-permute(%slice), channel_id=1, "
              "source_target_pairs={{0,1}}");
-    want(&r, "f32[2,1,8,3] collective-permute(%slice.1), channel_id=2, "
+    fx_want(&r, "f32[2,1,8,3] collective-permute(%slice.1), channel_id=2, "
              "source_target_pairs={{1,0}}");
-    want(&r, "f32[2,6,8,3] concatenate(%collective-permute, %rhs.1, %collective-permute.1)");
-    want(&r, "f32[3,3,4,3] convolution(%lhs.1, %concatenate), window={size=6x8 pad=2_2x1_1}");
-    want(&r, "f32[3,3,4,3] all-reduce(%conv.1), channel_id=3, replica_groups=[1,2]<=[2]");
-    assert_int_equal(count(r.text.data, "collective-permute("), 2);
+    fx_want(&r, "f32[2,6,8,3] concatenate(%collective-permute, %rhs.1, %collective-permute.1)");
+    fx_want(&r, "f32[3,3,4,3] convolution(%lhs.1, %concatenate), window={size=6x8 pad=2_2x1_1}");
+    fx_want(&r, "f32[3,3,4,3] all-reduce(%conv.1), channel_id=3, replica_groups=[1,2]<=[2]");
+    assert_int_equal(fx_count(r.text.data, "collective-permute("), 2);
     assert_null(strstr(r.text.data, "all-gather("));
-    want_trace(&r, "convolution conv_halo_on_rhs");
-    done(&r);
+    fx_want_trace(&r, "convolution conv_halo_on_rhs");
+    fx_done(&r);
 }
 
 /* With window dilation the rhs halos are not affine in the shard index: the lhs variant is
@@ -666,8 +581,8 @@ test_conv_halo_on_rhs_dilated_falls_back(void **state)
 {
     (void)state;
     static const char *const sets[] = {"conv_halo_exchange_always_on_lhs=false"};
-    DotRun r;
-    run_with(&r,
+    SpmdRun r;
+    fx_run_with(&r,
              "HloModule m, num_partitions=2\n"
              "ENTRY e {\n"
              "  lhs = f32[2,9,8,4] parameter(0), sharding={devices=[1,2,1,1]<=[2]}\n"
@@ -676,12 +591,12 @@ test_conv_halo_on_rhs_dilated_falls_back(void **state)
              " rhs_dilate=2x1}, dim_labels=f01b_i01o->01bf, sharding={replicated}\n"
              "}\n",
              2, 256, sets, 1);
-    want(&r, "f32[2,2,8,4] collective-permute(%slice), channel_id=1, "
+    fx_want(&r, "f32[2,2,8,4] collective-permute(%slice), channel_id=1, "
              "source_target_pairs={{0,1}}");
-    want(&r, "f32[5,1,4,3] convolution(%select, %rhs.1), window={size=2x8 rhs_dilate=2x1}");
-    want(&r, "f32[5,1,4,3] all-reduce(%conv.1), channel_id=3, replica_groups=[1,2]<=[2]");
-    want_trace(&r, "convolution conv_halo_on_lhs");
-    done(&r);
+    fx_want(&r, "f32[5,1,4,3] convolution(%select, %rhs.1), window={size=2x8 rhs_dilate=2x1}");
+    fx_want(&r, "f32[5,1,4,3] all-reduce(%conv.1), channel_id=3, replica_groups=[1,2]<=[2]");
+    fx_want_trace(&r, "convolution conv_halo_on_lhs");
+    fx_done(&r);
 }
 
 /* Both operands split 2 ways on different contracting dims (E.8 with equal contracting
@@ -691,8 +606,8 @@ static void
 test_dot_contracting_retile(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=2\n"
         "ENTRY e {\n"
         "  lhs = f32[4,6] parameter(0), sharding={devices=[1,2]<=[2]}\n"
@@ -701,14 +616,14 @@ test_dot_contracting_retile(void **state)
         " rhs_contracting_dims={0,1}, sharding={replicated}\n"
         "}\n",
         2, 256);
-    want(&r, "f32[2,2,3] all-to-all(%reshape), channel_id=1, replica_groups=[1,2]<=[2], "
+    fx_want(&r, "f32[2,2,3] all-to-all(%reshape), channel_id=1, replica_groups=[1,2]<=[2], "
              "dimensions={0}");
-    want(&r, "f32[32] dot(%reshape.1, %rhs.1), lhs_contracting_dims={0,1}");
-    want(&r, "f32[32] all-reduce(%d.1), channel_id=2, replica_groups=[1,2]<=[2]");
-    assert_int_equal(count(r.text.data, "all-to-all("), 1);
-    assert_int_equal(count(r.text.data, "all-reduce("), 1);
-    want_trace(&r, "dot group_on_contracting");
-    done(&r);
+    fx_want(&r, "f32[32] dot(%reshape.1, %rhs.1), lhs_contracting_dims={0,1}");
+    fx_want(&r, "f32[32] all-reduce(%d.1), channel_id=2, replica_groups=[1,2]<=[2]");
+    assert_int_equal(fx_count(r.text.data, "all-to-all("), 1);
+    assert_int_equal(fx_count(r.text.data, "all-reduce("), 1);
+    fx_want_trace(&r, "dot group_on_contracting");
+    fx_done(&r);
 }
 
 /* E.7 with the other operand grouped on the tile dims whose device groups coincide with the
@@ -719,8 +634,8 @@ static void
 test_conv_non_contracting_matching_dims(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=8\n"
         "ENTRY e {\n"
         "  lhs = f32[8,6,2,5] parameter(0), sharding={devices=[4,1,2,1]<=[8]}\n"
@@ -730,16 +645,16 @@ test_conv_non_contracting_matching_dims(void **state)
         " dim_labels=0b1f_1io0->0bf1, sharding={devices=[4,1,2,1]<=[8]}\n"
         "}\n",
         8, 256);
-    want(&r, "f32[1,5,4,1] all-gather(%rhs.1), channel_id=1, "
+    fx_want(&r, "f32[1,5,4,1] all-gather(%rhs.1), channel_id=1, "
              "replica_groups=[4,2]<=[2,2,2]T(2,1,0), dimensions={2}");
-    want(&r, "f32[2,6,4,1] convolution(%lhs.1, %all-gather), window={size=1x1}");
-    want(&r, "f32[2,6,4,1] all-reduce(%conv.1), channel_id=2, "
+    fx_want(&r, "f32[2,6,4,1] convolution(%lhs.1, %all-gather), window={size=1x1}");
+    fx_want(&r, "f32[2,6,4,1] all-reduce(%conv.1), channel_id=2, "
              "replica_groups={{0,1},{2,3},{4,5},{6,7}}");
-    want(&r, "f32[2,6,2,1] dynamic-slice(%all-reduce, ");
-    assert_int_equal(count(r.text.data, "all-gather("), 1);
-    want_trace(&r, "convolution group_on_non_contracting");
-    want_trace(&r, "convolution group_on_contracting");
-    done(&r);
+    fx_want(&r, "f32[2,6,2,1] dynamic-slice(%all-reduce, ");
+    assert_int_equal(fx_count(r.text.data, "all-gather("), 1);
+    fx_want_trace(&r, "convolution group_on_non_contracting");
+    fx_want_trace(&r, "convolution group_on_contracting");
+    fx_done(&r);
 }
 
 /* E.8 with the output sharded on a dim every contracting group agrees on: the inner creator
@@ -749,8 +664,8 @@ static void
 test_dot_contracting_sliced_output(void **state)
 {
     (void)state;
-    DotRun r;
-    run(&r,
+    SpmdRun r;
+    fx_run(&r,
         "HloModule m, num_partitions=4\n"
         "ENTRY e {\n"
         "  lhs = f32[4,4,6] parameter(0), sharding={devices=[2,1,2]<=[4]}\n"
@@ -759,14 +674,14 @@ test_dot_contracting_sliced_output(void **state)
         " lhs_contracting_dims={2}, rhs_contracting_dims={1}, sharding={devices=[1,2,2]<=[4]}\n"
         "}\n",
         4, 256);
-    want(&r, "f32[2,4,8] dot(%lhs.1, %rhs.1)");
-    want(&r, "f32[2,4,8] all-reduce(%d.1), channel_id=1, replica_groups=[2,2]<=[4]");
-    want(&r, "f32[2,4,4] dynamic-slice(%all-reduce, %constant, %constant, %reshape)");
-    want(&r, "f32[2,2,2,4] all-to-all(%reshape.1), channel_id=2, replica_groups={{0,2},{1,3}}, "
+    fx_want(&r, "f32[2,4,8] dot(%lhs.1, %rhs.1)");
+    fx_want(&r, "f32[2,4,8] all-reduce(%d.1), channel_id=1, replica_groups=[2,2]<=[4]");
+    fx_want(&r, "f32[2,4,4] dynamic-slice(%all-reduce, %constant, %constant, %reshape)");
+    fx_want(&r, "f32[2,2,2,4] all-to-all(%reshape.1), channel_id=2, replica_groups={{0,2},{1,3}}, "
              "dimensions={1}");
-    assert_int_equal(count(r.text.data, "all-reduce("), 1);
-    want_trace(&r, "dot group_on_contracting");
-    done(&r);
+    assert_int_equal(fx_count(r.text.data, "all-reduce("), 1);
+    fx_want_trace(&r, "dot group_on_contracting");
+    fx_done(&r);
 }
 
 /* choose_faster_windowed_einsum_over_mem with both operands matching the output on free dims:
@@ -778,8 +693,8 @@ test_dot_non_contracting_match_by_iterations(void **state)
 {
     (void)state;
     static const char *const sets[] = {"choose_faster_windowed_einsum_over_mem=true"};
-    DotRun r;
-    run_with(&r,
+    SpmdRun r;
+    fx_run_with(&r,
              "HloModule m, num_partitions=8\n"
              "ENTRY e {\n"
              "  a = f32[8,4,16] parameter(0), sharding={devices=[4,1,2]<=[8]}\n"
@@ -789,17 +704,17 @@ test_dot_non_contracting_match_by_iterations(void **state)
              " rhs_contracting_dims={0}, sharding={devices=[4,1,2]<=[8]}\n"
              "}\n",
              8, 0, sets, 1);
-    want(&r, "f32[16,16] all-gather(%b.1), channel_id=1, replica_groups=[4,2]<=[4,2]T(1,0), "
+    fx_want(&r, "f32[16,16] all-gather(%b.1), channel_id=1, replica_groups=[4,2]<=[4,2]T(1,0), "
              "dimensions={0}");
-    want(&r, "(f32[2,4,8], f32[16,16], f32[2,4,16], f32[2,4,16], u32[]) while(%tuple), "
+    fx_want(&r, "(f32[2,4,8], f32[16,16], f32[2,4,16], f32[2,4,16], u32[]) while(%tuple), "
              "condition=%windowed_dot_general_cond_ag");
-    want(&r, "f32[2,4,8] collective-permute(%param.2), channel_id=2, "
+    fx_want(&r, "f32[2,4,8] collective-permute(%param.2), channel_id=2, "
              "source_target_pairs={{0,1},{1,0},{2,3},{3,2},{4,5},{5,4},{6,7},{7,6}}");
-    assert_int_equal(count(r.text.data, "all-gather("), 1);
-    assert_int_equal(count(r.text.data, "collective-permute("), 1);
-    want_trace(&r, "dot non_contracting_match_lhs");
-    want_trace(&r, "dot group_on_non_contracting");
-    done(&r);
+    assert_int_equal(fx_count(r.text.data, "all-gather("), 1);
+    assert_int_equal(fx_count(r.text.data, "collective-permute("), 1);
+    fx_want_trace(&r, "dot non_contracting_match_lhs");
+    fx_want_trace(&r, "dot group_on_non_contracting");
+    fx_done(&r);
 }
 
 int
