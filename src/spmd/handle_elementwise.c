@@ -36,24 +36,6 @@ spmd_handle_elementwise(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     return spmd_handle_with_shardings(cx, hlo, targets, run, err);
 }
 
-/* First dim t != c whose size divides by n_c * n_t (GetFirstTargetDimToMoveShardingTiles). */
-static int
-move_target(const ShdSharding *s, const IrShape *shape, uint32_t c, const int64_t *skip,
-            uint32_t n_skip)
-{
-    int64_t nc = shd_dim_shards(s, c);
-    if (shape->rank < 2 || nc <= 1 || shape->dims[c] == 1)
-        return -1;
-    for (uint32_t t = 0; t < shape->rank; t++) {
-        bool skipped = t == c;
-        for (uint32_t k = 0; k < n_skip; k++)
-            skipped = skipped || skip[k] == (int64_t)t;
-        if (!skipped && shape->dims[t] % (nc * shd_dim_shards(s, t)) == 0)
-            return (int)t;
-    }
-    return -1;
-}
-
 SlStatus
 spmd_handle_elementwise_dims_to_replicate(SpmdCtx *cx, const IrInstr *hlo, const int64_t *dims,
                                           uint32_t n, SlError *err)
@@ -65,7 +47,7 @@ spmd_handle_elementwise_dims_to_replicate(SpmdCtx *cx, const IrInstr *hlo, const
         uint32_t c = (uint32_t)dims[k];
         if (shd_dim_shards(s, c) <= 1)
             continue;
-        int t = move_target(s, &hlo->shape, c, dims, n);
+        int64_t t = shd_find_tile_move_target(&hlo->shape, s, c, dims, n);
         const ShdSharding *ns = t >= 0 ? shd_move_and_merge_tiles(cx->arena, s, c, (uint32_t)t)
                                        : NULL;
         if (!ns)
