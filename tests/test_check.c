@@ -431,16 +431,26 @@ add_instr(IrModule *m, IrComputation *c, const char *name, IrOp op, const IrShap
     return i;
 }
 
-/* ENTRY main { p0 = f32[8,32] parameter(0); p1 = f32[32,16] parameter(1); d = dot } with the
- * dot's declared shape `dot_dims`. */
+/* A module "m" whose entry computation "main" is added and still empty. */
 static IrModule *
-build_dot(Fixture *fx, const int64_t *dot_dims, bool set_root)
+new_module(Fixture *fx, IrComputation **entry)
 {
     IrModule *m = ir_module_new(&fx->arena, &fx->names, sl_intern_cstr(&fx->names, "m"));
     IrComputation *c = ir_computation_new(m, sl_intern_cstr(&fx->names, "main"));
     assert_non_null(c);
     c->is_entry = true;
     assert_int_equal(ir_module_add_computation(m, c), SL_OK);
+    *entry = c;
+    return m;
+}
+
+/* ENTRY main { p0 = f32[8,32] parameter(0); p1 = f32[32,16] parameter(1); d = dot } with the
+ * dot's declared shape `dot_dims`. */
+static IrModule *
+build_dot(Fixture *fx, const int64_t *dot_dims, bool set_root)
+{
+    IrComputation *c;
+    IrModule *m = new_module(fx, &c);
     const int64_t a[] = {8, 32}, b[] = {32, 16};
     IrShape sa = ir_shape_make(&fx->arena, IR_DT_F32, a, 2);
     IrShape sb = ir_shape_make(&fx->arena, IR_DT_F32, b, 2);
@@ -496,10 +506,8 @@ static void
 test_check_operand_defined_later(void **state)
 {
     Fixture *fx = *state;
-    IrModule *m = ir_module_new(&fx->arena, &fx->names, sl_intern_cstr(&fx->names, "m"));
-    IrComputation *c = ir_computation_new(m, sl_intern_cstr(&fx->names, "main"));
-    c->is_entry = true;
-    assert_int_equal(ir_module_add_computation(m, c), SL_OK);
+    IrComputation *c;
+    IrModule *m = new_module(fx, &c);
     const int64_t d4[] = {4};
     IrShape s = ir_shape_make(&fx->arena, IR_DT_F32, d4, 1);
     IrInstr *p = add_instr(m, NULL, "p", IR_OP_PARAMETER, &s, NULL, 0);
@@ -516,11 +524,9 @@ static void
 test_check_callee_after_caller(void **state)
 {
     Fixture *fx = *state;
-    IrModule *m = ir_module_new(&fx->arena, &fx->names, sl_intern_cstr(&fx->names, "m"));
-    IrComputation *main_c = ir_computation_new(m, sl_intern_cstr(&fx->names, "main"));
+    IrComputation *main_c;
+    IrModule *m = new_module(fx, &main_c);
     IrComputation *callee = ir_computation_new(m, sl_intern_cstr(&fx->names, "f"));
-    main_c->is_entry = true;
-    assert_int_equal(ir_module_add_computation(m, main_c), SL_OK);
     assert_int_equal(ir_module_add_computation(m, callee), SL_OK);
     IrShape s = ir_shape_make(&fx->arena, IR_DT_F32, NULL, 0);
     IrInstr *fp = add_instr(m, callee, "x", IR_OP_PARAMETER, &s, NULL, 0);

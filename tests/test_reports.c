@@ -20,115 +20,13 @@
 
 #include <cmocka.h>
 
-#include "hlo/hlo.h"
 #include "reports/report.h"
-#include "spmd/spmd.h"
-#include "trace/trace_db.h"
-#include "trace/trace_run.h"
+#include "trace_fixture.h"
 
-/* ---- fixture: a temporary trace database, and runs recorded into it ---------------------- */
-
-typedef struct Fx {
-    char dir[64];
-    char path[96];
-    SlArena arena; /* runs and reports */
-} Fx;
-
-static int
-fx_setup(void **state)
-{
-    Fx *fx = calloc(1, sizeof(*fx));
-    if (!fx)
-        return -1;
-    snprintf(fx->dir, sizeof(fx->dir), "/tmp/sl_reports_XXXXXX");
-    if (!mkdtemp(fx->dir))
-        return -1;
-    snprintf(fx->path, sizeof(fx->path), "%s/t.db", fx->dir);
-    sl_arena_init(&fx->arena);
-    *state = fx;
-    return 0;
-}
-
-static int
-fx_teardown(void **state)
-{
-    Fx *fx = *state;
-    char p[128];
-    static const char *const suffixes[] = {"", "-journal", "-wal", "-shm"};
-    for (size_t k = 0; k < SL_COUNTOF(suffixes); k++) {
-        snprintf(p, sizeof(p), "%s%s", fx->path, suffixes[k]);
-        (void)unlink(p);
-    }
-    (void)rmdir(fx->dir);
-    sl_arena_fini(&fx->arena);
-    free(fx);
-    return 0;
-}
-
-/* Partitions `hlo` for `n` devices into the fixture's database; returns the status. */
-static SlStatus
-record(Fx *fx, const char *hlo, int64_t n, SlError *err)
-{
-    SlArena in_arena, out_arena;
-    SlInterner names;
-    IrModule *in = NULL, *out = NULL;
-    TraceDb *db = NULL;
-    TraceSink *sink = NULL;
-    sl_arena_init(&in_arena);
-    sl_arena_init(&out_arena);
-    sl_interner_init(&names, &in_arena);
-    SpmdOptions o;
-    spmd_options_init(&o);
-    o.num_partitions = n;
-    TraceRunInfo info = {"test", "2000-01-01T00:00:00Z", sl_str(hlo), sl_str("num_partitions=0\n"),
-                         n};
-    SlStatus st = hlo_parse(&in_arena, &names, sl_str(hlo), "test.hlo", &in, err);
-    if (!st)
-        st = trace_db_open(fx->path, TRACE_DB_APPEND, &db, err);
-    if (!st)
-        st = trace_db_begin_run(db, in, &info, &sink, err);
-    if (!st)
-        st = spmd_partition(in, &o, sink, &out_arena, &out, err);
-    if (!st)
-        st = trace_db_end_run(db, out, -1, NULL, err);
-    else if (db)
-        trace_db_abort_run(db);
-    trace_db_close(db);
-    if (out)
-        ir_module_fini(out);
-    if (in)
-        ir_module_fini(in);
-    sl_interner_fini(&names);
-    sl_arena_fini(&out_arena);
-    sl_arena_fini(&in_arena);
-    return st;
-}
-
-static const TraceRun *
-load(Fx *fx, int64_t run_id)
-{
-    TraceDb *db = NULL;
-    const TraceRun *run = NULL;
-    SlError err = {0};
-    if (trace_db_open(fx->path, TRACE_DB_READ, &db, &err) ||
-        trace_run_load(db, run_id, &fx->arena, &run, &err))
-        fail_msg("load: %s", err.msg);
-    trace_db_close(db);
-    return run;
-}
-
-static const TraceRun *
-traced(Fx *fx, const char *hlo, int64_t n)
-{
-    SlError err = {0};
-    if (record(fx, hlo, n, &err))
-        fail_msg("record: %s: %u:%u: %s", sl_status_name(err.status), err.loc.line, err.loc.col,
-                 err.msg);
-    return load(fx, 0);
-}
+/* ---- reports of recorded runs ---------------------------------------------------------- */
 
 static const Report *
-build(Fx *fx, const TraceRun *run, const ReportOptions *o)
+build(TraceFx *fx, const TraceRun *run, const ReportOptions *o)
 {
     Report *r = NULL;
     SlError err = {0};
@@ -208,8 +106,8 @@ static const char k_kinds[] =
 static void
 test_kinds_by_hand(void **state)
 {
-    Fx *fx = *state;
-    const TraceRun *run = traced(fx, k_kinds, 4);
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_kinds, 4, NULL);
     const Report *r = build(fx, run, NULL);
     assert_int_equal(r->n_collectives, 6);
     assert_int_equal(r->n_devices, 4);
@@ -274,8 +172,8 @@ static const char k_uneven[] =
 static void
 test_uneven_groups(void **state)
 {
-    Fx *fx = *state;
-    const TraceRun *run = traced(fx, k_uneven, 4);
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_uneven, 4, NULL);
     const Report *r = build(fx, run, NULL);
     const ReportCollective *c = coll(r, "ar.1");
     double per = 2.0 * 2.0 / 3.0 * 32; /* g = 3, S = 32 B */
@@ -300,8 +198,8 @@ static const char k_partial_pairs[] =
 static void
 test_partial_pairs_and_packed_bytes(void **state)
 {
-    Fx *fx = *state;
-    const TraceRun *run = traced(fx, k_partial_pairs, 4);
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_partial_pairs, 4, NULL);
     const Report *r = build(fx, run, NULL);
     /* s4[12] is 6 bytes packed; the all-gather moves 3/4 of it from every device */
     near("ag S", coll(r, "ag.1")->bytes, 6);
@@ -368,17 +266,17 @@ static const char k_loop_fmt[] =
     "}\n";
 
 static const TraceRun *
-traced_loop(Fx *fx, const char *backend_config)
+traced_loop(TraceFx *fx, const char *backend_config)
 {
     char hlo[2048];
     snprintf(hlo, sizeof(hlo), k_loop_fmt, backend_config);
-    return traced(fx, hlo, 2);
+    return tfx_traced(fx, hlo, 2, NULL);
 }
 
 static void
 test_loop_known_trip_count(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     const TraceRun *run = traced_loop(fx, ", backend_config={\"known_trip_count\":{\"n\":\"5\"}}");
     const Report *r = build(fx, run, NULL);
     assert_int_equal(coll(r, "ar.1")->trip_count, 5);
@@ -393,7 +291,7 @@ test_loop_known_trip_count(void **state)
 static void
 test_loop_unknown_trip_count(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     const TraceRun *run = traced_loop(fx, "");
     const Report *r = build(fx, run, NULL);
     assert_int_equal(coll(r, "ar.1")->trip_count, -1);
@@ -421,8 +319,8 @@ test_loop_unknown_trip_count(void **state)
 static void
 test_time_model(void **state)
 {
-    Fx *fx = *state;
-    const TraceRun *run = traced(fx, k_kinds, 4);
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_kinds, 4, NULL);
     const Report *r = build(fx, run, NULL); /* 100 Gbit/s, 5 us per step */
     /* all-gather g = 4: 3 steps, 384 B per device: 15 us + 384 * 8 / 1e5 us */
     near("ag", coll(r, "ag.1")->time_us, 15 + 0.03072);
@@ -463,8 +361,8 @@ test_time_model(void **state)
 static void
 test_mesh_axes(void **state)
 {
-    Fx *fx = *state;
-    const TraceRun *run = traced(fx, k_kinds, 4);
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_kinds, 4, NULL);
     ReportOptions o;
     report_options_init(&o);
     o.mesh = "data=2,model=2"; /* device d = (data d/2, model d%2) */
@@ -601,14 +499,14 @@ json_of(const Report *r)
 static void
 test_summary_json(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     ReportOptions o;
     report_options_init(&o);
     o.mesh = "data=2,model=2";
-    const TraceRun *run = traced(fx, k_kinds, 4);
+    const TraceRun *run = tfx_traced(fx, k_kinds, 4, NULL);
     char *a = json_of(build(fx, run, &o));
     /* the same module again, appended as a second run: the summary is the same bytes */
-    const TraceRun *again = traced(fx, k_kinds, 4);
+    const TraceRun *again = tfx_traced(fx, k_kinds, 4, NULL);
     assert_int_not_equal(run->id, again->id);
     char *b = json_of(build(fx, again, &o));
     assert_string_equal(a, b);
@@ -775,7 +673,7 @@ test_diff_budget_edge(void **state)
 static void
 test_samples_against_view(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     const char *root = getenv("SHARDLENS_SOURCE_DIR");
     char dir[1024];
     snprintf(dir, sizeof(dir), "%s/samples", root ? root : ".");
@@ -798,8 +696,9 @@ test_samples_against_view(void **state)
         /* the sample's own device count, from its header */
         const char *np = strstr(text.data, "num_partitions=");
         int64_t n = np ? strtoll(np + strlen("num_partitions="), NULL, 10) : 0;
-        if (n > 0 && record(fx, text.data, n, &err) == SL_OK) {
-            const TraceRun *run = load(fx, 0);
+        int64_t run_id = 0;
+        if (n > 0 && tfx_record(fx, text.data, n, NULL, &run_id, &err) == SL_OK) {
+            const TraceRun *run = tfx_load(fx, run_id);
             check_against_view(e->d_name, run, build(fx, run, NULL));
             checked++;
         } else {
@@ -815,17 +714,18 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_kinds_by_hand, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_uneven_groups, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_partial_pairs_and_packed_bytes, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_by_hand, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_uneven_groups, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_partial_pairs_and_packed_bytes, tfx_setup,
+                                        tfx_teardown),
         cmocka_unit_test(test_shape_bytes),
-        cmocka_unit_test_setup_teardown(test_loop_known_trip_count, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_loop_unknown_trip_count, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_time_model, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_mesh_axes, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_summary_json, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_loop_known_trip_count, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_loop_unknown_trip_count, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_time_model, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_mesh_axes, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_summary_json, tfx_setup, tfx_teardown),
         cmocka_unit_test(test_diff_budget_edge),
-        cmocka_unit_test_setup_teardown(test_samples_against_view, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_samples_against_view, tfx_setup, tfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

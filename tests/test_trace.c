@@ -16,63 +16,8 @@
 
 #include <cmocka.h>
 
-#include "hlo/hlo.h"
 #include "sharding/shd.h"
-#include "trace/trace_db.h"
-#include "trace/trace_run.h"
-
-/* ---- fixture: a temporary directory, an arena and an interner ---- */
-
-typedef struct Fx {
-    char dir[64];
-    char path[96];
-    SlArena arena;
-    SlInterner names;
-} Fx;
-
-static int
-fx_setup(void **state)
-{
-    Fx *fx = calloc(1, sizeof(*fx));
-    if (!fx)
-        return -1;
-    snprintf(fx->dir, sizeof(fx->dir), "/tmp/sl_trace_XXXXXX");
-    if (!mkdtemp(fx->dir))
-        return -1;
-    snprintf(fx->path, sizeof(fx->path), "%s/t.db", fx->dir);
-    sl_arena_init(&fx->arena);
-    sl_interner_init(&fx->names, &fx->arena);
-    *state = fx;
-    return 0;
-}
-
-static int
-fx_teardown(void **state)
-{
-    Fx *fx = *state;
-    char p[128];
-    static const char *const suffixes[] = {"", "-journal", "-wal", "-shm"};
-    for (size_t k = 0; k < SL_COUNTOF(suffixes); k++) {
-        snprintf(p, sizeof(p), "%s%s", fx->path, suffixes[k]);
-        (void)unlink(p);
-    }
-    (void)rmdir(fx->dir);
-    sl_interner_fini(&fx->names);
-    sl_arena_fini(&fx->arena);
-    free(fx);
-    return 0;
-}
-
-static IrModule *
-parse(Fx *fx, const char *text)
-{
-    IrModule *m = NULL;
-    SlError err = {0};
-    SlStatus st = hlo_parse(&fx->arena, &fx->names, sl_str(text), "test.hlo", &m, &err);
-    if (st != SL_OK)
-        fail_msg("parse: %s: %u:%u: %s", sl_status_name(st), err.loc.line, err.loc.col, err.msg);
-    return m;
-}
+#include "trace_fixture.h"
 
 static IrInstr *
 instr(const IrModule *m, const char *name)
@@ -96,13 +41,21 @@ sql_open(const char *path)
     return db;
 }
 
-static int64_t
-sql_int(sqlite3 *db, const char *sql)
+/* Prepares `sql` and steps to its first row; the caller reads a column and finalizes. */
+static sqlite3_stmt *
+sql_first_row(sqlite3 *db, const char *sql)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
         fail_msg("%s: %s", sql, sqlite3_errmsg(db));
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    return st;
+}
+
+static int64_t
+sql_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = sql_first_row(db, sql);
     int64_t v = sqlite3_column_int64(st, 0);
     assert_int_equal(sqlite3_finalize(st), SQLITE_OK);
     return v;
@@ -111,10 +64,7 @@ sql_int(sqlite3 *db, const char *sql)
 static double
 sql_real(sqlite3 *db, const char *sql)
 {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    sqlite3_stmt *st = sql_first_row(db, sql);
     double v = sqlite3_column_double(st, 0);
     assert_int_equal(sqlite3_finalize(st), SQLITE_OK);
     return v;
@@ -124,10 +74,7 @@ sql_real(sqlite3 *db, const char *sql)
 static void
 sql_text(sqlite3 *db, const char *sql, char *out, size_t cap)
 {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    sqlite3_stmt *st = sql_first_row(db, sql);
     const unsigned char *t = sqlite3_column_text(st, 0);
     snprintf(out, cap, "%s", t ? (const char *)t : "NULL");
     assert_int_equal(sqlite3_finalize(st), SQLITE_OK);
@@ -179,7 +126,7 @@ static const TraceRunInfo k_info = {
 
 /* Feeds the events the partitioner would send for the dot (contracting strategy). */
 static void
-feed_dot_events(Fx *fx, TraceSink *s, const IrModule *in, const IrModule *out)
+feed_dot_events(TraceFx *fx, TraceSink *s, const IrModule *in, const IrModule *out)
 {
     const IrInstr *dot = instr(in, "dot"), *lhs = instr(in, "lhs"), *rhs = instr(in, "rhs");
     const IrInstr *dot1 = instr(out, "dot.1"), *ar = instr(out, "all-reduce.1");
@@ -208,14 +155,22 @@ feed_dot_events(Fx *fx, TraceSink *s, const IrModule *in, const IrModule *out)
     s->ops->warning(s, lhs, "test warning");
 }
 
-static int64_t
-write_dot_run(Fx *fx, TraceDb *db)
+/* Begins a run of the dot module with k_info and feeds its events; end or abort it next. */
+static void
+begin_dot_run(TraceFx *fx, TraceDb *db, const IrModule *in, const IrModule *out)
 {
-    IrModule *in = parse(fx, k_dot_in), *out = parse(fx, k_dot_out);
     SlError err = {0};
     TraceSink *sink = NULL;
     assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
     feed_dot_events(fx, sink, in, out);
+}
+
+static int64_t
+write_dot_run(TraceFx *fx, TraceDb *db)
+{
+    IrModule *in = tfx_parse(fx, k_dot_in), *out = tfx_parse(fx, k_dot_out);
+    SlError err = {0};
+    begin_dot_run(fx, db, in, out);
     int64_t run_id = 0;
     SlStatus st = trace_db_end_run(db, out, 12.5, &run_id, &err);
     if (st != SL_OK)
@@ -230,7 +185,7 @@ write_dot_run(Fx *fx, TraceDb *db)
 static void
 test_schema_created_and_version_checked(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     SlError err = {0};
     TraceDb *db = NULL;
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_ERR_IO);
@@ -332,7 +287,7 @@ assert_db_empty(const char *path)
 static void
 test_run_rows(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     SlError err = {0};
     TraceDb *db = NULL;
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
@@ -488,25 +443,22 @@ test_run_rows(void **state)
 static void
 test_locked_database_fails_cleanly(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     SlError err = {0};
     TraceDb *db = NULL;
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
     trace_db_set_busy(db, 5, 2);
-    IrModule *in = parse(fx, k_dot_in), *out = parse(fx, k_dot_out);
+    IrModule *in = tfx_parse(fx, k_dot_in), *out = tfx_parse(fx, k_dot_out);
     sqlite3 *raw = sql_open(fx->path);
     assert_int_equal(sqlite3_exec(raw, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
-    TraceSink *sink = NULL;
-    assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
-    feed_dot_events(fx, sink, in, out);
+    begin_dot_run(fx, db, in, out);
     assert_int_equal(trace_db_end_run(db, out, 1.0, NULL, &err), SL_ERR_DB);
     assert_non_null(strstr(err.msg, "locked"));
     assert_int_equal(sqlite3_exec(raw, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_close(raw), SQLITE_OK);
     assert_db_empty(fx->path);
     err = (SlError){0};
-    assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
-    feed_dot_events(fx, sink, in, out);
+    begin_dot_run(fx, db, in, out);
     assert_int_equal(trace_db_end_run(db, out, 1.0, NULL, &err), SL_OK);
     trace_db_close(db);
     ir_module_fini(in);
@@ -516,23 +468,20 @@ test_locked_database_fails_cleanly(void **state)
 static void
 test_failed_run_leaves_no_rows(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     SlError err = {0};
     TraceDb *db = NULL;
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
-    IrModule *in = parse(fx, k_dot_in), *out = parse(fx, k_dot_out);
+    IrModule *in = tfx_parse(fx, k_dot_in), *out = tfx_parse(fx, k_dot_out);
 
     /* The partitioner failed: nothing is written. */
-    TraceSink *sink = NULL;
-    assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
-    feed_dot_events(fx, sink, in, out);
+    begin_dot_run(fx, db, in, out);
     trace_db_abort_run(db);
     assert_db_empty(fx->path);
 
     /* The write fails at row k, for every k up to the whole run (34 rows). */
     for (uint64_t k = 1; k <= 34; k++) {
-        assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
-        feed_dot_events(fx, sink, in, out);
+        begin_dot_run(fx, db, in, out);
         trace_db_inject_fault(db, k);
         err = (SlError){0};
         assert_int_equal(trace_db_end_run(db, out, 1.0, NULL, &err), SL_ERR_DB);
@@ -541,8 +490,7 @@ test_failed_run_leaves_no_rows(void **state)
     }
     /* With one row more the run goes through, wholly. */
     trace_db_inject_fault(db, 35);
-    assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
-    feed_dot_events(fx, sink, in, out);
+    begin_dot_run(fx, db, in, out);
     int64_t run_id = 0;
     err = (SlError){0};
     assert_int_equal(trace_db_end_run(db, out, 1.0, &run_id, &err), SL_OK);
@@ -563,7 +511,7 @@ enum { RUNS_PER_WRITER = 15 };
 static int
 writer_child(const char *path)
 {
-    Fx fx = {0};
+    TraceFx fx = {0};
     sl_arena_init(&fx.arena);
     sl_interner_init(&fx.names, &fx.arena);
     int rc = 0;
@@ -602,7 +550,7 @@ writer_child(const char *path)
 static void
 test_two_concurrent_writers(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     /* The file does not exist yet: both children race to create the schema as well. */
     pid_t pids[2];
     for (int k = 0; k < 2; k++) {
@@ -686,11 +634,11 @@ static const char k_traffic_out[] =
 static void
 test_device_traffic_views(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     SlError err = {0};
     TraceDb *db = NULL;
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
-    IrModule *in = parse(fx, k_traffic_in), *out = parse(fx, k_traffic_out);
+    IrModule *in = tfx_parse(fx, k_traffic_in), *out = tfx_parse(fx, k_traffic_out);
     TraceRunInfo info = k_info;
     info.num_partitions = 4;
     TraceSink *sink = NULL;
@@ -850,9 +798,9 @@ static const char k_cond_hlo[] =
 /* Records k_cond_hlo as both input and output; a windowed-loop event for `loop` states the
  * true branch's count when `true_runs` > 0. */
 static int64_t
-write_cond_run(Fx *fx, TraceDb *db, int64_t true_runs)
+write_cond_run(TraceFx *fx, TraceDb *db, int64_t true_runs)
 {
-    IrModule *in = parse(fx, k_cond_hlo), *out = parse(fx, k_cond_hlo);
+    IrModule *in = tfx_parse(fx, k_cond_hlo), *out = tfx_parse(fx, k_cond_hlo);
     SlError err = {0};
     TraceRunInfo info = k_info;
     info.num_partitions = 4;
@@ -884,7 +832,7 @@ trips_of(sqlite3 *raw, int64_t run, const char *name, char *out, size_t cap)
 static void
 test_conditional_trip_counts(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     SlError err = {0};
     TraceDb *db = NULL;
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
@@ -933,7 +881,7 @@ test_conditional_trip_counts(void **state)
 static void
 test_called_computations_and_params(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     SlError err = {0};
     TraceDb *db = NULL;
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
@@ -996,7 +944,7 @@ test_called_computations_and_params(void **state)
 static void
 test_explain_contracting_dot(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     SlError err = {0};
     TraceDb *db = NULL;
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
@@ -1060,12 +1008,12 @@ static const struct {
 static void
 test_explain_decision_chain(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     SlError err = {0};
     TraceDb *db = NULL;
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
     for (size_t c = 0; c < SL_COUNTOF(k_chains); c++) {
-        IrModule *in = parse(fx, k_dot_in), *out = parse(fx, k_dot_out);
+        IrModule *in = tfx_parse(fx, k_dot_in), *out = tfx_parse(fx, k_dot_out);
         TraceSink *sink = NULL;
         assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
         for (int k = 0; k < 3 && k_chains[c].strategies[k]; k++) {
@@ -1103,8 +1051,8 @@ test_explain_decision_chain(void **state)
 static void
 test_mem_sink(void **state)
 {
-    Fx *fx = *state;
-    IrModule *in = parse(fx, k_dot_in), *out = parse(fx, k_dot_out);
+    TraceFx *fx = *state;
+    IrModule *in = tfx_parse(fx, k_dot_in), *out = tfx_parse(fx, k_dot_out);
     TraceMemSink m;
     trace_mem_sink_init(&m);
     feed_dot_events(fx, &m.sink, in, out);
@@ -1128,19 +1076,20 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_schema_created_and_version_checked, fx_setup,
-                                        fx_teardown),
-        cmocka_unit_test_setup_teardown(test_run_rows, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_failed_run_leaves_no_rows, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_locked_database_fails_cleanly, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_two_concurrent_writers, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_device_traffic_views, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_conditional_trip_counts, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_called_computations_and_params, fx_setup,
-                                        fx_teardown),
-        cmocka_unit_test_setup_teardown(test_explain_contracting_dot, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_explain_decision_chain, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_mem_sink, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_schema_created_and_version_checked, tfx_setup,
+                                        tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_run_rows, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_run_leaves_no_rows, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_locked_database_fails_cleanly, tfx_setup,
+                                        tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_two_concurrent_writers, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_device_traffic_views, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_conditional_trip_counts, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_called_computations_and_params, tfx_setup,
+                                        tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_explain_contracting_dot, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_explain_decision_chain, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_mem_sink, tfx_setup, tfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

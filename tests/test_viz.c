@@ -13,10 +13,8 @@
 
 #include <cmocka.h>
 
-#include "hlo/hlo.h"
-#include "spmd/spmd.h"
-#include "trace/trace_db.h"
-#include "trace/trace_run.h"
+#include "spmd_fixture.h"
+#include "trace_fixture.h"
 #include "viz/viz.h"
 
 /* Megatron MLP on a 2x2 mesh (data x model): batch over data, the hidden dim over model; the
@@ -54,91 +52,6 @@ static const char k_loop[] =
     "  ROOT %neg = f32[64,16]{1,0} negate(%dot), sharding={devices=[1,4]<=[4]}\n"
     "}\n";
 
-/* ---- fixture: a temporary trace database ---- */
-
-typedef struct Fx {
-    char dir[64];
-    char path[96];
-    SlArena arena; /* loaded runs */
-} Fx;
-
-static int
-fx_setup(void **state)
-{
-    Fx *fx = calloc(1, sizeof(*fx));
-    if (!fx)
-        return -1;
-    snprintf(fx->dir, sizeof(fx->dir), "/tmp/sl_viz_XXXXXX");
-    if (!mkdtemp(fx->dir))
-        return -1;
-    snprintf(fx->path, sizeof(fx->path), "%s/t.db", fx->dir);
-    sl_arena_init(&fx->arena);
-    *state = fx;
-    return 0;
-}
-
-static void
-rm(const Fx *fx, const char *name)
-{
-    char p[160];
-    snprintf(p, sizeof(p), "%s/%s", fx->dir, name);
-    (void)unlink(p);
-}
-
-static int
-fx_teardown(void **state)
-{
-    Fx *fx = *state;
-    static const char *const files[] = {"t.db",  "t.db-journal", "t.db-wal", "t.db-shm",
-                                        "a.svg", "a.png",        "a.dot"};
-    for (size_t k = 0; k < SL_COUNTOF(files); k++)
-        rm(fx, files[k]);
-    (void)rmdir(fx->dir);
-    sl_arena_fini(&fx->arena);
-    free(fx);
-    return 0;
-}
-
-/* Partitions `text` for 4 devices into the fixture's database and loads the run back. */
-static const TraceRun *
-record(Fx *fx, const char *text, const char *set)
-{
-    SlArena in_arena, out_arena;
-    SlInterner names;
-    sl_arena_init(&in_arena);
-    sl_arena_init(&out_arena);
-    sl_interner_init(&names, &in_arena);
-    SlError err = {0};
-    IrModule *in = NULL, *out = NULL;
-    if (hlo_parse(&in_arena, &names, sl_str(text), "test.hlo", &in, &err))
-        fail_msg("parse: %u:%u: %s", err.loc.line, err.loc.col, err.msg);
-    SpmdOptions o;
-    spmd_options_init(&o);
-    o.num_partitions = 4;
-    if (set && spmd_options_set(&o, sl_str(set), &err))
-        fail_msg("--set %s: %s", set, err.msg);
-    TraceDb *db = NULL;
-    TraceSink *sink = NULL;
-    TraceRunInfo info = {"test", "2024-01-01T00:00:00Z", sl_str(text), sl_str(""), 4};
-    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
-    assert_int_equal(trace_db_begin_run(db, in, &info, &sink, &err), SL_OK);
-    if (spmd_partition(in, &o, sink, &out_arena, &out, &err))
-        fail_msg("partition: %s", err.msg);
-    int64_t run_id = 0;
-    if (trace_db_end_run(db, out, -1, &run_id, &err))
-        fail_msg("end_run: %s", err.msg);
-    const TraceRun *run = NULL;
-    if (trace_run_load(db, run_id, &fx->arena, &run, &err))
-        fail_msg("load: %s", err.msg);
-    trace_db_close(db);
-    ir_module_fini(out);
-    ir_module_fini(in);
-    sl_interner_fini(&names);
-    sl_arena_fini(&out_arena);
-    sl_arena_fini(&in_arena);
-    return run;
-}
-
 static void
 dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note)
 {
@@ -147,15 +60,6 @@ dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note)
     SlStatus st = viz_dot_text(run, o, out, note, &err);
     if (st)
         fail_msg("viz_dot_text: %s: %s", sl_status_name(st), err.msg);
-}
-
-static size_t
-count(const char *hay, const char *needle)
-{
-    size_t n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
-        n++;
-    return n;
 }
 
 /* Node lines: `"ID" [` at the start of a line (after indentation). */
@@ -257,7 +161,7 @@ check_sets(const TraceRun *run, TracePhase phase, const SlBuf *dot, uint32_t cal
             edges++;
         }
     }
-    assert_int_equal(count(dot->data, " -> "), edges + call_edges);
+    assert_int_equal(fx_count(dot->data, " -> "), edges + call_edges);
 }
 
 /* ---- goldens ---- */
@@ -265,8 +169,8 @@ check_sets(const TraceRun *run, TracePhase phase, const SlBuf *dot, uint32_t cal
 static void
 test_golden_mlp(void **state)
 {
-    Fx *fx = *state;
-    const TraceRun *run = record(fx, k_mlp, NULL);
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_mlp, 4, NULL);
     VizOptions o;
     viz_options_init(&o);
     o.mesh = "data=2,model=2";
@@ -308,8 +212,8 @@ test_golden_mlp(void **state)
 static void
 test_golden_loop(void **state)
 {
-    Fx *fx = *state;
-    const TraceRun *run = record(fx, k_loop, "threshold_for_windowed_einsum_mib=0");
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_loop, 4, "threshold_for_windowed_einsum_mib=0");
     VizOptions o;
     viz_options_init(&o);
     SlBuf dot, note;
@@ -404,7 +308,7 @@ hand_run(SlArena *a)
 static void
 test_focus_hand_built(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     const TraceRun *run = hand_run(&fx->arena);
     VizOptions o;
     viz_options_init(&o);
@@ -443,7 +347,7 @@ test_focus_hand_built(void **state)
     sl_buf_clear(&note);
     dot_text(run, &o, &dot, &note);
     want(&note, "cut at 3 nodes");
-    assert_int_equal(count(dot.data, "\\nnegate "), 3);
+    assert_int_equal(fx_count(dot.data, "\\nnegate "), 3);
 
     SlError err = {0};
     o.focus = "n33";
@@ -519,7 +423,7 @@ calls_run(SlArena *a)
 static void
 test_recorded_callers(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     const TraceRun *run = calls_run(&fx->arena);
     VizOptions o;
     viz_options_init(&o);
@@ -532,9 +436,9 @@ test_recorded_callers(void **state)
     want(&dot, "label=\"%body_b\\nbody of %w2\"");
     /* A computation called from two places is drawn once, with an edge from each caller. */
     want(&dot, "label=\"%shared\\ncalled from 2 places\"");
-    assert_int_equal(count(dot.data, "\"b9\" -> \"b4\" [label=\"call\""), 1);
-    assert_int_equal(count(dot.data, "\"b10\" -> \"b4\" [label=\"call\""), 1);
-    assert_int_equal(count(dot.data, "lhead=\"cluster_c2\""), 2);
+    assert_int_equal(fx_count(dot.data, "\"b9\" -> \"b4\" [label=\"call\""), 1);
+    assert_int_equal(fx_count(dot.data, "\"b10\" -> \"b4\" [label=\"call\""), 1);
+    assert_int_equal(fx_count(dot.data, "lhead=\"cluster_c2\""), 2);
     want_not(&dot, "caller not recorded");
     sl_buf_fini(&dot);
     sl_buf_fini(&note);
@@ -545,8 +449,8 @@ test_recorded_callers(void **state)
 static void
 test_collapse(void **state)
 {
-    Fx *fx = *state;
-    const TraceRun *run = record(fx, k_loop, "threshold_for_windowed_einsum_mib=0");
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_loop, 4, "threshold_for_windowed_einsum_mib=0");
     VizOptions o;
     viz_options_init(&o);
     o.view = VIZ_AFTER;
@@ -592,8 +496,8 @@ test_collapse(void **state)
 static void
 test_pair(void **state)
 {
-    Fx *fx = *state;
-    const TraceRun *run = record(fx, k_mlp, NULL);
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_mlp, 4, NULL);
     VizOptions o;
     viz_options_init(&o);
     o.view = VIZ_PAIR;
@@ -642,8 +546,8 @@ read_file(const char *path, SlBuf *out)
 static void
 test_render(void **state)
 {
-    Fx *fx = *state;
-    const TraceRun *run = record(fx, k_loop, "threshold_for_windowed_einsum_mib=0");
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_loop, 4, "threshold_for_windowed_einsum_mib=0");
     VizOptions o;
     viz_options_init(&o);
     o.view = VIZ_AFTER;
@@ -709,7 +613,7 @@ test_render(void **state)
 static void
 test_errors(void **state)
 {
-    Fx *fx = *state;
+    TraceFx *fx = *state;
     const TraceRun *run = hand_run(&fx->arena);
     static const struct {
         const char *mesh, *msg;
@@ -742,14 +646,14 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_golden_mlp, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_golden_loop, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_focus_hand_built, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_recorded_callers, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_collapse, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_pair, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_render, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_errors, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_golden_mlp, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_golden_loop, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_focus_hand_built, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_recorded_callers, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_collapse, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_pair, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_render, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_errors, tfx_setup, tfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,42 +6,31 @@
  * do for the opcodes the partitioner handles (hlo-text.md §12). Does not own: sharding
  * validity (shd_check) or text (src/hlo). Opcodes without a rule are accepted as declared.
  * Invariants: the module is never modified; inferred shapes live in a scratch arena released
- * before returning; layouts are ignored and an unbounded dim ('?') matches any size. */
+ * before returning; layouts are ignored and an unbounded dim ('?') matches any size.
+ * The contraction and indexing rules (dot, convolution, gather, scatter) are in check_index.c;
+ * check_int.h holds what the two files share. */
 /* clang-format off */
 #include "ir/ir.h" /* the module's header first: clang-format cannot tell it is ours */
 /* clang-format on */
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* An inferred dim that matches anything: it came from an unbounded ('?') operand dim. */
-#define ANY_DIM (-1)
-
-typedef struct Ck {
-    const IrModule *m;
-    const char *path; /* for error locations; may be NULL */
-    SlError *err;
-    SlArena scratch; /* inferred shapes; released by ir_module_check() */
-    SlMap comp_pos;  /* computation -> 1 + index in m->comps */
-    const IrInstr **seen; /* by id: the instruction once checked (operands must be seen first) */
-    uint32_t n_seen;      /* m->next_instr_id entries */
-} Ck;
+#include "ir/check_int.h"
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
 static SlSrcLoc
-instr_loc(const Ck *ck, const IrInstr *in)
+instr_loc(const IrCheck *ck, const IrInstr *in)
 {
     SlSrcLoc loc = {ck->path, in ? in->src_line : 0, in ? in->src_col : 0};
     return loc;
 }
 
-/* Fails with "instruction %NAME (OPCODE) in computation %COMP: WHY". */
-static SlStatus bad(Ck *ck, const IrInstr *in, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static SlStatus
-bad(Ck *ck, const IrInstr *in, const char *fmt, ...)
+SlStatus
+ck_bad(IrCheck *ck, const IrInstr *in, const char *fmt, ...)
 {
     char why[SL_ERROR_MSG_BYTES];
     va_list ap;
@@ -54,8 +43,8 @@ bad(Ck *ck, const IrInstr *in, const char *fmt, ...)
                    ir_op_name(in->op), comp, why);
 }
 
-static SlStatus
-nomem(Ck *ck, const IrInstr *in)
+SlStatus
+ck_nomem(IrCheck *ck, const IrInstr *in)
 {
     return sl_fail(ck->err, SL_ERR_NOMEM, instr_loc(ck, in), "out of memory checking module");
 }
@@ -76,23 +65,9 @@ shape_text(const IrShape *s, char *out, size_t n)
 
 /* ---- shapes ---------------------------------------------------------------------------- */
 
-static int64_t
-dim(const IrShape *s, uint32_t i)
-{
-    if (s->dim_kinds && s->dim_kinds[i] == IR_DIM_UNBOUNDED)
-        return ANY_DIM;
-    return s->dims[i];
-}
-
-static bool
-dim_eq(int64_t a, int64_t b)
-{
-    return a == ANY_DIM || b == ANY_DIM || a == b;
-}
-
 /* Equality of dims only (element type ignored). */
-static bool
-same_dims(const IrShape *a, const IrShape *b)
+bool
+ck_same_dims(const IrShape *a, const IrShape *b)
 {
     if (a->rank != b->rank)
         return false;
@@ -116,7 +91,7 @@ shape_match(const IrShape *a, const IrShape *b)
                 return false;
         return true;
     }
-    return same_dims(a, b);
+    return ck_same_dims(a, b);
 }
 
 /* Saturating arithmetic: huge dims in bad input give a mismatch, never signed overflow. */
@@ -151,8 +126,8 @@ is_scalar(const IrShape *s)
 }
 
 /* A fresh array shape of `rank` zeroed dims in scratch; false on allocation failure. */
-static bool
-new_shape(Ck *ck, IrDtype t, uint32_t rank, IrShape *out)
+bool
+ck_new_shape(IrCheck *ck, IrDtype t, uint32_t rank, IrShape *out)
 {
     memset(out, 0, sizeof(*out));
     out->dtype = t;
@@ -163,10 +138,10 @@ new_shape(Ck *ck, IrDtype t, uint32_t rank, IrShape *out)
     return out->dims != NULL;
 }
 
-static bool
-copy_shape(Ck *ck, const IrShape *src, IrShape *out)
+bool
+ck_copy_shape(IrCheck *ck, const IrShape *src, IrShape *out)
 {
-    if (!new_shape(ck, src->dtype, src->rank, out))
+    if (!ck_new_shape(ck, src->dtype, src->rank, out))
         return false;
     for (uint32_t i = 0; i < src->rank; i++)
         out->dims[i] = dim(src, i);
@@ -175,7 +150,7 @@ copy_shape(Ck *ck, const IrShape *src, IrShape *out)
 
 /* A tuple shape over `n` element shapes (copied by value into scratch). */
 static bool
-new_tuple(Ck *ck, const IrShape *elems, uint32_t n, IrShape *out)
+new_tuple(IrCheck *ck, const IrShape *elems, uint32_t n, IrShape *out)
 {
     memset(out, 0, sizeof(*out));
     out->dtype = IR_DT_TUPLE;
@@ -186,143 +161,168 @@ new_tuple(Ck *ck, const IrShape *elems, uint32_t n, IrShape *out)
     return out->elems != NULL;
 }
 
+/* k results as one shape: the array itself when k == 1, else a tuple of them. */
+static bool
+one_or_tuple(IrCheck *ck, const IrShape *leaves, uint32_t k, IrShape *out)
+{
+    if (k != 1)
+        return new_tuple(ck, leaves, k, out);
+    *out = leaves[0];
+    return true;
+}
+
 /* Compares the declared result shape with the inferred one. */
-static SlStatus
-expect(Ck *ck, const IrInstr *in, const IrShape *inferred)
+SlStatus
+ck_expect(IrCheck *ck, const IrInstr *in, const IrShape *inferred)
 {
     if (shape_match(&in->shape, inferred))
         return SL_OK;
     char d[SHAPE_TEXT_BYTES], f[SHAPE_TEXT_BYTES];
-    return bad(ck, in, "declared shape %s but inferred %s", shape_text(&in->shape, d, sizeof(d)),
-               shape_text(inferred, f, sizeof(f)));
+    return ck_bad(ck, in, "declared shape %s but inferred %s", shape_text(&in->shape, d, sizeof(d)),
+                  shape_text(inferred, f, sizeof(f)));
 }
 
-static const IrShape *
-opnd(const IrInstr *in, uint32_t k)
+SlStatus
+ck_expect_k(IrCheck *ck, const IrInstr *in, const IrShape *leaves, uint32_t k)
 {
-    return &in->operands[k]->shape;
+    IrShape t;
+    if (!one_or_tuple(ck, leaves, k, &t))
+        return ck_nomem(ck, in);
+    return ck_expect(ck, in, &t);
 }
 
 static SlStatus
-need_operands(Ck *ck, const IrInstr *in, uint32_t n)
+need_operands(IrCheck *ck, const IrInstr *in, uint32_t n)
 {
     if (in->n_operands != n)
-        return bad(ck, in, "expects %u operands, got %u", n, in->n_operands);
+        return ck_bad(ck, in, "expects %u operands, got %u", n, in->n_operands);
     return SL_OK;
 }
 
 static SlStatus
-need_array(Ck *ck, const IrInstr *in, uint32_t k)
+need_array(IrCheck *ck, const IrInstr *in, uint32_t k)
 {
     if (ir_shape_is_array(opnd(in, k)))
         return SL_OK;
     char t[SHAPE_TEXT_BYTES];
-    return bad(ck, in, "operand %u (%%%s) must be an array, got %s", k,
-               sl_sym_cstr(in->operands[k]->name), shape_text(opnd(in, k), t, sizeof(t)));
+    return ck_bad(ck, in, "operand %u (%%%s) must be an array, got %s", k,
+                  sl_sym_cstr(in->operands[k]->name), shape_text(opnd(in, k), t, sizeof(t)));
 }
 
 static SlStatus
-need_declared_array(Ck *ck, const IrInstr *in)
+need_declared_array(IrCheck *ck, const IrInstr *in)
 {
     if (ir_shape_is_array(&in->shape))
         return SL_OK;
     char t[SHAPE_TEXT_BYTES];
-    return bad(ck, in, "declared shape %s must be an array", shape_text(&in->shape, t, sizeof(t)));
+    return ck_bad(ck, in, "declared shape %s must be an array",
+                  shape_text(&in->shape, t, sizeof(t)));
+}
+
+SlStatus
+ck_need_arrays(IrCheck *ck, const IrInstr *in, uint32_t n)
+{
+    SlStatus st = need_operands(ck, in, n);
+    for (uint32_t k = 0; k < n && !st; k++)
+        st = need_array(ck, in, k);
+    return st;
+}
+
+SlStatus
+ck_need_all_arrays(IrCheck *ck, const IrInstr *in)
+{
+    SlStatus st = SL_OK;
+    if (in->n_operands == 0)
+        return ck_bad(ck, in, "expects at least one operand");
+    for (uint32_t k = 0; k < in->n_operands && !st; k++)
+        st = need_array(ck, in, k);
+    return st;
 }
 
 /* A list attribute whose entries must be distinct dims of a rank-`rank` shape. */
-static SlStatus
-need_dims(Ck *ck, const IrInstr *in, const char *what, const int64_t *v, uint32_t n, uint32_t rank)
+SlStatus
+ck_need_dims(IrCheck *ck, const IrInstr *in, const char *what, const int64_t *v, uint32_t n,
+             uint32_t rank)
 {
     for (uint32_t i = 0; i < n; i++) {
         if (v[i] < 0 || v[i] >= (int64_t)rank)
-            return bad(ck, in, "%s entry %lld is out of range for rank %u", what, (long long)v[i],
-                       rank);
+            return ck_bad(ck, in, "%s entry %lld is out of range for rank %u", what,
+                          (long long)v[i], rank);
         for (uint32_t j = 0; j < i; j++)
             if (v[j] == v[i])
-                return bad(ck, in, "%s repeats dim %lld", what, (long long)v[i]);
+                return ck_bad(ck, in, "%s repeats dim %lld", what, (long long)v[i]);
     }
     return SL_OK;
-}
-
-static bool
-contains(const int64_t *v, uint32_t n, int64_t x)
-{
-    for (uint32_t i = 0; i < n; i++)
-        if (v[i] == x)
-            return true;
-    return false;
 }
 
 /* ---- called computations ----------------------------------------------------------------- */
 
 /* The parameter `k` of `c` must have shape `want`. */
 static SlStatus
-need_param(Ck *ck, const IrInstr *in, const IrComputation *c, int64_t k, const IrShape *want)
+need_param(IrCheck *ck, const IrInstr *in, const IrComputation *c, int64_t k, const IrShape *want)
 {
     const IrInstr *p = ir_computation_param(c, k);
     if (!p)
-        return bad(ck, in, "called computation %%%s has no parameter %lld", sl_sym_cstr(c->name),
-                   (long long)k);
+        return ck_bad(ck, in, "called computation %%%s has no parameter %lld", sl_sym_cstr(c->name),
+                      (long long)k);
     if (shape_match(&p->shape, want))
         return SL_OK;
     char a[SHAPE_TEXT_BYTES], b[SHAPE_TEXT_BYTES];
-    return bad(ck, in, "parameter %lld of %%%s has shape %s, expected %s", (long long)k,
-               sl_sym_cstr(c->name), shape_text(&p->shape, a, sizeof(a)),
-               shape_text(want, b, sizeof(b)));
+    return ck_bad(ck, in, "parameter %lld of %%%s has shape %s, expected %s", (long long)k,
+                  sl_sym_cstr(c->name), shape_text(&p->shape, a, sizeof(a)),
+                  shape_text(want, b, sizeof(b)));
 }
 
 static SlStatus
-need_param_count(Ck *ck, const IrInstr *in, const IrComputation *c, uint32_t n)
+need_param_count(IrCheck *ck, const IrInstr *in, const IrComputation *c, uint32_t n)
 {
     uint32_t have = ir_computation_param_count(c);
     if (have != n)
-        return bad(ck, in, "called computation %%%s takes %u parameters, expected %u",
-                   sl_sym_cstr(c->name), have, n);
+        return ck_bad(ck, in, "called computation %%%s takes %u parameters, expected %u",
+                      sl_sym_cstr(c->name), have, n);
     return SL_OK;
 }
 
 static SlStatus
-need_root(Ck *ck, const IrInstr *in, const IrComputation *c, const IrShape *want)
+need_root(IrCheck *ck, const IrInstr *in, const IrComputation *c, const IrShape *want)
 {
     if (!c->root || shape_match(&c->root->shape, want))
         return SL_OK;
     char a[SHAPE_TEXT_BYTES], b[SHAPE_TEXT_BYTES];
-    return bad(ck, in, "called computation %%%s returns %s, expected %s", sl_sym_cstr(c->name),
-               shape_text(&c->root->shape, a, sizeof(a)), shape_text(want, b, sizeof(b)));
+    return ck_bad(ck, in, "called computation %%%s returns %s, expected %s", sl_sym_cstr(c->name),
+                  shape_text(&c->root->shape, a, sizeof(a)), shape_text(want, b, sizeof(b)));
 }
 
-static SlStatus
-need_called(Ck *ck, const IrInstr *in, IrAttrKey key, IrComputation **out)
+SlStatus
+ck_need_called(IrCheck *ck, const IrInstr *in, IrAttrKey key, IrComputation **out)
 {
     *out = ir_instr_called(in, key);
     if (!*out)
-        return bad(ck, in, "missing %s=", ir_attr_name(key));
+        return ck_bad(ck, in, "missing %s=", ir_attr_name(key));
     return SL_OK;
 }
 
 /* A reducer taking 2k scalars (accumulators then inputs, typed like `inits`) and returning
  * k scalars (a tuple when k > 1). */
-static SlStatus
-check_reducer(Ck *ck, const IrInstr *in, const IrComputation *c, const IrDtype *types, uint32_t k)
+SlStatus
+ck_need_reducer(IrCheck *ck, const IrInstr *in, const IrComputation *c, const IrDtype *types,
+                uint32_t k)
 {
     SlStatus st = need_param_count(ck, in, c, 2 * k);
     if (st)
         return st;
     IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, k);
     if (!leaves)
-        return nomem(ck, in);
+        return ck_nomem(ck, in);
     for (uint32_t i = 0; i < k; i++) {
-        new_shape(ck, types[i], 0, &leaves[i]);
+        ck_new_shape(ck, types[i], 0, &leaves[i]);
         if ((st = need_param(ck, in, c, i, &leaves[i])) ||
             (st = need_param(ck, in, c, k + i, &leaves[i])))
             return st;
     }
-    if (k == 1)
-        return need_root(ck, in, c, &leaves[0]);
     IrShape root;
-    if (!new_tuple(ck, leaves, k, &root))
-        return nomem(ck, in);
+    if (!one_or_tuple(ck, leaves, k, &root))
+        return ck_nomem(ck, in);
     return need_root(ck, in, c, &root);
 }
 
@@ -335,7 +335,7 @@ complex_part(IrDtype t)
 }
 
 static SlStatus
-check_unary(Ck *ck, const IrInstr *in, IrShape *inf)
+check_unary(IrCheck *ck, const IrInstr *in, IrShape *inf)
 {
     if (in->op == IR_OP_IS_FINITE)
         inf->dtype = IR_DT_PRED;
@@ -343,38 +343,38 @@ check_unary(Ck *ck, const IrInstr *in, IrShape *inf)
         inf->dtype = complex_part(inf->dtype);
     else if (in->op == IR_OP_CONVERT)
         inf->dtype = in->shape.dtype; /* any target type */
-    return expect(ck, in, inf);
+    return ck_expect(ck, in, inf);
 }
 
 static SlStatus
-same_type_operands(Ck *ck, const IrInstr *in, uint32_t from, uint32_t to)
+same_type_operands(IrCheck *ck, const IrInstr *in, uint32_t from, uint32_t to)
 {
     for (uint32_t k = from + 1; k < to; k++) {
         if (opnd(in, k)->dtype != opnd(in, from)->dtype)
-            return bad(ck, in, "operand %u has type %s but operand %u has %s", k,
-                       ir_dtype_name(opnd(in, k)->dtype), from,
-                       ir_dtype_name(opnd(in, from)->dtype));
+            return ck_bad(ck, in, "operand %u has type %s but operand %u has %s", k,
+                          ir_dtype_name(opnd(in, k)->dtype), from,
+                          ir_dtype_name(opnd(in, from)->dtype));
     }
     return SL_OK;
 }
 
-static SlStatus
-dims_mismatch(Ck *ck, const IrInstr *in, uint32_t a, uint32_t b)
+SlStatus
+ck_dims_mismatch(IrCheck *ck, const IrInstr *in, uint32_t a, uint32_t b)
 {
     char x[SHAPE_TEXT_BYTES], y[SHAPE_TEXT_BYTES];
-    return bad(ck, in, "operand shapes %s and %s are not compatible",
-               shape_text(opnd(in, a), x, sizeof(x)), shape_text(opnd(in, b), y, sizeof(y)));
+    return ck_bad(ck, in, "operand shapes %s and %s are not compatible",
+                  shape_text(opnd(in, a), x, sizeof(x)), shape_text(opnd(in, b), y, sizeof(y)));
 }
 
 static SlStatus
-check_binary(Ck *ck, const IrInstr *in, IrShape *inf)
+check_binary(IrCheck *ck, const IrInstr *in, IrShape *inf)
 {
-    if (!same_dims(opnd(in, 0), opnd(in, 1)))
-        return dims_mismatch(ck, in, 0, 1);
+    if (!ck_same_dims(opnd(in, 0), opnd(in, 1)))
+        return ck_dims_mismatch(ck, in, 0, 1);
     SlStatus st;
     if (in->op == IR_OP_STOCHASTIC_CONVERT) {
         inf->dtype = in->shape.dtype;
-        return expect(ck, in, inf);
+        return ck_expect(ck, in, inf);
     }
     if ((st = same_type_operands(ck, in, 0, 2)))
         return st;
@@ -382,73 +382,70 @@ check_binary(Ck *ck, const IrInstr *in, IrShape *inf)
         inf->dtype = IR_DT_PRED;
     else if (in->op == IR_OP_COMPLEX)
         inf->dtype = inf->dtype == IR_DT_F64 ? IR_DT_C128 : IR_DT_C64;
-    return expect(ck, in, inf);
+    return ck_expect(ck, in, inf);
 }
 
 /* select(pred, on_true, on_false): pred may be a scalar. */
 static SlStatus
-check_select(Ck *ck, const IrInstr *in)
+check_select(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
     if (opnd(in, 0)->dtype != IR_DT_PRED)
-        return bad(ck, in, "predicate has type %s, expected pred",
-                   ir_dtype_name(opnd(in, 0)->dtype));
-    if (!same_dims(opnd(in, 1), opnd(in, 2)))
-        return dims_mismatch(ck, in, 1, 2);
-    if (!is_scalar(opnd(in, 0)) && !same_dims(opnd(in, 0), opnd(in, 1)))
-        return dims_mismatch(ck, in, 0, 1);
+        return ck_bad(ck, in, "predicate has type %s, expected pred",
+                      ir_dtype_name(opnd(in, 0)->dtype));
+    if (!ck_same_dims(opnd(in, 1), opnd(in, 2)))
+        return ck_dims_mismatch(ck, in, 1, 2);
+    if (!is_scalar(opnd(in, 0)) && !ck_same_dims(opnd(in, 0), opnd(in, 1)))
+        return ck_dims_mismatch(ck, in, 0, 1);
     if ((st = same_type_operands(ck, in, 1, 3)))
         return st;
-    return expect(ck, in, opnd(in, 1));
+    return ck_expect(ck, in, opnd(in, 1));
 }
 
 /* clamp(min, operand, max): min and max may be scalars. */
 static SlStatus
-check_clamp(Ck *ck, const IrInstr *in)
+check_clamp(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
     for (uint32_t k = 0; k < 3; k += 2)
-        if (!is_scalar(opnd(in, k)) && !same_dims(opnd(in, k), opnd(in, 1)))
-            return dims_mismatch(ck, in, k, 1);
+        if (!is_scalar(opnd(in, k)) && !ck_same_dims(opnd(in, k), opnd(in, 1)))
+            return ck_dims_mismatch(ck, in, k, 1);
     if ((st = same_type_operands(ck, in, 0, 3)))
         return st;
-    return expect(ck, in, opnd(in, 1));
+    return ck_expect(ck, in, opnd(in, 1));
 }
 
 static SlStatus
-check_map(Ck *ck, const IrInstr *in, IrShape *inf)
+check_map(IrCheck *ck, const IrInstr *in, IrShape *inf)
 {
     IrComputation *c;
-    SlStatus st = need_called(ck, in, IR_ATTR_TO_APPLY, &c);
+    SlStatus st = ck_need_called(ck, in, IR_ATTR_TO_APPLY, &c);
     if (st || (st = need_param_count(ck, in, c, in->n_operands)))
         return st;
     for (uint32_t k = 1; k < in->n_operands; k++)
-        if (!same_dims(opnd(in, k), opnd(in, 0)))
-            return dims_mismatch(ck, in, 0, k);
+        if (!ck_same_dims(opnd(in, k), opnd(in, 0)))
+            return ck_dims_mismatch(ck, in, 0, k);
     if (c->root)
         inf->dtype = c->root->shape.dtype;
-    return expect(ck, in, inf);
+    return ck_expect(ck, in, inf);
 }
 
 static SlStatus
-check_elementwise(Ck *ck, const IrInstr *in)
+check_elementwise(IrCheck *ck, const IrInstr *in)
 {
     int arity = ir_op_arity(in->op);
     SlStatus st;
     if (arity >= 0 && (st = need_operands(ck, in, (uint32_t)arity)))
         return st;
-    if (in->n_operands == 0)
-        return bad(ck, in, "expects at least one operand");
-    for (uint32_t k = 0; k < in->n_operands; k++)
-        if ((st = need_array(ck, in, k)))
-            return st;
+    if ((st = ck_need_all_arrays(ck, in)))
+        return st;
     if (in->op == IR_OP_SELECT)
         return check_select(ck, in);
     if (in->op == IR_OP_CLAMP)
         return check_clamp(ck, in);
     IrShape inf;
-    if (!copy_shape(ck, opnd(in, 0), &inf))
-        return nomem(ck, in);
+    if (!ck_copy_shape(ck, opnd(in, 0), &inf))
+        return ck_nomem(ck, in);
     if (in->op == IR_OP_MAP)
         return check_map(ck, in, &inf);
     if (arity == 1)
@@ -459,46 +456,53 @@ check_elementwise(Ck *ck, const IrInstr *in)
 /* bitcast-convert keeps dims when the bit widths agree; otherwise a minor dim appears or
  * disappears (ratio of widths), which we check when it is visible. */
 static SlStatus
-check_bitcast_convert(Ck *ck, const IrInstr *in)
+check_bitcast_convert(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
-    if ((st = need_operands(ck, in, 1)) || (st = need_array(ck, in, 0)) ||
-        (st = need_declared_array(ck, in)))
+    if ((st = ck_need_arrays(ck, in, 1)) || (st = need_declared_array(ck, in)))
         return st;
     uint32_t from = ir_dtype_bits(opnd(in, 0)->dtype), to = ir_dtype_bits(in->shape.dtype);
     if (from != to)
         return SL_OK;
     IrShape inf;
-    if (!copy_shape(ck, opnd(in, 0), &inf))
-        return nomem(ck, in);
+    if (!ck_copy_shape(ck, opnd(in, 0), &inf))
+        return ck_nomem(ck, in);
     inf.dtype = in->shape.dtype;
-    return expect(ck, in, &inf);
+    return ck_expect(ck, in, &inf);
 }
 
 /* ---- data movement ------------------------------------------------------------------- */
 
+/* dimensions={...} of broadcast and transpose: one entry per operand dim, each a distinct dim
+ * of a rank-`rank` shape. */
+static SlStatus
+dims_per_operand_dim(IrCheck *ck, const IrInstr *in, uint32_t rank, const int64_t **v)
+{
+    uint32_t n = ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, v), op_rank = opnd(in, 0)->rank;
+    if (n != op_rank)
+        return ck_bad(ck, in, "dimensions={...} has %u entries, operand rank is %u", n, op_rank);
+    return ck_need_dims(ck, in, "dimensions", *v, n, rank);
+}
+
 /* broadcast: operand dim i lands on output dim dimensions[i]; other output dims are free. */
 static SlStatus
-check_broadcast(Ck *ck, const IrInstr *in)
+check_broadcast(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
-    if ((st = need_operands(ck, in, 1)) || (st = need_array(ck, in, 0)) ||
-        (st = need_declared_array(ck, in)))
+    if ((st = ck_need_arrays(ck, in, 1)) || (st = need_declared_array(ck, in)))
         return st;
     const IrShape *op = opnd(in, 0);
     const int64_t *bd;
-    uint32_t n = ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &bd);
-    if (n != op->rank)
-        return bad(ck, in, "dimensions={...} has %u entries, operand rank is %u", n, op->rank);
-    if ((st = need_dims(ck, in, "dimensions", bd, n, in->shape.rank)))
+    uint32_t n = op->rank;
+    if ((st = dims_per_operand_dim(ck, in, in->shape.rank, &bd)))
         return st;
     IrShape inf;
-    if (!copy_shape(ck, &in->shape, &inf))
-        return nomem(ck, in);
+    if (!ck_copy_shape(ck, &in->shape, &inf))
+        return ck_nomem(ck, in);
     inf.dtype = op->dtype;
     for (uint32_t i = 0; i < n; i++)
         inf.dims[bd[i]] = dim(op, i);
-    return expect(ck, in, &inf);
+    return ck_expect(ck, in, &inf);
 }
 
 static bool
@@ -511,98 +515,95 @@ all_static(const IrShape *s)
 }
 
 static SlStatus
-check_reshape(Ck *ck, const IrInstr *in)
+check_reshape(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
-    if ((st = need_operands(ck, in, 1)) || (st = need_array(ck, in, 0)) ||
-        (st = need_declared_array(ck, in)))
+    if ((st = ck_need_arrays(ck, in, 1)) || (st = need_declared_array(ck, in)))
         return st;
     const IrShape *op = opnd(in, 0);
     if (op->dtype != in->shape.dtype)
-        return bad(ck, in, "operand type %s differs from declared type %s",
-                   ir_dtype_name(op->dtype), ir_dtype_name(in->shape.dtype));
+        return ck_bad(ck, in, "operand type %s differs from declared type %s",
+                      ir_dtype_name(op->dtype), ir_dtype_name(in->shape.dtype));
     if (!all_static(op) || !all_static(&in->shape))
         return SL_OK;
     int64_t a = elem_count(op), b = elem_count(&in->shape);
     if (a == b)
         return SL_OK;
     char x[SHAPE_TEXT_BYTES], y[SHAPE_TEXT_BYTES];
-    return bad(ck, in, "declared shape %s has %lld elements but operand %s has %lld",
-               shape_text(&in->shape, x, sizeof(x)), (long long)b, shape_text(op, y, sizeof(y)),
-               (long long)a);
+    return ck_bad(ck, in, "declared shape %s has %lld elements but operand %s has %lld",
+                  shape_text(&in->shape, x, sizeof(x)), (long long)b, shape_text(op, y, sizeof(y)),
+                  (long long)a);
 }
 
 /* transpose: output dim i = operand dim dimensions[i]. */
 static SlStatus
-check_transpose(Ck *ck, const IrInstr *in)
+check_transpose(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
-    if ((st = need_operands(ck, in, 1)) || (st = need_array(ck, in, 0)))
+    if ((st = ck_need_arrays(ck, in, 1)))
         return st;
     const IrShape *op = opnd(in, 0);
     const int64_t *perm;
-    uint32_t n = ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &perm);
-    if (n != op->rank)
-        return bad(ck, in, "dimensions={...} has %u entries, operand rank is %u", n, op->rank);
-    if ((st = need_dims(ck, in, "dimensions", perm, n, op->rank)))
+    uint32_t n = op->rank;
+    if ((st = dims_per_operand_dim(ck, in, op->rank, &perm)))
         return st;
     IrShape inf;
-    if (!new_shape(ck, op->dtype, n, &inf))
-        return nomem(ck, in);
+    if (!ck_new_shape(ck, op->dtype, n, &inf))
+        return ck_nomem(ck, in);
     for (uint32_t i = 0; i < n; i++)
         inf.dims[i] = dim(op, (uint32_t)perm[i]);
-    return expect(ck, in, &inf);
+    return ck_expect(ck, in, &inf);
 }
 
 static SlStatus
-check_slice(Ck *ck, const IrInstr *in)
+check_slice(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
-    if ((st = need_operands(ck, in, 1)) || (st = need_array(ck, in, 0)))
+    if ((st = ck_need_arrays(ck, in, 1)))
         return st;
     const IrShape *op = opnd(in, 0);
     const IrAttr *a = ir_instr_find_attr(in, IR_ATTR_SLICE);
     if (!a || a->u.slice.n != op->rank)
-        return bad(ck, in, "slice={...} has %u ranges, operand rank is %u", a ? a->u.slice.n : 0,
-                   op->rank);
+        return ck_bad(ck, in, "slice={...} has %u ranges, operand rank is %u", a ? a->u.slice.n : 0,
+                      op->rank);
     IrShape inf;
-    if (!new_shape(ck, op->dtype, op->rank, &inf))
-        return nomem(ck, in);
+    if (!ck_new_shape(ck, op->dtype, op->rank, &inf))
+        return ck_nomem(ck, in);
     for (uint32_t i = 0; i < op->rank; i++) {
         const IrSliceDim *s = &a->u.slice.v[i];
         int64_t stride = s->stride ? s->stride : 1, d = dim(op, i);
         if (s->start < 0 || s->limit < s->start || stride < 1 || (d != ANY_DIM && s->limit > d))
-            return bad(ck, in, "slice range [%lld:%lld:%lld] does not fit dim %u of size %lld",
-                       (long long)s->start, (long long)s->limit, (long long)stride, i,
-                       (long long)d);
+            return ck_bad(ck, in, "slice range [%lld:%lld:%lld] does not fit dim %u of size %lld",
+                          (long long)s->start, (long long)s->limit, (long long)stride, i,
+                          (long long)d);
         inf.dims[i] = (s->limit - s->start) / stride + ((s->limit - s->start) % stride != 0);
     }
-    return expect(ck, in, &inf);
+    return ck_expect(ck, in, &inf);
 }
 
 /* Start indices: `rank` integer scalars from operand `first` on (or one rank-1 vector, the
  * old form). */
 static SlStatus
-check_start_indices(Ck *ck, const IrInstr *in, uint32_t first, uint32_t rank)
+check_start_indices(IrCheck *ck, const IrInstr *in, uint32_t first, uint32_t rank)
 {
     uint32_t n = in->n_operands - first;
     bool vector_form = n == 1 && rank != 1 && opnd(in, first)->rank == 1;
     if (!vector_form && n != rank)
-        return bad(ck, in, "expects %u start indices, got %u", rank, n);
+        return ck_bad(ck, in, "expects %u start indices, got %u", rank, n);
     for (uint32_t k = first; k < in->n_operands; k++) {
         char kind = ir_dtype_kind(opnd(in, k)->dtype);
         if ((kind != 'S' && kind != 'U') || (!vector_form && opnd(in, k)->rank != 0))
-            return bad(ck, in, "start index operand %u must be an integer scalar", k);
+            return ck_bad(ck, in, "start index operand %u must be an integer scalar", k);
     }
     return SL_OK;
 }
 
 static SlStatus
-check_dynamic_slice(Ck *ck, const IrInstr *in)
+check_dynamic_slice(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
     if (in->n_operands < 1)
-        return bad(ck, in, "expects an operand");
+        return ck_bad(ck, in, "expects an operand");
     if ((st = need_array(ck, in, 0)))
         return st;
     const IrShape *op = opnd(in, 0);
@@ -611,61 +612,62 @@ check_dynamic_slice(Ck *ck, const IrInstr *in)
     const int64_t *sz;
     uint32_t n = ir_instr_ints_attr(in, IR_ATTR_DYNAMIC_SLICE_SIZES, &sz);
     if (n != op->rank)
-        return bad(ck, in, "dynamic_slice_sizes has %u entries, operand rank is %u", n, op->rank);
+        return ck_bad(ck, in, "dynamic_slice_sizes has %u entries, operand rank is %u", n,
+                      op->rank);
     IrShape inf;
-    if (!new_shape(ck, op->dtype, n, &inf))
-        return nomem(ck, in);
+    if (!ck_new_shape(ck, op->dtype, n, &inf))
+        return ck_nomem(ck, in);
     for (uint32_t i = 0; i < n; i++) {
         if (sz[i] < 0 || (dim(op, i) != ANY_DIM && sz[i] > dim(op, i)))
-            return bad(ck, in, "slice size %lld does not fit dim %u of size %lld", (long long)sz[i],
-                       i, (long long)dim(op, i));
+            return ck_bad(ck, in, "slice size %lld does not fit dim %u of size %lld",
+                          (long long)sz[i], i, (long long)dim(op, i));
         inf.dims[i] = sz[i];
     }
-    return expect(ck, in, &inf);
+    return ck_expect(ck, in, &inf);
 }
 
 static SlStatus
-check_dynamic_update_slice(Ck *ck, const IrInstr *in)
+check_dynamic_update_slice(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
     if (in->n_operands < 2)
-        return bad(ck, in, "expects an operand and an update");
+        return ck_bad(ck, in, "expects an operand and an update");
     if ((st = need_array(ck, in, 0)) || (st = need_array(ck, in, 1)))
         return st;
     const IrShape *op = opnd(in, 0), *up = opnd(in, 1);
     if ((st = check_start_indices(ck, in, 2, op->rank)))
         return st;
     if (up->rank != op->rank || up->dtype != op->dtype)
-        return dims_mismatch(ck, in, 0, 1);
+        return ck_dims_mismatch(ck, in, 0, 1);
     for (uint32_t i = 0; i < op->rank; i++)
         if (dim(op, i) != ANY_DIM && dim(up, i) > dim(op, i))
-            return bad(ck, in, "update dim %u of size %lld exceeds operand size %lld", i,
-                       (long long)dim(up, i), (long long)dim(op, i));
-    return expect(ck, in, op);
+            return ck_bad(ck, in, "update dim %u of size %lld exceeds operand size %lld", i,
+                          (long long)dim(up, i), (long long)dim(op, i));
+    return ck_expect(ck, in, op);
 }
 
 /* pad: out = lo + hi + d + (d - 1) * interior per dim; lo and hi may be negative. */
 static SlStatus
-check_pad(Ck *ck, const IrInstr *in)
+check_pad(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
-    if ((st = need_operands(ck, in, 2)) || (st = need_array(ck, in, 0)) ||
-        (st = need_array(ck, in, 1)))
+    if ((st = ck_need_arrays(ck, in, 2)))
         return st;
     const IrShape *op = opnd(in, 0);
     if (!is_scalar(opnd(in, 1)) || opnd(in, 1)->dtype != op->dtype)
-        return bad(ck, in, "padding value must be a %s scalar", ir_dtype_name(op->dtype));
+        return ck_bad(ck, in, "padding value must be a %s scalar", ir_dtype_name(op->dtype));
     const IrAttr *a = ir_instr_find_attr(in, IR_ATTR_PADDING);
     if (!a || a->u.pad.n != op->rank)
-        return bad(ck, in, "padding has %u dims, operand rank is %u", a ? a->u.pad.n : 0, op->rank);
+        return ck_bad(ck, in, "padding has %u dims, operand rank is %u", a ? a->u.pad.n : 0,
+                      op->rank);
     IrShape inf;
-    if (!new_shape(ck, op->dtype, op->rank, &inf))
-        return nomem(ck, in);
+    if (!ck_new_shape(ck, op->dtype, op->rank, &inf))
+        return ck_nomem(ck, in);
     for (uint32_t i = 0; i < op->rank; i++) {
         const IrPadDim *p = &a->u.pad.v[i];
         int64_t d = dim(op, i);
         if (p->interior < 0)
-            return bad(ck, in, "negative interior padding in dim %u", i);
+            return ck_bad(ck, in, "negative interior padding in dim %u", i);
         if (d == ANY_DIM) {
             inf.dims[i] = ANY_DIM;
             continue;
@@ -673,109 +675,106 @@ check_pad(Ck *ck, const IrInstr *in)
         inf.dims[i] =
             sat_add(sat_add(p->lo, p->hi), sat_add(d, d > 0 ? sat_mul(d - 1, p->interior) : 0));
         if (inf.dims[i] < 0)
-            return bad(ck, in, "padding makes dim %u negative (%lld)", i, (long long)inf.dims[i]);
+            return ck_bad(ck, in, "padding makes dim %u negative (%lld)", i,
+                          (long long)inf.dims[i]);
     }
-    return expect(ck, in, &inf);
+    return ck_expect(ck, in, &inf);
 }
 
 static SlStatus
-check_concatenate(Ck *ck, const IrInstr *in)
+check_concatenate(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
-    if (in->n_operands == 0)
-        return bad(ck, in, "expects at least one operand");
-    for (uint32_t k = 0; k < in->n_operands; k++)
-        if ((st = need_array(ck, in, k)))
-            return st;
+    if ((st = ck_need_all_arrays(ck, in)))
+        return st;
     const IrShape *first = opnd(in, 0);
     const int64_t *cd;
     if (ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &cd) != 1)
-        return bad(ck, in, "dimensions= must name exactly one dim");
-    if ((st = need_dims(ck, in, "dimensions", cd, 1, first->rank)))
+        return ck_bad(ck, in, "dimensions= must name exactly one dim");
+    if ((st = ck_need_dims(ck, in, "dimensions", cd, 1, first->rank)))
         return st;
     IrShape inf;
-    if (!copy_shape(ck, first, &inf))
-        return nomem(ck, in);
+    if (!ck_copy_shape(ck, first, &inf))
+        return ck_nomem(ck, in);
     for (uint32_t k = 1; k < in->n_operands; k++) {
         const IrShape *s = opnd(in, k);
         if (s->rank != first->rank || s->dtype != first->dtype)
-            return dims_mismatch(ck, in, 0, k);
+            return ck_dims_mismatch(ck, in, 0, k);
         for (uint32_t i = 0; i < s->rank; i++) {
             if (i != (uint32_t)cd[0] && !dim_eq(dim(s, i), dim(first, i)))
-                return dims_mismatch(ck, in, 0, k);
+                return ck_dims_mismatch(ck, in, 0, k);
         }
         int64_t d = dim(s, (uint32_t)cd[0]);
         inf.dims[cd[0]] =
             (d == ANY_DIM || inf.dims[cd[0]] == ANY_DIM) ? ANY_DIM : sat_add(inf.dims[cd[0]], d);
     }
-    return expect(ck, in, &inf);
+    return ck_expect(ck, in, &inf);
 }
 
 /* ---- reductions and windows ------------------------------------------------------------ */
 
 /* Operands are k inputs then k scalar inits; inputs share dims. Fills the init types. */
 static SlStatus
-split_inputs_inits(Ck *ck, const IrInstr *in, uint32_t *k_out, IrDtype **types)
+split_inputs_inits(IrCheck *ck, const IrInstr *in, uint32_t *k_out, IrDtype **types)
 {
     SlStatus st;
     if (in->n_operands == 0 || in->n_operands % 2)
-        return bad(ck, in, "expects 2k operands (k inputs, k init values), got %u", in->n_operands);
+        return ck_bad(ck, in, "expects 2k operands (k inputs, k init values), got %u",
+                      in->n_operands);
     uint32_t k = in->n_operands / 2;
     *types = SL_NEW_ARRAY(&ck->scratch, IrDtype, k);
     if (!*types)
-        return nomem(ck, in);
+        return ck_nomem(ck, in);
     for (uint32_t i = 0; i < k; i++) {
         if ((st = need_array(ck, in, i)) || (st = need_array(ck, in, k + i)))
             return st;
-        if (!same_dims(opnd(in, i), opnd(in, 0)))
-            return dims_mismatch(ck, in, 0, i);
+        if (!ck_same_dims(opnd(in, i), opnd(in, 0)))
+            return ck_dims_mismatch(ck, in, 0, i);
         if (!is_scalar(opnd(in, k + i)))
-            return bad(ck, in, "init value operand %u must be a scalar", k + i);
+            return ck_bad(ck, in, "init value operand %u must be a scalar", k + i);
         (*types)[i] = opnd(in, k + i)->dtype;
     }
     *k_out = k;
     return SL_OK;
 }
 
-/* Wraps k result arrays as the instruction's result: one array, or a tuple when k > 1. */
+/* reduce and reduce-window: k inputs, k scalar inits and a to_apply reducer over the inits'
+ * types; gives k result slots to fill. */
 static SlStatus
-expect_k(Ck *ck, const IrInstr *in, const IrShape *leaves, uint32_t k)
+need_reduction(IrCheck *ck, const IrInstr *in, uint32_t *k, IrDtype **types, IrShape **leaves)
 {
-    if (k == 1)
-        return expect(ck, in, &leaves[0]);
-    IrShape t;
-    if (!new_tuple(ck, leaves, k, &t))
-        return nomem(ck, in);
-    return expect(ck, in, &t);
+    IrComputation *c;
+    SlStatus st = split_inputs_inits(ck, in, k, types);
+    if (st || (st = ck_need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
+        (st = ck_need_reducer(ck, in, c, *types, *k)))
+        return st;
+    *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, *k);
+    return *leaves ? SL_OK : ck_nomem(ck, in);
 }
 
 static SlStatus
-check_reduce(Ck *ck, const IrInstr *in)
+check_reduce(IrCheck *ck, const IrInstr *in)
 {
     uint32_t k;
     IrDtype *types;
-    IrComputation *c;
-    SlStatus st = split_inputs_inits(ck, in, &k, &types);
-    if (st || (st = need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
-        (st = check_reducer(ck, in, c, types, k)))
+    IrShape *leaves;
+    SlStatus st = need_reduction(ck, in, &k, &types, &leaves);
+    if (st)
         return st;
     const IrShape *op = opnd(in, 0);
     const int64_t *rd;
     uint32_t n = ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &rd);
-    if ((st = need_dims(ck, in, "dimensions", rd, n, op->rank)))
+    if ((st = ck_need_dims(ck, in, "dimensions", rd, n, op->rank)))
         return st;
-    IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, k);
-    if (!leaves)
-        return nomem(ck, in);
     for (uint32_t j = 0; j < k; j++) {
-        if (!new_shape(ck, types[j], op->rank - n, &leaves[j]))
-            return nomem(ck, in);
+        if (!ck_new_shape(ck, types[j], op->rank - n, &leaves[j]))
+            return ck_nomem(ck, in);
         uint32_t w = 0;
         for (uint32_t i = 0; i < op->rank; i++)
             if (!contains(rd, n, i))
                 leaves[j].dims[w++] = dim(op, i);
     }
-    return expect_k(ck, in, leaves, k);
+    return ck_expect_k(ck, in, leaves, k);
 }
 
 static int64_t
@@ -785,8 +784,8 @@ positive_or_one(int64_t v)
 }
 
 /* Output size of one window dim over a base of size `base` (XLA's window arithmetic). */
-static int64_t
-window_out(int64_t base, const IrWindowDim *w)
+int64_t
+ck_window_out(int64_t base, const IrWindowDim *w)
 {
     if (base == ANY_DIM)
         return ANY_DIM;
@@ -799,410 +798,59 @@ window_out(int64_t base, const IrWindowDim *w)
 }
 
 static SlStatus
-check_reduce_window(Ck *ck, const IrInstr *in)
+check_reduce_window(IrCheck *ck, const IrInstr *in)
 {
     uint32_t k;
     IrDtype *types;
-    IrComputation *c;
-    SlStatus st = split_inputs_inits(ck, in, &k, &types);
-    if (st || (st = need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
-        (st = check_reducer(ck, in, c, types, k)))
+    IrShape *leaves;
+    SlStatus st = need_reduction(ck, in, &k, &types, &leaves);
+    if (st)
         return st;
     const IrShape *op = opnd(in, 0);
     const IrAttr *a = ir_instr_find_attr(in, IR_ATTR_WINDOW);
     if (!a || a->u.window.n != op->rank)
-        return bad(ck, in, "window has %u dims, operand rank is %u", a ? a->u.window.n : 0,
-                   op->rank);
-    IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, k);
-    if (!leaves)
-        return nomem(ck, in);
+        return ck_bad(ck, in, "window has %u dims, operand rank is %u", a ? a->u.window.n : 0,
+                      op->rank);
     for (uint32_t j = 0; j < k; j++) {
-        if (!new_shape(ck, types[j], op->rank, &leaves[j]))
-            return nomem(ck, in);
+        if (!ck_new_shape(ck, types[j], op->rank, &leaves[j]))
+            return ck_nomem(ck, in);
         for (uint32_t i = 0; i < op->rank; i++)
-            leaves[j].dims[i] = window_out(dim(op, i), &a->u.window.v[i]);
+            leaves[j].dims[i] = ck_window_out(dim(op, i), &a->u.window.v[i]);
     }
-    return expect_k(ck, in, leaves, k);
-}
-
-/* ---- dot and convolution -------------------------------------------------------------- */
-
-static SlStatus
-pair_dims(Ck *ck, const IrInstr *in, const char *what, IrAttrKey lk, IrAttrKey rk,
-          const int64_t **lv, const int64_t **rv, uint32_t *n)
-{
-    const IrShape *l = opnd(in, 0), *r = opnd(in, 1);
-    uint32_t nl = ir_instr_ints_attr(in, lk, lv), nr = ir_instr_ints_attr(in, rk, rv);
-    SlStatus st;
-    if (nl != nr)
-        return bad(ck, in, "lhs has %u %s dims but rhs has %u", nl, what, nr);
-    if ((st = need_dims(ck, in, ir_attr_name(lk), *lv, nl, l->rank)) ||
-        (st = need_dims(ck, in, ir_attr_name(rk), *rv, nr, r->rank)))
-        return st;
-    for (uint32_t i = 0; i < nl; i++) {
-        int64_t a = dim(l, (uint32_t)(*lv)[i]), b = dim(r, (uint32_t)(*rv)[i]);
-        if (!dim_eq(a, b))
-            return bad(ck, in, "%s dim sizes differ: lhs dim %lld is %lld, rhs dim %lld is %lld",
-                       what, (long long)(*lv)[i], (long long)a, (long long)(*rv)[i], (long long)b);
-    }
-    *n = nl;
-    return SL_OK;
-}
-
-/* dot: output = batch dims, lhs free dims, rhs free dims. The result type is free (a
- * preferred element type may widen it). */
-static SlStatus
-check_dot(Ck *ck, const IrInstr *in)
-{
-    SlStatus st;
-    if ((st = need_operands(ck, in, 2)) || (st = need_array(ck, in, 0)) ||
-        (st = need_array(ck, in, 1)))
-        return st;
-    const IrShape *l = opnd(in, 0), *r = opnd(in, 1);
-    const int64_t *lb, *rb, *lc, *rc;
-    uint32_t nb, nc;
-    if ((st = pair_dims(ck, in, "batch", IR_ATTR_LHS_BATCH_DIMS, IR_ATTR_RHS_BATCH_DIMS, &lb, &rb,
-                        &nb)) ||
-        (st = pair_dims(ck, in, "contracting", IR_ATTR_LHS_CONTRACTING_DIMS,
-                        IR_ATTR_RHS_CONTRACTING_DIMS, &lc, &rc, &nc)))
-        return st;
-    for (uint32_t i = 0; i < nb; i++)
-        if (contains(lc, nc, lb[i]) || contains(rc, nc, rb[i]))
-            return bad(ck, in, "a dim is both batch and contracting");
-    IrShape inf;
-    if (!new_shape(ck, in->shape.dtype, l->rank + r->rank - nb - 2 * nc, &inf))
-        return nomem(ck, in);
-    uint32_t w = 0;
-    for (uint32_t i = 0; i < nb; i++)
-        inf.dims[w++] = dim(l, (uint32_t)lb[i]);
-    for (uint32_t i = 0; i < l->rank; i++)
-        if (!contains(lb, nb, i) && !contains(lc, nc, i))
-            inf.dims[w++] = dim(l, i);
-    for (uint32_t i = 0; i < r->rank; i++)
-        if (!contains(rb, nb, i) && !contains(rc, nc, i))
-            inf.dims[w++] = dim(r, i);
-    return expect(ck, in, &inf);
-}
-
-/* Positions of the labelled dims in one group of dim_labels ("b01f", "01io", ...). */
-typedef struct ConvDims {
-    int batch, feature; /* 'b'/'f' in lhs and out, 'i'/'o' in rhs; -1 when absent */
-    int spatial[10];    /* position of digit d; -1 when absent */
-    int n_spatial;
-    uint32_t rank;
-} ConvDims;
-
-static bool
-parse_labels(SlStr s, char b, char f, ConvDims *out)
-{
-    memset(out, 0xff, sizeof(*out)); /* every position -1 */
-    out->n_spatial = 0;
-    out->rank = (uint32_t)s.len;
-    for (size_t i = 0; i < s.len; i++) {
-        char c = s.ptr[i];
-        if (c == b && out->batch < 0)
-            out->batch = (int)i;
-        else if (c == f && out->feature < 0)
-            out->feature = (int)i;
-        else if (c >= '0' && c <= '9' && out->spatial[c - '0'] < 0) {
-            out->spatial[c - '0'] = (int)i;
-            out->n_spatial++;
-        } else
-            return false;
-    }
-    if (out->batch < 0 || out->feature < 0)
-        return false;
-    for (int d = 0; d < out->n_spatial; d++)
-        if (out->spatial[d] < 0)
-            return false;
-    return true;
-}
-
-/* Splits "b01f_01io->b01f" into the three label groups. */
-static bool
-split_labels(SlStr t, ConvDims *l, ConvDims *r, ConvDims *o)
-{
-    const char *us = memchr(t.ptr, '_', t.len);
-    const char *end = t.ptr + t.len;
-    if (!us)
-        return false;
-    const char *arrow = NULL;
-    for (const char *p = us; p + 1 < end; p++)
-        if (p[0] == '-' && p[1] == '>')
-            arrow = p;
-    if (!arrow)
-        return false;
-    SlStr ls = {t.ptr, (size_t)(us - t.ptr)}, rs = {us + 1, (size_t)(arrow - us - 1)};
-    SlStr os = {arrow + 2, (size_t)(end - arrow - 2)};
-    return parse_labels(ls, 'b', 'f', l) && parse_labels(rs, 'o', 'i', r) &&
-           parse_labels(os, 'b', 'f', o) && l->n_spatial == r->n_spatial &&
-           l->n_spatial == o->n_spatial;
-}
-
-static SlStatus
-conv_features(Ck *ck, const IrInstr *in, const ConvDims *l, const ConvDims *r, int64_t *batch)
-{
-    const IrShape *ls = opnd(in, 0), *rs = opnd(in, 1);
-    int64_t fgc = 1, bgc = 1;
-    ir_instr_int_attr(in, IR_ATTR_FEATURE_GROUP_COUNT, &fgc);
-    ir_instr_int_attr(in, IR_ATTR_BATCH_GROUP_COUNT, &bgc);
-    if (fgc < 1 || bgc < 1)
-        return bad(ck, in, "group counts must be positive");
-    int64_t in_f = dim(ls, (uint32_t)l->feature), k_in = dim(rs, (uint32_t)r->feature);
-    int64_t k_out = dim(rs, (uint32_t)r->batch), in_b = dim(ls, (uint32_t)l->batch);
-    if (in_f != ANY_DIM && k_in != ANY_DIM && (in_f % fgc || in_f / fgc != k_in))
-        return bad(ck, in,
-                   "input features %lld / feature_group_count %lld != kernel input features %lld",
-                   (long long)in_f, (long long)fgc, (long long)k_in);
-    if (k_out != ANY_DIM && (k_out % fgc || k_out % bgc))
-        return bad(ck, in, "kernel output features %lld not divisible by the group counts",
-                   (long long)k_out);
-    if (in_b != ANY_DIM && in_b % bgc)
-        return bad(ck, in, "batch %lld not divisible by batch_group_count %lld", (long long)in_b,
-                   (long long)bgc);
-    *batch = in_b == ANY_DIM ? ANY_DIM : in_b / bgc;
-    return SL_OK;
-}
-
-static SlStatus
-check_convolution(Ck *ck, const IrInstr *in)
-{
-    SlStatus st;
-    if ((st = need_operands(ck, in, 2)) || (st = need_array(ck, in, 0)) ||
-        (st = need_array(ck, in, 1)))
-        return st;
-    const IrAttr *dl = ir_instr_find_attr(in, IR_ATTR_DIM_LABELS);
-    if (!dl)
-        return SL_OK; /* default dimension numbers: not checked */
-    ConvDims l, r, o;
-    if (!split_labels(dl->u.text, &l, &r, &o))
-        return bad(ck, in, "cannot read dim_labels=%.*s", SL_STR_ARG(dl->u.text));
-    const IrShape *ls = opnd(in, 0), *rs = opnd(in, 1);
-    if (l.rank != ls->rank || r.rank != rs->rank || o.rank != in->shape.rank)
-        return bad(ck, in, "dim_labels=%.*s do not match the operand and result ranks",
-                   SL_STR_ARG(dl->u.text));
-    const IrAttr *wa = ir_instr_find_attr(in, IR_ATTR_WINDOW);
-    uint32_t nw = wa ? wa->u.window.n : 0;
-    if (nw != (uint32_t)l.n_spatial)
-        return bad(ck, in, "window has %u dims but dim_labels have %d spatial dims", nw,
-                   l.n_spatial);
-    int64_t batch = 0;
-    if ((st = conv_features(ck, in, &l, &r, &batch)))
-        return st;
-    IrShape inf;
-    if (!new_shape(ck, in->shape.dtype, o.rank, &inf))
-        return nomem(ck, in);
-    inf.dims[o.batch] = batch;
-    inf.dims[o.feature] = dim(rs, (uint32_t)r.batch); /* 'o' was parsed as the batch slot */
-    for (int s = 0; s < l.n_spatial; s++) {
-        const IrWindowDim *w = &wa->u.window.v[s];
-        int64_t ks = dim(rs, (uint32_t)r.spatial[s]);
-        if (ks != ANY_DIM && w->size != ks)
-            return bad(ck, in, "window size %lld in spatial dim %d != kernel size %lld",
-                       (long long)w->size, s, (long long)ks);
-        inf.dims[o.spatial[s]] = window_out(dim(ls, (uint32_t)l.spatial[s]), w);
-    }
-    return expect(ck, in, &inf);
-}
-
-/* ---- gather and scatter ----------------------------------------------------------------- */
-
-/* Indices with the index vector dim made explicit: when index_vector_dim == rank the index
- * vector is an implicit trailing 1. Fills the batch dims (all dims but the index vector). */
-static SlStatus
-index_batch_dims(Ck *ck, const IrInstr *in, const IrShape *idx, int64_t ivd, int64_t **out,
-                 uint32_t *n, int64_t *vec_len)
-{
-    if (ivd < 0 || ivd > (int64_t)idx->rank)
-        return bad(ck, in, "index_vector_dim %lld out of range for indices of rank %u",
-                   (long long)ivd, idx->rank);
-    *out = SL_NEW_ARRAY(&ck->scratch, int64_t, idx->rank + 1);
-    if (!*out)
-        return nomem(ck, in);
-    *n = 0;
-    *vec_len = 1;
-    for (uint32_t i = 0; i < idx->rank; i++) {
-        if ((int64_t)i == ivd)
-            *vec_len = dim(idx, i);
-        else
-            (*out)[(*n)++] = dim(idx, i);
-    }
-    return SL_OK;
-}
-
-static SlStatus
-check_gather(Ck *ck, const IrInstr *in)
-{
-    SlStatus st;
-    if ((st = need_operands(ck, in, 2)) || (st = need_array(ck, in, 0)) ||
-        (st = need_array(ck, in, 1)))
-        return st;
-    const IrShape *op = opnd(in, 0), *idx = opnd(in, 1);
-    const int64_t *off, *col, *sim, *obd, *ss;
-    uint32_t n_off = ir_instr_ints_attr(in, IR_ATTR_OFFSET_DIMS, &off);
-    uint32_t n_col = ir_instr_ints_attr(in, IR_ATTR_COLLAPSED_SLICE_DIMS, &col);
-    uint32_t n_sim = ir_instr_ints_attr(in, IR_ATTR_START_INDEX_MAP, &sim);
-    uint32_t n_obd = ir_instr_ints_attr(in, IR_ATTR_OPERAND_BATCHING_DIMS, &obd);
-    uint32_t n_ss = ir_instr_ints_attr(in, IR_ATTR_SLICE_SIZES, &ss);
-    int64_t ivd = idx->rank;
-    ir_instr_int_attr(in, IR_ATTR_INDEX_VECTOR_DIM, &ivd);
-    int64_t *bdims, vec;
-    uint32_t nb;
-    if ((st = index_batch_dims(ck, in, idx, ivd, &bdims, &nb, &vec)))
-        return st;
-    if (n_ss != op->rank)
-        return bad(ck, in, "slice_sizes has %u entries, operand rank is %u", n_ss, op->rank);
-    if (vec != ANY_DIM && vec != (int64_t)n_sim)
-        return bad(ck, in, "start_index_map has %u entries but the index vector has %lld", n_sim,
-                   (long long)vec);
-    if ((st = need_dims(ck, in, "start_index_map", sim, n_sim, op->rank)) ||
-        (st = need_dims(ck, in, "collapsed_slice_dims", col, n_col, op->rank)) ||
-        (st = need_dims(ck, in, "operand_batching_dims", obd, n_obd, op->rank)))
-        return st;
-    if (n_off + n_col + n_obd != op->rank)
-        return bad(ck, in,
-                   "offset_dims (%u) + collapsed_slice_dims (%u) + operand_batching_dims "
-                   "(%u) != operand rank %u",
-                   n_off, n_col, n_obd, op->rank);
-    IrShape inf;
-    if (!new_shape(ck, op->dtype, nb + n_off, &inf))
-        return nomem(ck, in);
-    if ((st = need_dims(ck, in, "offset_dims", off, n_off, inf.rank)))
-        return st;
-    uint32_t next_off = 0, next_batch = 0;
-    for (uint32_t i = 0; i < inf.rank; i++) {
-        if (!contains(off, n_off, i)) {
-            inf.dims[i] = bdims[next_batch++];
-            continue;
-        }
-        while (contains(col, n_col, next_off) || contains(obd, n_obd, next_off))
-            next_off++;
-        inf.dims[i] = ss[next_off++];
-    }
-    for (uint32_t i = 0; i < op->rank; i++) {
-        bool folded = contains(col, n_col, i) || contains(obd, n_obd, i);
-        if (ss[i] < 0 || (dim(op, i) != ANY_DIM && ss[i] > dim(op, i)) || (folded && ss[i] > 1))
-            return bad(ck, in, "slice size %lld does not fit operand dim %u", (long long)ss[i], i);
-    }
-    return expect(ck, in, &inf);
-}
-
-/* scatter(inputs..., indices, updates...): result = the inputs' shapes; the updates' scatter
- * dims follow the indices' batch dims and their window dims fit the operand. */
-static SlStatus
-check_scatter_updates(Ck *ck, const IrInstr *in, const IrShape *op, const IrShape *up,
-                      const int64_t *bdims, uint32_t nb)
-{
-    const int64_t *uwd, *iwd, *ibd;
-    uint32_t n_uwd = ir_instr_ints_attr(in, IR_ATTR_UPDATE_WINDOW_DIMS, &uwd);
-    uint32_t n_iwd = ir_instr_ints_attr(in, IR_ATTR_INSERTED_WINDOW_DIMS, &iwd);
-    uint32_t n_ibd = ir_instr_ints_attr(in, IR_ATTR_INPUT_BATCHING_DIMS, &ibd);
-    SlStatus st;
-    if ((st = need_dims(ck, in, "update_window_dims", uwd, n_uwd, up->rank)))
-        return st;
-    if (up->rank != n_uwd + nb)
-        return bad(ck, in, "updates rank %u != update_window_dims (%u) + scatter dims (%u)",
-                   up->rank, n_uwd, nb);
-    if (n_uwd + n_iwd + n_ibd != op->rank)
-        return bad(ck, in,
-                   "update_window_dims (%u) + inserted_window_dims (%u) + "
-                   "input_batching_dims (%u) != operand rank %u",
-                   n_uwd, n_iwd, n_ibd, op->rank);
-    uint32_t next_op = 0, next_batch = 0;
-    for (uint32_t i = 0; i < up->rank; i++) {
-        int64_t u = dim(up, i);
-        if (!contains(uwd, n_uwd, i)) {
-            int64_t b = bdims[next_batch++];
-            if (!dim_eq(u, b))
-                return bad(ck, in, "updates dim %u is %lld but the indices give %lld", i,
-                           (long long)u, (long long)b);
-            continue;
-        }
-        while (contains(iwd, n_iwd, next_op) || contains(ibd, n_ibd, next_op))
-            next_op++;
-        int64_t o = dim(op, next_op++);
-        if (u != ANY_DIM && o != ANY_DIM && u > o)
-            return bad(ck, in, "updates window dim %u (%lld) exceeds operand dim %u (%lld)", i,
-                       (long long)u, next_op - 1, (long long)o);
-    }
-    return SL_OK;
-}
-
-static SlStatus
-check_scatter(Ck *ck, const IrInstr *in)
-{
-    SlStatus st;
-    if (in->n_operands < 3 || in->n_operands % 2 == 0)
-        return bad(ck, in, "expects 2k+1 operands (inputs, indices, updates), got %u",
-                   in->n_operands);
-    uint32_t k = in->n_operands / 2;
-    for (uint32_t j = 0; j < in->n_operands; j++)
-        if ((st = need_array(ck, in, j)))
-            return st;
-    const IrShape *idx = opnd(in, k);
-    int64_t ivd = idx->rank, *bdims, vec;
-    uint32_t nb;
-    ir_instr_int_attr(in, IR_ATTR_INDEX_VECTOR_DIM, &ivd);
-    if ((st = index_batch_dims(ck, in, idx, ivd, &bdims, &nb, &vec)))
-        return st;
-    const int64_t *sdod;
-    uint32_t n_sdod = ir_instr_ints_attr(in, IR_ATTR_SCATTER_DIMS_TO_OPERAND_DIMS, &sdod);
-    if (vec != ANY_DIM && vec != (int64_t)n_sdod)
-        return bad(ck, in,
-                   "scatter_dims_to_operand_dims has %u entries but the index vector "
-                   "has %lld",
-                   n_sdod, (long long)vec);
-    IrComputation *c;
-    IrDtype *types = SL_NEW_ARRAY(&ck->scratch, IrDtype, k);
-    IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, k);
-    if (!types || !leaves)
-        return nomem(ck, in);
-    for (uint32_t j = 0; j < k; j++) {
-        if (!same_dims(opnd(in, j), opnd(in, 0)))
-            return dims_mismatch(ck, in, 0, j);
-        if ((st = check_scatter_updates(ck, in, opnd(in, j), opnd(in, k + 1 + j), bdims, nb)))
-            return st;
-        types[j] = opnd(in, j)->dtype;
-        if (!copy_shape(ck, opnd(in, j), &leaves[j]))
-            return nomem(ck, in);
-    }
-    if ((st = need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
-        (st = check_reducer(ck, in, c, types, k)))
-        return st;
-    return expect_k(ck, in, leaves, k);
+    return ck_expect_k(ck, in, leaves, k);
 }
 
 /* ---- parameters, constants, iota, tuples ------------------------------------------------ */
 
 static SlStatus
-check_iota(Ck *ck, const IrInstr *in)
+check_iota(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
     if ((st = need_operands(ck, in, 0)) || (st = need_declared_array(ck, in)))
         return st;
     int64_t d = -1;
     if (!ir_instr_int_attr(in, IR_ATTR_IOTA_DIMENSION, &d) || d < 0 || d >= (int64_t)in->shape.rank)
-        return bad(ck, in, "iota_dimension=%lld out of range for rank %u", (long long)d,
-                   in->shape.rank);
+        return ck_bad(ck, in, "iota_dimension=%lld out of range for rank %u", (long long)d,
+                      in->shape.rank);
     return SL_OK;
 }
 
 static SlStatus
-check_tuple(Ck *ck, const IrInstr *in)
+check_tuple(IrCheck *ck, const IrInstr *in)
 {
     IrShape *elems = in->n_operands ? SL_NEW_ARRAY(&ck->scratch, IrShape, in->n_operands) : NULL;
     if (in->n_operands && !elems)
-        return nomem(ck, in);
+        return ck_nomem(ck, in);
     for (uint32_t k = 0; k < in->n_operands; k++)
         elems[k] = *opnd(in, k);
     IrShape t;
     if (!new_tuple(ck, elems, in->n_operands, &t))
-        return nomem(ck, in);
-    return expect(ck, in, &t);
+        return ck_nomem(ck, in);
+    return ck_expect(ck, in, &t);
 }
 
 static SlStatus
-check_gte(Ck *ck, const IrInstr *in)
+check_gte(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
     if ((st = need_operands(ck, in, 1)))
@@ -1210,25 +858,26 @@ check_gte(Ck *ck, const IrInstr *in)
     const IrShape *t = opnd(in, 0);
     int64_t index = -1;
     if (!ir_shape_is_tuple(t))
-        return bad(ck, in, "operand is not a tuple");
+        return ck_bad(ck, in, "operand is not a tuple");
     if (!ir_instr_int_attr(in, IR_ATTR_INDEX, &index) || index < 0 || index >= (int64_t)t->n_elems)
-        return bad(ck, in, "index=%lld out of range for a tuple of %u elements", (long long)index,
-                   t->n_elems);
-    return expect(ck, in, &t->elems[index]);
+        return ck_bad(ck, in, "index=%lld out of range for a tuple of %u elements",
+                      (long long)index, t->n_elems);
+    return ck_expect(ck, in, &t->elems[index]);
 }
 
 /* ---- control flow ------------------------------------------------------------------------ */
 
 static SlStatus
-check_while(Ck *ck, const IrInstr *in)
+check_while(IrCheck *ck, const IrInstr *in)
 {
     IrComputation *cond, *body;
     SlStatus st;
-    if ((st = need_operands(ck, in, 1)) || (st = need_called(ck, in, IR_ATTR_CONDITION, &cond)) ||
-        (st = need_called(ck, in, IR_ATTR_BODY, &body)) || (st = expect(ck, in, opnd(in, 0))))
+    if ((st = need_operands(ck, in, 1)) ||
+        (st = ck_need_called(ck, in, IR_ATTR_CONDITION, &cond)) ||
+        (st = ck_need_called(ck, in, IR_ATTR_BODY, &body)) || (st = ck_expect(ck, in, opnd(in, 0))))
         return st;
     IrShape pred;
-    new_shape(ck, IR_DT_PRED, 0, &pred);
+    ck_new_shape(ck, IR_DT_PRED, 0, &pred);
     if ((st = need_param_count(ck, in, cond, 1)) || (st = need_param_count(ck, in, body, 1)) ||
         (st = need_param(ck, in, cond, 0, &in->shape)) ||
         (st = need_param(ck, in, body, 0, &in->shape)) ||
@@ -1238,7 +887,7 @@ check_while(Ck *ck, const IrInstr *in)
 }
 
 static SlStatus
-check_branch(Ck *ck, const IrInstr *in, const IrComputation *c, uint32_t operand)
+check_branch(IrCheck *ck, const IrInstr *in, const IrComputation *c, uint32_t operand)
 {
     SlStatus st;
     if ((st = need_param_count(ck, in, c, 1)) ||
@@ -1249,42 +898,42 @@ check_branch(Ck *ck, const IrInstr *in, const IrComputation *c, uint32_t operand
 }
 
 static SlStatus
-check_conditional(Ck *ck, const IrInstr *in)
+check_conditional(IrCheck *ck, const IrInstr *in)
 {
     SlStatus st;
     if (in->n_operands < 2)
-        return bad(ck, in, "expects a selector and branch operands");
+        return ck_bad(ck, in, "expects a selector and branch operands");
     const IrShape *sel = opnd(in, 0);
     const IrAttr *br = ir_instr_find_attr(in, IR_ATTR_BRANCH_COMPUTATIONS);
     if (br) {
         if (!is_scalar(sel) || sel->dtype != IR_DT_S32)
-            return bad(ck, in, "branch index must be s32[]");
+            return ck_bad(ck, in, "branch index must be s32[]");
         if (in->n_operands != br->u.comps.n + 1)
-            return bad(ck, in, "%u branches but %u branch operands", br->u.comps.n,
-                       in->n_operands - 1);
+            return ck_bad(ck, in, "%u branches but %u branch operands", br->u.comps.n,
+                          in->n_operands - 1);
         for (uint32_t b = 0; b < br->u.comps.n; b++)
             if ((st = check_branch(ck, in, br->u.comps.v[b], b + 1)))
                 return st;
         return SL_OK;
     }
     IrComputation *t, *f;
-    if ((st = need_called(ck, in, IR_ATTR_TRUE_COMPUTATION, &t)) ||
-        (st = need_called(ck, in, IR_ATTR_FALSE_COMPUTATION, &f)) ||
+    if ((st = ck_need_called(ck, in, IR_ATTR_TRUE_COMPUTATION, &t)) ||
+        (st = ck_need_called(ck, in, IR_ATTR_FALSE_COMPUTATION, &f)) ||
         (st = need_operands(ck, in, 3)))
         return st;
     if (!is_scalar(sel) || sel->dtype != IR_DT_PRED)
-        return bad(ck, in, "predicate must be pred[]");
+        return ck_bad(ck, in, "predicate must be pred[]");
     if ((st = check_branch(ck, in, t, 1)) || (st = check_branch(ck, in, f, 2)))
         return st;
     return SL_OK;
 }
 
 static SlStatus
-check_call(Ck *ck, const IrInstr *in)
+check_call(IrCheck *ck, const IrInstr *in)
 {
     IrComputation *c;
     SlStatus st;
-    if ((st = need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
+    if ((st = ck_need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
         (st = need_param_count(ck, in, c, in->n_operands)))
         return st;
     for (uint32_t k = 0; k < in->n_operands; k++)
@@ -1298,20 +947,20 @@ check_call(Ck *ck, const IrInstr *in)
 /* Devices per group, following the collective's group mode (hlo-text.md §10). Empty groups
  * mean "everything the mode spans". */
 static SlStatus
-group_size(Ck *ck, const IrInstr *in, int64_t *out)
+group_size(IrCheck *ck, const IrInstr *in, int64_t *out)
 {
     const IrAttr *a = ir_instr_find_attr(in, IR_ATTR_REPLICA_GROUPS);
     int64_t size = 0;
     if (a && a->u.groups.is_iota) {
         if (a->u.groups.iota.n_dims != 2)
-            return bad(ck, in, "iota replica_groups must have two dims");
+            return ck_bad(ck, in, "iota replica_groups must have two dims");
         size = a->u.groups.iota.dims[1];
     } else if (a && a->u.groups.n_groups > 0) {
         size = a->u.groups.group_sizes[0];
         for (uint32_t g = 1; g < a->u.groups.n_groups; g++)
             if (a->u.groups.group_sizes[g] != size)
-                return bad(ck, in, "replica groups have different sizes (%lld and %u)",
-                           (long long)size, a->u.groups.group_sizes[g]);
+                return ck_bad(ck, in, "replica groups have different sizes (%lld and %u)",
+                              (long long)size, a->u.groups.group_sizes[g]);
     }
     const IrAttr *global = ir_instr_find_attr(in, IR_ATTR_USE_GLOBAL_DEVICE_IDS);
     bool has_channel = ir_instr_find_attr(in, IR_ATTR_CHANNEL_ID) != NULL;
@@ -1330,14 +979,14 @@ group_size(Ck *ck, const IrInstr *in, int64_t *out)
 
 /* all-gather multiplies dimensions[0] by the group size, reduce-scatter divides it. */
 static SlStatus
-check_gather_scatter_dim(Ck *ck, const IrInstr *in, int64_t g, IrShape *leaves)
+check_gather_scatter_dim(IrCheck *ck, const IrInstr *in, int64_t g, IrShape *leaves)
 {
     SlStatus st;
     const int64_t *d;
     if (ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &d) != 1)
-        return bad(ck, in, "dimensions= must name exactly one dim");
+        return ck_bad(ck, in, "dimensions= must name exactly one dim");
     for (uint32_t k = 0; k < in->n_operands; k++) {
-        if ((st = need_dims(ck, in, "dimensions", d, 1, leaves[k].rank)))
+        if ((st = ck_need_dims(ck, in, "dimensions", d, 1, leaves[k].rank)))
             return st;
         int64_t *x = &leaves[k].dims[d[0]];
         if (*x == ANY_DIM)
@@ -1345,8 +994,8 @@ check_gather_scatter_dim(Ck *ck, const IrInstr *in, int64_t g, IrShape *leaves)
         if (in->op == IR_OP_ALL_GATHER) {
             *x = sat_mul(*x, g);
         } else if (*x % g) {
-            return bad(ck, in, "dim %lld of size %lld is not divisible by the group size %lld",
-                       (long long)d[0], (long long)*x, (long long)g);
+            return ck_bad(ck, in, "dim %lld of size %lld is not divisible by the group size %lld",
+                          (long long)d[0], (long long)*x, (long long)g);
         } else {
             *x /= g;
         }
@@ -1355,7 +1004,7 @@ check_gather_scatter_dim(Ck *ck, const IrInstr *in, int64_t g, IrShape *leaves)
 }
 
 static SlStatus
-check_collective(Ck *ck, const IrInstr *in)
+check_collective(IrCheck *ck, const IrInstr *in)
 {
     /* Async forms, collective-broadcast and ragged-all-to-all are accepted as declared. */
     if (in->op != IR_OP_ALL_REDUCE && in->op != IR_OP_ALL_GATHER &&
@@ -1364,25 +1013,25 @@ check_collective(Ck *ck, const IrInstr *in)
         return SL_OK;
     SlStatus st = SL_OK;
     if (in->n_operands == 0)
-        return bad(ck, in, "expects at least one operand");
+        return ck_bad(ck, in, "expects at least one operand");
     if (in->op == IR_OP_COLLECTIVE_PERMUTE && in->n_operands != 1)
         return SL_OK; /* in-place form with buffers and offsets */
     int64_t g = 1;
     IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, in->n_operands);
     IrDtype *types = SL_NEW_ARRAY(&ck->scratch, IrDtype, in->n_operands);
     if (!leaves || !types)
-        return nomem(ck, in);
+        return ck_nomem(ck, in);
     for (uint32_t k = 0; k < in->n_operands; k++) {
         if ((st = need_array(ck, in, k)))
             return st;
-        if (!copy_shape(ck, opnd(in, k), &leaves[k]))
-            return nomem(ck, in);
+        if (!ck_copy_shape(ck, opnd(in, k), &leaves[k]))
+            return ck_nomem(ck, in);
         types[k] = opnd(in, k)->dtype;
     }
     if ((st = group_size(ck, in, &g)))
         return st;
     if (g < 1)
-        return bad(ck, in, "replica groups are empty");
+        return ck_bad(ck, in, "replica groups are empty");
     if (in->op == IR_OP_ALL_GATHER || in->op == IR_OP_REDUCE_SCATTER)
         st = check_gather_scatter_dim(ck, in, g, leaves);
     if (st)
@@ -1390,17 +1039,17 @@ check_collective(Ck *ck, const IrInstr *in)
     if (in->op == IR_OP_ALL_REDUCE || in->op == IR_OP_REDUCE_SCATTER) {
         IrComputation *c;
         for (uint32_t k = 0; k < in->n_operands; k++)
-            if ((st = need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
-                (st = check_reducer(ck, in, c, &types[k], 1)))
+            if ((st = ck_need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
+                (st = ck_need_reducer(ck, in, c, &types[k], 1)))
                 return st;
     }
-    return expect_k(ck, in, leaves, in->n_operands);
+    return ck_expect_k(ck, in, leaves, in->n_operands);
 }
 
 /* ---- dispatch -------------------------------------------------------------------------------- */
 
 static SlStatus
-check_shape_rules(Ck *ck, const IrInstr *in)
+check_shape_rules(IrCheck *ck, const IrInstr *in)
 {
     switch (ir_op_family(in->op)) {
     case IR_FAM_ELEMENTWISE:
@@ -1428,13 +1077,13 @@ check_shape_rules(Ck *ck, const IrInstr *in)
     case IR_FAM_REDUCE_WINDOW:
         return check_reduce_window(ck, in);
     case IR_FAM_DOT:
-        return check_dot(ck, in);
+        return ck_check_dot(ck, in);
     case IR_FAM_CONVOLUTION:
-        return check_convolution(ck, in);
+        return ck_check_convolution(ck, in);
     case IR_FAM_GATHER:
-        return check_gather(ck, in);
+        return ck_check_gather(ck, in);
     case IR_FAM_SCATTER:
-        return check_scatter(ck, in);
+        return ck_check_scatter(ck, in);
     case IR_FAM_IOTA:
         return check_iota(ck, in);
     case IR_FAM_TUPLE:
@@ -1474,7 +1123,7 @@ check_shape_rules(Ck *ck, const IrInstr *in)
 
 /* Every computation an instruction names must be in the module, listed before the caller. */
 static SlStatus
-check_callees(Ck *ck, const IrInstr *in, uint64_t caller_pos)
+check_callees(IrCheck *ck, const IrInstr *in, uint64_t caller_pos)
 {
     for (uint32_t k = 0; k < in->n_attrs; k++) {
         const IrAttr *a = &in->attrs[k];
@@ -1486,33 +1135,33 @@ check_callees(Ck *ck, const IrInstr *in, uint64_t caller_pos)
             const IrComputation *c = kind == IR_AK_COMP ? a->u.comp : a->u.comps.v[j];
             uint64_t pos = 0;
             if (!c || !sl_map_get(&ck->comp_pos, SL_MAP_KEY(c), &pos))
-                return bad(ck, in, "%s= names a computation that is not in the module",
-                           ir_attr_name(a->key));
+                return ck_bad(ck, in, "%s= names a computation that is not in the module",
+                              ir_attr_name(a->key));
             if (pos >= caller_pos)
-                return bad(ck, in, "called computation %%%s must be defined before %%%s",
-                           sl_sym_cstr(c->name), sl_sym_cstr(in->parent->name));
+                return ck_bad(ck, in, "called computation %%%s must be defined before %%%s",
+                              sl_sym_cstr(c->name), sl_sym_cstr(in->parent->name));
         }
     }
     return SL_OK;
 }
 
 static SlStatus
-check_operands_defined(Ck *ck, const IrComputation *c, const IrInstr *in)
+check_operands_defined(IrCheck *ck, const IrComputation *c, const IrInstr *in)
 {
     for (uint32_t k = 0; k < in->n_operands; k++) {
         const IrInstr *o = in->operands[k];
         if (!o)
-            return bad(ck, in, "operand %u is missing", k);
+            return ck_bad(ck, in, "operand %u is missing", k);
         if (o->parent != c || o->id >= ck->n_seen || ck->seen[o->id] != o)
-            return bad(ck, in, "operand %u (%%%s) is not defined earlier in %%%s", k,
-                       sl_sym_cstr(o->name), sl_sym_cstr(c->name));
+            return ck_bad(ck, in, "operand %u (%%%s) is not defined earlier in %%%s", k,
+                          sl_sym_cstr(o->name), sl_sym_cstr(c->name));
     }
     return SL_OK;
 }
 
 /* Parameter numbers are exactly 0..n-1, each once. */
 static SlStatus
-check_params(Ck *ck, const IrComputation *c)
+check_params(IrCheck *ck, const IrComputation *c)
 {
     uint32_t n = ir_computation_param_count(c);
     bool *used = n ? SL_NEW_ARRAY(&ck->scratch, bool, n) : NULL;
@@ -1523,17 +1172,18 @@ check_params(Ck *ck, const IrComputation *c)
         if (p->op != IR_OP_PARAMETER)
             continue;
         if (p->parameter_number < 0 || p->parameter_number >= (int64_t)n)
-            return bad(ck, p, "parameter number %lld out of range: %%%s has %u parameters",
-                       (long long)p->parameter_number, sl_sym_cstr(c->name), n);
+            return ck_bad(ck, p, "parameter number %lld out of range: %%%s has %u parameters",
+                          (long long)p->parameter_number, sl_sym_cstr(c->name), n);
         if (used[p->parameter_number])
-            return bad(ck, p, "parameter number %lld used twice", (long long)p->parameter_number);
+            return ck_bad(ck, p, "parameter number %lld used twice",
+                          (long long)p->parameter_number);
         used[p->parameter_number] = true;
     }
     return SL_OK;
 }
 
 static SlStatus
-check_computation(Ck *ck, const IrComputation *c, uint64_t pos)
+check_computation(IrCheck *ck, const IrComputation *c, uint64_t pos)
 {
     if (c->n_instrs == 0 || !c->root || c->root->parent != c) {
         SlSrcLoc loc = instr_loc(ck, c->n_instrs ? c->instrs[0] : NULL);
@@ -1552,12 +1202,12 @@ check_computation(Ck *ck, const IrComputation *c, uint64_t pos)
             (st = check_shape_rules(ck, in)))
             return st;
         if (sl_arena_failed(&ck->scratch))
-            return nomem(ck, in);
+            return ck_nomem(ck, in);
         sl_arena_release(&ck->scratch, mark); /* inferred shapes are not kept */
         if (in->id >= ck->n_seen)
             return sl_fail(ck->err, SL_ERR_INTERNAL, instr_loc(ck, in),
-                           "instruction %%%s has id %u beyond the module's %u", sl_sym_cstr(in->name),
-                           in->id, ck->n_seen);
+                           "instruction %%%s has id %u beyond the module's %u",
+                           sl_sym_cstr(in->name), in->id, ck->n_seen);
         ck->seen[in->id] = in;
     }
     return st;
@@ -1566,7 +1216,7 @@ check_computation(Ck *ck, const IrComputation *c, uint64_t pos)
 SlStatus
 ir_module_check(const IrModule *m, const char *path, SlError *err)
 {
-    Ck ck = {.m = m, .path = path, .err = err};
+    IrCheck ck = {.m = m, .path = path, .err = err};
     sl_arena_init(&ck.scratch);
     sl_map_init(&ck.comp_pos);
     SlStatus st = SL_OK;
