@@ -1,4 +1,5 @@
 /* test_base.c - arenas, interning, buffers, the u64 map and error recording. */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -211,6 +212,277 @@ test_reserve_keeps_contents(void **state)
     sl_arena_fini(&a);
 }
 
+/* Collects what a streaming SlBuf hands on, piece by piece. */
+typedef struct Sink {
+    SlBuf all;
+    int pieces;
+} Sink;
+
+static void
+sink_spill(void *ctx, const char *p, size_t n)
+{
+    Sink *s = ctx;
+    sl_buf_append(&s->all, p, n);
+    s->pieces++;
+}
+
+/* Both slot forms: tagged addresses (the usual) and bare ones (after an address with its top
+ * bits in use); many names, so that the table is rebuilt several times. */
+static void
+test_intern_slot_forms(void **state)
+{
+    (void)state;
+    for (int plain = 0; plain < 2; plain++) {
+        SlArena a;
+        sl_arena_init(&a);
+        SlInterner in;
+        sl_interner_init(&in, &a);
+        in.plain = plain;
+        enum { N = 5000 };
+        static SlSym first[N];
+        char name[32];
+        for (int i = 0; i < N; i++) {
+            snprintf(name, sizeof(name), "instr.%d", i);
+            first[i] = sl_intern_cstr(&in, name);
+            assert_non_null(first[i]);
+        }
+        assert_int_equal(in.count, N);
+        assert_true(in.cap * 13 >= (size_t)N * 16); /* grown at 13/16 full */
+        assert_int_equal(in.plain, plain);
+        for (int i = 0; i < N; i++) {
+            snprintf(name, sizeof(name), "instr.%d", i);
+            SlSym again = sl_intern_cstr(&in, name);
+            assert_ptr_equal(again, first[i]);
+            assert_string_equal(again->text, name);
+        }
+        assert_int_equal(in.count, N);
+        /* the empty name and a long one */
+        assert_ptr_equal(sl_intern_cstr(&in, ""), sl_intern_cstr(&in, ""));
+        assert_int_equal(sl_intern_cstr(&in, "")->len, 0);
+        sl_interner_fini(&in);
+        sl_arena_fini(&a);
+    }
+}
+
+static void
+test_buf_spill_streams_pieces(void **state)
+{
+    (void)state;
+    Sink sink;
+    sl_buf_init(&sink.all);
+    sink.pieces = 0;
+    SlBuf b;
+    sl_buf_init(&b);
+    /* Without a spill function sl_buf_spill keeps everything. */
+    sl_buf_append(&b, "abc", 3);
+    sl_buf_spill(&b, true);
+    assert_int_equal(b.len, 3);
+    sl_buf_clear(&b);
+    b.spill = sink_spill;
+    b.spill_ctx = &sink;
+    char line[100];
+    memset(line, 'x', sizeof(line) - 1);
+    line[sizeof(line) - 1] = '\n';
+    /* 2000 lines of 100 bytes: spilled whenever 64 KiB are held, so three full pieces. */
+    for (int i = 0; i < 2000; i++) {
+        line[0] = (char)('a' + i % 26);
+        sl_buf_append(&b, line, sizeof(line));
+        sl_buf_spill(&b, false);
+        assert_true(b.len < SL_BUF_SPILL_BYTES);
+    }
+    assert_int_equal(sink.pieces, 3); /* at 65600, 131200 and 196800 bytes */
+    assert_int_equal(b.spilled + b.len, 200000);
+    sl_buf_spill(&b, true);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(b.spilled, 200000);
+    assert_int_equal(sink.all.len, 200000);
+    for (int i = 0; i < 2000; i++)
+        assert_int_equal(sink.all.data[i * 100], 'a' + i % 26);
+    sl_buf_fini(&b);
+    sl_buf_fini(&sink.all);
+}
+
+static bool
+exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void
+test_out_file_commit_and_abort(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/shardlens_test_outXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128], tmp[160];
+    snprintf(path, sizeof(path), "%s/out.txt", dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    SlOutFile o;
+    assert_int_equal(sl_out_open(&o, path), SL_OK);
+    assert_int_equal(sl_out_write(&o, "hello ", 6), SL_OK);
+    assert_int_equal(sl_out_write(&o, "world", 5), SL_OK);
+    assert_int_equal(o.bytes, 11);
+    /* Nothing at the target until commit: the bytes go to the temporary file. */
+    assert_false(exists(path));
+    assert_true(exists(tmp));
+    assert_int_equal(sl_out_commit(&o), SL_OK);
+    assert_false(exists(tmp));
+    SlError err = {0};
+    SlBuf b;
+    sl_buf_init(&b);
+    assert_int_equal(sl_file_read(path, &b, &err), SL_OK);
+    assert_string_equal(b.data, "hello world");
+    /* An aborted rewrite leaves the old file as it was and no temporary file. */
+    assert_int_equal(sl_out_open(&o, path), SL_OK);
+    assert_int_equal(sl_out_write(&o, "partial", 7), SL_OK);
+    sl_out_abort(&o);
+    assert_false(exists(tmp));
+    sl_buf_clear(&b);
+    assert_int_equal(sl_file_read(path, &b, &err), SL_OK);
+    assert_string_equal(b.data, "hello world");
+    /* A directory that does not exist: an I/O error naming the path, nothing created. */
+    char bad[160];
+    snprintf(bad, sizeof(bad), "%s/no/out.txt", dir);
+    assert_int_equal(sl_out_open(&o, bad), SL_ERR_IO);
+    assert_string_equal(o.err.loc.path, bad);
+    assert_non_null(strstr(o.err.msg, "cannot create"));
+    assert_int_equal(sl_out_write(&o, "x", 1), SL_ERR_IO); /* sticky */
+    sl_out_abort(&o);
+    sl_buf_fini(&b);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void
+test_file_text_mapped_and_released(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/shardlens_test_textXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    /* More than one page, so that releasing and reading again is about real pages. */
+    char chunk[5000];
+    for (size_t i = 0; i < sizeof(chunk); i++)
+        chunk[i] = (char)('a' + i % 23);
+    assert_int_equal(write(fd, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+    close(fd);
+    SlFileText t;
+    SlError err = {0};
+    assert_int_equal(sl_file_text_load(&t, path, &err), SL_OK);
+    assert_non_null(t.map);
+    assert_int_equal(t.text.len, sizeof(chunk));
+    assert_memory_equal(t.text.ptr, chunk, sizeof(chunk));
+    sl_file_text_release(&t);
+    /* The text reads the same after its pages were given back. */
+    assert_memory_equal(t.text.ptr, chunk, sizeof(chunk));
+    sl_file_text_fini(&t);
+    assert_null(t.map);
+    assert_int_equal(t.text.len, 0);
+    /* An empty file is read, not mapped; a missing one is an I/O error. */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(sl_file_text_load(&t, path, &err), SL_OK);
+    assert_null(t.map);
+    assert_int_equal(t.text.len, 0);
+    sl_file_text_fini(&t);
+    unlink(path);
+    assert_int_equal(sl_file_text_load(&t, path, &err), SL_ERR_IO);
+    assert_non_null(strstr(err.msg, "cannot open"));
+    sl_file_text_fini(&t);
+}
+
+static void
+test_arena_extend_in_place(void **state)
+{
+    (void)state;
+    SlArena a;
+    sl_arena_init(&a);
+    int64_t *p = SL_NEW_ARRAY(&a, int64_t, 2);
+    assert_non_null(p);
+    p[0] = 11;
+    p[1] = 22;
+    assert_true(sl_arena_extend(&a, p, 2 * sizeof(int64_t), 3 * sizeof(int64_t)));
+    p[2] = 33;
+    /* The next allocation comes after the extended block. */
+    int64_t *q = SL_NEW(&a, int64_t);
+    assert_ptr_equal(q, p + 3);
+    assert_int_equal(p[0] + p[1] + p[2], 66);
+    /* Only the latest block grows in place, and only while its chunk has room. */
+    assert_false(sl_arena_extend(&a, p, 3 * sizeof(int64_t), 4 * sizeof(int64_t)));
+    assert_false(sl_arena_extend(&a, q, sizeof(int64_t), SL_ARENA_CHUNK_BYTES * 2));
+    assert_true(sl_arena_extend(&a, q, sizeof(int64_t), 2 * sizeof(int64_t)));
+    sl_arena_fini(&a);
+}
+
+/* A scratch arena whose every mark/release cycle needs a new chunk reuses one chunk (not a
+ * fresh, cleared one each time), and zeroed allocations from it are still zero. */
+static void
+test_arena_release_reuses_chunk(void **state)
+{
+    (void)state;
+    SlArena a;
+    sl_arena_init(&a);
+    assert_non_null(sl_arena_alloc(&a, SL_ARENA_CHUNK_BYTES - 64, 8)); /* first chunk full */
+    size_t base_total = a.total_bytes;
+    unsigned char *first = NULL;
+    for (int cycle = 0; cycle < 3; cycle++) {
+        SlArenaMark m = sl_arena_mark(&a);
+        unsigned char *p = sl_arena_alloc(&a, 4096, 8);
+        assert_non_null(p);
+        for (int i = 0; i < 4096; i++)
+            assert_int_equal(p[i], 0);
+        memset(p, 0xcd, 4096); /* dirty it for the next cycle */
+        if (cycle == 0)
+            first = p;
+        else
+            assert_ptr_equal(p, first);
+        assert_true(a.total_bytes > base_total);
+        sl_arena_release(&a, m);
+        assert_int_equal(a.total_bytes, base_total);
+    }
+    /* uninit allocations may see the old bytes; zeroed ones never do */
+    SlArenaMark m = sl_arena_mark(&a);
+    unsigned char *u = sl_arena_alloc_uninit(&a, 4096, 8); /* too big for the first chunk */
+    assert_ptr_equal(u, first);
+    unsigned char *z = sl_arena_alloc(&a, 64, 8);
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(z[i], 0);
+    sl_arena_release(&a, m);
+    sl_arena_fini(&a);
+    assert_null(a.spare);
+}
+
+static void
+test_arena_big_chunks(void **state)
+{
+    (void)state;
+    SlArena a;
+    sl_arena_init(&a);
+    /* Blocks of 1 MiB: the arena grows its chunks past the size that is mapped directly;
+     * every block stays zeroed, aligned and writable, and mark/release frees mapped chunks. */
+    SlArenaMark m = sl_arena_mark(&a);
+    unsigned char *blocks[24];
+    for (int k = 0; k < 24; k++) {
+        blocks[k] = sl_arena_alloc(&a, (size_t)1 << 20, 64);
+        assert_non_null(blocks[k]);
+        assert_int_equal((uintptr_t)blocks[k] % 64, 0);
+        assert_int_equal(blocks[k][0] | blocks[k][((size_t)1 << 20) - 1], 0);
+        memset(blocks[k], k + 1, (size_t)1 << 20);
+    }
+    for (int k = 0; k < 24; k++)
+        assert_int_equal(blocks[k][12345], k + 1);
+    assert_true(a.total_bytes >= (size_t)24 << 20);
+    sl_arena_release(&a, m);
+    assert_true(a.total_bytes < (size_t)24 << 20);
+    unsigned char *again = sl_arena_alloc(&a, (size_t)3 << 20, 16);
+    assert_non_null(again);
+    assert_int_equal(again[((size_t)3 << 20) - 1], 0);
+    sl_arena_fini(&a);
+    assert_int_equal(a.total_bytes, 0);
+}
+
 int
 main(void)
 {
@@ -225,6 +497,13 @@ main(void)
         cmocka_unit_test(test_atomic_write_keeps_devices),
         cmocka_unit_test(test_arena_zeroing_after_release),
         cmocka_unit_test(test_reserve_keeps_contents),
+        cmocka_unit_test(test_buf_spill_streams_pieces),
+        cmocka_unit_test(test_intern_slot_forms),
+        cmocka_unit_test(test_out_file_commit_and_abort),
+        cmocka_unit_test(test_file_text_mapped_and_released),
+        cmocka_unit_test(test_arena_extend_in_place),
+        cmocka_unit_test(test_arena_big_chunks),
+        cmocka_unit_test(test_arena_release_reuses_chunk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -168,6 +168,59 @@ cmp -s "$TMP/part.hlo" "$TMP/traced.hlo" || fail "partition --trace: output diff
 run partition_bad_input 2 partition "$TMP/shape.hlo" -n 4
 has partition_bad_input "$TMP/partition_bad_input.err" "$TMP/shape.hlo:5:2: error:"
 
+# ---- --time-phases: per-phase timings on stderr, output unchanged; streamed -o stays atomic -----
+run print_timed 0 print "$SAMPLE" --time-phases
+cmp -s "$TMP/print.out" "$TMP/print_timed.out" || fail "print --time-phases: stdout changed"
+for ph in read parse print write total; do
+    grep -qE "^time-phases: $ph +wall +[0-9]+\.[0-9]{4} s +cpu +[0-9]+\.[0-9]{4} s" \
+        "$TMP/print_timed.err" || fail "print --time-phases: no '$ph' line: $(cat "$TMP/print_timed.err")"
+done
+# read and parse count the input's bytes (MB with two decimals), print and write the output's
+in_mb=$(wc -c <"$SAMPLE" | awk '{printf "%.2f MB", $1 / 1e6}')
+out_mb=$(wc -c <"$TMP/print.out" | awk '{printf "%.2f MB", $1 / 1e6}')
+grep -E "^time-phases: parse " "$TMP/print_timed.err" | grep -qF "$in_mb" ||
+    fail "print --time-phases: parse line does not say $in_mb"
+grep -E "^time-phases: write " "$TMP/print_timed.err" | grep -qF "$out_mb" ||
+    fail "print --time-phases: write line does not say $out_mb"
+grep -qE "^time-phases: (check|partition) " "$TMP/print_timed.err" &&
+    fail "print --time-phases: a phase print does not run was listed"
+run partition_timed_first 0 --time-phases partition "$SAMPLE" -o "$TMP/part_timed1.hlo"
+cmp -s "$TMP/part.hlo" "$TMP/part_timed1.hlo" || fail "--time-phases partition: output changed"
+has partition_timed_first "$TMP/partition_timed_first.err" "time-phases: partition "
+run partition_timed 0 partition --time-phases "$SAMPLE" -o "$TMP/part_timed.hlo"
+cmp -s "$TMP/part.hlo" "$TMP/part_timed.hlo" || fail "partition --time-phases: output changed"
+for ph in read parse check partition print write total; do
+    grep -qE "^time-phases: $ph " "$TMP/partition_timed.err" ||
+        fail "partition --time-phases: no '$ph' line"
+done
+[ "$(grep -c '^time-phases: ' "$TMP/partition_timed.err")" = 7 ] ||
+    fail "partition --time-phases: want 7 lines (no trace phase without --trace)"
+run check_timed 0 check "$SAMPLE" --time-phases
+same check_timed "$TMP/check_timed.out" "samples/mlp_megatron.hlo: ok: 1 computations, 8 instructions, 7 sharded, num_partitions=4"
+has check_timed "$TMP/check_timed.err" "time-phases: check "
+run help_time 0 partition --help
+has help_time "$TMP/help_time.out" "--time-phases"
+# a module bigger than one streamed piece (64 KiB) through -o and stdout: same bytes, no temp
+{
+    printf 'HloModule big\n\nENTRY e {\n  p = f32[4]{0} parameter(0)\n'
+    for i in $(seq 1 3000); do
+        printf '  a.%d = f32[4]{0} add(p, p), metadata={op_name="layer/%d/add"}\n' "$i" "$i"
+    done
+    printf '  ROOT r = f32[4]{0} add(p, p)\n}\n'
+} >"$TMP/big.hlo"
+run big_stdout 0 print "$TMP/big.hlo"
+run big_o 0 print "$TMP/big.hlo" -o "$TMP/big_o.hlo"
+[ "$(wc -c <"$TMP/big_stdout.out")" -gt 131072 ] || fail "big: module smaller than two pieces"
+cmp -s "$TMP/big_stdout.out" "$TMP/big_o.hlo" || fail "big: -o and stdout differ"
+[ "$(grep -c ' add(' "$TMP/big_o.hlo")" = 3001 ] || fail "big: want 3001 adds in the output"
+run big_o_devnull 0 print "$TMP/big.hlo" -o /dev/null
+[ -c /dev/null ] || fail "print -o /dev/null replaced the device"
+run big_o_nodir 2 print "$TMP/big.hlo" -o "$TMP/no-such-dir/out.hlo"
+has big_o_nodir "$TMP/big_o_nodir.err" "$TMP/no-such-dir/out.hlo: error: cannot create"
+for f in "$TMP"/*.tmp.*; do
+    [ ! -e "$f" ] || fail "streamed output: temporary file $f was left behind"
+done
+
 # ---- the trace commands: partition --trace, report, explain, diff, analyze ----------------------
 # a second run appended to the same trace; a failed run adds nothing
 run partition_trace_again 0 partition "$SAMPLE" --trace "$TMP/t.db" -o "$TMP/traced2.hlo"

@@ -5,7 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -294,6 +296,13 @@ static const struct {
     {"mismatched_bracket", E1 "  ROOT a = f32[] parameter(0), backend_config={(]}\n}\n",
                                                                                  SL_ERR_PARSE,       3, 49},
     {"garbage_after_comp", E1 "  ROOT a = f32[] parameter(0)\n} junk\n",           SL_ERR_PARSE,       5, 1  },
+    /* what the fast paths (dims, metadata) hand back to the general ones */
+    {"huge_dim",           E1 "  ROOT p = f32[12345678901234567890] parameter(0)\n}\n", SL_ERR_PARSE, 3, 16},
+    {"negative_dim",       E1 "  ROOT p = f32[4,-2] parameter(0)\n}\n",           SL_ERR_PARSE,       3, 18},
+    {"metadata_unbalanced", E1 "  ROOT a = f32[] parameter(0), metadata={op_name=\"x\" ]}\n}\n",
+                                                                                 SL_ERR_PARSE,       3, 54},
+    {"metadata_unclosed",  E1 "  ROOT a = f32[] parameter(0), metadata={op_name=\"x\"\n",
+                                                                                 SL_ERR_PARSE,       3, 41},
 };
 
 static void
@@ -459,6 +468,122 @@ test_forward_refs_and_inferred_shapes(void **state)
     ir_module_fini(m);
 }
 
+/* The fast paths (dims without spaces, one-line metadata without escapes, a repeated sharding
+ * or layout) must read exactly what the general token and bracket scans read. */
+static void
+test_fast_paths_match_general_ones(void **state)
+{
+    Fixture *fx = *state;
+    IrModule *m = parse_ok(
+        fx, "HloModule m\n\nENTRY e {\n"
+            "  p = f32[4,8]{1,0} parameter(0), sharding={devices=[2,1]<=[2]}, metadata={op_type=\"add\" "
+            "op_name=\"a/b\" source_file=\"f.py\" source_line=12}\n"
+            "  q = f32[ 4 , 8 ]{1,0} add(p, p), sharding={devices=[2,1]<=[2]}, metadata={op_type=\"add\"\n"
+            "    op_name=\"a/b\" source_file=\"f.py\" source_line=12}\n"
+            "  r = f32[<=4,8]{1,0} add(p, p), sharding={replicated}, metadata={op_name=\"x\\\"y\" "
+            "source_line=7}\n"
+            "  s = f32[4,8]{1,0} add(p, p), sharding={devices=[2,1]<=[2]}, "
+            "metadata={source_line=9,op_name=\"hidden\"}\n"
+            "  ROOT t = f32[4,8]{1,0} add(p, p), sharding={devices=[2,1]<=[2]}, "
+            "metadata={source_line=21, op_name=\"seen\"}\n"
+            "}\n");
+    const IrComputation *e = m->entry;
+    const IrInstr *p = find_instr(e, "p"), *q = find_instr(e, "q"), *r = find_instr(e, "r");
+    const IrInstr *s = find_instr(e, "s"), *t = find_instr(e, "t");
+    /* metadata: one pass (p) and the general scan + decode (q: a line break) agree */
+    const IrMetadata *mp = ir_instr_metadata(p), *mq = ir_instr_metadata(q);
+    assert_true(sl_str_eq_cstr(mp->op_type, "add") && sl_str_eq_cstr(mq->op_type, "add"));
+    assert_true(sl_str_eq_cstr(mp->op_name, "a/b") && sl_str_eq_cstr(mq->op_name, "a/b"));
+    assert_true(sl_str_eq_cstr(mp->source_file, "f.py"));
+    assert_true(sl_str_eq_cstr(mq->source_file, "f.py"));
+    assert_int_equal(mp->source_line, 12);
+    assert_int_equal(mq->source_line, 12);
+    const char *raw_p = "{op_type=\"add\" op_name=\"a/b\" source_file=\"f.py\" source_line=12}";
+    assert_int_equal(mp->raw.len, strlen(raw_p));
+    assert_memory_equal(mp->raw.ptr, raw_p, strlen(raw_p));
+    assert_non_null(memchr(mq->raw.ptr, '\n', mq->raw.len));
+    /* an escape: the general path, the value kept as written */
+    assert_true(sl_str_eq_cstr(ir_instr_metadata(r)->op_name, "x\\\"y"));
+    assert_int_equal(ir_instr_metadata(r)->source_line, 7);
+    /* an unquoted value runs on to whitespace, commas included (so op_name is not seen) */
+    assert_int_equal(ir_instr_metadata(s)->source_line, 9);
+    assert_int_equal(ir_instr_metadata(s)->op_name.len, 0);
+    assert_int_equal(ir_instr_metadata(t)->source_line, 21);
+    assert_true(sl_str_eq_cstr(ir_instr_metadata(t)->op_name, "seen"));
+    /* dims: the direct scan (p), the token path (q: spaces; r: a bounded dim) */
+    for (const IrInstr *const *i = (const IrInstr *const[]){p, q, r, s, t, NULL}; *i; i++) {
+        assert_int_equal((*i)->shape.rank, 2);
+        assert_int_equal((*i)->shape.dims[0], 4);
+        assert_int_equal((*i)->shape.dims[1], 8);
+        assert_true(sl_str_eq_cstr((*i)->shape.layout, "{1,0}"));
+    }
+    assert_null(p->shape.dim_kinds);
+    assert_non_null(r->shape.dim_kinds);
+    assert_int_equal(r->shape.dim_kinds[0], IR_DIM_BOUNDED);
+    assert_int_equal(r->shape.dim_kinds[1], IR_DIM_STATIC);
+    /* one value per distinct sharding text, whichever path found it */
+    assert_ptr_equal(ir_instr_sharding(p), ir_instr_sharding(q));
+    assert_ptr_equal(ir_instr_sharding(p), ir_instr_sharding(s));
+    assert_ptr_equal(ir_instr_sharding(p), ir_instr_sharding(t));
+    assert_ptr_not_equal(ir_instr_sharding(p), ir_instr_sharding(r));
+    /* names are reserved only when a new one is asked for, then all at once: p.1 is free,
+     * the computation's own name is taken */
+    assert_true(m->names_pending);
+    assert_string_equal(sl_sym_cstr(ir_module_unique_name(m, sl_str("p"))), "p.1");
+    assert_false(m->names_pending);
+    assert_string_equal(sl_sym_cstr(ir_module_unique_name(m, sl_str("p.7"))), "p.2");
+    assert_string_equal(sl_sym_cstr(ir_module_unique_name(m, sl_str("e"))), "e.1");
+    assert_string_equal(sl_sym_cstr(ir_module_unique_name(m, sl_str("u"))), "u");
+    /* and the text prints back as read */
+    SlBuf b;
+    sl_buf_init(&b);
+    hlo_print_instr(s, &b);
+    assert_string_equal(b.data, "%s = f32[4,8]{1,0} add(%p, %p), sharding={devices=[2,1]<=[2]}, "
+                                "metadata={source_line=9,op_name=\"hidden\"}");
+    sl_buf_fini(&b);
+    ir_module_fini(m);
+}
+
+/* hlo_parse_file gives the file's pages back behind the cursor; the module is the same. */
+static void
+test_parse_file_releases_pages(void **state)
+{
+    Fixture *fx = *state;
+    char path[] = "/tmp/shardlens_test_parse_fileXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    enum { N = 40000 }; /* about 6 MB: past the first 4 MB release step */
+    fprintf(f, "HloModule big\n\nENTRY e {\n  p = f32[4,8]{1,0} parameter(0)\n");
+    for (int i = 1; i <= N; i++)
+        fprintf(f, "  a.%d = f32[4,8]{1,0} add(p, p), sharding={replicated}, metadata={op_type=\"add\" "
+                   "op_name=\"layer_%d/mlp/add\" source_file=\"/work/models/m.py\" source_line=%d}\n",
+                i, i, i);
+    fprintf(f, "  ROOT r = f32[4,8]{1,0} add(p, p)\n}\n");
+    assert_int_equal(fclose(f), 0);
+    SlFileText src;
+    SlError err = {0};
+    assert_int_equal(sl_file_text_load(&src, path, &err), SL_OK);
+    assert_true(src.text.len > (size_t)5 << 20);
+    IrModule *m = NULL;
+    assert_int_equal(hlo_parse_file(&fx->arena, &fx->names, &src, path, &m, &err), SL_OK);
+    if (src.map) /* mapped (a regular file): at least the first step went back */
+        assert_true(src.released >= ((size_t)4 << 20) - 4096);
+    assert_int_equal(m->entry->n_instrs, N + 2);
+    const IrInstr *last = m->entry->instrs[N];
+    assert_string_equal(sl_sym_cstr(last->name), "a.40000");
+    const IrMetadata *md = ir_instr_metadata(last);
+    assert_true(sl_str_eq_cstr(md->op_name, "layer_40000/mlp/add"));
+    assert_int_equal(md->source_line, N);
+    assert_int_equal(ir_instr_metadata(m->entry->instrs[1])->source_line, 1);
+    /* the module's text lives in the arena, not in the file's pages */
+    assert_true(md->raw.ptr < src.text.ptr || md->raw.ptr >= src.text.ptr + src.text.len);
+    ir_module_fini(m);
+    sl_file_text_fini(&src);
+    unlink(path);
+}
+
 /* ---- printing values built in memory ---- */
 
 static void
@@ -487,7 +612,8 @@ test_print_attr_values(void **state)
     int64_t dims[2] = {2, 4}, reshape[2] = {4, 2}, perm[2] = {0, 1};
     IrAttr g = {.key = IR_ATTR_REPLICA_GROUPS};
     g.u.groups.is_iota = true;
-    g.u.groups.iota = (IrIota){2, dims, 2, reshape, perm};
+    g.u.groups.iota = (IrIota){.n_dims = 2, .dims = dims, .n_reshape = 2, .reshape = reshape,
+                               .perm = perm};
     hlo_print_attr_value(&g, &b);
     assert_string_equal(b.data, "[2,4]<=[4,2]"); /* identity transpose is not printed */
 
@@ -512,6 +638,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_forward_refs_and_inferred_shapes, setup,
                                         teardown),
         cmocka_unit_test(test_print_attr_values),
+        cmocka_unit_test_setup_teardown(test_fast_paths_match_general_ones, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parse_file_releases_pages, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

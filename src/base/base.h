@@ -65,8 +65,11 @@ const char *sl_status_name(SlStatus st);
 typedef struct SlArenaChunk SlArenaChunk;
 typedef struct SlArena {
     SlArenaChunk *head; /* current chunk; older chunks hang off it */
-    size_t total_bytes; /* bytes reserved from the heap, for memory reports */
+    size_t total_bytes; /* bytes reserved from the heap, for memory reports (spare excluded) */
     bool failed;
+    SlArenaChunk *spare; /* the largest small chunk sl_arena_release freed, kept for reuse:
+                            a scratch arena that crosses a chunk boundary on every
+                            mark/release cycle would otherwise get and clear one each time */
 } SlArena;
 
 /* A position in an arena to roll back to (scratch use). */
@@ -85,6 +88,9 @@ void *sl_arena_alloc_uninit(SlArena *a, size_t size, size_t align);
 void *sl_arena_alloc_array(SlArena *a, size_t n, size_t size, size_t align); /* overflow-checked */
 char *sl_arena_strndup(SlArena *a, const char *s, size_t n);                 /* NUL-terminated */
 void *sl_arena_memdup(SlArena *a, const void *p, size_t size, size_t align);
+/* Grows `p`, the arena's latest allocation of `old_size` bytes, to `new_size` in place when the
+ * chunk has room (the new bytes are not zeroed); false (nothing changed) otherwise. */
+bool sl_arena_extend(SlArena *a, void *p, size_t old_size, size_t new_size);
 bool sl_arena_failed(const SlArena *a);
 SlArenaMark sl_arena_mark(const SlArena *a);
 void sl_arena_release(SlArena *a, SlArenaMark m); /* frees everything allocated after m */
@@ -104,14 +110,16 @@ typedef struct SlSymRec {
 } SlSymRec;
 typedef const SlSymRec *SlSym;
 
+/* One word per slot: the record's address, with 16 bits of its hash in the top bits (unused by
+ * user-space addresses) so that probes need not touch the record; 0 is empty. */
 typedef struct SlInternSlot {
-    SlSym sym;     /* NULL: empty */
-    uint32_t hash; /* sym->hash, so that probes need not touch the record */
+    uint64_t bits;
 } SlInternSlot;
 typedef struct SlInterner {
     SlArena *arena;      /* records are allocated here; not owned */
     SlInternSlot *slots; /* open addressing, heap; power-of-two capacity */
     size_t cap, count;
+    bool plain; /* a record's address used the top bits: slots hold bare addresses */
 } SlInterner;
 
 void sl_interner_init(SlInterner *in, SlArena *arena);
@@ -120,6 +128,9 @@ SlSym sl_intern(SlInterner *in, SlStr s); /* NULL only on allocation failure */
 /* Sizes the table for `n` names up front (no rehashing below that); false on failure. */
 bool sl_interner_reserve(SlInterner *in, size_t n);
 SlSym sl_intern_cstr(SlInterner *in, const char *s);
+/* Starts loading the table slot where `s` would be found: a hint, for a caller that knows a
+ * name it will intern after some other work (a big table misses the cache on every probe). */
+void sl_intern_prefetch(const SlInterner *in, SlStr s);
 static inline SlStr
 sl_sym_str(SlSym s)
 {
@@ -138,7 +149,16 @@ typedef struct SlBuf {
     char *data; /* always NUL-terminated when len > 0 or after any append */
     size_t len, cap;
     bool failed; /* sticky allocation failure */
+    /* Streaming (optional): sl_buf_spill hands the bytes to `spill` and empties the buffer, so
+     * a long text never sits in memory whole. NULL: the buffer keeps everything. */
+    void (*spill)(void *ctx, const char *p, size_t n);
+    void *spill_ctx;
+    uint64_t spilled; /* bytes handed to `spill` so far */
 } SlBuf;
+
+/* sl_buf_spill hands the buffer on once it holds this much (cache-sized, so that the text
+ * is written while it is still in cache). */
+#define SL_BUF_SPILL_BYTES ((size_t)64 * 1024)
 
 void sl_buf_init(SlBuf *b);
 void sl_buf_fini(SlBuf *b);
@@ -150,6 +170,9 @@ void sl_buf_put_str(SlBuf *b, SlStr s);
 void sl_buf_put_i64(SlBuf *b, int64_t v);
 void sl_buf_printf(SlBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sl_buf_vprintf(SlBuf *b, const char *fmt, va_list ap);
+/* For writers that only append (never look back at b->data): with a spill function set and at
+ * least SL_BUF_SPILL_BYTES held (any amount when `all`), hands the bytes on and empties b. */
+void sl_buf_spill(SlBuf *b, bool all);
 static inline SlStr
 sl_buf_str(const SlBuf *b)
 {
@@ -190,6 +213,7 @@ void sl_map_fini(SlMap *m);
 bool sl_map_reserve(SlMap *m, size_t n);
 bool sl_map_put(SlMap *m, uint64_t key, uint64_t val); /* false on allocation failure */
 bool sl_map_get(const SlMap *m, uint64_t key, uint64_t *val);
+void sl_map_prefetch(const SlMap *m, uint64_t key); /* a hint, as sl_intern_prefetch */
 #define SL_MAP_KEY(p) ((uint64_t)(uintptr_t)(p))
 
 uint64_t sl_hash_bytes(const void *p, size_t n);
@@ -198,9 +222,44 @@ uint64_t sl_hash_bytes(const void *p, size_t n);
 
 /* Reads a whole file ("-" = stdin) into a heap buffer with a trailing NUL. */
 SlStatus sl_file_read(const char *path, SlBuf *out, SlError *err);
+
+/* A whole input file, read-only. A non-empty regular file is mapped: its pages belong to the
+ * page cache, cost this process memory only while touched, and sl_file_text_release gives
+ * them back after a pass (they are read in again if the text is looked at later). Anything
+ * else (stdin, pipes, empty files) is read into `buf`. No NUL terminator is promised. The file
+ * must not be truncated while mapped. */
+typedef struct SlFileText {
+    SlStr text;
+    void *map; /* NULL when read into buf */
+    size_t map_len;
+    size_t released; /* bytes from the start given back so far (sl_file_text_release_before) */
+    SlBuf buf;
+} SlFileText;
+SlStatus sl_file_text_load(SlFileText *t, const char *path, SlError *err);
+void sl_file_text_release(SlFileText *t);
+/* Gives back the whole pages before `p` (a position in t->text), for a reader that is done
+ * with them; reading them again is still correct, only slower. */
+void sl_file_text_release_before(SlFileText *t, const char *p);
+void sl_file_text_fini(SlFileText *t);
 /* Writes atomically: a temporary file beside `path`, then rename; "-" writes stdout. A path
  * that exists and is not a regular file (a device such as /dev/null, a FIFO) is written in
  * place instead, so it is never replaced by a file. */
 SlStatus sl_file_write_atomic(const char *path, const char *data, size_t n, SlError *err);
+
+/* The same, in pieces: open, write any number of times, then commit (flush, close and rename
+ * over `path`) or abort (close and remove the temporary file). Until commit nothing is at
+ * `path`; stdout and in-place targets get the bytes as they are written. The first error is
+ * sticky and is returned again by later calls. */
+typedef struct SlOutFile {
+    const char *path; /* as given; "-" is stdout */
+    void *file;       /* FILE *; NULL when not open */
+    char *tmp;        /* heap: the temporary path; NULL when writing in place or to stdout */
+    uint64_t bytes;   /* written so far */
+    SlError err;      /* first failure */
+} SlOutFile;
+SlStatus sl_out_open(SlOutFile *o, const char *path);
+SlStatus sl_out_write(SlOutFile *o, const char *p, size_t n);
+SlStatus sl_out_commit(SlOutFile *o); /* also closes; `o` is then done */
+void sl_out_abort(SlOutFile *o);      /* no-op after commit or when never opened */
 
 #endif

@@ -2,6 +2,7 @@
  * The table keeps each record's hash beside its pointer, so a probe that meets another name
  * costs no load from the record; only a probable match reads the text. */
 #include "base.h"
+#include "base_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -40,34 +41,68 @@ sl_interner_init(SlInterner *in, SlArena *arena)
     in->slots = NULL;
     in->cap = 0;
     in->count = 0;
+    in->plain = false;
 }
 
 void
 sl_interner_fini(SlInterner *in)
 {
-    free(in->slots);
+    sl_table_free(in->slots, in->cap * sizeof(SlInternSlot));
     in->slots = NULL;
     in->cap = in->count = 0;
+}
+
+enum { TAG_SHIFT = 48 };
+#define ADDR_MASK (((uint64_t)1 << TAG_SHIFT) - 1)
+
+/* Nonzero 16 bits of the hash, mixed so that they differ from the bits that pick the slot. */
+static uint64_t
+tag_of(uint32_t h)
+{
+    return (((uint64_t)h * 0x9e3779b97f4a7c15ull) >> TAG_SHIFT) | 1;
+}
+
+static uint64_t
+slot_bits(bool plain, SlSym r, uint32_t h)
+{
+    uint64_t addr = (uint64_t)(uintptr_t)r;
+    return plain ? addr : addr | tag_of(h) << TAG_SHIFT;
+}
+
+static SlSym
+slot_sym(bool plain, uint64_t bits)
+{
+    return (SlSym)(uintptr_t)(plain ? bits : bits & ADDR_MASK);
+}
+
+/* Rebuilds the table at `cap` slots, holding bare addresses from now on when `plain`. */
+static bool
+rebuild(SlInterner *in, size_t cap, bool plain)
+{
+    SlInternSlot *slots =
+        cap > SIZE_MAX / sizeof(SlInternSlot) ? NULL : sl_table_alloc(cap * sizeof(SlInternSlot));
+    if (!slots)
+        return false;
+    for (size_t i = 0; i < in->cap; i++) {
+        if (!in->slots[i].bits)
+            continue;
+        SlSym r = slot_sym(in->plain, in->slots[i].bits);
+        size_t j = r->hash & (cap - 1);
+        while (slots[j].bits)
+            j = (j + 1) & (cap - 1);
+        slots[j].bits = slot_bits(plain, r, r->hash);
+    }
+    sl_table_free(in->slots, in->cap * sizeof(SlInternSlot));
+    in->slots = slots;
+    in->cap = cap;
+    in->plain = plain;
+    return true;
 }
 
 static bool
 resize(SlInterner *in, size_t cap)
 {
-    SlInternSlot *slots = calloc(cap, sizeof(SlInternSlot));
-    if (!slots)
-        return false;
-    for (size_t i = 0; i < in->cap; i++) {
-        if (!in->slots[i].sym)
-            continue;
-        size_t j = in->slots[i].hash & (cap - 1);
-        while (slots[j].sym)
-            j = (j + 1) & (cap - 1);
-        slots[j] = in->slots[i];
-    }
-    free(in->slots);
-    in->slots = slots;
-    in->cap = cap;
-    return true;
+    return rebuild(in, cap, in->plain);
 }
 
 bool
@@ -87,17 +122,24 @@ sl_intern(SlInterner *in, SlStr s)
 {
     if (s.len > UINT32_MAX)
         return NULL;
-    if ((in->count + 1) * 2 > in->cap && !resize(in, in->cap ? in->cap * 2 : INTERN_MIN_CAP))
+    /* Grows at 13/16 full: slot tags keep long probe runs cheap (no record is read), and a
+     * table reserved at half load then takes as many names again before it doubles. */
+    if ((in->count + 1) * 16 > in->cap * 13 && !resize(in, in->cap ? in->cap * 2 : INTERN_MIN_CAP))
         return NULL;
     uint32_t h = name_hash(s.ptr, s.len);
+    uint64_t tag = tag_of(h) << TAG_SHIFT;
     size_t mask = in->cap - 1;
     size_t j = h & mask;
     for (;;) {
-        SlSym cur = in->slots[j].sym;
-        if (!cur)
+        uint64_t bits = in->slots[j].bits;
+        if (!bits)
             break;
-        if (in->slots[j].hash == h && cur->len == s.len && memcmp(cur->text, s.ptr, s.len) == 0)
-            return cur;
+        /* a slot with another tag cannot match; a candidate is checked on the record */
+        if (in->plain || (bits & ~ADDR_MASK) == tag) {
+            SlSym cur = slot_sym(in->plain, bits);
+            if (cur->hash == h && cur->len == s.len && memcmp(cur->text, s.ptr, s.len) == 0)
+                return cur;
+        }
         j = (j + 1) & mask;
     }
     SlSymRec *r =
@@ -109,10 +151,24 @@ sl_intern(SlInterner *in, SlStr s)
     if (s.len)
         memcpy(r->text, s.ptr, s.len);
     r->text[s.len] = '\0';
-    in->slots[j].sym = r;
-    in->slots[j].hash = h;
+    if (!in->plain && (uint64_t)(uintptr_t)r >> TAG_SHIFT) {
+        /* An address with the top bits in use (tagged pointers, 5-level page tables): keep
+         * bare addresses from now on, and find the free slot again in the rebuilt table. */
+        if (!rebuild(in, in->cap, true))
+            return NULL;
+        for (j = h & mask; in->slots[j].bits; j = (j + 1) & mask)
+            ;
+    }
+    in->slots[j].bits = slot_bits(in->plain, r, h);
     in->count++;
     return r;
+}
+
+void
+sl_intern_prefetch(const SlInterner *in, SlStr s)
+{
+    if (in->cap && s.len <= UINT32_MAX)
+        __builtin_prefetch(&in->slots[name_hash(s.ptr, s.len) & (in->cap - 1)]);
 }
 
 SlSym

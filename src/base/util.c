@@ -1,10 +1,14 @@
 /* util.c - string slices, errors, byte buffers, growable arrays, the u64 map and file I/O. */
+#define _DEFAULT_SOURCE /* madvise(2): MADV_DONTNEED, which posix_madvise does not carry out */
 #include "base.h"
+#include "base_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,6 +69,9 @@ sl_buf_init(SlBuf *b)
     b->data = NULL;
     b->len = b->cap = 0;
     b->failed = false;
+    b->spill = NULL;
+    b->spill_ctx = NULL;
+    b->spilled = 0;
 }
 
 void
@@ -105,6 +112,16 @@ buf_reserve(SlBuf *b, size_t extra)
     b->data = p;
     b->cap = cap;
     return true;
+}
+
+void
+sl_buf_spill(SlBuf *b, bool all)
+{
+    if (!b->spill || b->len == 0 || (!all && b->len < SL_BUF_SPILL_BYTES))
+        return;
+    b->spill(b->spill_ctx, b->data, b->len);
+    b->spilled += b->len;
+    sl_buf_clear(b);
 }
 
 void
@@ -239,7 +256,7 @@ sl_map_init(SlMap *m)
 void
 sl_map_fini(SlMap *m)
 {
-    free(m->slots);
+    sl_table_free(m->slots, m->cap * sizeof(SlMapSlot));
     sl_map_init(m);
 }
 
@@ -250,11 +267,10 @@ map_resize(SlMap *m, size_t cap)
 {
     if (cap > SIZE_MAX / sizeof(SlMapSlot))
         return false;
-    SlMapSlot *slots = malloc(cap * sizeof(SlMapSlot));
+    SlMapSlot *slots = sl_table_alloc(cap * sizeof(SlMapSlot));
     if (!slots)
         return false;
-    for (size_t i = 0; i < cap; i++)
-        slots[i].key = SL_MAP_EMPTY;
+    memset(slots, 0xff, cap * sizeof(SlMapSlot)); /* every key SL_MAP_EMPTY */
     for (size_t i = 0; i < m->cap; i++) {
         if (m->slots[i].key == SL_MAP_EMPTY)
             continue;
@@ -263,7 +279,7 @@ map_resize(SlMap *m, size_t cap)
             j = (j + 1) & (cap - 1);
         slots[j] = m->slots[i];
     }
-    free(m->slots);
+    sl_table_free(m->slots, m->cap * sizeof(SlMapSlot));
     m->slots = slots;
     m->cap = cap;
     return true;
@@ -296,6 +312,13 @@ sl_map_put(SlMap *m, uint64_t key, uint64_t val)
     }
     m->slots[j].val = val;
     return true;
+}
+
+void
+sl_map_prefetch(const SlMap *m, uint64_t key)
+{
+    if (m->cap)
+        __builtin_prefetch(&m->slots[mix64(key) & (m->cap - 1)]);
 }
 
 bool
@@ -360,53 +383,170 @@ sl_file_read(const char *path, SlBuf *out, SlError *err)
     return SL_OK;
 }
 
-static SlStatus
-write_in_place(const char *path, const char *data, size_t n, SlError *err)
+SlStatus
+sl_file_text_load(SlFileText *t, const char *path, SlError *err)
 {
-    SlSrcLoc loc = {path, 0, 0};
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return sl_fail(err, SL_ERR_IO, loc, "cannot open for writing: %s", strerror(errno));
-    bool ok = fwrite(data, 1, n, f) == n;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok)
-        return sl_fail(err, SL_ERR_IO, loc, "cannot write: %s", strerror(errno));
-    return SL_OK;
+    memset(t, 0, sizeof(*t));
+    sl_buf_init(&t->buf);
+    if (strcmp(path, "-") != 0) {
+        SlSrcLoc loc = {path, 0, 0};
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return sl_fail(err, SL_ERR_IO, loc, "cannot open: %s", strerror(errno));
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+            (uint64_t)st.st_size < SIZE_MAX / 2) {
+            size_t n = (size_t)st.st_size;
+            void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (p != MAP_FAILED) {
+                madvise(p, n, MADV_SEQUENTIAL); /* read ahead: the parser reads it once, in order */
+                close(fd);
+                t->map = p;
+                t->map_len = n;
+                t->text.ptr = p;
+                t->text.len = n;
+                return SL_OK;
+            }
+        }
+        close(fd);
+    }
+    SlStatus st = sl_file_read(path, &t->buf, err);
+    t->text = sl_buf_str(&t->buf);
+    return st;
+}
+
+void
+sl_file_text_release(SlFileText *t)
+{
+    if (t->map)
+        madvise(t->map, t->map_len, MADV_DONTNEED);
+}
+
+void
+sl_file_text_release_before(SlFileText *t, const char *p)
+{
+    if (!t->map || p < (const char *)t->map || p > (const char *)t->map + t->map_len)
+        return;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        return;
+    size_t upto = (size_t)(p - (const char *)t->map) / (size_t)page * (size_t)page;
+    if (upto <= t->released)
+        return;
+    madvise((char *)t->map + t->released, upto - t->released, MADV_DONTNEED);
+    t->released = upto;
+}
+
+void
+sl_file_text_fini(SlFileText *t)
+{
+    if (t->map)
+        munmap(t->map, t->map_len);
+    sl_buf_fini(&t->buf);
+    memset(t, 0, sizeof(*t));
+    sl_buf_init(&t->buf);
 }
 
 SlStatus
-sl_file_write_atomic(const char *path, const char *data, size_t n, SlError *err)
+sl_out_open(SlOutFile *o, const char *path)
 {
+    memset(o, 0, sizeof(*o));
+    o->path = path;
     SlSrcLoc loc = {path, 0, 0};
     if (strcmp(path, "-") == 0) {
-        if (fwrite(data, 1, n, stdout) != n || fflush(stdout) != 0)
-            return sl_fail(err, SL_ERR_IO, loc, "write to stdout failed");
+        o->file = stdout;
         return SL_OK;
     }
     /* Only a regular file (or a new one) is replaced by rename: a device, FIFO or socket
      * (e.g. -o /dev/null) is written in place, never swapped for a file. */
     struct stat st_path;
-    if (stat(path, &st_path) == 0 && !S_ISREG(st_path.st_mode))
-        return write_in_place(path, data, n, err);
+    if (stat(path, &st_path) == 0 && !S_ISREG(st_path.st_mode)) {
+        if (!(o->file = fopen(path, "wb")))
+            return sl_fail(&o->err, SL_ERR_IO, loc, "cannot open for writing: %s",
+                           strerror(errno));
+        return SL_OK;
+    }
     size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
-    if (!tmp)
-        return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
+    if (!(o->tmp = malloc(plen + 32)))
+        return sl_fail(&o->err, SL_ERR_NOMEM, loc, "out of memory");
+    snprintf(o->tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    if (!(o->file = fopen(o->tmp, "wb"))) {
+        free(o->tmp);
+        o->tmp = NULL;
+        return sl_fail(&o->err, SL_ERR_IO, loc, "cannot create: %s", strerror(errno));
+    }
+    return SL_OK;
+}
+
+SlStatus
+sl_out_write(SlOutFile *o, const char *p, size_t n)
+{
+    if (o->err.status)
+        return o->err.status;
+    SlSrcLoc loc = {o->path, 0, 0};
+    if (!o->file)
+        return sl_fail(&o->err, SL_ERR_INTERNAL, loc, "write to a file that is not open");
+    if (n && fwrite(p, 1, n, o->file) != n) {
+        if (o->file == stdout)
+            return sl_fail(&o->err, SL_ERR_IO, loc, "write to stdout failed");
+        return sl_fail(&o->err, SL_ERR_IO, loc, "cannot write: %s", strerror(errno));
+    }
+    o->bytes += n;
+    return SL_OK;
+}
+
+SlStatus
+sl_out_commit(SlOutFile *o)
+{
+    SlSrcLoc loc = {o->path, 0, 0};
+    FILE *f = o->file;
+    o->file = NULL;
     if (!f) {
-        SlStatus st = sl_fail(err, SL_ERR_IO, loc, "cannot create: %s", strerror(errno));
-        free(tmp);
-        return st;
+        if (!o->err.status)
+            sl_fail(&o->err, SL_ERR_INTERNAL, loc, "commit of a file that is not open");
+    } else if (f == stdout) {
+        if (fflush(stdout) != 0)
+            sl_fail(&o->err, SL_ERR_IO, loc, "write to stdout failed");
+    } else {
+        int e = 0;
+        if (fclose(f) != 0)
+            e = errno;
+        if (!o->err.status && e)
+            sl_fail(&o->err, SL_ERR_IO, loc, "cannot write: %s", strerror(e));
+        if (!o->err.status && o->tmp && rename(o->tmp, o->path) != 0)
+            sl_fail(&o->err, SL_ERR_IO, loc, "cannot write: %s", strerror(errno));
     }
-    bool ok = fwrite(data, 1, n, f) == n;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        SlStatus st = sl_fail(err, SL_ERR_IO, loc, "cannot write: %s", strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return st;
+    if (o->tmp) {
+        if (o->err.status)
+            remove(o->tmp);
+        free(o->tmp);
+        o->tmp = NULL;
     }
-    free(tmp);
+    return o->err.status;
+}
+
+void
+sl_out_abort(SlOutFile *o)
+{
+    if (o->file && o->file != stdout)
+        fclose(o->file);
+    o->file = NULL;
+    if (o->tmp) {
+        remove(o->tmp);
+        free(o->tmp);
+        o->tmp = NULL;
+    }
+}
+
+SlStatus
+sl_file_write_atomic(const char *path, const char *data, size_t n, SlError *err)
+{
+    SlOutFile o;
+    if (sl_out_open(&o, path) == SL_OK && sl_out_write(&o, data, n) == SL_OK)
+        sl_out_commit(&o);
+    else
+        sl_out_abort(&o);
+    if (o.err.status)
+        return sl_fail(err, o.err.status, o.err.loc, "%s", o.err.msg);
     return SL_OK;
 }

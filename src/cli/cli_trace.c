@@ -1,6 +1,7 @@
 /* cli_trace.c - the parts the trace commands share (cli_trace.h): partition options, a
  * partition run recorded into a trace, loading a run back, the report's model options.
- * Owns: the only clock reads of the tool (the run's created_at and duration). Does not own:
+ * Owns: the clock reads of a trace (the run's created_at and duration; --time-phases has its
+ * own, cli_phases.c). Does not own:
  * recording (src/trace) or partitioning (src/spmd). */
 #include "cli/cli_trace.h"
 
@@ -138,11 +139,17 @@ partition_checked(CliInput *in, const SpmdOptions *o, TraceSink *sink, SlArena *
 {
     SlError err = {0};
     double t0 = now_ms();
-    if (spmd_partition(in->module, o, sink, out_arena, out, &err))
+    cli_phase_begin(in->phases, CLI_PHASE_PARTITION);
+    SlStatus st = spmd_partition(in->module, o, sink, out_arena, out, &err);
+    cli_phase_end(in->phases, CLI_PHASE_PARTITION, 0);
+    if (st)
         return cli_report(&err, in);
     double t1 = now_ms();
     *duration_ms = t0 >= 0 && t1 >= t0 ? t1 - t0 : -1;
-    if (ir_module_check(*out, "<partitioned>", &err)) {
+    cli_phase_begin(in->phases, CLI_PHASE_CHECK);
+    st = ir_module_check(*out, "<partitioned>", &err);
+    cli_phase_end(in->phases, CLI_PHASE_CHECK, 0);
+    if (st) {
         /* Our own output must be consistent: a failure here is a partitioner bug. */
         err.status = SL_ERR_INTERNAL;
         return cli_report(&err, in);
@@ -157,7 +164,10 @@ cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
     SlError err = {0};
     if (run_id)
         *run_id = 0;
-    if (cli_check_shardings(in->module, in->display, o->num_partitions, &err))
+    cli_phase_begin(in->phases, CLI_PHASE_CHECK);
+    SlStatus checked = cli_check_shardings(in->module, in->display, o->num_partitions, &err);
+    cli_phase_end(in->phases, CLI_PHASE_CHECK, 0);
+    if (checked)
         return cli_report(&err, in);
     TraceDb *db = NULL;
     TraceSink *sink = trace_null_sink();
@@ -168,11 +178,13 @@ cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
         char created[32];
         iso_now(created, sizeof(created));
         spmd_options_print(o, &opts);
-        TraceRunInfo info = {SHARDLENS_VERSION, created, sl_buf_str(&in->text), sl_buf_str(&opts),
+        TraceRunInfo info = {SHARDLENS_VERSION, created, in->src.text, sl_buf_str(&opts),
                              o->num_partitions};
+        cli_phase_begin(in->phases, CLI_PHASE_TRACE);
         if (trace_db_open(trace_path, TRACE_DB_APPEND, &db, &err) ||
             trace_db_begin_run(db, in->module, &info, &sink, &err))
             code = cli_report_at(&err, trace_path);
+        cli_phase_end(in->phases, CLI_PHASE_TRACE, 0);
     }
     SlArena out_arena;
     IrModule *out = NULL;
@@ -180,13 +192,20 @@ cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
     sl_arena_init(&out_arena);
     if (code == CLI_EXIT_OK)
         code = partition_checked(in, o, sink, &out_arena, &out, &duration_ms);
+    CliPhases *trace_phases = db ? in->phases : NULL;
+    cli_phase_begin(trace_phases, CLI_PHASE_TRACE);
     if (db && code != CLI_EXIT_OK) {
         trace_db_abort_run(db);
     } else if (db && trace_db_end_run(db, out, duration_ms, run_id, &err)) {
         code = cli_report_at(&err, trace_path);
     }
+    trace_db_close(db);
+    db = NULL;
+    cli_phase_end(trace_phases, CLI_PHASE_TRACE, 0);
     if (code == CLI_EXIT_OK) {
+        cli_phase_begin(in->phases, CLI_PHASE_PRINT);
         hlo_print_module(out, text);
+        cli_phase_end(in->phases, CLI_PHASE_PRINT, text->spilled + text->len);
         if (text->failed) {
             SlSrcLoc nowhere = {in->display, 0, 0};
             sl_fail(&err, SL_ERR_NOMEM, nowhere, "out of memory printing the module");

@@ -14,12 +14,17 @@
 /* ---- option parsing -------------------------------------------------------------------- */
 
 static const CliOpt k_help_opt = {-1, 'h', "help", NULL, "show this help and exit", false};
+/* Every command takes it; main() prints the timings to stderr when the command is done. */
+static const CliOpt k_time_opt = {
+    -2, 0, "time-phases", NULL, "print the time of each phase (read, parse, ...) to stderr", false};
 
 static const CliOpt *
 find_long(const CliCommand *cmd, const char *name, size_t len)
 {
     if (len == strlen(k_help_opt.long_name) && !strncmp(name, k_help_opt.long_name, len))
         return &k_help_opt;
+    if (len == strlen(k_time_opt.long_name) && !strncmp(name, k_time_opt.long_name, len))
+        return &k_time_opt;
     for (uint32_t i = 0; i < cmd->n_opts; i++) {
         const char *ln = cmd->opts[i].long_name;
         if (ln && strlen(ln) == len && !strncmp(ln, name, len))
@@ -46,6 +51,10 @@ add_opt(const CliCommand *cmd, CliArgs *out, const CliOpt *o, const char *spelle
 {
     if (o == &k_help_opt)
         return CLI_PARSE_HELP;
+    if (o == &k_time_opt) {
+        out->time_phases = true;
+        return CLI_PARSE_OK;
+    }
     if (!o->repeatable) {
         for (uint32_t i = 0; i < out->n_opts; i++) {
             if (out->opts[i].opt == o) {
@@ -202,6 +211,7 @@ cli_print_command_help(const CliCommand *cmd, FILE *out)
     fputs("\noptions:\n", out);
     for (uint32_t i = 0; i < cmd->n_opts; i++)
         print_opt(&cmd->opts[i], out);
+    print_opt(&k_time_opt, out);
     print_opt(&k_help_opt, out);
     if (cmd->help_extra)
         cmd->help_extra(out);
@@ -222,20 +232,43 @@ cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
 /* ---- input ------------------------------------------------------------------------------ */
 
 SlStatus
-cli_input_load(CliInput *in, const char *path, SlError *err)
+cli_input_load_timed(CliInput *in, const char *path, CliPhases *phases, SlError *err)
 {
     memset(in, 0, sizeof(*in));
     in->path = path;
     in->display = strcmp(path, "-") == 0 ? "<stdin>" : path;
-    sl_buf_init(&in->text);
+    in->phases = phases;
     sl_arena_init(&in->arena);
     sl_interner_init(&in->names, &in->arena);
-    SlStatus st = sl_file_read(path, &in->text, err);
+    cli_phase_begin(phases, CLI_PHASE_READ);
+    SlStatus st = sl_file_text_load(&in->src, path, err);
+    cli_phase_end(phases, CLI_PHASE_READ, in->src.text.len);
     if (st) {
         err->loc.path = in->display;
         return st;
     }
-    return hlo_parse(&in->arena, &in->names, sl_buf_str(&in->text), in->display, &in->module, err);
+    cli_phase_begin(phases, CLI_PHASE_PARSE);
+    st = hlo_parse_file(&in->arena, &in->names, &in->src, in->display, &in->module, err);
+    /* The module holds copies of what it needs: the text's memory can go until a diagnostic
+     * or the trace looks at it again. */
+    sl_file_text_release(&in->src);
+    cli_phase_end(phases, CLI_PHASE_PARSE, in->src.text.len);
+    return st;
+}
+
+SlStatus
+cli_input_load(CliInput *in, const char *path, SlError *err)
+{
+    return cli_input_load_timed(in, path, NULL, err);
+}
+
+SlStatus
+cli_input_check(CliInput *in, SlError *err)
+{
+    cli_phase_begin(in->phases, CLI_PHASE_CHECK);
+    SlStatus st = ir_module_check(in->module, in->display, err);
+    cli_phase_end(in->phases, CLI_PHASE_CHECK, 0);
+    return st;
 }
 
 void
@@ -246,7 +279,7 @@ cli_input_fini(CliInput *in)
     in->module = NULL;
     sl_interner_fini(&in->names);
     sl_arena_fini(&in->arena);
-    sl_buf_fini(&in->text);
+    sl_file_text_fini(&in->src);
 }
 
 /* ---- diagnostics ------------------------------------------------------------------------- */
@@ -306,23 +339,68 @@ cli_report(const SlError *err, const CliInput *in)
     else
         fprintf(stderr, "shardlens: error: %s%s\n", what, err->msg);
     if (in && l->path && l->line && l->col && strcmp(l->path, in->display) == 0)
-        print_caret(sl_buf_str(&in->text), l->line, l->col);
+        print_caret(in->src.text, l->line, l->col);
     return cli_exit_code(err->status == SL_OK ? SL_ERR_INTERNAL : err->status);
 }
 
+/* SlBuf.spill for CliOutput: opens the file at the first piece. A failure is kept in
+ * o->file.err (sticky) and reported by cli_output_finish; later pieces are dropped. */
+static void
+output_spill(void *ctx, const char *p, size_t n)
+{
+    CliOutput *o = ctx;
+    cli_phase_begin(o->phases, CLI_PHASE_WRITE);
+    if (!o->is_open) {
+        sl_out_open(&o->file, o->path);
+        o->is_open = true;
+    }
+    sl_out_write(&o->file, p, n);
+    cli_phase_end(o->phases, CLI_PHASE_WRITE, n);
+}
+
+void
+cli_output_init(CliOutput *o, const char *path, CliPhases *phases)
+{
+    memset(o, 0, sizeof(*o));
+    sl_buf_init(&o->text);
+    o->text.spill = output_spill;
+    o->text.spill_ctx = o;
+    o->path = path ? path : "-";
+    o->phases = phases;
+}
+
 int
-cli_write_output(const char *path, const SlBuf *text, const CliInput *in)
+cli_output_finish(CliOutput *o, const CliInput *in)
 {
     SlError err = {0};
-    if (text->failed) {
-        SlSrcLoc nowhere = {path, 0, 0};
+    if (o->text.failed) {
+        SlSrcLoc nowhere = {o->path, 0, 0};
         sl_fail(&err, SL_ERR_NOMEM, nowhere, "out of memory printing the module");
         return cli_report(&err, in);
     }
-    SlStr s = sl_buf_str(text);
-    if (sl_file_write_atomic(path ? path : "-", s.ptr, s.len, &err))
-        return cli_report(&err, in);
+    /* Also opens the file when the text was too short to spill before (or empty). */
+    output_spill(o, o->text.data ? o->text.data : "", o->text.len);
+    sl_buf_clear(&o->text);
+    cli_phase_begin(o->phases, CLI_PHASE_WRITE);
+    SlStatus st = o->file.err.status;
+    if (st)
+        sl_out_abort(&o->file);
+    else
+        st = sl_out_commit(&o->file);
+    cli_phase_end(o->phases, CLI_PHASE_WRITE, 0);
+    o->is_open = false;
+    if (st)
+        return cli_report(&o->file.err, in);
     return CLI_EXIT_OK;
+}
+
+void
+cli_output_fini(CliOutput *o)
+{
+    if (o->is_open)
+        sl_out_abort(&o->file);
+    o->is_open = false;
+    sl_buf_fini(&o->text);
 }
 
 SlStatus

@@ -46,9 +46,45 @@ typedef struct CliOptVal {
     const char *value; /* NULL for flags */
 } CliOptVal;
 
+/* --time-phases: wall and CPU time of each step of a run, printed to stderr at the end.
+ * Phases nest: a phase begun while another runs pauses it (writing the output while printing
+ * it counts as write, not print), so the phases add up to the run. */
+typedef enum CliPhase {
+    CLI_PHASE_READ,      /* the input text into memory */
+    CLI_PHASE_PARSE,     /* text to IR */
+    CLI_PHASE_CHECK,     /* structure, shapes and shardings; the partitioned module's too */
+    CLI_PHASE_PARTITION, /* spmd_partition */
+    CLI_PHASE_TRACE,     /* opening the trace database and committing the run (--trace) */
+    CLI_PHASE_PRINT,     /* IR to text */
+    CLI_PHASE_WRITE,     /* text to the output file or stdout */
+    CLI_PHASE_COUNT
+} CliPhase;
+
+#define CLI_PHASE_MAX_NEST 8
+typedef struct CliPhases {
+    double wall_s[CLI_PHASE_COUNT], cpu_s[CLI_PHASE_COUNT];
+    uint64_t bytes[CLI_PHASE_COUNT];   /* text read, parsed, printed, written */
+    long rss_kb[CLI_PHASE_COUNT];      /* resident memory when the phase last ended */
+    long peak_rss_kb[CLI_PHASE_COUNT]; /* the process's peak by then */
+    bool ran[CLI_PHASE_COUNT];
+    CliPhase stack[CLI_PHASE_MAX_NEST]; /* running phase on top; paused ones below */
+    uint32_t depth;
+    double since_wall, since_cpu; /* when the top phase last (re)started */
+    double start_wall, start_cpu; /* cli_phases_init */
+} CliPhases;
+
+void cli_phases_init(CliPhases *p);
+/* Both accept NULL (timing off) and do nothing then. `bytes` adds to the phase's count. */
+void cli_phase_begin(CliPhases *p, CliPhase ph);
+void cli_phase_end(CliPhases *p, CliPhase ph, uint64_t bytes);
+/* One line per phase that ran, then the total; parse and print also as MB per CPU second. */
+void cli_phases_print(const CliPhases *p, FILE *out);
+
 typedef struct CliArgs {
     const CliCommand *cmd;
-    const char **pos; /* n_pos positional arguments, in order */
+    CliPhases *phases; /* --time-phases: non-NULL (set by main) when given */
+    bool time_phases;  /* --time-phases was given */
+    const char **pos;  /* n_pos positional arguments, in order */
     uint32_t n_pos;
     CliOptVal *opts; /* n_opts options, in command-line order */
     uint32_t n_opts;
@@ -71,27 +107,48 @@ int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
 /* Parses a positive count for `opt`; prints a usage error and returns false when bad. */
 bool cli_parse_count(const CliCommand *cmd, const char *opt, const char *text, int64_t *out);
 
-/* One input module: its text (kept for diagnostics) and everything parsed from it. */
+/* One input module: its text (kept for diagnostics and the trace's input hash; a mapped file's
+ * pages are given back after parsing and read in again only when looked at) and everything
+ * parsed from it. */
 typedef struct CliInput {
     const char *path;    /* as given; "-" is stdin */
     const char *display; /* the name diagnostics use: path, or "<stdin>" */
-    SlBuf text;
+    SlFileText src;
     SlArena arena; /* the parsed module; whole run */
     SlInterner names;
     IrModule *module;
+    CliPhases *phases; /* NULL: not timed */
 } CliInput;
 
 /* Reads and parses `path` into `in`; on failure `err` holds the diagnostic. Always pair with
  * cli_input_fini. */
 SlStatus cli_input_load(CliInput *in, const char *path, SlError *err);
+/* The same, timing the read and parse phases (and later ones given `in`) into `phases`. */
+SlStatus cli_input_load_timed(CliInput *in, const char *path, CliPhases *phases, SlError *err);
 void cli_input_fini(CliInput *in);
+/* ir_module_check on the loaded module, timed as the check phase. */
+SlStatus cli_input_check(CliInput *in, SlError *err);
 
 int cli_exit_code(SlStatus st);
 /* Prints `FILE:LINE:COL: error: MESSAGE`, then the source line and a caret when the location
  * is in `in` (may be NULL), and returns the exit code for err->status. */
 int cli_report(const SlError *err, const CliInput *in);
-/* Writes `text` to `path` atomically ("-" or NULL: stdout). */
-int cli_write_output(const char *path, const SlBuf *text, const CliInput *in);
+/* A command's text output, streamed: print into `text`, which hands full pieces to the file
+ * (opened at the first piece, so a run that fails before printing opens nothing), then
+ * cli_output_finish. A path is written atomically (temporary file + rename on finish); "-" or
+ * NULL is stdout. Pair with cli_output_fini, which removes the temporary file of an unfinished
+ * output. */
+typedef struct CliOutput {
+    SlBuf text;
+    const char *path;
+    SlOutFile file;
+    bool is_open;
+    CliPhases *phases; /* NULL: not timed */
+} CliOutput;
+void cli_output_init(CliOutput *o, const char *path, CliPhases *phases);
+/* Writes the rest of the text and commits; prints the diagnostic and returns the exit code. */
+int cli_output_finish(CliOutput *o, const CliInput *in);
+void cli_output_fini(CliOutput *o);
 
 /* Checks every sharding in `m` against its instruction's shape and `n` devices (shd_check),
  * naming the instruction; locations are the instructions' positions in `path`. */

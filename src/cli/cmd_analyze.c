@@ -185,7 +185,7 @@ run(const CliArgs *a)
     SpmdOptions o;
     SlBuf hlo;
     sl_buf_init(&hlo);
-    if (cli_input_load(&in, a->pos[0], &err) || ir_module_check(in.module, in.display, &err))
+    if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err))
         code = cli_report(&err, &in);
     else
         code = cli_spmd_options(a, OPT_N, OPT_SET, in.module, &o);

@@ -61,7 +61,7 @@ run(const CliArgs *a)
     CliInput in;
     SlError err = {0};
     int code = CLI_EXIT_OK;
-    if (cli_input_load(&in, a->pos[0], &err) || ir_module_check(in.module, in.display, &err)) {
+    if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err)) {
         code = cli_report(&err, &in);
         cli_input_fini(&in);
         return code;
@@ -76,7 +76,10 @@ run(const CliArgs *a)
         n = c.devices_named > 1 ? c.devices_named : 1;
         how = c.devices_named > 1 ? " (from shardings)" : "";
     }
-    if (cli_check_shardings(m, in.display, n, &err)) {
+    cli_phase_begin(a->phases, CLI_PHASE_CHECK);
+    SlStatus st = cli_check_shardings(m, in.display, n, &err);
+    cli_phase_end(a->phases, CLI_PHASE_CHECK, 0);
+    if (st) {
         code = cli_report(&err, &in);
     } else {
         printf("%s: ok: %u computations, %u instructions, %u sharded, num_partitions=%lld%s\n",

@@ -48,18 +48,19 @@ run(const CliArgs *a)
     CliInput in;
     SlError err = {0};
     SpmdOptions o;
-    SlBuf text;
+    CliOutput out;
     int code;
-    sl_buf_init(&text);
-    if (cli_input_load(&in, a->pos[0], &err) || ir_module_check(in.module, in.display, &err))
+    cli_output_init(&out, cli_args_value(a, OPT_OUTPUT), a->phases);
+    if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err))
         code = cli_report(&err, &in);
     else if ((code = cli_spmd_options(a, OPT_NUM_PARTITIONS, OPT_SET, in.module, &o)) ==
              CLI_EXIT_OK)
-        code = cli_partition_traced(&in, &o, cli_args_value(a, OPT_TRACE), &text, NULL);
-    /* Written only when every step, the trace included, succeeded. */
+        code = cli_partition_traced(&in, &o, cli_args_value(a, OPT_TRACE), &out.text, NULL);
+    /* The text streams out only while printing, the last step; the file is committed only
+     * when every step, the trace included, succeeded (else cli_output_fini removes it). */
     if (code == CLI_EXIT_OK)
-        code = cli_write_output(cli_args_value(a, OPT_OUTPUT), &text, &in);
-    sl_buf_fini(&text);
+        code = cli_output_finish(&out, &in);
+    cli_output_fini(&out);
     cli_input_fini(&in);
     return code;
 }

@@ -1,5 +1,5 @@
 /* cmd_print.c - `shardlens print IN.hlo [-o OUT]`: the module in canonical HLO text.
- * Owns: nothing but the wiring parse -> hlo_print_module -> atomic write. */
+ * Owns: nothing but the wiring parse -> hlo_print_module -> atomic write (streamed). */
 #include "cli/cli_util.h"
 #include "hlo/hlo.h"
 
@@ -15,14 +15,16 @@ run(const CliArgs *a)
     CliInput in;
     SlError err = {0};
     int code;
-    if (cli_input_load(&in, a->pos[0], &err)) {
+    if (cli_input_load_timed(&in, a->pos[0], a->phases, &err)) {
         code = cli_report(&err, &in);
     } else {
-        SlBuf out;
-        sl_buf_init(&out);
-        hlo_print_module(in.module, &out);
-        code = cli_write_output(cli_args_value(a, OPT_OUTPUT), &out, &in);
-        sl_buf_fini(&out);
+        CliOutput out;
+        cli_output_init(&out, cli_args_value(a, OPT_OUTPUT), a->phases);
+        cli_phase_begin(a->phases, CLI_PHASE_PRINT);
+        hlo_print_module(in.module, &out.text);
+        cli_phase_end(a->phases, CLI_PHASE_PRINT, out.text.spilled + out.text.len);
+        code = cli_output_finish(&out, &in);
+        cli_output_fini(&out);
     }
     cli_input_fini(&in);
     return code;

@@ -2,8 +2,8 @@
  * Owns: option wiring and the order parse -> check -> shardings fit N -> partition (or read
  * P.hlo) -> simulate and compare -> one result line. Does not own: simulation (src/sim) or
  * partitioning (src/spmd). Exit status: 0 agree, 1 mismatch (or a partitioned program that
- * cannot run: deadlock, mismatched collective), 2 bad input, 3 not checked (unsupported opcode,
- * too large to simulate, outputs not comparable). */
+ * cannot run: deadlock, mismatched collective, host transfers out of step), 2 bad input, 3 not
+ * checked (unsupported opcode, too large to simulate, outputs not comparable). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,12 +176,20 @@ const CliCommand cmd_verify = {
         "collectives exchanging real data, and compares every device's output tile with the\n"
         "original's result: |got - want| <= atol + rtol * max(|want|, max |output|).\n"
         "Tolerances default by type: f32 1e-4/1e-4, f16 and bf16 2e-2/2e-2, f64 1e-9/1e-9.\n"
+        "Host transfers: the host sends one seeded value per infeed, and each device of the\n"
+        "partitioned module receives its tile of it by the infeed's sharding; outfeed data is\n"
+        "reassembled by the outfeed's sharding and compared like an extra output; GetRngSeed\n"
+        "returns one seed shared by every device.\n"
+        "Manually partitioned regions (manual shardings, SPMDFullToShardShape, collectives\n"
+        "in IN.hlo): IN.hlo runs on N devices too, with one input value per manual group;\n"
+        "device d of the partitioned module is compared with device d of IN.hlo.\n"
         "Exit status: 0 all outputs agree; 1 a mismatch (the first mismatching output,\n"
         "element, device, both values and the error are printed) or a partitioned program\n"
-        "that cannot run (deadlock, mismatched collective); 2 bad input; 3 not checked: an\n"
-        "opcode or custom-call target the evaluator does not support (named), a module too\n"
-        "large to simulate, or outputs that are not comparable between one device and N\n"
-        "(rng, infeed, outfeed: named).\n",
+        "that cannot run (deadlock, mismatched collective, a device reading more infeeds or\n"
+        "sending fewer outfeeds than the original); 2 bad input; 3 not checked: an opcode or\n"
+        "custom-call target the evaluator does not support (named), a module too large to\n"
+        "simulate (either module: the partitioned one counts every device), or outputs that\n"
+        "are not comparable between one device and N (rng: named).\n",
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

@@ -31,6 +31,9 @@ print_top_help(FILE *out)
     }
     fputs("\nOptions may come before or after the positional arguments; IN.hlo may be '-' for\n"
           "standard input.\n"
+          "--time-phases (before or after the command) prints the wall and CPU time, bytes and\n"
+          "memory of each phase (read, parse, check, partition, trace, print, write) to\n"
+          "standard error.\n"
           "exit status: 0 success; 1 a check failed; 2 bad usage or bad input;\n"
           "             3 unsupported construct or command.\n",
           out);
@@ -46,16 +49,26 @@ find_command(const char *name)
 }
 
 static int
-run_command(const CliCommand *cmd, int argc, char **argv)
+run_command(const CliCommand *cmd, int argc, char **argv, bool time_phases)
 {
     CliArgs args;
     CliParse r = cli_args_parse(cmd, argc, argv, &args);
+    args.time_phases = args.time_phases || time_phases;
     int code = CLI_EXIT_BAD_INPUT;
     if (r == CLI_PARSE_HELP) {
         cli_print_command_help(cmd, stdout);
         code = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
     } else if (r == CLI_PARSE_OK) {
+        CliPhases phases;
+        if (args.time_phases) {
+            cli_phases_init(&phases);
+            args.phases = &phases;
+        }
         code = cmd->run(&args);
+        if (args.phases) {
+            fflush(stdout); /* the timings come after the output when both go to a terminal */
+            cli_phases_print(args.phases, stderr);
+        }
     }
     cli_args_fini(&args);
     return code;
@@ -67,6 +80,16 @@ main(int argc, char **argv)
     if (argc < 2) {
         print_top_help(stderr);
         return CLI_EXIT_BAD_INPUT;
+    }
+    /* The one global option may also come before the command. */
+    bool time_phases = !strcmp(argv[1], "--time-phases");
+    if (time_phases) {
+        argc--;
+        argv++;
+        if (argc < 2) {
+            print_top_help(stderr);
+            return CLI_EXIT_BAD_INPUT;
+        }
     }
     const char *first = argv[1];
     if (!strcmp(first, "--help") || !strcmp(first, "-h")) {
@@ -95,5 +118,5 @@ main(int argc, char **argv)
                 first[0] == '-' ? "option" : "command", first);
         return CLI_EXIT_BAD_INPUT;
     }
-    return run_command(cmd, argc - 2, argv + 2);
+    return run_command(cmd, argc - 2, argv + 2, time_phases);
 }

@@ -44,14 +44,24 @@ expect(HloParser *P, HloTokKind k, const char *what)
     return SL_OK;
 }
 
-/* Copies the int scratch vector (from `base`) into the arena. */
+/* Copies the int scratch vector (from `base`) into the arena, or shares a recent identical
+ * list (values are never written after parsing; dimension lists repeat a lot). */
 static SlStatus
 take_ints(HloParser *P, size_t base, uint32_t *n, int64_t **v)
 {
     *n = (uint32_t)(P->ints.len - base);
     *v = NULL;
-    if (*n && !(*v = SL_DUP_ARRAY(P->arena, int64_t, &SL_VEC_AT(&P->ints, int64_t, base), *n)))
-        return nomem(P);
+    const int64_t *src = &SL_VEC_AT(&P->ints, int64_t, base);
+    for (uint32_t k = 0; *n && k < HLO_RECENT && !*v; k++)
+        if (P->recent_n_ints[k] == *n && memcmp(P->recent_ints[k], src, *n * sizeof(*src)) == 0)
+            *v = (int64_t *)P->recent_ints[k];
+    if (*n && !*v) {
+        if (!(*v = SL_DUP_ARRAY(P->arena, int64_t, src, *n)))
+            return nomem(P);
+        uint32_t slot = P->next_ints++ % HLO_RECENT;
+        P->recent_ints[slot] = *v;
+        P->recent_n_ints[slot] = *n;
+    }
     P->ints.len = base;
     return SL_OK;
 }
@@ -564,6 +574,22 @@ parse_sharding(HloParser *P, IrAttr *a)
     SlStr text;
     SlSrcLoc loc;
     SlStatus st;
+    if ((st = raw_start(P)) != SL_OK)
+        return st;
+    /* Most instructions repeat one of a few recent shardings. A recent text (balanced, one
+     * line) that the input starts with is exactly what the bracket scan would read. */
+    size_t left = (size_t)(P->lx.end - P->lx.p);
+    for (uint32_t j = 0; j < HLO_RECENT; j++) {
+        uint32_t k = (P->hit_shd + j) % HLO_RECENT;
+        SlSym t = P->recent_shd_text[k];
+        if (t && t->len <= left && memcmp(t->text, P->lx.p, t->len) == 0) {
+            P->hit_shd = k;
+            P->lx.p += t->len;
+            a->u.sharding = P->recent_shd[k];
+            hlo_advance(P);
+            return SL_OK;
+        }
+    }
     if ((st = raw_braced(P, "sharding", &text, &loc)) != SL_OK)
         return st;
     /* Interning gives the text a lifetime (the sharding may keep slices of it) and a key:
@@ -572,16 +598,20 @@ parse_sharding(HloParser *P, IrAttr *a)
     if (!key)
         return nomem(P);
     uint64_t cached = 0;
-    if (sl_map_get(&P->shardings, SL_MAP_KEY(key), &cached)) {
-        a->u.sharding = (const ShdSharding *)(uintptr_t)cached;
-        hlo_advance(P);
-        return SL_OK;
-    }
     const ShdSharding *s = NULL;
-    if ((st = shd_parse(P->arena, sl_sym_str(key), loc, &s, P->err)) != SL_OK)
-        return st;
-    if (!sl_map_put(&P->shardings, SL_MAP_KEY(key), SL_MAP_KEY(s)))
-        return nomem(P);
+    if (sl_map_get(&P->shardings, SL_MAP_KEY(key), &cached)) {
+        s = (const ShdSharding *)(uintptr_t)cached;
+    } else {
+        if ((st = shd_parse(P->arena, sl_sym_str(key), loc, &s, P->err)) != SL_OK)
+            return st;
+        if (!sl_map_put(&P->shardings, SL_MAP_KEY(key), SL_MAP_KEY(s)))
+            return nomem(P);
+    }
+    if (!memchr(text.ptr, '\n', text.len)) { /* the shortcut does not count lines */
+        uint32_t slot = P->next_shd++ % HLO_RECENT;
+        P->recent_shd_text[slot] = key;
+        P->recent_shd[slot] = s;
+    }
     a->u.sharding = s;
     hlo_advance(P);
     return SL_OK;
@@ -635,6 +665,97 @@ decode_metadata(IrMetadata *md)
     }
 }
 
+static bool
+is_key_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || c == '_' || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z');
+}
+
+/* Plain words: what an unquoted metadata value may hold on the fast path. */
+static bool
+is_plain_char(char c)
+{
+    return is_key_char(c) || c == '-' || c == '.' || c == '+';
+}
+
+#define KEY_IS(k, lit) ((k).len == sizeof(lit) - 1 && memcmp((k).ptr, (lit), sizeof(lit) - 1) == 0)
+
+static void
+set_md_field(IrMetadata *md, SlStr k, SlStr v)
+{
+    if (KEY_IS(k, "op_type"))
+        md->op_type = v;
+    else if (KEY_IS(k, "op_name"))
+        md->op_name = v;
+    else if (KEY_IS(k, "source_file"))
+        md->source_file = v;
+}
+
+/* The common form of metadata, '{' (KEY '=' ("..." | PLAIN)) (' ' ...)* '}' on one line with
+ * no escapes, scanned and decoded in one pass into `md` (slices of the source text) as
+ * decode_metadata would decode it; false (cursor unchanged) for anything else, which the
+ * general bracket scan reads. */
+static bool
+fast_metadata(HloParser *P, IrMetadata *md)
+{
+    const char *start = P->lx.p, *p = start, *end = P->lx.end;
+    memset(md, 0, sizeof(*md));
+    if (p >= end || *p != '{')
+        return false;
+    p++;
+    for (;;) {
+        while (p < end && (*p == ' ' || *p == ','))
+            p++;
+        if (p >= end)
+            return false;
+        if (*p == '}')
+            break;
+        const char *key = p;
+        while (p < end && is_key_char(*p))
+            p++;
+        if (p == key || p >= end || *p != '=')
+            return false;
+        SlStr k = {key, (size_t)(p - key)};
+        p++;
+        if (p < end && *p == '"') {
+            const char *q = memchr(p + 1, '"', (size_t)(end - p - 1));
+            if (!q || memchr(p + 1, '\\', (size_t)(q - p - 1)) ||
+                memchr(p + 1, '\n', (size_t)(q - p - 1)))
+                return false;
+            SlStr v = {p + 1, (size_t)(q - p - 1)};
+            set_md_field(md, k, v);
+            p = q + 1;
+            if (p < end && *p != ' ' && *p != '}' && *p != ',')
+                return false;
+            continue;
+        }
+        const char *val = p;
+        while (p < end && is_plain_char(*p))
+            p++;
+        /* not ',': decode_metadata reads an unquoted value on up to whitespace */
+        if (p >= end || (*p != ' ' && *p != '}'))
+            return false;
+        if (KEY_IS(k, "source_line")) {
+            int64_t v = 0;
+            for (const char *q = val; q < p && *q >= '0' && *q <= '9' && v < INT64_MAX / 10; q++)
+                v = v * 10 + (*q - '0');
+            md->source_line = v;
+        }
+    }
+    md->raw.ptr = start;
+    md->raw.len = (size_t)(p + 1 - start);
+    P->lx.p = p + 1;
+    return true;
+}
+
+/* Re-points a decoded field from the source text into `raw`, its copy. */
+static SlStr
+rebase(SlStr field, const char *from, const char *to)
+{
+    SlStr r = {field.ptr ? to + (field.ptr - from) : field.ptr, field.len};
+    return r;
+}
+
 /* metadata := '{' ... '}'   identical text shares one decoded IrMetadata (values are
  * immutable, and long programs repeat a few source locations many times) */
 static SlStatus
@@ -642,8 +763,14 @@ parse_metadata(HloParser *P, IrAttr *a)
 {
     SlSrcLoc loc;
     SlStr text;
-    SlStatus st = raw_braced(P, "metadata", &text, &loc);
+    IrMetadata fast;
+    SlStatus st = raw_start(P);
     if (st != SL_OK)
+        return st;
+    bool is_fast = fast_metadata(P, &fast);
+    if (is_fast)
+        text = fast.raw;
+    else if ((st = raw_braced(P, "metadata", &text, &loc)) != SL_OK)
         return st;
     const IrMetadata *found = NULL;
     for (uint32_t k = 0; k < HLO_RECENT && !found; k++)
@@ -653,7 +780,14 @@ parse_metadata(HloParser *P, IrAttr *a)
         IrMetadata *md = SL_NEW(P->arena, IrMetadata);
         if (!md || !(md->raw = hlo_dup(P, text)).ptr)
             return nomem(P);
-        decode_metadata(md);
+        if (is_fast) {
+            md->op_type = rebase(fast.op_type, text.ptr, md->raw.ptr);
+            md->op_name = rebase(fast.op_name, text.ptr, md->raw.ptr);
+            md->source_file = rebase(fast.source_file, text.ptr, md->raw.ptr);
+            md->source_line = fast.source_line;
+        } else {
+            decode_metadata(md);
+        }
         P->recent_md[P->next_md++ % HLO_RECENT] = md;
         found = md;
     }

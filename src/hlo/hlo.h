@@ -13,8 +13,13 @@
  * holds FILE:LINE:COL and a message. */
 SlStatus hlo_parse(SlArena *arena, SlInterner *names, SlStr text, const char *path,
                    IrModule **out, SlError *err);
+/* The same over a whole input file, giving the file's pages back as the parse moves past
+ * them (a big module's text then never sits in memory whole next to its IR). */
+SlStatus hlo_parse_file(SlArena *arena, SlInterner *names, SlFileText *src, const char *path,
+                        IrModule **out, SlError *err);
 
-/* Canonical text of a module / one instruction line (without indentation or newline). */
+/* Canonical text of a module / one instruction line (without indentation or newline). A
+ * streaming `out` (SlBuf.spill set) is handed on in pieces while the module is printed. */
 void hlo_print_module(const IrModule *m, SlBuf *out);
 void hlo_print_instr(const IrInstr *i, SlBuf *out);
 /* One attribute's value text as it appears after `key=`. */

@@ -98,9 +98,17 @@ typedef struct HloParser {
     HloWord ops[HLO_WORD_SLOTS];       /* opcode spelling -> IrOp */
     HloWord attr_keys[HLO_WORD_SLOTS]; /* attribute name -> IrAttrKey */
     const IrMetadata *recent_md[HLO_RECENT]; /* shared, immutable */
+    SlSym recent_shd_text[HLO_RECENT];       /* interned sharding text ... */
+    const struct ShdSharding *recent_shd[HLO_RECENT]; /* ... and its value */
     SlStr recent_layout[HLO_RECENT];
+    const int64_t *recent_dims[HLO_RECENT]; /* shared, never written after parsing (as the
+                                               shapes that infer_shape copies already are) */
+    uint32_t recent_rank[HLO_RECENT];
+    const int64_t *recent_ints[HLO_RECENT]; /* integer lists of attributes: shared the same way */
+    uint32_t recent_n_ints[HLO_RECENT];
     IrInstr *recent_instr[HLO_RECENT];       /* of `comp`: operands often name these */
-    uint32_t next_md, next_layout, next_instr; /* round-robin replacement */
+    uint32_t next_md, next_layout, next_instr, next_shd, next_dims, next_ints; /* round-robin */
+    uint32_t hit_shd, hit_layout; /* the last hit: tried first, since runs repeat */
     SlVec operands;      /* IrInstr* scratch for one operand list */
     SlVec attrs;         /* IrAttr scratch for one instruction (copied out at exact size) */
     SlVec shapes;        /* IrShape scratch stack for tuple elements */
@@ -108,6 +116,8 @@ typedef struct HloParser {
     SlVec sizes;         /* uint32_t scratch for list-of-list sizes */
     SlVec fixups;        /* HloCompFixup */
     uint32_t depth;      /* tuple-shape nesting */
+    SlFileText *src;     /* hlo_parse_file: pages behind the cursor are given back */
+    const char *release_at; /* the next cursor position to do that at */
 } HloParser;
 
 void hlo_advance(HloParser *P);

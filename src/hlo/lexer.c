@@ -160,8 +160,15 @@ hlo_lex_next(HloLexer *lx, HloTok *t)
 {
     t->bad = NULL;
     t->ival = 0;
-    bool ok = hlo_lex_skip_space(lx);
     const char *p = lx->p, *end = lx->end;
+    bool ok = true;
+    while (p < end && *p == ' ') /* the usual gap between tokens: one space, or none */
+        p++;
+    lx->p = p;
+    if (p < end && (is_class(*p, C_SPACE) || *p == '/')) {
+        ok = hlo_lex_skip_space(lx);
+        p = lx->p;
+    }
     t->line = lx->line;
     t->col = (uint32_t)(p - lx->line_start) + 1;
     if (!ok) {

@@ -126,12 +126,14 @@ HloWord *
 hlo_word_slot(HloWord *table, SlStr text)
 {
     enum { MAX_PROBES = 8 };
-    uint32_t h = 2166136261u; /* FNV-1a, then a final mix for the low bits */
-    for (size_t k = 0; k < text.len; k++)
-        h = (h ^ (unsigned char)text.ptr[k]) * 16777619u;
-    h ^= h >> 15;
-    h *= 0x2c1b3c6du;
-    h ^= h >> 12;
+    /* The first and last (up to) eight bytes and the length: words are short, and this
+     * is the hot path of every opcode and attribute key. */
+    uint64_t head = 0, tail = 0;
+    size_t n = text.len < 8 ? text.len : 8;
+    memcpy(&head, text.ptr, n);
+    memcpy(&tail, text.ptr + text.len - n, n);
+    uint64_t x = (head * 0x9e3779b97f4a7c15ull) ^ (tail + text.len) * 0xc2b2ae3d27d4eb4full;
+    uint32_t h = (uint32_t)(x >> 32) ^ (uint32_t)x;
     for (uint32_t probe = 0; probe < MAX_PROBES; probe++) {
         HloWord *w = &table[(h + probe) & (HLO_WORD_SLOTS - 1)];
         if (!w->sym || (w->sym->len == text.len && memcmp(w->sym->text, text.ptr, text.len) == 0))
@@ -163,19 +165,27 @@ lookup_op(HloParser *P, IrOp *op)
 static SlStatus
 parse_layout(HloParser *P, SlStr *out)
 {
+    /* A recent layout (balanced, one line) that the input starts with is exactly what the
+     * bracket scan would read. */
+    size_t left = (size_t)(P->lx.end - P->lx.p);
+    for (uint32_t j = 0; j < HLO_RECENT; j++) {
+        uint32_t k = (P->hit_layout + j) % HLO_RECENT;
+        SlStr r = P->recent_layout[k];
+        if (r.len && r.len <= left && memcmp(r.ptr, P->lx.p, r.len) == 0) {
+            P->hit_layout = k;
+            P->lx.p += r.len;
+            *out = r;
+            return SL_OK;
+        }
+    }
     const char *start = P->lx.p, *why = NULL;
     if (!hlo_lex_scan_balanced(&P->lx, &why))
         return hlo_fail_here(P, SL_ERR_PARSE, "bad layout: %s", why);
     SlStr text = {start, (size_t)(P->lx.p - start)};
-    for (uint32_t k = 0; k < HLO_RECENT; k++) {
-        if (sl_str_eq(P->recent_layout[k], text)) {
-            *out = P->recent_layout[k];
-            return SL_OK;
-        }
-    }
     if (!(*out = hlo_dup(P, text)).ptr)
         return nomem(P);
-    P->recent_layout[P->next_layout++ % HLO_RECENT] = *out;
+    if (!memchr(text.ptr, '\n', text.len))
+        P->recent_layout[P->next_layout++ % HLO_RECENT] = *out;
     return SL_OK;
 }
 
@@ -251,6 +261,41 @@ parse_tuple_shape(HloParser *P, IrShape *out)
     return SL_OK;
 }
 
+/* The common spelling of dims, '[' (DIGITS (',' DIGITS)*)? ']' without spaces, read straight
+ * from the cursor; false (cursor unchanged) for anything else, which the token path reads. */
+static bool
+raw_dims(HloParser *P, int64_t *dims, uint32_t *rank)
+{
+    enum { MAX_DIGITS = 18 }; /* below INT64_MAX; longer numbers take the token path */
+    const char *p = P->lx.p, *end = P->lx.end;
+    uint32_t n = 0;
+    if (p >= end || *p != '[')
+        return false;
+    p++;
+    if (p < end && *p == ']') {
+        P->lx.p = p + 1;
+        *rank = 0;
+        return true;
+    }
+    for (;;) {
+        const char *d = p;
+        int64_t v = 0;
+        while (p < end && *p >= '0' && *p <= '9' && p - d < MAX_DIGITS)
+            v = v * 10 + (*p++ - '0');
+        if (p == d || p >= end || n == HLO_MAX_RANK)
+            return false;
+        dims[n++] = v;
+        if (*p == ']')
+            break;
+        if (*p != ',')
+            return false;
+        p++;
+    }
+    P->lx.p = p + 1;
+    *rank = n;
+    return true;
+}
+
 /* array_shape := PRIMTYPE '[' (dim (',' dim)*)? ']' layout?
  * dim := INT | '<=' INT | '?'     layout := '{' ... '}' (directly after ']', kept verbatim) */
 static SlStatus
@@ -260,13 +305,16 @@ parse_array_shape(HloParser *P, IrShape *out)
     if (!dtype_lookup(P->tok.text, &out->dtype))
         return hlo_fail_tok(P, SL_ERR_PARSE, &P->tok, "unknown primitive type '%.*s'",
                             SL_STR_ARG(P->tok.text));
-    hlo_advance(P); /* '[' */
-    hlo_advance(P);
     int64_t dims[HLO_MAX_RANK];
     uint8_t kinds[HLO_MAX_RANK];
     uint32_t rank = 0;
     bool dynamic = false;
-    while (P->tok.kind != HLO_TOK_RSQUARE) {
+    bool fast = raw_dims(P, dims, &rank);
+    if (!fast) {
+        hlo_advance(P); /* '[' */
+        hlo_advance(P);
+    }
+    while (!fast && P->tok.kind != HLO_TOK_RSQUARE) {
         if (rank == HLO_MAX_RANK)
             return hlo_fail_tok(P, SL_ERR_UNSUPPORTED, &P->tok, "rank above %d",
                                 HLO_MAX_RANK);
@@ -295,9 +343,17 @@ parse_array_shape(HloParser *P, IrShape *out)
     }
     out->rank = rank;
     if (rank) {
-        out->dims = SL_DUP_ARRAY(P->arena, int64_t, dims, rank);
-        if (!out->dims)
-            return nomem(P);
+        for (uint32_t k = 0; k < HLO_RECENT && !out->dims; k++)
+            if (P->recent_rank[k] == rank &&
+                memcmp(P->recent_dims[k], dims, rank * sizeof(int64_t)) == 0)
+                out->dims = (int64_t *)P->recent_dims[k];
+        if (!out->dims) {
+            if (!(out->dims = SL_DUP_ARRAY(P->arena, int64_t, dims, rank)))
+                return nomem(P);
+            uint32_t slot = P->next_dims++ % HLO_RECENT;
+            P->recent_dims[slot] = out->dims;
+            P->recent_rank[slot] = rank;
+        }
         if (dynamic && !(out->dim_kinds = SL_DUP_ARRAY(P->arena, uint8_t, kinds, rank)))
             return nomem(P);
     }
@@ -516,7 +572,6 @@ add_instr(HloParser *P, IrInstr *ins, bool is_root, const HloTok *first)
     if (ir_computation_add_instr(P->comp, P->m, ins) != SL_OK ||
         !sl_map_put(&P->instrs, SL_MAP_KEY(name), SL_MAP_KEY(ins)))
         return nomem(P);
-    ir_module_reserve_name(P->m, name);
     P->recent_instr[P->next_instr++ % HLO_RECENT] = ins;
     if (is_root) {
         if (P->comp->root)
@@ -526,6 +581,30 @@ add_instr(HloParser *P, IrInstr *ins, bool is_root, const HloTok *first)
         P->comp->root = ins;
     }
     return SL_OK;
+}
+
+/* Hints the interner with the name on the next line, if it is where it usually is. */
+static void
+prefetch_next_name(const HloParser *P)
+{
+    const char *p = P->lx.p, *end = P->lx.end;
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    if (!nl)
+        return;
+    p = nl + 1;
+    while (p < end && *p == ' ')
+        p++;
+    if (end - p > 5 && memcmp(p, "ROOT ", 5) == 0)
+        p += 5;
+    if (p < end && *p == '%')
+        p++;
+    const char *s = p;
+    while (p < end && *p != ' ' && *p != '=' && *p != '\n')
+        p++;
+    if (p > s) {
+        SlStr next = {s, (size_t)(p - s)};
+        sl_intern_prefetch(P->names, next);
+    }
 }
 
 /* instruction := 'ROOT'? NAME '=' shape? OPCODE '(' operands ')' (',' ATTR value)* */
@@ -544,13 +623,19 @@ parse_instr(HloParser *P)
     hlo_advance(P);
     if (name_tok.kind != HLO_TOK_ATTR && (st = expect(P, HLO_TOK_EQUAL, "'='")) != SL_OK)
         return st;
+    size_t names_before = P->names->count;
     SlSym name = hlo_intern(P, name_tok.text);
     if (!name)
         return nomem(P);
-    if (sym_is_defined_here(P, name))
+    /* A name interned just now cannot be defined yet. */
+    if (P->names->count == names_before && sym_is_defined_here(P, name))
         return hlo_fail_tok(P, SL_ERR_INVALID, &name_tok,
                             "duplicate instruction name '%s' in computation '%s'",
                             sl_sym_cstr(name), sl_sym_cstr(P->comp->name));
+    /* Big modules miss the cache on every table probe: start loading the slots this
+     * instruction and the next one's name will need while the line is read. */
+    sl_map_prefetch(&P->instrs, SL_MAP_KEY(name));
+    prefetch_next_name(P);
 
     IrShape shape = {0};
     bool has_shape = at_shape(P);
@@ -616,6 +701,9 @@ skip_signature(HloParser *P)
     return parse_shape(P, &ignored);
 }
 
+/* hlo_parse_file gives pages back in steps of this much text. */
+#define RELEASE_EVERY_BYTES ((size_t)4 * 1024 * 1024)
+
 /* computation := 'ENTRY'? NAME signature? '{' instruction+ '}' (',' 'execution_thread=' STR)? */
 static SlStatus
 parse_computation(HloParser *P, const HloTok **first_entry, HloTok *entry_tok)
@@ -658,6 +746,11 @@ parse_computation(HloParser *P, const HloTok **first_entry, HloTok *entry_tok)
             return hlo_expected(P, "'}' to close the computation");
         if ((st = parse_instr(P)) != SL_OK)
             return st;
+        if (P->src && P->lx.p >= P->release_at) {
+            /* Everything before this line is in the module already (copied). */
+            sl_file_text_release_before(P->src, P->lx.line_start);
+            P->release_at = P->lx.p + RELEASE_EVERY_BYTES;
+        }
     }
     if (c->n_instrs == 0)
         return hlo_expected(P, "an instruction");
@@ -678,7 +771,6 @@ parse_computation(HloParser *P, const HloTok **first_entry, HloTok *entry_tok)
     if (ir_module_add_computation(P->m, c) != SL_OK ||
         !sl_map_put(&P->comps, SL_MAP_KEY(name), SL_MAP_KEY(c)))
         return nomem(P);
-    ir_module_reserve_name(P->m, name);
     P->comp = NULL;
     return SL_OK;
 }
@@ -781,14 +873,16 @@ parse_module(HloParser *P)
     return SL_OK;
 }
 
-SlStatus
-hlo_parse(SlArena *arena, SlInterner *names, SlStr text, const char *path, IrModule **out,
-          SlError *err)
+static SlStatus
+parse_text(SlArena *arena, SlInterner *names, SlStr text, SlFileText *src, const char *path,
+           IrModule **out, SlError *err)
 {
     *out = NULL;
     HloParser P;
     memset(&P, 0, sizeof(P));
     hlo_lex_init(&P.lx, text, path);
+    P.src = src;
+    P.release_at = text.ptr + RELEASE_EVERY_BYTES;
     P.arena = arena;
     P.names = names;
     P.err = err;
@@ -797,8 +891,10 @@ hlo_parse(SlArena *arena, SlInterner *names, SlStr text, const char *path, IrMod
      * text in real dumps), instead of rehashing them through every doubling. */
     size_t guess = text.len / 256;
     SlStatus st;
-    if (P.m && (!sl_interner_reserve(names, names->count + guess) ||
-                !sl_map_reserve(&P.instrs, guess) || !sl_map_reserve(&P.m->name_counters, guess))) {
+    if (P.m)
+        ir_module_defer_names(P.m); /* most runs never ask the input module for a new name */
+    if (P.m &&
+        (!sl_interner_reserve(names, names->count + guess) || !sl_map_reserve(&P.instrs, guess))) {
         ir_module_fini(P.m);
         P.m = NULL;
     }
@@ -823,4 +919,18 @@ hlo_parse(SlArena *arena, SlInterner *names, SlStr text, const char *path, IrMod
     }
     *out = P.m;
     return SL_OK;
+}
+
+SlStatus
+hlo_parse(SlArena *arena, SlInterner *names, SlStr text, const char *path, IrModule **out,
+          SlError *err)
+{
+    return parse_text(arena, names, text, NULL, path, out, err);
+}
+
+SlStatus
+hlo_parse_file(SlArena *arena, SlInterner *names, SlFileText *src, const char *path, IrModule **out,
+               SlError *err)
+{
+    return parse_text(arena, names, src->text, src, path, out, err);
 }

@@ -12,18 +12,37 @@
 
 /* Output goes through a small local buffer: a module is printed as many short pieces, and
  * one SlBuf append per few kilobytes is much cheaper than one per piece. */
+enum { SHD_CACHE = 8 };
 typedef struct Out {
     SlBuf *buf;
     size_t n;
     char chunk[4096];
+    /* Text of recently printed shardings: big modules repeat a few on every instruction. */
+    const struct ShdSharding *shd[SHD_CACHE];
+    SlBuf shd_text[SHD_CACHE];
+    uint32_t shd_next;
 } Out;
 
+static void
+out_init(Out *o, SlBuf *buf)
+{
+    o->buf = buf;
+    o->n = 0;
+    o->shd_next = 0;
+    for (int k = 0; k < SHD_CACHE; k++) {
+        o->shd[k] = NULL;
+        sl_buf_init(&o->shd_text[k]);
+    }
+}
+
+/* The printer only appends, so a streaming buffer (SlBuf.spill) may be handed on here. */
 static void
 flush(Out *o)
 {
     if (o->n)
         sl_buf_append(o->buf, o->chunk, o->n);
     o->n = 0;
+    sl_buf_spill(o->buf, false);
 }
 
 static inline void
@@ -49,6 +68,36 @@ putc1(Out *o, char c)
 }
 
 #define PUT_LIT(o, lit) put((o), (lit), sizeof(lit) - 1)
+
+static void
+out_fini(Out *o)
+{
+    flush(o);
+    for (int k = 0; k < SHD_CACHE; k++)
+        sl_buf_fini(&o->shd_text[k]);
+}
+
+static void
+put_sharding(Out *o, const ShdSharding *s)
+{
+    int hit = -1;
+    for (int k = 0; k < SHD_CACHE && hit < 0; k++)
+        if (o->shd[k] == s)
+            hit = k;
+    if (hit < 0) {
+        hit = (int)(o->shd_next++ % SHD_CACHE);
+        SlBuf *t = &o->shd_text[hit];
+        sl_buf_clear(t);
+        shd_print(s, t);
+        if (t->failed) {
+            o->buf->failed = true;
+            o->shd[hit] = NULL;
+            return;
+        }
+        o->shd[hit] = s;
+    }
+    put(o, o->shd_text[hit].data, o->shd_text[hit].len);
+}
 
 static void
 put_str(Out *o, SlStr s)
@@ -343,8 +392,7 @@ put_attr_value(Out *out, const IrAttr *a)
     case IR_AK_WINDOW: put_window(out, a->u.window.v, a->u.window.n); return;
     case IR_AK_SHARDING:
         if (a->u.sharding) {
-            flush(out);
-            shd_print(a->u.sharding, out->buf);
+            put_sharding(out, a->u.sharding);
         } else {
             PUT_LIT(out, "{}");
         }
@@ -491,28 +539,25 @@ void
 hlo_print_attr_value(const IrAttr *a, SlBuf *buf)
 {
     Out o;
-    o.buf = buf;
-    o.n = 0;
+    out_init(&o, buf);
     put_attr_value(&o, a);
-    flush(&o);
+    out_fini(&o);
 }
 
 void
 hlo_print_instr(const IrInstr *i, SlBuf *buf)
 {
     Out o;
-    o.buf = buf;
-    o.n = 0;
+    out_init(&o, buf);
     put_instr(&o, i);
-    flush(&o);
+    out_fini(&o);
 }
 
 void
 hlo_print_module(const IrModule *m, SlBuf *buf)
 {
     Out o;
-    o.buf = buf;
-    o.n = 0;
+    out_init(&o, buf);
     put_module(&o, m);
-    flush(&o);
+    out_fini(&o);
 }

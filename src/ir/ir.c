@@ -327,6 +327,9 @@ ir_iota_expand(const IrIota *io, int64_t *out)
 
 /* ---- modules ---- */
 
+/* Every instruction carries its attributes by value: keep them from growing unnoticed. */
+_Static_assert(sizeof(void *) != 8 || sizeof(IrAttr) <= 72, "IrAttr grew past 72 bytes");
+
 IrModule *
 ir_module_new(SlArena *arena, SlInterner *names, SlSym name)
 {
@@ -469,9 +472,33 @@ ir_module_reserve_name(IrModule *m, SlSym name)
         sl_map_put(&m->name_counters, SL_MAP_KEY(b), want);
 }
 
+void
+ir_module_defer_names(IrModule *m)
+{
+    m->names_pending = true;
+}
+
+static void
+reserve_pending(IrModule *m)
+{
+    m->names_pending = false;
+    uint64_t n = m->n_comps;
+    for (uint32_t k = 0; k < m->n_comps; k++)
+        n += m->comps[k]->n_instrs;
+    sl_map_reserve(&m->name_counters, m->name_counters.count + n);
+    for (uint32_t k = 0; k < m->n_comps; k++) {
+        const IrComputation *c = m->comps[k];
+        ir_module_reserve_name(m, c->name);
+        for (uint32_t i = 0; i < c->n_instrs; i++)
+            ir_module_reserve_name(m, c->instrs[i]->name);
+    }
+}
+
 SlSym
 ir_module_unique_name(IrModule *m, SlStr want)
 {
+    if (m->names_pending)
+        reserve_pending(m);
     SlStr base;
     if (split_suffix(want, &base) < 0)
         base = want;
@@ -620,9 +647,27 @@ ir_instr_add_attr(IrModule *m, IrInstr *i, IrAttrKey key)
     uint32_t cap = i->cap_attrs;
     if (i->n_attrs == UINT16_MAX)
         return NULL;
-    if (!grow(m->arena, (void **)&i->attrs, i->n_attrs, &cap, sizeof(IrAttr), _Alignof(IrAttr)))
-        return NULL;
-    i->cap_attrs = (uint16_t)(cap > UINT16_MAX ? UINT16_MAX : cap);
+    /* Most instructions have one to three attributes, added one by one: start at two, and
+     * grow in place while the array is still the arena's latest block (else double). */
+    if (i->n_attrs == cap) {
+        if (cap && sl_arena_extend(m->arena, i->attrs, (size_t)cap * sizeof(IrAttr),
+                                   (size_t)(cap + 1) * sizeof(IrAttr))) {
+            cap++;
+        } else {
+            uint32_t ncap = cap ? cap * 2 : 2;
+            if (ncap > UINT16_MAX)
+                ncap = UINT16_MAX;
+            IrAttr *p = sl_arena_alloc_uninit(m->arena, (size_t)ncap * sizeof(IrAttr),
+                                              _Alignof(IrAttr));
+            if (!p)
+                return NULL;
+            if (i->n_attrs)
+                memcpy(p, i->attrs, (size_t)i->n_attrs * sizeof(IrAttr));
+            i->attrs = p;
+            cap = ncap;
+        }
+    }
+    i->cap_attrs = (uint16_t)cap;
     IrAttr *a = &i->attrs[i->n_attrs++];
     memset(a, 0, sizeof(*a));
     a->key = key;

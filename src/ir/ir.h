@@ -102,10 +102,10 @@ typedef struct IrWindowDim {
 
 /* An iota device array: iota(prod(reshape)) viewed as `reshape`, transposed by `perm`, then
  * read row-major as `dims`. Shared by iota replica groups and iota tile assignments. */
-typedef struct IrIota {
+typedef struct IrIota { /* counts first: no padding (an IrAttr's size follows from it) */
     uint32_t n_dims;
-    int64_t *dims;
     uint32_t n_reshape;
+    int64_t *dims;
     int64_t *reshape;
     int64_t *perm; /* n_reshape entries; identity when NULL */
 } IrIota;
@@ -113,10 +113,10 @@ int64_t ir_iota_count(const IrIota *io);
 /* Writes all ir_iota_count() device ids in row-major order of `dims`. */
 void ir_iota_expand(const IrIota *io, int64_t *out);
 
-typedef struct IrReplicaGroups {
-    bool is_iota;          /* printed as [G,M]<=[..]T(..) */
+typedef struct IrReplicaGroups { /* the largest IrAttr value: ordered for no padding */
     IrIota iota;           /* when is_iota: dims = {G, M} */
     uint32_t n_groups;     /* list form: number of groups (0 = "{}", all devices) */
+    bool is_iota;          /* printed as [G,M]<=[..]T(..) */
     uint32_t *group_sizes; /* list form */
     int64_t *ids;          /* list form: concatenated groups */
 } IrReplicaGroups;
@@ -197,6 +197,9 @@ struct IrModule {
     IrComputation *entry;
     uint32_t next_instr_id, next_comp_id;
     SlMap name_counters;        /* unique-name bookkeeping (heap): call ir_module_fini */
+    bool names_pending;         /* the names in comps are not in name_counters yet: the first
+                                   ir_module_unique_name puts them there (the parser defers
+                                   them, since most parsed modules never need a new name) */
 };
 
 IrModule *ir_module_new(SlArena *arena, SlInterner *names, SlSym name);
@@ -212,6 +215,9 @@ IrComputation *ir_module_find_computation(const IrModule *m, SlSym name);
 SlSym ir_module_unique_name(IrModule *m, SlStr base);
 /* Records a name read from text so later unique names avoid it. */
 void ir_module_reserve_name(IrModule *m, SlSym name);
+/* Instead of reserving names one by one while building: reserves every computation and
+ * instruction name in `m` at the first ir_module_unique_name. */
+void ir_module_defer_names(IrModule *m);
 
 IrComputation *ir_computation_new(IrModule *m, SlSym name); /* not yet listed in the module */
 SlStatus ir_module_add_computation(IrModule *m, IrComputation *c); /* appends to comps */
