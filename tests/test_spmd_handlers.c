@@ -1,5 +1,6 @@
 /* test_spmd_handlers.c - per handler family: hand-written HLO in, exact output facts out
- * (local shapes, collectives, groups, dims). Also: spmd_emit strips the Shardy attribute. */
+ * (local shapes, collectives, groups, dims). Also: spmd_emit strips the Shardy attribute and
+ * names what it emits. */
 #include <stdio.h>
 
 #include "spmd_test_util.h"
@@ -286,6 +287,35 @@ test_emit_strips_unreduced_marker(void **state)
     part_free(&r);
 }
 
+/* Output names: every input name is taken (a clone of `add.7` continues after the highest
+ * `add` suffix of the input), opcode-named instructions start at the bare opcode, and the
+ * output module's own counters continue where the partitioner stopped. */
+static void
+test_emit_names(void **state)
+{
+    (void)state;
+    PartRun r;
+    const char *hlo =
+        HDR(2) "ENTRY main {\n  p = f32[8] parameter(0), sharding={replicated}\n"
+               "  add.7 = f32[8] add(p, p), sharding={devices=[2]<=[2]}\n"
+               "  ROOT add = f32[8] add(add.7, add.7), sharding={devices=[2]<=[2]}\n}\n";
+    assert_int_equal(part_run(&r, hlo, 2), SL_OK);
+    expect_all("names", r.text.data,
+               "%p.1 = f32[8] parameter(0)|%add.8 = f32[8] add(%p.1, %p.1)|"
+               "%dynamic-slice = s32[1] dynamic-slice(|"
+               "%dynamic-slice.1 = f32[4] dynamic-slice(%add.8, %reshape)|"
+               "ROOT %add.9 = f32[4] add(%dynamic-slice.1, %dynamic-slice.1)");
+    assert_null(strstr(r.text.data, "%add.7 ="));
+    assert_null(strstr(r.text.data, "%add ="));
+    assert_null(strstr(r.text.data, "%p ="));
+    /* later names on the output module continue after the partitioner's */
+    assert_string_equal(sl_sym_cstr(ir_module_unique_name(r.dst, sl_str("add"))), "add.10");
+    assert_string_equal(sl_sym_cstr(ir_module_unique_name(r.dst, sl_str("dynamic-slice"))),
+                        "dynamic-slice.2");
+    assert_string_equal(sl_sym_cstr(ir_module_unique_name(r.dst, sl_str("p.5"))), "p.2");
+    part_free(&r);
+}
+
 static void
 test_options(void **state)
 {
@@ -306,6 +336,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_handler_cases),
         cmocka_unit_test(test_emit_strips_unreduced_marker),
+        cmocka_unit_test(test_emit_names),
         cmocka_unit_test(test_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

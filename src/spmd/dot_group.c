@@ -63,6 +63,7 @@ static SlStatus
 enter_group(SpmdCtx *cx, const SpmdValue *v, const ShdGrouped *g, bool replicate_group_dims,
             const SpmdState *gst, SpmdValue *out, SlError *err)
 {
+    SlArenaMark mark = sl_arena_mark(cx->arena);
     const ShdSharding *t = g->n_group_dims == 0 && !shd_is_tiled(g->inner)
                                ? shd_replicated(cx->arena) /* replicated in every group */
                                : shd_ungroup(cx->arena, g);
@@ -78,6 +79,7 @@ enter_group(SpmdCtx *cx, const SpmdValue *v, const ShdGrouped *g, bool replicate
         const ShdSharding *t2 = shd_partially_replicate_dims(cx->arena, v->sharding, dims, n);
         t = t && t2 && same_tiles(t, t2) ? t2 : t;
     }
+    t = spmd_keep_sharding(cx, mark, t); /* everything since `mark` was arithmetic for t */
     SpmdValue r;
     SlStatus st = spmd_dot_reshard_to(cx, v, t, &r, err);
     if (st != SL_OK)
@@ -168,8 +170,10 @@ group_aligned(SpmdCtx *cx, const ShdSharding *x, const int64_t *dims, uint32_t n
     if (!g.inner || g.n_groups != ref->n_groups)
         return (ShdGrouped){0};
     ShdGrouped a = shd_align_groups_with(cx->arena, &g, ref);
+    SlArenaMark mark = sl_arena_mark(cx->arena);
     const ShdSharding *u = shd_ungroup(cx->arena, &a);
     *exact = u && shd_equal(u, x) && same_groups(&a, ref);
+    sl_arena_release(cx->arena, mark); /* u only answered the question */
     return a;
 }
 
@@ -195,7 +199,9 @@ recurse_in_groups(SpmdCtx *cx, const DotJob *job, const DotProblem *p, const Spm
     SlStatus st = spmd_partition_dot(cx, job, &in, &dot, err);
     if (st != SL_OK)
         return st;
-    return spmd_dot_to_out(cx, p, dot, shd_ungroup(cx->arena, og), out, err);
+    SlArenaMark mark = sl_arena_mark(cx->arena);
+    return spmd_dot_to_out(cx, p, dot, spmd_keep_sharding(cx, mark, shd_ungroup(cx->arena, og)),
+                           out, err);
 }
 
 /* ---- group on batch dims (E.6) ---- */
@@ -351,7 +357,7 @@ static int64_t *
 tile_coords(SpmdCtx *cx, const ShdSharding *s)
 {
     int64_t total = shd_device_count(s), nd = s->n_tile_dims;
-    int64_t *c = SL_NEW_ARRAY(cx->arena, int64_t, total * nd);
+    int64_t *c = SL_NEW_ARRAY(&cx->scratch, int64_t, total * nd); /* a lookup table */
     for (int64_t k = 0; c && k < total; k++) {
         int64_t dev = s->devices[k], pos = k;
         if (dev < 0 || dev >= total)
@@ -467,8 +473,24 @@ nc_plan(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool lhs_match, boo
 /* EstimateWindowedEinsumIterationsForNonContractingPartitioning, one side: the iterations of
  * the windowed loop the per-group problem of matching that side would run, -1 when the other
  * operand has no grouping or no loop applies. A dry run: nothing is emitted or recorded. */
+static int64_t nc_windowed_dry_run(SpmdCtx *cx, const DotJob *job, const DotProblem *p,
+                                   bool lhs_match);
+
 static int64_t
 nc_windowed_iterations(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool lhs_match)
+{
+    /* the dry run's plans, states and shapes are garbage once the count is known */
+    SlArenaMark mark = sl_arena_mark(cx->arena);
+    uint32_t instrs = cx->out->next_instr_id, reshards = cx->reshard_seq;
+    int64_t n = nc_windowed_dry_run(cx, job, p, lhs_match);
+    if (cx->out->next_instr_id == instrs && cx->reshard_seq == reshards &&
+        !sl_arena_failed(cx->arena))
+        sl_arena_release(cx->arena, mark);
+    return n;
+}
+
+static int64_t
+nc_windowed_dry_run(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool lhs_match)
 {
     NcPlan pl;
     if (!nc_plan(cx, job, p, lhs_match, false, &pl) || !pl.other_found)
@@ -775,7 +797,10 @@ contracting_operands(SpmdCtx *cx, const DotProblem *p, const ShdGrouped *lg,
                      const ShdGrouped *rg, const int64_t *ld, const int64_t *rd, uint32_t n,
                      DotProblem *in, SlError *err)
 {
-    const ShdSharding *lu = shd_ungroup(cx->arena, lg), *ru = shd_ungroup(cx->arena, rg);
+    SlArenaMark mark = sl_arena_mark(cx->arena);
+    const ShdSharding *lu = spmd_keep_sharding(cx, mark, shd_ungroup(cx->arena, lg));
+    mark = sl_arena_mark(cx->arena);
+    const ShdSharding *ru = spmd_keep_sharding(cx, mark, shd_ungroup(cx->arena, rg));
     SpmdValue l1, r1, ls1, rs1;
     SlStatus st = spmd_dot_reshard_to(cx, &p->lhs, lu, &l1, err);
     if (st == SL_OK)
@@ -850,9 +875,12 @@ spmd_dot_group_on_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *
         rg = shd_align_groups_with(cx->arena, &rg, &lg);
     else
         lg = shd_align_groups_with(cx->arena, &lg, &rg);
+    SlArenaMark mark = sl_arena_mark(cx->arena);
     const ShdSharding *lu = shd_ungroup(cx->arena, &lg), *ru = shd_ungroup(cx->arena, &rg);
-    if (!lu || !ru ||
-        (rm && (!shd_equal(lu, p->lhs.sharding) || !shd_equal(ru, p->rhs.sharding))))
+    bool fits = lu && ru &&
+                (!rm || (shd_equal(lu, p->lhs.sharding) && shd_equal(ru, p->rhs.sharding)));
+    sl_arena_release(cx->arena, mark); /* lu, ru only answered the question */
+    if (!fits)
         return SL_OK;
     ContractingOut co;
     contracting_output(cx, p, &lg, &co);

@@ -10,6 +10,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- dispatch ---- */
@@ -66,21 +67,22 @@ spmd_handler_for(IrOpFamily fam)
 
 /* ---- values ---- */
 
+/* Values live in an array by source instruction id (ids are dense per module): a store and a
+ * load instead of a hash-map insert and probe per operand. */
 void
 spmd_set_result(SpmdCtx *cx, const IrInstr *src, const SpmdValue *v)
 {
-    SpmdValue *p = SL_NEW(cx->arena, SpmdValue);
-    if (!p)
+    if (SL_NEVER(src->id >= cx->n_values || !v->hlo))
         return;
-    *p = *v;
-    sl_map_put(&cx->values, SL_MAP_KEY(src), SL_MAP_KEY(p));
+    cx->values[src->id] = *v;
 }
 
 const SpmdValue *
 spmd_get_value(const SpmdCtx *cx, const IrInstr *src)
 {
-    uint64_t v = 0;
-    return sl_map_get(&cx->values, SL_MAP_KEY(src), &v) ? (const SpmdValue *)(uintptr_t)v : NULL;
+    if (src->id >= cx->n_values || !cx->values[src->id].hlo)
+        return NULL;
+    return &cx->values[src->id];
 }
 
 const ShdSharding *
@@ -92,6 +94,79 @@ spmd_sharding_of(SpmdCtx *cx, const IrInstr *src)
     if (src->op == IR_OP_RNG)
         return shd_maximal(cx->arena, 0);
     return shd_replicated(cx->arena);
+}
+
+/* ---- kept shardings ---- */
+
+static uint64_t
+mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h;
+}
+
+static uint64_t
+sharding_hash(const ShdSharding *s)
+{
+    uint64_t h = mix(0, (uint64_t)s->n_tile_dims);
+    for (uint32_t k = 0; k < s->n_tile_dims; k++)
+        h = mix(h, (uint64_t)s->tile_dims[k]);
+    int64_t n = shd_device_count(s);
+    for (int64_t k = 0; k < n; k++)
+        h = mix(h, (uint64_t)s->devices[k]);
+    for (uint32_t k = 0; k < s->n_subgroups; k++)
+        h = mix(h, (uint64_t)s->subgroups[k]);
+    h = mix(h, (uint64_t)s->has_iota);
+    return h == SL_MAP_EMPTY ? 0 : h;
+}
+
+static bool
+same_ints(const int64_t *a, const int64_t *b, uint32_t n)
+{
+    return a == b || (a && b && !memcmp(a, b, (size_t)n * sizeof(int64_t)));
+}
+
+/* shd_equal plus everything printing looks at (the iota form), so that a kept sharding
+ * prints exactly like the one it stands for (traces print reshard shardings). */
+static bool
+same_sharding(const ShdSharding *a, const ShdSharding *b)
+{
+    if (!shd_equal(a, b) || a->has_iota != b->has_iota || a->metadata.len || b->metadata.len)
+        return false;
+    if (!a->has_iota)
+        return true;
+    const IrIota *x = &a->iota, *y = &b->iota;
+    return x->n_dims == y->n_dims && x->n_reshape == y->n_reshape &&
+           same_ints(x->dims, y->dims, x->n_dims) &&
+           same_ints(x->reshape, y->reshape, x->n_reshape) &&
+           (!x->perm) == (!y->perm) && same_ints(x->perm, y->perm, x->n_reshape);
+}
+
+static bool
+keepable(const ShdSharding *s)
+{
+    return s->kind == SHD_TILED && s->metadata.len == 0 && s->shard_group_kind == 0;
+}
+
+const ShdSharding *
+spmd_keep_sharding(SpmdCtx *cx, SlArenaMark mark, const ShdSharding *s)
+{
+    if (!s || !keepable(s) || sl_arena_failed(cx->arena))
+        return s;
+    uint64_t h = sharding_hash(s), v = 0;
+    const ShdSharding *k = NULL;
+    if (sl_map_get(&cx->kept_shardings, h, &v)) {
+        k = (const ShdSharding *)(uintptr_t)v;
+        if (!same_sharding(k, s))
+            return s; /* a different sharding with the same hash: the first one stays */
+    } else {
+        k = shd_tiled(&cx->kept_arena, s->tile_dims, s->n_tile_dims, s->devices, s->subgroups,
+                      s->n_subgroups);
+        if (!k || !same_sharding(k, s) || !sl_map_put(&cx->kept_shardings, h, SL_MAP_KEY(k)))
+            return s;
+    }
+    sl_arena_release(cx->arena, mark);
+    return k;
 }
 
 IrShape
@@ -195,9 +270,11 @@ spmd_partition_computation(SpmdCtx *cx, const IrComputation *c,
     for (uint32_t k = 0; k < c->n_instrs && st == SL_OK; k++) {
         const IrInstr *hlo = c->instrs[k];
         cx->visiting = hlo;
+        SlArenaMark scratch = sl_arena_mark(&cx->scratch);
         st = visit(cx, hlo, err);
-        if (st == SL_OK && sl_arena_failed(cx->arena))
+        if (st == SL_OK && (sl_arena_failed(cx->arena) || sl_arena_failed(&cx->scratch)))
             st = spmd_nomem(cx, err);
+        sl_arena_release(&cx->scratch, scratch);
     }
     const IrInstr *root = c->root ? c->root : (c->n_instrs ? c->instrs[c->n_instrs - 1] : NULL);
     if (st == SL_OK && root) {
@@ -236,16 +313,6 @@ max_channel_id(const IrModule *m)
     return mx;
 }
 
-static void
-reserve_names(const IrModule *in, IrModule *out)
-{
-    for (uint32_t c = 0; c < in->n_comps; c++) {
-        ir_module_reserve_name(out, in->comps[c]->name);
-        for (uint32_t i = 0; i < in->comps[c]->n_instrs; i++)
-            ir_module_reserve_name(out, in->comps[c]->instrs[i]->name);
-    }
-}
-
 /* entry_computation_layout={(p0, p1)->root} with local shapes. */
 static SlStatus
 rewrite_layout(SpmdCtx *cx, const IrComputation *oc)
@@ -277,30 +344,33 @@ rewrite_layout(SpmdCtx *cx, const IrComputation *oc)
 static SlStatus
 verify_order(const IrModule *m, SlError *err)
 {
-    SlMap seen;
-    sl_map_init(&seen);
+    bool *seen = calloc(m->next_instr_id ? m->next_instr_id : 1, sizeof(bool));
+    if (!seen)
+        return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){NULL, 0, 0}, "out of memory");
     SlStatus st = SL_OK;
     for (uint32_t c = 0; c < m->n_comps && st == SL_OK; c++) {
         const IrComputation *comp = m->comps[c];
         for (uint32_t i = 0; i < comp->n_instrs && st == SL_OK; i++) {
             const IrInstr *ins = comp->instrs[i];
-            uint64_t v;
-            for (uint32_t o = 0; o < ins->n_operands; o++)
-                if (!sl_map_get(&seen, SL_MAP_KEY(ins->operands[o]), &v)) {
+            for (uint32_t o = 0; o < ins->n_operands; o++) {
+                const IrInstr *op = ins->operands[o];
+                if (op->id >= m->next_instr_id || !seen[op->id]) {
                     SlSrcLoc l = {NULL, 0, 0};
                     st = sl_fail(err, SL_ERR_INTERNAL, l,
                                  "partitioned %%%s uses %%%s before it is defined in %s",
-                                 sl_sym_cstr(ins->name), sl_sym_cstr(ins->operands[o]->name),
+                                 sl_sym_cstr(ins->name), sl_sym_cstr(op->name),
                                  sl_sym_cstr(comp->name));
                     break;
                 }
-            sl_map_put(&seen, SL_MAP_KEY(ins), 1);
+            }
+            if (ins->id < m->next_instr_id)
+                seen[ins->id] = true;
         }
         if (st == SL_OK && comp->n_instrs && !comp->root)
             st = sl_fail(err, SL_ERR_INTERNAL, (SlSrcLoc){NULL, 0, 0}, "%s has no root",
                          sl_sym_cstr(comp->name));
     }
-    sl_map_fini(&seen);
+    free(seen);
     return st;
 }
 
@@ -308,10 +378,13 @@ static void
 ctx_fini(SpmdCtx *cx)
 {
     sl_arena_fini(&cx->scratch);
-    sl_map_fini(&cx->values);
+    free(cx->values);
+    free(cx->bcast_dims);
     sl_map_fini(&cx->comp_map);
     sl_map_fini(&cx->reshard_cache);
-    sl_map_fini(&cx->bcast_dims);
+    sl_map_fini(&cx->kept_shardings);
+    sl_arena_fini(&cx->kept_arena);
+    spmd_names_fini(cx);
 }
 
 SlStatus
@@ -331,6 +404,9 @@ spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink, SlA
     cx.in = in;
     cx.arena = out_arena;
     sl_arena_init(&cx.scratch);
+    /* a first chunk that every per-instruction release keeps: a release back to an empty
+     * arena would free the chunk, and the next instruction would calloc (zero) a new one */
+    (void)sl_arena_alloc(&cx.scratch, 1, 1);
     cx.opts = opts;
     cx.trace = sink ? sink : trace_null_sink();
     cx.num_partitions = opts->num_partitions > 0 ? opts->num_partitions
@@ -343,11 +419,13 @@ spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink, SlA
     cx.root_state.group_size = cx.num_partitions;
     cx.root_state.memo = &cx.root_memo;
     cx.state = &cx.root_state;
-    sl_map_init(&cx.values);
     sl_map_init(&cx.comp_map);
     sl_map_init(&cx.reshard_cache);
-    sl_map_init(&cx.bcast_dims);
-    cx.out = ir_module_new(out_arena, in->names, in->name);
+    sl_map_init(&cx.kept_shardings);
+    sl_arena_init(&cx.kept_arena);
+    cx.n_values = in->next_instr_id;
+    cx.values = calloc(cx.n_values ? cx.n_values : 1, sizeof(SpmdValue));
+    cx.out = cx.values ? ir_module_new(out_arena, in->names, in->name) : NULL;
     if (!cx.out) {
         ctx_fini(&cx);
         return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){NULL, 0, 0}, "out of memory");
@@ -360,7 +438,8 @@ spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink, SlA
         snprintf(buf, sizeof(buf), "%lld", (long long)cx.num_partitions);
         st = ir_module_set_header(cx.out, "num_partitions", sl_str(buf));
     }
-    reserve_names(in, cx.out);
+    if (st == SL_OK && !spmd_names_init(&cx))
+        st = sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){NULL, 0, 0}, "out of memory");
     IrComputation *entry = NULL;
     if (st == SL_OK)
         st = spmd_partition_computation(&cx, in->entry, NULL, 0, NULL, &entry, err);
@@ -373,6 +452,8 @@ spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink, SlA
         st = sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){NULL, 0, 0}, "out of memory");
     if (st == SL_OK)
         st = verify_order(cx.out, err);
+    if (st == SL_OK && !spmd_names_sync(&cx))
+        st = sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){NULL, 0, 0}, "out of memory");
     ctx_fini(&cx);
     if (st != SL_OK) {
         if (err->status == SL_OK)

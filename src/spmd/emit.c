@@ -7,6 +7,7 @@
 #include "spmd/spmd_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define BCAST_KNOWN ((uint64_t)1 << 63) /* flag: the instruction has an entry */
@@ -19,27 +20,39 @@ static const char k_unreduced_key[] = "xla.sdy.has_unreduced_axes";
 uint64_t
 spmd_bcast_dims(const SpmdCtx *cx, const IrInstr *i)
 {
-    uint64_t v = 0;
-    if (!sl_map_get(&cx->bcast_dims, SL_MAP_KEY(i), &v))
-        return 0;
-    return v & ~BCAST_KNOWN;
+    return i->id < cx->cap_bcast_dims ? cx->bcast_dims[i->id] & ~BCAST_KNOWN : 0;
 }
 
 static bool
 bcast_known(const SpmdCtx *cx, const IrInstr *i, uint64_t *mask)
 {
-    uint64_t v = 0;
-    if (!sl_map_get(&cx->bcast_dims, SL_MAP_KEY(i), &v))
+    if (i->id >= cx->cap_bcast_dims || !(cx->bcast_dims[i->id] & BCAST_KNOWN))
         return false;
-    *mask = v & ~BCAST_KNOWN;
+    *mask = cx->bcast_dims[i->id] & ~BCAST_KNOWN;
     return true;
 }
 
+/* An array by output instruction id instead of a hash map: one store per emitted instruction
+ * (the map's lookups were a cache miss each on 100k-instruction modules). */
 void
 spmd_set_bcast_dims(SpmdCtx *cx, const IrInstr *i, uint64_t mask)
 {
-    if (i->shape.rank <= BCAST_MAX_RANK)
-        sl_map_put(&cx->bcast_dims, SL_MAP_KEY(i), mask | BCAST_KNOWN);
+    if (i->shape.rank > BCAST_MAX_RANK)
+        return;
+    if (i->id >= cx->cap_bcast_dims) {
+        size_t cap = cx->cap_bcast_dims ? cx->cap_bcast_dims : 1024;
+        while (cap <= i->id)
+            cap *= 2;
+        if (cap > UINT32_MAX)
+            return;
+        uint64_t *v = realloc(cx->bcast_dims, cap * sizeof(uint64_t));
+        if (!v)
+            return; /* an unknown entry only costs a later reshard its shortcut */
+        memset(v + cx->cap_bcast_dims, 0, (cap - cx->cap_bcast_dims) * sizeof(uint64_t));
+        cx->bcast_dims = v;
+        cx->cap_bcast_dims = (uint32_t)cap;
+    }
+    cx->bcast_dims[i->id] = mask | BCAST_KNOWN;
 }
 
 /* Output dim j of a reshape is broadcast when every input dim it is made of is; groups are the
@@ -132,6 +145,237 @@ set_bcast_for_added(SpmdCtx *cx, const IrInstr *h)
     }
 }
 
+/* ---- names ---- */
+
+/* "base.N" -> base and N (a suffix of at most 15 digits), else -1 with the whole text as base:
+ * the split ir_module_unique_name and ir_module_reserve_name make. */
+static int64_t
+split_suffix(SlStr s, SlStr *base)
+{
+    size_t i = s.len;
+    while (i > 0 && s.ptr[i - 1] >= '0' && s.ptr[i - 1] <= '9')
+        i--;
+    if (i == s.len || i == 0 || s.ptr[i - 1] != '.' || s.len - i > 15) {
+        *base = s;
+        return -1;
+    }
+    base->ptr = s.ptr;
+    base->len = i - 1;
+    int64_t v = 0;
+    for (size_t k = i; k < s.len; k++)
+        v = v * 10 + (s.ptr[k] - '0');
+    return v;
+}
+
+#define NO_BASE UINT32_MAX
+
+/* Index of base symbol `b`, added unused when new; NO_BASE on allocation failure. */
+static uint32_t
+base_index(SpmdNames *nm, SlSym b)
+{
+    uint64_t v = 0;
+    if (sl_map_get(&nm->index, SL_MAP_KEY(b), &v))
+        return (uint32_t)v;
+    if (nm->n == nm->cap) {
+        uint32_t cap = nm->cap ? nm->cap * 2 : 256;
+        SpmdNameBase *nv = cap > nm->cap ? realloc(nm->v, (size_t)cap * sizeof(*nv)) : NULL;
+        if (!nv)
+            return NO_BASE;
+        nm->v = nv;
+        nm->cap = cap;
+    }
+    if (!sl_map_put(&nm->index, SL_MAP_KEY(b), nm->n))
+        return NO_BASE;
+    nm->v[nm->n] = (SpmdNameBase){b, 0};
+    return nm->n++;
+}
+
+/* Index of the base with text `base` (interned when new); NO_BASE on allocation failure. */
+static uint32_t
+base_text_index(SpmdCtx *cx, SlStr base)
+{
+    SpmdNames *nm = &cx->names;
+    uint64_t h = sl_hash_bytes(base.ptr, base.len);
+    size_t slot = h & (SL_COUNTOF(nm->recent) - 1);
+    if (nm->recent[slot].k1 && nm->recent[slot].hash == h) {
+        SlStr have = sl_sym_str(nm->v[nm->recent[slot].k1 - 1].base);
+        if (have.len == base.len && !memcmp(have.ptr, base.ptr, base.len))
+            return nm->recent[slot].k1 - 1;
+    }
+    SlSym b = sl_intern(cx->out->names, base);
+    uint32_t k = b ? base_index(nm, b) : NO_BASE;
+    if (k != NO_BASE) {
+        nm->recent[slot].hash = h;
+        nm->recent[slot].k1 = k + 1;
+    }
+    return k;
+}
+
+/* The base of `want` (interned); NO_BASE on allocation failure. */
+static uint32_t
+base_of(SpmdCtx *cx, SlStr want)
+{
+    SlStr base;
+    if (split_suffix(want, &base) < 0)
+        base = want;
+    return base_text_index(cx, base);
+}
+
+/* The base of source instruction `src`'s name, resolved once per source instruction (checked
+ * against the name, so any instruction may be passed). */
+static uint32_t
+base_of_src(SpmdCtx *cx, const IrInstr *src)
+{
+    SpmdNames *nm = &cx->names;
+    SlStr name = sl_sym_str(src->name), base;
+    if (src->id < nm->n_src && nm->by_src[src->id]) {
+        uint32_t k = nm->by_src[src->id] - 1;
+        SlStr have = sl_sym_str(nm->v[k].base);
+        if (split_suffix(name, &base) < 0)
+            base = name;
+        if (have.len == base.len && !memcmp(have.ptr, base.ptr, base.len))
+            return k;
+    }
+    uint32_t k = base_of(cx, name);
+    if (k != NO_BASE && src->id < nm->n_src)
+        nm->by_src[src->id] = k + 1;
+    return k;
+}
+
+static uint32_t
+base_of_op(SpmdCtx *cx, IrOp op)
+{
+    SpmdNames *nm = &cx->names;
+    if ((unsigned)op >= IR_OP_COUNT)
+        return base_of(cx, sl_str(ir_op_name(op)));
+    if (!nm->by_op[op]) {
+        uint32_t k = base_of(cx, sl_str(ir_op_name(op)));
+        if (k == NO_BASE)
+            return k;
+        nm->by_op[op] = k + 1;
+    }
+    return nm->by_op[op] - 1;
+}
+
+/* ir_module_unique_name on base `k`: the base itself while unused, else "base.N". */
+static SlSym
+take_name(SpmdCtx *cx, uint32_t k)
+{
+    if (k == NO_BASE)
+        return NULL;
+    SpmdNameBase *e = &cx->names.v[k];
+    if (e->next == 0) {
+        e->next = 1;
+        return e->base;
+    }
+    uint64_t next = e->next;
+    char digits[24];
+    size_t n_digits = 0;
+    for (uint64_t v = next; v; v /= 10)
+        digits[sizeof(digits) - ++n_digits] = (char)('0' + v % 10);
+    SlStr base = sl_sym_str(e->base);
+    SlBuf buf;
+    sl_buf_init(&buf);
+    char small[128];
+    size_t len = base.len + 1 + n_digits;
+    char *text = small;
+    if (len > sizeof(small)) {
+        sl_buf_append(&buf, base.ptr, base.len);
+        sl_buf_append(&buf, ".", 1);
+        sl_buf_append(&buf, digits + sizeof(digits) - n_digits, n_digits);
+        text = buf.failed ? NULL : buf.data;
+    } else {
+        memcpy(small, base.ptr, base.len);
+        small[base.len] = '.';
+        memcpy(small + base.len + 1, digits + sizeof(digits) - n_digits, n_digits);
+    }
+    SlSym r = text ? sl_intern(cx->out->names, (SlStr){text, len}) : NULL;
+    sl_buf_fini(&buf);
+    e->next = next + 1;
+    return r;
+}
+
+SlSym
+spmd_unique_name(SpmdCtx *cx, SlStr want)
+{
+    return take_name(cx, base_of(cx, want));
+}
+
+/* ir_module_reserve_name in the partitioner's table; returns the base index (NO_BASE on
+ * allocation failure). */
+static uint32_t
+reserve_name(SpmdCtx *cx, SlSym name)
+{
+    SlStr base;
+    int64_t suffix = split_suffix(sl_sym_str(name), &base);
+    uint32_t k = base_text_index(cx, base);
+    if (k == NO_BASE)
+        return k;
+    uint64_t want = suffix < 0 ? 1 : (uint64_t)suffix + 1;
+    if (want > cx->names.v[k].next)
+        cx->names.v[k].next = want;
+    return k;
+}
+
+bool
+spmd_names_init(SpmdCtx *cx)
+{
+    SpmdNames *nm = &cx->names;
+    const IrModule *in = cx->in;
+    memset(nm, 0, sizeof(*nm));
+    sl_map_init(&nm->index);
+    nm->n_src = in->next_instr_id;
+    nm->by_src = calloc(nm->n_src ? nm->n_src : 1, sizeof(uint32_t));
+    if (!nm->by_src || !sl_map_reserve(&nm->index, 1024))
+        return false;
+    /* Every input name is taken. The base found for each instruction is kept, so a clone's
+     * name costs no second split and lookup of the same text. */
+    for (uint32_t c = 0; c < in->n_comps; c++) {
+        if (reserve_name(cx, in->comps[c]->name) == NO_BASE)
+            return false;
+        const IrComputation *comp = in->comps[c];
+        for (uint32_t i = 0; i < comp->n_instrs; i++) {
+            const IrInstr *ins = comp->instrs[i];
+#if defined(__GNUC__)
+            /* a cache miss per instruction and per name record otherwise: fetch ahead */
+            if (i + 16 < comp->n_instrs)
+                __builtin_prefetch(comp->instrs[i + 16]);
+            if (i + 8 < comp->n_instrs)
+                __builtin_prefetch(comp->instrs[i + 8]->name);
+#endif
+            uint32_t k = reserve_name(cx, ins->name);
+            if (k == NO_BASE)
+                return false;
+            if (ins->id < nm->n_src)
+                nm->by_src[ins->id] = k + 1;
+        }
+    }
+    return true;
+}
+
+bool
+spmd_names_sync(SpmdCtx *cx)
+{
+    const SpmdNames *nm = &cx->names;
+    for (uint32_t k = 0; k < nm->n; k++) {
+        uint64_t have = 0, key = SL_MAP_KEY(nm->v[k].base);
+        if (nm->v[k].next &&
+            (!sl_map_get(&cx->out->name_counters, key, &have) || have < nm->v[k].next) &&
+            !sl_map_put(&cx->out->name_counters, key, nm->v[k].next))
+            return false;
+    }
+    return true;
+}
+
+void
+spmd_names_fini(SpmdCtx *cx)
+{
+    free(cx->names.v);
+    free(cx->names.by_src);
+    sl_map_fini(&cx->names.index);
+    memset(&cx->names, 0, sizeof(cx->names));
+}
+
 /* ---- the choke ---- */
 
 static void
@@ -175,16 +419,15 @@ setup_derived(SpmdCtx *cx, IrInstr *i)
     }
 }
 
-IrInstr *
-spmd_emit(SpmdCtx *cx, IrInstr *i, const char *name_hint)
+/* spmd_emit with the name base already resolved (NO_BASE: a failed resolution). */
+static IrInstr *
+emit_as(SpmdCtx *cx, IrInstr *i, uint32_t base)
 {
-    if (!i || !cx->comp)
-        return NULL;
     setup_derived(cx, i);
     set_bcast_for_added(cx, i);
     strip_unreduced(cx, i);
     if (!i->name) {
-        i->name = ir_module_unique_name(cx->out, sl_str(name_hint ? name_hint : ir_op_name(i->op)));
+        i->name = take_name(cx, base);
         if (!i->name)
             return NULL;
     }
@@ -193,6 +436,16 @@ spmd_emit(SpmdCtx *cx, IrInstr *i, const char *name_hint)
     if (cx->trace->ops->emit)
         cx->trace->ops->emit(cx->trace, i, cx->visiting);
     return i;
+}
+
+IrInstr *
+spmd_emit(SpmdCtx *cx, IrInstr *i, const char *name_hint)
+{
+    if (!i || !cx->comp)
+        return NULL;
+    if (i->name)
+        return emit_as(cx, i, NO_BASE);
+    return emit_as(cx, i, name_hint ? base_of(cx, sl_str(name_hint)) : base_of_op(cx, i->op));
 }
 
 /* ---- builders ---- */
@@ -598,6 +851,13 @@ spmd_emit_tuple(SpmdCtx *cx, IrInstr *const *elems, uint32_t n)
 static bool
 copy_attrs(SpmdCtx *cx, const IrInstr *src, IrInstr *dst)
 {
+    /* one array of the exact size (growing by doubling from 4 cost a sixth of the output
+     * arena); payloads (metadata, ints, text) are shared with the source, never copied */
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < src->n_attrs; k++)
+        n += src->attrs[k].key != IR_ATTR_SHARDING;
+    if (n && !ir_instr_reserve_attrs(cx->out, dst, n))
+        return false;
     for (uint32_t k = 0; k < src->n_attrs; k++) {
         const IrAttr *sa = &src->attrs[k];
         if (sa->key == IR_ATTR_SHARDING)
@@ -633,16 +893,16 @@ spmd_emit_clone(SpmdCtx *cx, const IrInstr *src, const IrShape *shape, IrInstr *
         return NULL;
     i->parameter_number = src->parameter_number;
     i->literal = src->literal;
-    if (!copy_attrs(cx, src, i))
+    if (!copy_attrs(cx, src, i) || !cx->comp)
         return NULL;
-    return spmd_emit(cx, i, sl_sym_cstr(src->name));
+    return emit_as(cx, i, base_of_src(cx, src));
 }
 
 /* A verbatim copy of a (reduction/comparator) computation, with unique names. */
 static IrComputation *
 copy_computation(SpmdCtx *cx, const IrComputation *c)
 {
-    SlSym name = ir_module_unique_name(cx->out, sl_sym_str(c->name));
+    SlSym name = spmd_unique_name(cx, sl_sym_str(c->name));
     IrComputation *oc = name ? ir_computation_new(cx->out, name) : NULL;
     if (!oc)
         return NULL;
@@ -670,7 +930,7 @@ copy_computation(SpmdCtx *cx, const IrComputation *c)
         i->parameter_number = s->parameter_number;
         i->literal = s->literal;
         i->derived_from = s;
-        i->name = ir_module_unique_name(cx->out, sl_sym_str(s->name));
+        i->name = take_name(cx, base_of_src(cx, s));
         ok = i->name && ir_computation_add_instr(oc, cx->out, i) == SL_OK &&
              sl_map_put(&local, SL_MAP_KEY(s), SL_MAP_KEY(i));
         if (ok && s == c->root)
@@ -713,7 +973,7 @@ spmd_reducer(SpmdCtx *cx, SpmdRedKind kind, IrDtype t)
         return cx->reducers[kind][t];
     char base[64];
     snprintf(base, sizeof(base), "%s.clone", k_reducers[kind].name);
-    SlSym name = ir_module_unique_name(cx->out, sl_str(base));
+    SlSym name = spmd_unique_name(cx, sl_str(base));
     IrComputation *c = name ? ir_computation_new(cx->out, name) : NULL;
     if (!c)
         return NULL;
@@ -724,13 +984,13 @@ spmd_reducer(SpmdCtx *cx, SpmdRedKind kind, IrDtype t)
         return NULL;
     x->parameter_number = 0;
     y->parameter_number = 1;
-    x->name = ir_module_unique_name(cx->out, sl_str("x"));
-    y->name = ir_module_unique_name(cx->out, sl_str("y"));
+    x->name = spmd_unique_name(cx, sl_str("x"));
+    y->name = spmd_unique_name(cx, sl_str("y"));
     IrInstr *ops[2] = {x, y};
     IrInstr *r = ir_instr_new(cx->out, k_reducers[kind].op, &s, ops, 2);
     if (!r || !x->name || !y->name)
         return NULL;
-    r->name = ir_module_unique_name(cx->out, sl_str(k_reducers[kind].name));
+    r->name = spmd_unique_name(cx, sl_str(k_reducers[kind].name));
     if (!r->name || ir_computation_add_instr(c, cx->out, x) != SL_OK ||
         ir_computation_add_instr(c, cx->out, y) != SL_OK ||
         ir_computation_add_instr(c, cx->out, r) != SL_OK)

@@ -24,11 +24,8 @@ spmd_finish(SpmdCtx *cx, const IrInstr *hlo, IrInstr *local, const ShdSharding *
 {
     if (!local)
         return spmd_nomem(cx, err);
-    IrShape *base = SL_NEW(cx->arena, IrShape);
-    if (!base)
-        return spmd_nomem(cx, err);
-    *base = hlo->shape;
-    SpmdValue v = spmd_value(cx, local, base, s), r;
+    /* the source instruction outlives the run: its shape needs no copy */
+    SpmdValue v = spmd_value(cx, local, &hlo->shape, s), r;
     SlStatus st = spmd_reshard(cx, &v, spmd_sharding_of(cx, hlo), NULL, &r, err);
     if (st != SL_OK)
         return st;
@@ -41,7 +38,8 @@ spmd_handle_with_shardings(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *c
                            const ShdSharding *out_sharding, SlError *err)
 {
     uint32_t n = hlo->n_operands;
-    IrInstr **ops = SL_NEW_ARRAY(cx->arena, IrInstr *, n ? n : 1);
+    /* scratch: the clone copies its operand array */
+    IrInstr **ops = SL_NEW_ARRAY(&cx->scratch, IrInstr *, n ? n : 1);
     if (!ops)
         return spmd_nomem(cx, err);
     for (uint32_t i = 0; i < n; i++) {

@@ -59,7 +59,9 @@ spmd_dot_seen_from(SpmdCtx *cx, const DotDims *d, const ShdSharding *s, DotSide 
             if (f >= 0)
                 map[f] = spmd_dot_dim(&d->role[r][k], to);
         }
-    return shd_transpose_collapsed(cx->arena, s, map, d->rank[from], d->rank[to]);
+    SlArenaMark mark = sl_arena_mark(cx->arena);
+    return spmd_keep_sharding(
+        cx, mark, shd_transpose_collapsed(cx->arena, s, map, d->rank[from], d->rank[to]));
 }
 
 /* The tensor dims of one role on one side, into `out`; returns the count. */
@@ -436,6 +438,33 @@ base_case_after(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **o
 
 /* ---- PartitionDot (E.3) ---- */
 
+/* A strategy that does not apply has only done sharding arithmetic (it checks before it
+ * emits): when it created no instruction, no computation and started no reshard, nothing
+ * outside the arena points at what it allocated there, and those bytes are handed back. On
+ * a transformer step most dot visits try several strategies first, each building dozens of
+ * sharding objects. */
+typedef struct DotProbe {
+    SlArenaMark mark;
+    uint32_t instrs, comps, reshards;
+} DotProbe;
+
+static DotProbe
+probe_start(const SpmdCtx *cx)
+{
+    DotProbe pr = {sl_arena_mark(cx->arena), cx->out->next_instr_id, cx->out->next_comp_id,
+                   cx->reshard_seq};
+    return pr;
+}
+
+static void
+probe_end(SpmdCtx *cx, const DotProbe *pr, SlStatus st, const IrInstr *out)
+{
+    if (st == SL_OK && !out && cx->out->next_instr_id == pr->instrs &&
+        cx->out->next_comp_id == pr->comps && cx->reshard_seq == pr->reshards &&
+        !sl_arena_failed(cx->arena))
+        sl_arena_release(cx->arena, pr->mark);
+}
+
 static SlStatus
 try_partition(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm, IrInstr **out,
               SlError *err)
@@ -447,18 +476,18 @@ try_partition(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool rm, IrIn
         st = job->conv_case(cx, job, p, rm, out, &owned, err);
     if (owned || st != SL_OK || *out)
         return st;
-    if (st == SL_OK && !*out)
-        st = base_case_before(cx, job, p, out, err);
-    if (st == SL_OK && !*out)
-        st = spmd_dot_group_on_batch(cx, job, p, rm, out, err);
-    if (st == SL_OK && !*out)
-        st = spmd_dot_group_on_non_contracting(cx, job, p, rm, out, err);
-    if (st == SL_OK && !*out)
-        st = spmd_dot_group_on_contracting(cx, job, p, rm, out, err);
-    if (st == SL_OK && !*out)
-        st = spmd_dot_remove_output_partial(cx, job, p, out, err);
-    if (st == SL_OK && !*out)
-        st = base_case_after(cx, job, p, out, err);
+    for (int k = 0; k < 6 && st == SL_OK && !*out; k++) {
+        DotProbe pr = probe_start(cx);
+        switch (k) {
+        case 0: st = base_case_before(cx, job, p, out, err); break;
+        case 1: st = spmd_dot_group_on_batch(cx, job, p, rm, out, err); break;
+        case 2: st = spmd_dot_group_on_non_contracting(cx, job, p, rm, out, err); break;
+        case 3: st = spmd_dot_group_on_contracting(cx, job, p, rm, out, err); break;
+        case 4: st = spmd_dot_remove_output_partial(cx, job, p, out, err); break;
+        default: st = base_case_after(cx, job, p, out, err); break;
+        }
+        probe_end(cx, &pr, st, *out);
+    }
     return st;
 }
 
@@ -607,9 +636,15 @@ spmd_dot_dims_of(SpmdCtx *cx, const IrInstr *hlo, DotDims *d)
     d->rank[0] = ls->rank;
     d->rank[1] = rs->rank;
     d->rank[2] = hlo->shape.rank;
+    /* one block for every role (each role has at most ls->rank + rs->rank entries), in the
+     * scratch arena: the roles live as long as the handler call */
+    uint32_t per = ls->rank + rs->rank + 1;
+    DotDimMap *block = sl_arena_alloc_uninit(&cx->scratch, sizeof(DotDimMap) * per * DOT_ROLE_COUNT,
+                                             _Alignof(DotDimMap)); /* entries written before read */
+    if (!block)
+        return SL_ERR_NOMEM;
     for (int r = 0; r < DOT_ROLE_COUNT; r++)
-        if (!(d->role[r] = SL_NEW_ARRAY(cx->arena, DotDimMap, ls->rank + rs->rank + 1)))
-            return SL_ERR_NOMEM;
+        d->role[r] = block + (size_t)r * per;
     int64_t next = 0;
     for (uint32_t k = 0; k < nb; k++)
         d->role[DOT_BATCH][d->n[DOT_BATCH]++] = (DotDimMap){lb[k], rb[k], next++};

@@ -76,7 +76,7 @@ branch(SpmdCtx *cx, const IrInstr *hlo, const IrShape *shape, const IrShape *sha
 {
     char name[48];
     snprintf(name, sizeof(name), "infeed_branch_%u", k);
-    SlSym nm = ir_module_unique_name(cx->out, sl_str(name));
+    SlSym nm = spmd_unique_name(cx, sl_str(name));
     IrComputation *c = nm ? ir_computation_new(cx->out, nm) : NULL;
     IrShape ps = ir_shape_clone(cx->arena, token);
     IrInstr *pi = c ? ir_instr_new(cx->out, IR_OP_PARAMETER, &ps, NULL, 0) : NULL;
@@ -274,7 +274,7 @@ outfeed_branch(SpmdCtx *cx, const IrInstr *hlo, const IrShape *shape, const IrSh
 {
     char name[48];
     snprintf(name, sizeof(name), "outfeed_branch_%u", k);
-    SlSym nm = ir_module_unique_name(cx->out, sl_str(name));
+    SlSym nm = spmd_unique_name(cx, sl_str(name));
     IrComputation *c = nm ? ir_computation_new(cx->out, nm) : NULL;
     IrShape ps = ir_shape_clone(cx->arena, pshape);
     IrInstr *pi = c ? ir_instr_new(cx->out, IR_OP_PARAMETER, &ps, NULL, 0) : NULL;

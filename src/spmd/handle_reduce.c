@@ -64,8 +64,10 @@ spmd_handle_reduce(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     /* result sharding: reduced dims replicated, then removed */
     const ShdSharding *rs = in_s;
     if (shd_is_tiled(in_s)) {
+        SlArenaMark mark = sl_arena_mark(cx->arena);
         const ShdSharding *ps = shd_partially_replicate_dims(cx->arena, in_s, rd, nr);
         rs = ps && shd_is_tiled(ps) ? shd_remove_dims(cx->arena, ps, rd, nr) : ps;
+        rs = spmd_keep_sharding(cx, mark, rs);
         if (!rs)
             return spmd_handle_default(cx, hlo, err);
     }

@@ -27,11 +27,13 @@ spmd_handle_broadcast(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         for (uint32_t k = 1; k < nb; k++)
             if (bd[k] <= bd[k - 1])
                 return spmd_handle_default(cx, hlo, err);
+        SlArenaMark mark = sl_arena_mark(cx->arena);
         const ShdSharding *ps = shd_partially_replicate_dims(cx->arena, s, newd, nn);
         if (!ps)
             return spmd_nomem(cx, err);
         op_s = nb == 0 || !shd_is_tiled(ps) ? shd_replicated(cx->arena)
                                              : shd_remove_dims(cx->arena, ps, newd, nn);
+        op_s = spmd_keep_sharding(cx, mark, op_s);
         if (!op_s)
             return spmd_handle_default(cx, hlo, err);
     }

@@ -54,7 +54,7 @@ param(SpmdCtx *cx, IrComputation *c, IrDtype t, int64_t n, const char *name)
     if (!p)
         return NULL;
     p->parameter_number = n;
-    p->name = ir_module_unique_name(cx->out, sl_str(name));
+    p->name = spmd_unique_name(cx, sl_str(name));
     return p->name && ir_computation_add_instr(c, cx->out, p) == SL_OK ? p : NULL;
 }
 
@@ -68,7 +68,7 @@ compare(SpmdCtx *cx, IrComputation *c, IrInstr *a, IrInstr *b, const char *dir)
     if (!d)
         return NULL;
     d->u.text = sl_str(dir);
-    i->name = ir_module_unique_name(cx->out, sl_str("compare"));
+    i->name = spmd_unique_name(cx, sl_str("compare"));
     return i->name && ir_computation_add_instr(c, cx->out, i) == SL_OK ? i : NULL;
 }
 
@@ -76,8 +76,8 @@ compare(SpmdCtx *cx, IrComputation *c, IrInstr *a, IrInstr *b, const char *dir)
 static IrComputation *
 comparator(SpmdCtx *cx, IrDtype t, bool with_index)
 {
-    SlSym name = ir_module_unique_name(cx->out, sl_str(with_index ? "compare-value-and-index"
-                                                                  : "compare-value"));
+    SlSym name = spmd_unique_name(cx, sl_str(with_index ? "compare-value-and-index"
+                                                        : "compare-value"));
     IrComputation *c = name ? ir_computation_new(cx->out, name) : NULL;
     if (!c)
         return NULL;
@@ -90,7 +90,7 @@ comparator(SpmdCtx *cx, IrDtype t, bool with_index)
         IrShape s = ir_shape_make(cx->arena, IR_DT_PRED, NULL, 0);
         IrInstr *ops[3] = {eq, lt, root};
         IrInstr *sel = eq && lt && root ? ir_instr_new(cx->out, IR_OP_SELECT, &s, ops, 3) : NULL;
-        if (!sel || !(sel->name = ir_module_unique_name(cx->out, sl_str("select"))) ||
+        if (!sel || !(sel->name = spmd_unique_name(cx, sl_str("select"))) ||
             ir_computation_add_instr(c, cx->out, sel) != SL_OK)
             return NULL;
         root = sel;

@@ -6,9 +6,11 @@
  * Invariants: handlers emit only through spmd_emit() and the spmd_emit_* builders below (which
  * call it); handlers never create collectives (only reshard.c, the reduce/all-reduce helpers and
  * the dot engine call the spmd_coll_* creators); nothing iterates a hash map into output.
- * Lifetimes: output IR, SpmdValue/SpmdState and every sharding that a value keeps live in
- * cx->arena (the output arena); cx->scratch may be used for temporaries inside one handler
- * call and is released after each source instruction. */
+ * Lifetimes: output IR, SpmdState and the shardings values keep live in cx->arena (the
+ * output arena) or, for shardings passed through spmd_keep_sharding, in cx->kept_arena (until
+ * the end of the run); values live in cx->values; cx->scratch may be used for temporaries
+ * inside one handler call and is released after each source instruction (driver.c). The dot
+ * engine hands back the output-arena bytes of strategies that did not apply. */
 #ifndef SHARDLENS_SPMD_INT_H
 #define SHARDLENS_SPMD_INT_H
 
@@ -61,6 +63,27 @@ typedef struct SpmdCacheEntry {
     struct SpmdCacheEntry *next;
 } SpmdCacheEntry;
 
+/* Unique-name bookkeeping of the output module, kept by the partitioner (emit.c): the same
+ * names ir_module_unique_name gives ("base", then "base.N" with N above every suffix seen),
+ * with each base resolved once per source instruction or opcode instead of once per emitted
+ * instruction. spmd_names_sync() hands the counters to the output module at the end. */
+typedef struct SpmdNameBase {
+    SlSym base;
+    uint64_t next; /* 0: base unused; else 1 + the highest suffix taken (ir.c's meaning) */
+} SpmdNameBase;
+
+typedef struct SpmdNames {
+    SpmdNameBase *v;          /* heap */
+    uint32_t n, cap;
+    SlMap index;              /* base SlSym -> index in v */
+    uint32_t *by_src;         /* heap, by source instruction id: 1 + index, 0 = unresolved */
+    uint32_t n_src;
+    uint32_t by_op[IR_OP_COUNT]; /* 1 + index of the opcode name's base, 0 = unresolved */
+    /* base text -> index, direct-mapped by hash (1 + index, 0 = empty): a module has a few
+     * hundred bases, so this small table answers what the big interner would with a miss */
+    struct { uint64_t hash; uint32_t k1; } recent[1024];
+} SpmdNames;
+
 typedef enum SpmdRedKind { SPMD_RED_ADD, SPMD_RED_MAX, SPMD_RED_MIN, SPMD_RED_AND, SPMD_RED_OR,
                            SPMD_RED_COUNT } SpmdRedKind;
 
@@ -76,12 +99,15 @@ struct SpmdCtx {
     SpmdState root_state;         /* all N partitions */
     SpmdStateMemo root_memo;
     const SpmdState *state;       /* state handlers run in (root_state except in groups) */
-    SlMap values;                 /* source IrInstr* -> SpmdValue* (the partitioned value) */
+    SpmdValue *values;            /* by source instruction id (hlo NULL: not partitioned yet) */
+    uint32_t n_values;            /* in->next_instr_id */
     const IrInstr *visiting;      /* the source instruction being partitioned ("derived-from") */
     IrComputation *comp;          /* the output computation being built */
     SlMap comp_map;               /* source IrComputation* -> output IrComputation* */
     SlMap reshard_cache;          /* local IrInstr* -> SpmdCacheEntry* chain */
-    SlMap bcast_dims;             /* output IrInstr* -> bit mask of broadcast dims (+1 flag) */
+    uint64_t *bcast_dims;         /* by output instruction id: broadcast dims mask | known flag
+                                   * (heap, grown with the output; 0 = no entry) */
+    uint32_t cap_bcast_dims;
     IrComputation *reducers[SPMD_RED_COUNT][IR_DT_COUNT]; /* created once per (kind, dtype) */
     uint32_t reshard_seq;         /* reshards started so far in the run */
     uint32_t cur_reshard;         /* reshard being built (0: none), for collective events */
@@ -91,6 +117,9 @@ struct SpmdCtx {
     const ShdSharding *const *param_shardings; /* overrides for the computation being built */
     uint32_t n_param_shardings;
     uint32_t depth;               /* nesting of called computations being partitioned */
+    SpmdNames names;
+    SlMap kept_shardings;         /* hash -> a tiled sharding kept by spmd_keep_sharding */
+    SlArena kept_arena;           /* the kept shardings: never rolled back during the run */
 };
 
 /* ---- the emit choke (emit.c) ------------------------------------------------------------ */
@@ -101,6 +130,16 @@ struct SpmdCtx {
  *              frontend key `xla.sdy.has_unreduced_axes` removed, an `emit` trace event
  * returns:     `i`, or NULL when the arena failed (sticky; check sl_arena_failed at the end) */
 IrInstr *spmd_emit(SpmdCtx *cx, IrInstr *i, const char *name_hint);
+/* A unique output name from `want` ("base" or "base.N"); NULL on allocation failure. Every
+ * name the partitioner gives goes through here (or spmd_emit), never through
+ * ir_module_unique_name(cx->out), whose counters are only filled at the end of the run. */
+SlSym spmd_unique_name(SpmdCtx *cx, SlStr want);
+/* Starts the name bookkeeping from the input module (names it already holds are taken). */
+bool spmd_names_init(SpmdCtx *cx);
+/* Writes the counters into cx->out's own bookkeeping, so later ir_module_unique_name calls on
+ * the output stay unique; false on allocation failure. */
+bool spmd_names_sync(SpmdCtx *cx);
+void spmd_names_fini(SpmdCtx *cx);
 /* Sets (or replaces) the `sharding=` attribute of emitted instruction `i`, placed where XLA
  * prints it: after the opcode's own attributes, before frontend_attributes, metadata and
  * backend_config. False on arena failure. */
@@ -245,6 +284,15 @@ const ShdSharding *spmd_sharding_of(SpmdCtx *cx, const IrInstr *src);
  * every element); NULL on arena failure. */
 const ShdSharding *spmd_element_sharding(SpmdCtx *cx, const ShdSharding *s,
                                          const IrShape *tuple_shape, uint32_t index);
+/* requires:    `s` built in cx->arena by pure sharding arithmetic, and nothing allocated in
+ *              cx->arena since `mark` is referenced from anywhere but `s`
+ * returns:     the run's kept copy of a sharding identical to `s` (same devices, iota form,
+ *              no metadata), with the bytes since `mark` handed back; `s` when it cannot be
+ *              kept. Kept copies live in cx->kept_arena until the end of the run (values and
+ *              the reshard cache point at them; the output module never does).
+ *              A module has a handful of distinct shardings; the dot engine and the shape
+ *              handlers rebuild them for every instruction. NULL stays NULL. */
+const ShdSharding *spmd_keep_sharding(SpmdCtx *cx, SlArenaMark mark, const ShdSharding *s);
 /* MakePartitionedShape in cx->arena. */
 IrShape spmd_local_shape(SpmdCtx *cx, const IrShape *base, const ShdSharding *s);
 /* A value for a fresh local instruction in the current state. */

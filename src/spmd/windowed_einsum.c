@@ -709,7 +709,7 @@ static IrComputation *
 begin_comp(SpmdCtx *cx, const char *name, const IrShape *param_shape, IrInstr **param,
            IrComputation **saved)
 {
-    SlSym nm = ir_module_unique_name(cx->out, sl_str(name));
+    SlSym nm = spmd_unique_name(cx, sl_str(name));
     IrComputation *c = nm ? ir_computation_new(cx->out, nm) : NULL;
     IrShape ps = ir_shape_clone(cx->arena, param_shape);
     IrInstr *pi = c ? ir_instr_new(cx->out, IR_OP_PARAMETER, &ps, NULL, 0) : NULL;
