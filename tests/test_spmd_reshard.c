@@ -8,6 +8,16 @@
     "HloModule t, num_partitions=" #n "\n\nENTRY main {\n  p = " shape                          \
     " parameter(0), sharding=" from "\n  ROOT c = " shape " copy(p), sharding=" to "\n}\n"
 
+/* select-and-scatter of f32 `shape` (source `src`) with window `win`, everything sharded `sh` */
+#define SAS(n, shape, src, win, dir, sh)                                                       \
+    "HloModule t, num_partitions=" #n "\n\nsel {\n  a = f32[] parameter(0)\n"                   \
+    "  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=" dir "\n}\n\n"       \
+    "sum {\n  c = f32[] parameter(0)\n  d = f32[] parameter(1)\n"                              \
+    "  ROOT add = f32[] add(c, d)\n}\n\nENTRY main {\n  p = " shape " parameter(0), sharding=" sh \
+    "\n  s = " src " parameter(1), sharding=" sh "\n  i = f32[] constant(0)\n  ROOT r = " shape  \
+    " select-and-scatter(p, s, i), window={" win "}, select=sel, scatter=sum, sharding=" sh      \
+    "\n}\n"
+
 static const struct {
     const char *name, *hlo;
     int64_t n;
@@ -80,6 +90,73 @@ static const struct {
      "replica_groups={{0,2,4,6,1,3,5,7}}, dimensions={0}|f32[16,4,8,2,16,8] transpose(|"
      "f32[16,32,32,8] reshape(%transpose.1)",
      " all-to-all(", 1},
+    /* C.7 uneven target dim: [4,2,1] -> [2,4,1] on f32[4,6,8] (reached from a partial
+     * sharding by a free dynamic-slice). Dim 1 is held as 2 shards of 3; the all-to-all needs
+     * the padded base layout of [*,4,*] (2 shards of 4: rows 0-3 and 4-5 + padding), so shard
+     * 1 first sends row 3 to shard 0, then each shard splits its 4 rows into 2 pieces of 2 */
+    {"all_to_all_uneven_target",
+     MOD(8, "f32[4,6,8]", "{devices=[4,1,1,2]5,1,7,6,0,3,4,2 last_tile_dim_replicate}",
+         "{devices=[2,4,1]<=[8]}"),
+     8, "f32[1,3,8] dynamic-slice(%p.1,|f32[1,1,8] slice(%dynamic-slice.1), "
+     "slice={[0:1], [0:1], [0:8]}|f32[1,1,8] collective-permute(%slice), channel_id=1, "
+     "source_target_pairs={{5,1},{7,6},{3,0},{4,2}}|f32[1,5,8] concatenate(%dynamic-slice.1, "
+     "%pad)|f32[1,4,8] dynamic-slice(%concatenate,|f32[1,2,2,8] reshape(%dynamic-slice.5)|"
+     "f32[1,2,2,8] all-to-all(%reshape.4), channel_id=2, "
+     "replica_groups={{1,6},{5,7},{0,2},{3,4}}, dimensions={1}|f32[2,2,8] reshape(%transpose)|"
+     "ROOT %c.1 = f32[2,2,8] copy(%collective-permute.1)",
+     " collective-permute(", 2},
+    /* C.7 uneven source dim: [4,2] -> [2,4] on f32[10,8]: after the all-to-all shard j of dim
+     * 0 holds rows [6j, 6j + 6) but must hold [5j, 5j + 5): shard 1 takes row 5 from shard 0
+     * instead of slicing the padding off */
+    {"all_to_all_uneven_source",
+     MOD(8, "f32[10,8]", "{devices=[4,2]<=[8]}", "{devices=[2,4]<=[8]}"), 8,
+     "f32[3,2,2] all-to-all(%reshape), channel_id=1, replica_groups=[4,2]<=[2,2,2]T(0,2,1), "
+     "dimensions={1}|f32[6,2] reshape(%transpose)|f32[1,2] slice(%reshape.1), "
+     "slice={[5:6], [0:2]}|f32[1,2] collective-permute(%slice), channel_id=2, "
+     "source_target_pairs={{0,4},{2,6},{1,5},{3,7}}|f32[9,2] concatenate(|"
+     "f32[5,2] dynamic-slice(%concatenate,|ROOT %c.1 = f32[5,2] copy(",
+     " all-to-all(", 1},
+    /* C.9.1, a factor moving between minor ends ([8,4] -> [2,16] on the mesh 2x4x4): split
+     * dim 0 into [2, 4] and dim 1 into [4, 8] locally, one all-to-all of the 4-factor on the
+     * refined shape, merge back; no gather */
+    {"move_factor_single_all_to_all",
+     MOD(32, "f32[8,32]", "{devices=[8,4]<=[2,4,4]T(0,2,1)}", "{devices=[2,16]<=[32]}"), 32,
+     "f32[1,1,1,8] reshape(%p.1)|f32[1,1,1,4,2] reshape(%reshape)|f32[1,1,1,4,2] "
+     "all-to-all(%reshape.1), channel_id=1, replica_groups=[8,4]<=[32], dimensions={3}|"
+     "f32[1,4,1,1,2] transpose(%all-to-all), dimensions={0,3,1,2,4}|f32[4,2] reshape(|"
+     "ROOT %c.1 = f32[4,2] copy(",
+     " all-gather(", 0},
+    /* select-and-scatter with overlapping windows (size 3, stride 2, pad 1_1) on 11 rows in 4
+     * shards: the source takes its left neighbour's 2 rows (padded to 5 with the scatter's
+     * identity 0, sliced to the 3 windows, masked), the operand 2 rows from each neighbour
+     * (padded with -inf to 8, sliced to 7, masked), the local op runs without padding and the
+     * own 3 rows are cut out */
+    {"select_and_scatter_overlap",
+     SAS(4, "f32[11,4]", "f32[6,2]", "size=3x2 stride=2x2 pad=1_1x0_0", "GE",
+         "{devices=[4,1]<=[4]}"),
+     4, "f32[2,2] collective-permute(%s.1), channel_id=1, source_target_pairs={{0,1},{1,2},{2,3}}|"
+     "f32[4,2] concatenate(%collective-permute, %s.1)|f32[] constant(-inf)|%constant.1 = f32[] "
+     "constant(0)|f32[5,2] pad(%concatenate, %constant.1), padding=0_1x0_0|"
+     "f32[3,2] dynamic-slice(%pad,|"
+     "f32[2,4] collective-permute(%slice), channel_id=2, source_target_pairs={{0,1},{1,2},{2,3}}|"
+     "f32[2,4] collective-permute(%slice.1), channel_id=3, "
+     "source_target_pairs={{1,0},{2,1},{3,2}}|f32[7,4] concatenate(%collective-permute.1, %p.1, "
+     "%collective-permute.2)|f32[8,4] pad(%concatenate.1, %constant), padding=0_1x0_0|"
+     "f32[7,4] select-and-scatter(%select.1, %select, %i.1), window={size=3x2 stride=2x2}|"
+     "ROOT %dynamic-slice.3 = f32[3,4] dynamic-slice(%r.1, %subtract, %constant.2)",
+     " collective-permute(", 3},
+    /* windows wider than the shard start before the first on shard 0 (first window -2, size 4,
+     * stride 1, pad 1_1, LE: pad +inf): both sides are padded left so that every shard's
+     * windows start in place, garbage windows are masked (source >= 0 and operand >= 1), and
+     * the own part starts after the 3-element left halo on every shard */
+    {"select_and_scatter_windows_before_first",
+     SAS(2, "f32[7]", "f32[6]", "size=4 stride=1 pad=1_1", "LE", "{devices=[2]<=[2]}"), 2,
+     "f32[] constant(inf)|f32[6] concatenate(%collective-permute, %s.1, %collective-permute.1)|"
+     "f32[8] pad(%concatenate, %constant.1), padding=1_1|f32[7] dynamic-slice(%pad, %reshape)|"
+     "pred[7] compare(%add.2, %broadcast.1), direction=GE|f32[10] concatenate(|"
+     "pred[10] compare(%add.4, %broadcast.5), direction=GE|f32[10] select-and-scatter(|"
+     "s32[] constant(3)|ROOT %dynamic-slice.2 = f32[4] dynamic-slice(%r.1, %constant.13)",
+     " collective-permute(", 4},
     /* C.8.3: partial [1,2,3] -> tiled [2,3]: all-to-all to [2,1,3] partial, then a free slice */
     {"partial_to_tiled_all_to_all",
      MOD(6, "f32[6,6]", "{devices=[1,2,3]<=[6] last_tile_dim_replicate}", "{devices=[2,3]<=[6]}"),

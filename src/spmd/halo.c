@@ -3,7 +3,9 @@
  * Owns: the per-dim window plan (which padded input elements each shard needs, the shard
  * window, the output dynamic-slice offsets), the edge-slice collective-permutes between
  * neighbours along one tile dim, the concatenation, trimming and masking of the exchanged data,
- * and the explicit pad + dynamic-slice plan used when the windowed dims are replicated.
+ * the explicit pad + dynamic-slice plan used when the windowed dims are replicated, and the
+ * per-dim halo loop of select-and-scatter (its source and operand windows, upstream
+ * HandleSelectAndScatter).
  * Does not own: reshards to the target (spmd_reshard) or the local windowed op (callers).
  * Invariants: every feasibility check runs before anything is emitted, so SL_ERR_UNSUPPORTED
  * leaves the output untouched; communication only through spmd_coll_permute(). Halos larger
@@ -20,11 +22,12 @@ typedef struct Mad {
 
 #define CALC_MAX_TERMS 4
 
-/* A signed sum of Mad terms (OffsetCalculation); terms with d == 1 are merged. */
+/* A sum of Mad terms times integer coefficients (OffsetCalculation, including its products
+ * of a Mad and a constant); terms with d == 1 are merged. */
 typedef struct Calc {
     uint32_t n;
     Mad t[CALC_MAX_TERMS];
-    int sign[CALC_MAX_TERMS]; /* +1 or -1 */
+    int64_t coef[CALC_MAX_TERMS]; /* +1 or -1 in window plans */
 } Calc;
 
 /* The plan of one sharded, non-trivially windowed dim. Shards that hold no useful input may be
@@ -46,6 +49,9 @@ typedef struct DimPlan {
     bool pre_mask;      /* mask the uneven tail before the exchange */
     int64_t pre_lo, pre_hi;        /* in-shard slice before the exchange */
     int64_t mid_first, mid_count; /* trimmed middle range of shards (mid_count 0: none) */
+    bool scatter;       /* select-and-scatter: shard 0's left halo is left(0), not el */
+    bool mask_lo;       /* mask positions below el even when el == 0 (windows before the
+                           first one: select-and-scatter) */
 } DimPlan;
 
 static int64_t
@@ -84,21 +90,21 @@ mad_eval(Mad f, int64_t i)
 }
 
 static void
-calc_add(Calc *c, int sign, Mad f)
+calc_add(Calc *c, int64_t coef, Mad f)
 {
     if (f.d == 1) {
         for (uint32_t k = 0; k < c->n; k++)
             if (c->t[k].d == 1) {
-                int64_t m = c->sign[k] * c->t[k].m + sign * f.m;
-                int64_t o = c->sign[k] * c->t[k].o + sign * f.o;
+                int64_t m = c->coef[k] * c->t[k].m + coef * f.m;
+                int64_t o = c->coef[k] * c->t[k].o + coef * f.o;
                 c->t[k] = (Mad){m, o, 1};
-                c->sign[k] = 1;
+                c->coef[k] = 1;
                 return;
             }
     }
     if (c->n < CALC_MAX_TERMS) {
         c->t[c->n] = f;
-        c->sign[c->n++] = sign;
+        c->coef[c->n++] = coef;
     }
 }
 
@@ -116,7 +122,7 @@ calc_eval(const Calc *c, int64_t i)
 {
     int64_t v = 0;
     for (uint32_t k = 0; k < c->n; k++)
-        v += c->sign[k] * mad_eval(c->t[k], i);
+        v += c->coef[k] * mad_eval(c->t[k], i);
     return v;
 }
 
@@ -161,16 +167,20 @@ calc_emit(SpmdCtx *cx, const Calc *c, IrInstr *ordinal)
     IrInstr *r = NULL;
     for (int pass = 0; pass < 2; pass++) /* positive terms first */
         for (uint32_t k = 0; k < c->n; k++) {
-            if ((c->sign[k] > 0) != (pass == 0))
+            if ((c->coef[k] > 0) != (pass == 0))
                 continue;
             IrInstr *t = mad_emit(cx, c->t[k], ordinal);
+            int64_t mag = c->coef[k] > 0 ? c->coef[k] : -c->coef[k];
+            if (mag != 1)
+                t = spmd_emit_binary(cx, IR_OP_MULTIPLY, t,
+                                     spmd_emit_constant_scalar(cx, IR_DT_S32, mag));
             if (!r)
-                r = c->sign[k] > 0 ? t
+                r = c->coef[k] > 0 ? t
                                    : spmd_emit_binary(cx, IR_OP_SUBTRACT,
                                                       spmd_emit_constant_scalar(cx, IR_DT_S32, 0),
                                                       t);
             else
-                r = spmd_emit_binary(cx, c->sign[k] > 0 ? IR_OP_ADD : IR_OP_SUBTRACT, r, t);
+                r = spmd_emit_binary(cx, c->coef[k] > 0 ? IR_OP_ADD : IR_OP_SUBTRACT, r, t);
         }
     return r ? r : spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
 }
@@ -320,6 +330,20 @@ typedef struct Halo {
     bool compact;       /* halos far beyond the neighbours: ExchangeHaloCompact */
 } Halo;
 
+/* Whether ExchangeHalo (neighbour halos) can build the halos h->left/right over n shards of
+ * S; fills the rest of h. */
+static bool
+halo_fits(Halo *h, int64_t n, int64_t S)
+{
+    h->max_l = calc_max(&h->left, 1, n);
+    h->max_r = calc_max(&h->right, 0, n - 1);
+    if (h->max_l + h->max_r + S >= S * n && (h->max_l > S || h->max_r > S))
+        return false;
+    h->lb = -calc_max(&h->left, 0, n);
+    h->rb = S + calc_max(&h->right, 0, n);
+    return h->lb < h->rb;
+}
+
 /* Halo sizes of plan p, and whether ExchangeHalo (non-compact) can build them. */
 static bool
 halo_of(const DimPlan *p, Halo *h)
@@ -338,13 +362,7 @@ halo_of(const DimPlan *p, Halo *h)
             return p->shard_size * 2 < n * S;
         }
     }
-    h->max_l = calc_max(&h->left, 1, n);
-    h->max_r = calc_max(&h->right, 0, n - 1);
-    if (h->max_l + h->max_r + S >= S * n && (h->max_l > S || h->max_r > S))
-        return false;
-    h->lb = -calc_max(&h->left, 0, n);
-    h->rb = S + calc_max(&h->right, 0, n);
-    return h->lb < h->rb;
+    return halo_fits(h, n, S);
 }
 
 /* Slice [lo, hi) of x along dim (x itself when that is everything). */
@@ -421,13 +439,14 @@ mask_dim(SpmdCtx *cx, IrInstr *x, uint32_t dim, const DimPlan *p, int64_t D, IrI
          IrInstr *pad)
 {
     int64_t right = p->padded - D - p->el;
-    if (!x || (p->el <= 0 && right <= 0))
+    bool left = p->el > 0 || p->mask_lo;
+    if (!x || (!left && right <= 0))
         return x;
     IrShape is = ir_shape_make(cx->arena, IR_DT_S32, x->shape.dims, x->shape.rank);
     IrInstr *idx = spmd_emit_binary(cx, IR_OP_ADD, spmd_emit_iota(cx, &is, dim),
                                     spmd_emit_broadcast(cx, offset, &is, NULL, 0));
     IrInstr *ok = NULL;
-    if (p->el > 0) {
+    if (left) {
         IrInstr *lo = spmd_emit_constant_scalar(cx, IR_DT_S32, p->el);
         ok = spmd_emit_compare(cx, idx, spmd_emit_broadcast(cx, lo, &is, NULL, 0), "GE");
     }
@@ -470,11 +489,13 @@ exchange_compact(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_
                                       mask ? pad : NULL, mask, ordinal);
 }
 
-/* ExchangeHaloAndGetValidData for one dim (feasibility already checked by halo_of). */
+/* ExchangeHaloAndGetValidData for one dim (feasibility already checked by halo_of). The mask
+ * compares positions on the padded shape, where the window starts at `mask_off` (NULL: the
+ * plan's start). */
 static IrInstr *
 exchange_valid(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_t dim,
                IrInstr *x, const DimPlan *p, const Halo *h, IrInstr *ordinal, IrInstr *pad,
-               bool mask, bool force_mask_compact)
+               bool mask, bool force_mask_compact, const Calc *mask_off)
 {
     if (h->compact)
         return exchange_compact(cx, st, s, dim, x, p, h, ordinal, pad,
@@ -483,11 +504,13 @@ exchange_valid(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_t 
     if (!cat)
         return NULL;
     int64_t n = p->n, max_l = calc_max(&h->left, 1, n);
-    int64_t max_lp = max64(max_l, p->el);
+    /* window plans: shard 0's left halo is the explicit padding el; select-and-scatter: it is
+     * left(0) itself (windows before the first, or a crop below el) */
+    int64_t max_lp = max64(max_l, p->scatter ? calc_eval(&h->left, 0) : p->el);
     Calc off = {0}; /* max_lp - left(i): where shard i starts in the padded concat */
     calc_add(&off, 1, mad(0, max_lp, 1));
     for (uint32_t k = 0; k < h->left.n; k++)
-        calc_add(&off, -h->left.sign[k], h->left.t[k]);
+        calc_add(&off, -h->left.coef[k], h->left.t[k]);
     int64_t xl = max64(0, max_lp - max64(0, max_l));
     int64_t xr = max64(0, calc_max(&off, 0, n) + p->shard_size - cat->shape.dims[dim] - xl);
     if (xl > 0 || xr > 0)
@@ -510,7 +533,8 @@ exchange_valid(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_t 
     }
     if (!mask)
         return cat;
-    return mask_dim(cx, cat, dim, p, p->ex_base, mad_emit(cx, p->start, ordinal), pad);
+    IrInstr *moff = mask_off ? calc_emit(cx, mask_off, ordinal) : mad_emit(cx, p->start, ordinal);
+    return mask_dim(cx, cat, dim, p, p->ex_base, moff, pad);
 }
 
 /* ---- the reshard ---- */
@@ -727,7 +751,7 @@ halo_path(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *t, const WinPlan *
             continue;
         IrInstr *ord = exchange_ordinal(cx, v->state, t, &wp->dim[d], d);
         x = ord ? exchange_valid(cx, v->state, ht, d, x, &wp->dim[d], &h[d], ord, pad, mask[0],
-                                 mask[1])
+                                 mask[1], NULL)
                 : NULL;
     }
     if (!x)
@@ -800,4 +824,95 @@ spmd_reshard_as_windowed_input_ex(SpmdCtx *cx, const SpmdValue *v, const IrWindo
         return st;
     const bool mask[2] = {mask_invalid, force_mask_in_compact};
     return halo_path(cx, &cur, target, &wp, h, pad_value, mask, out, err);
+}
+
+/* ---- select-and-scatter (upstream HandleSelectAndScatter's per-dim halo loop) ---- */
+
+/* One sharded dim: windows [first(k), limit(k)) overlap shard k's operand data; the source
+ * and the operand exchange halos so that shard k holds those windows and the data they
+ * cover. */
+typedef struct ScatterDim {
+    Calc win_first; /* first(k) */
+    Calc data_off;  /* stride * first(k): the data window's start on the padded operand */
+    DimPlan sp, dp; /* exchange shapes of the source and of the operand */
+    Halo sh, dh;
+} ScatterDim;
+
+static bool
+scatter_plan(const IrWindowDim *wd, int64_t D, int64_t Ds, int64_t n, ScatterDim *q)
+{
+    if (wd->lhs_dilate > 1 || wd->rhs_dilate > 1 || wd->stride < 1 || wd->size < 1 ||
+        wd->pad_lo < 0 || wd->pad_hi < 0 || wd->reversal || D < 1 || Ds < 1)
+        return false;
+    /* a stride beyond the size leaves gaps, which the output keeps: widen the window */
+    int64_t st = wd->stride, size = max64(wd->size, st), pl = wd->pad_lo;
+    int64_t Sd = ceil_of(D, n), Ss = ceil_of(Ds, n);
+    Mad first = mad(Sd, pl - size + st, st), limit = mad(Sd, Sd + pl + st - 1, st);
+    memset(q, 0, sizeof(*q));
+    calc_add(&q->win_first, 1, first);
+    calc_add(&q->data_off, st, first);
+    int64_t max_windows = 0;
+    for (int64_t k = 0; k < n; k++)
+        max_windows = max64(max_windows, mad_eval(limit, k) - mad_eval(first, k));
+    if (max_windows < 1)
+        return false;
+    /* the truncating division can start shard 0 (or more, for windows wider than a shard) at
+     * a window before the first: its source and operand then hold garbage that the masks
+     * must turn into init and pad, so that it selects and adds nothing */
+    int64_t last = mad_eval(limit, n - 1);
+    bool before = mad_eval(first, 0) < 0;
+    q->sp = (DimPlan){.n = n, .S = Ss, .el = 0, .start = first, .shard_size = max_windows,
+                      .padded = last, .ex_base = Ds, .pre_hi = Ss, .scatter = true,
+                      .mask_lo = before};
+    q->dp = (DimPlan){.n = n, .S = Sd, .el = pl, .shard_size = (max_windows - 1) * st + size,
+                      .padded = (last - 1) * st + size, .ex_base = D, .pre_hi = Sd,
+                      .scatter = true, .mask_lo = before};
+    q->sh.left = calc_diff(mad(Ss, 0, 1), first);
+    q->sh.right = calc_diff(limit, mad(Ss, Ss, 1));
+    calc_add(&q->dh.left, 1, mad(Sd, pl, 1));
+    calc_add(&q->dh.left, -st, first);
+    calc_add(&q->dh.right, st, limit);
+    calc_add(&q->dh.right, -1, mad(Sd, Sd + st + pl - size, 1));
+    return halo_fits(&q->sh, n, Ss) && halo_fits(&q->dh, n, Sd);
+}
+
+SlStatus
+spmd_halo_select_and_scatter(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s,
+                             const IrWindowDim *w, const IrShape *base, const IrShape *src_base,
+                             SpmdScatterHalo *io, SlError *err)
+{
+    uint32_t r = base->rank;
+    if (r > SPMD_MAX_RANK || src_base->rank != r || shd_data_rank(s) != r)
+        return SL_ERR_UNSUPPORTED;
+    ScatterDim *q = SL_NEW_ARRAY(&cx->scratch, ScatterDim, r ? r : 1);
+    if (!q)
+        return spmd_nomem(cx, err);
+    for (uint32_t d = 0; d < r; d++) {
+        int64_t n = shd_dim_shards(s, d);
+        if (n > 1 && !scatter_plan(&w[d], base->dims[d], src_base->dims[d], n, &q[d]))
+            return SL_ERR_UNSUPPORTED;
+    }
+    IrInstr *zero = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
+    for (uint32_t d = 0; d < r; d++) {
+        io->offs[d] = zero;
+        if (shd_dim_shards(s, d) <= 1)
+            continue;
+        IrInstr *ord = spmd_partition_ordinal(cx, st, s, d);
+        if (!ord)
+            return spmd_nomem(cx, err);
+        io->source = exchange_valid(cx, st, s, d, io->source, &q[d].sp, &q[d].sh, ord,
+                                    io->src_pad, true, false, &q[d].win_first);
+        io->operand = exchange_valid(cx, st, s, d, io->operand, &q[d].dp, &q[d].dh, ord,
+                                     io->op_pad, true, false, &q[d].data_off);
+        if (!io->source || !io->operand)
+            return spmd_nomem(cx, err);
+        /* the own part of the local result starts after the left halo, on every shard: shard
+         * 0's window starts at the padded position stride * first(0), so its left halo is the
+         * low padding plus any windows before the first (upstream uses the low padding there,
+         * which is off by those windows) */
+        io->offs[d] = calc_emit(cx, &q[d].dh.left, ord);
+        if (!io->offs[d])
+            return spmd_nomem(cx, err);
+    }
+    return SL_OK;
 }

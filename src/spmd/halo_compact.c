@@ -590,3 +590,28 @@ spmd_halo_tile_to_partial(SpmdCtx *cx, const SpmdState *st, IrInstr *x, const Ir
     }
     return x;
 }
+
+IrInstr *
+spmd_halo_rewindow(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_t dim,
+                   IrInstr *x, int64_t base_size, int64_t size)
+{
+    if (!x)
+        return NULL;
+    int64_t n = s->tile_dims[dim], L = x->shape.dims[dim];
+    if (L == size)
+        return x;
+    if (n == 1 || base_size <= min64(L, size)) {
+        if (size < L)
+            return slice_dim(cx, x, dim, 0, size);
+        return pad_dim(cx, x, dim, 0, size - L, spmd_emit_constant_scalar(cx, x->shape.dtype, 0));
+    }
+    int64_t *lr = SL_NEW_ARRAY(&cx->scratch, int64_t, 2 * n);
+    IrInstr *ord = spmd_partition_ordinal(cx, st, s, dim);
+    if (!lr || !ord)
+        return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        lr[i] = (L - size) * i;
+        lr[n + i] = (size - L) * (i + 1);
+    }
+    return spmd_halo_exchange_compact(cx, st, s, dim, x, base_size, lr, lr + n, NULL, false, ord);
+}

@@ -1,5 +1,6 @@
-/* halo_int.h - the interface between the windowed-input reshard (halo.c) and the compact halo
- * exchange (halo_compact.c); gspmd.md C.12. Private to those two files. */
+/* halo_int.h - the interface between the windowed-input reshard (halo.c), the compact halo
+ * exchange (halo_compact.c) and their other users in src/spmd (reshard.c's all-to-all,
+ * handle_window.c's select-and-scatter); gspmd.md C.12. */
 #ifndef SHARDLENS_HALO_INT_H
 #define SHARDLENS_HALO_INT_H
 
@@ -36,5 +37,33 @@ IrInstr *spmd_halo_pad_from_partial(SpmdCtx *cx, const SpmdState *st, IrInstr *x
 IrInstr *spmd_halo_tile_to_partial(SpmdCtx *cx, const SpmdState *st, IrInstr *x,
                                    const IrShape *base, const ShdSharding *src,
                                    const ShdSharding *dst);
+
+/* Re-lays dim `dim` of a value tiled by `s` (n = s->tile_dims[dim] shards; shard i holds
+ * [i * L, (i + 1) * L) of the dim of full size `base_size`, L = x's size there) so that shard i
+ * holds [i * size, (i + 1) * size): a plain pad or slice when only shard 0 holds data on both
+ * sides, else a compact exchange. Positions outside [0, base_size) are zero after a plain pad,
+ * else garbage. x itself when L == size; NULL on arena failure. */
+IrInstr *spmd_halo_rewindow(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_t dim,
+                            IrInstr *x, int64_t base_size, int64_t size);
+
+/* Select-and-scatter operands on shards: in, the operand and the source local to the
+ * sharding; out, with halos. */
+typedef struct SpmdScatterHalo {
+    IrInstr *operand, *source;
+    IrInstr *src_pad, *op_pad;    /* source padding (the scatter's identity: windows that
+                                     exist only in the halo layout add nothing), operand
+                                     padding (a value the select never picks) */
+    IrInstr *offs[SPMD_MAX_RANK]; /* out: where the own part starts in the local result */
+} SpmdScatterHalo;
+/* upstream HandleSelectAndScatter's halo loop: for every dim sharded by `s`, the source gets
+ * the windows that overlap the shard's operand data and the operand the data those windows
+ * cover (neighbour halo exchanges, padding masked). The local op then runs with the padding of
+ * the sharded dims removed from `w`, and offs[] cut the shard out of its result.
+ * requires:    base = operand (and result) shape, src_base = source shape, rank(w) = rank
+ * returns:     SL_ERR_UNSUPPORTED before emitting anything when a dim has dilation, negative
+ *              padding or halos beyond the neighbours */
+SlStatus spmd_halo_select_and_scatter(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s,
+                                      const IrWindowDim *w, const IrShape *base,
+                                      const IrShape *src_base, SpmdScatterHalo *io, SlError *err);
 
 #endif

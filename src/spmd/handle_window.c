@@ -1,10 +1,13 @@
 /* handle_window.c - reduce-window and select-and-scatter (gspmd.md D.11, D.12, F.2; seed:
- * HandleReduceWindow). Owns: deciding whether the output sharding cuts through a window,
- * running the local op on inputs with halos (spmd_reshard_as_windowed_input), and the
- * fallbacks. Does not own: the halo exchange itself (reshard.c) or any collective: these ops
- * never all-reduce, the output is element-local once the halo is present.
+ * HandleReduceWindow, HandleSelectAndScatter). Owns: deciding whether the output sharding cuts
+ * through a window, running the local op on inputs with halos (spmd_reshard_as_windowed_input;
+ * for select-and-scatter spmd_halo_select_and_scatter, with the padding values the select
+ * never picks and the scatter adds nothing with), and the fallbacks. Does not own: the halo
+ * exchange itself (halo.c) or any collective: these ops never all-reduce, the output is
+ * element-local once the halo is present.
  * Invariant: emits only through spmd_emit()/builders; one `decision` event per instruction. */
 #include "spmd/gather_int.h"
+#include "spmd/halo_int.h"
 
 #include <string.h>
 
@@ -171,6 +174,107 @@ spmd_handle_reduce_window(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     return emit_windowed_reduce(cx, hlo, s, &wi, init.hlo, err);
 }
 
+/* The operand padding of a select-and-scatter with halos: a value the select never picks
+ * (upstream pads with -inf for GE/GT on (a, b), +inf for LE/LT, mirrored when the compare
+ * reads (b, a)); NULL when the type is not f32/bf16 or the select is not such a compare. */
+static const char *
+scatter_pad_literal(const IrInstr *hlo)
+{
+    IrDtype t = hlo->shape.dtype;
+    IrComputation *sel = ir_instr_called(hlo, IR_ATTR_SELECT);
+    const IrInstr *root = sel ? sel->root : NULL;
+    if ((t != IR_DT_F32 && t != IR_DT_BF16) || !root || root->op != IR_OP_COMPARE ||
+        root->n_operands != 2 || root->operands[0]->op != IR_OP_PARAMETER ||
+        root->operands[1]->op != IR_OP_PARAMETER ||
+        root->operands[0]->parameter_number + root->operands[1]->parameter_number != 1)
+        return NULL;
+    const IrAttr *dir = ir_instr_find_attr(root, IR_ATTR_DIRECTION);
+    if (!dir)
+        return NULL;
+    bool greater = sl_str_eq_cstr(dir->u.text, "GE") || sl_str_eq_cstr(dir->u.text, "GT");
+    bool less = sl_str_eq_cstr(dir->u.text, "LE") || sl_str_eq_cstr(dir->u.text, "LT");
+    if (!greater && !less)
+        return NULL;
+    bool first_is_a = root->operands[0]->parameter_number == 0;
+    return greater == first_is_a ? "-inf" : "inf";
+}
+
+/* The identity of the scatter computation (a binary op of its two parameters), which pads
+ * the source: windows that only exist in the halo layout then scatter nothing. Upstream pads
+ * with the init value, which adds the init value twice when it is not the identity. NULL when
+ * the scatter is not such an op. */
+static const char *
+scatter_identity_literal(const IrInstr *hlo)
+{
+    IrComputation *sc = ir_instr_called(hlo, IR_ATTR_SCATTER);
+    const IrInstr *root = sc ? sc->root : NULL;
+    if (!root || root->n_operands != 2 || root->operands[0]->op != IR_OP_PARAMETER ||
+        root->operands[1]->op != IR_OP_PARAMETER ||
+        root->operands[0]->parameter_number == root->operands[1]->parameter_number)
+        return NULL;
+    if (root->op == IR_OP_ADD)
+        return "0";
+    if (root->op == IR_OP_MULTIPLY)
+        return "1";
+    if (root->op == IR_OP_MAXIMUM)
+        return "-inf";
+    return root->op == IR_OP_MINIMUM ? "inf" : NULL;
+}
+
+/* Operand and source in the output sharding, halos for the windows that overlap each shard,
+ * the local select-and-scatter without the padding of sharded dims, then the own part. */
+static SlStatus
+windowed_scatter(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s, const IrWindowDim *w,
+                 const char *pad_literal, const char *identity, const TraceKV *nums, SlError *err)
+{
+    static const char *const alts_repl[] = {"local-no-halo", "windowed-input-halo"};
+    static const char *const alts_halo[] = {"local-no-halo", "replicate"};
+    uint32_t rank = hlo->shape.rank;
+    SpmdValue op, src, init;
+    SlStatus st = spmd_operand(cx, hlo, 0, s, &op, err);
+    if (st == SL_OK)
+        st = spmd_operand(cx, hlo, 1, s, &src, err);
+    if (st != SL_OK)
+        return st;
+    IrInstr *pad = spmd_emit_constant_literal(cx, hlo->shape.dtype, pad_literal);
+    st = spmd_operand(cx, hlo, 2, shd_replicated(cx->arena), &init, err);
+    if (st != SL_OK)
+        return st;
+    IrInstr *none = spmd_emit_constant_literal(cx, hlo->shape.dtype, identity);
+    SpmdScatterHalo io = {.operand = op.hlo, .source = src.hlo, .src_pad = none, .op_pad = pad};
+    st = spmd_halo_select_and_scatter(cx, op.state, s, w, &hlo->shape, &hlo->operands[1]->shape,
+                                      &io, err);
+    if (st == SL_ERR_UNSUPPORTED) {
+        decide(cx, hlo, "replicate",
+               "a sharded dim is windowed and its halos cannot be exchanged (dilation, negative "
+               "padding, or halos beyond the neighbours)",
+               alts_repl, 2, nums, 1);
+        return spmd_handle_default(cx, hlo, err);
+    }
+    if (st != SL_OK)
+        return st;
+    decide(cx, hlo, "windowed-input-halo",
+           "a sharded dim is windowed: exchange source and operand halos, scatter locally",
+           alts_halo, 2, nums, 1);
+    IrWindowDim *sw = SL_DUP_ARRAY(cx->arena, IrWindowDim, w, rank ? rank : 1);
+    if (!sw)
+        return spmd_nomem(cx, err);
+    for (uint32_t d = 0; d < rank; d++)
+        if (shd_dim_shards(s, d) > 1)
+            sw[d].pad_lo = sw[d].pad_hi = 0; /* the shards are padded explicitly */
+    IrInstr *ops[3] = {io.operand, io.source, init.hlo};
+    IrInstr *local = spmd_emit_clone(cx, hlo, &io.operand->shape, ops, 3);
+    IrAttr *wa = local ? ir_instr_find_attr_mut(local, IR_ATTR_WINDOW) : NULL;
+    if (!wa)
+        return spmd_nomem(cx, err);
+    wa->u.window.n = rank;
+    wa->u.window.v = sw;
+    IrShape ls = spmd_local_shape(cx, &hlo->shape, s);
+    if (!ir_shape_equal(&ls, &local->shape, false))
+        local = spmd_emit_dynamic_slice(cx, local, io.offs, ls.dims);
+    return spmd_finish(cx, hlo, local, s, err);
+}
+
 SlStatus
 spmd_handle_select_and_scatter(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
 {
@@ -192,8 +296,14 @@ spmd_handle_select_and_scatter(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         /* operand and source (same extent on every sharded dim) take the output sharding */
         return local_without_halo(cx, hlo, s, 2, err);
     }
-    decide(cx, hlo, "replicate",
-           "a sharded dim is windowed and the source/operand halo exchange is not available",
-           alts, 2, nums, 1);
-    return spmd_handle_default(cx, hlo, err);
+    const char *pad_literal = scatter_pad_literal(hlo);
+    const char *identity = scatter_identity_literal(hlo);
+    if (!pad_literal || !identity) {
+        decide(cx, hlo, "replicate",
+               "a sharded dim is windowed and the select is not a plain comparison of f32/bf16 "
+               "(no padding value that never wins) or the scatter has no known identity",
+               alts, 2, nums, 1);
+        return spmd_handle_default(cx, hlo, err);
+    }
+    return windowed_scatter(cx, hlo, s, w, pad_literal, identity, nums, err);
 }

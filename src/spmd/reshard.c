@@ -1,7 +1,9 @@
 /* reshard.c - PartitionedHlo::Reshard (gspmd.md §C): make a partitioned value have another
  * sharding. Owns: the reshard cache, the decision order of C.2, replication (C.4), the
- * replicated -> sharded slicing (C.3), device reorders (C.6), all-to-all chains (C.7), the
- * partial-replication transitions (C.8), grouping fallbacks (C.9) and masking (C.10).
+ * replicated -> sharded slicing (C.3), device reorders (C.6), all-to-all chains (C.7, uneven
+ * dims re-laid out in the padded base shape first: spmd_halo_rewindow), the
+ * partial-replication transitions (C.8), the split/merge patterns and the single all-to-all
+ * on a refined mesh (C.9.1), grouping fallbacks (C.9) and masking (C.10).
  * Does not own: building collectives (collectives.c) or sharding arithmetic (src/sharding).
  * Invariants: every call emits one `reshard` trace event (cache hits included); collectives are
  * attributed to the reshard being built through cx->cur_reshard. */
@@ -439,21 +441,11 @@ all_to_all_one(SpmdCtx *cx, const SpmdValue *v, uint32_t src, uint32_t tgt, Spmd
     IrInstr *x = v->hlo;
     uint32_t r = x->shape.rank;
     int64_t dims[SPMD_MAX_RANK + 1];
-    /* 1. pad dim tgt so that it splits into g pieces of the target shard size */
+    /* 1. lay dim tgt out in the padded base shape of xs, split b ways: shard i holds
+     * [i * g * S', (i + 1) * g * S') with S' = ceil(D_t / a), so that the g pieces line up with
+     * xs's tiles even when D_t does not divide (a pad for b == 1, else an exchange) */
     int64_t want_t = g * ceil_div(base->dims[tgt], a);
-    if (x->shape.dims[tgt] < want_t) {
-        IrPadDim pads[SPMD_MAX_RANK];
-        for (uint32_t d = 0; d < r; d++)
-            pads[d] = (IrPadDim){0, d == tgt ? want_t - x->shape.dims[tgt] : 0, 0};
-        x = spmd_emit_pad(cx, x, spmd_emit_constant_scalar(cx, base->dtype, 0), pads);
-    } else if (x->shape.dims[tgt] > want_t) {
-        int64_t lo[SPMD_MAX_RANK], hi[SPMD_MAX_RANK];
-        for (uint32_t d = 0; d < r; d++) {
-            lo[d] = 0;
-            hi[d] = d == tgt ? want_t : x->shape.dims[d];
-        }
-        x = spmd_emit_slice(cx, x, lo, hi);
-    }
+    x = spmd_halo_rewindow(cx, v->state, s, tgt, x, base->dims[tgt], want_t);
     if (!x)
         return spmd_nomem(cx, err);
     /* 2. split tgt into [g, L/g] */
@@ -500,16 +492,10 @@ all_to_all_one(SpmdCtx *cx, const SpmdValue *v, uint32_t src, uint32_t tgt, Spmd
         }
     }
     x = spmd_emit_reshape(cx, x, merged, r);
-    /* 6. slice away padding of src */
+    /* 6. shard j of xs now holds [j * g * L_s, (j + 1) * g * L_s) of src: move it to the
+     * standard [j * S, (j + 1) * S), S = ceil(D_s / b) (a slice for b == 1, else an exchange) */
     int64_t want_s = ceil_div(base->dims[src], shd_dim_shards(xs, src));
-    if (x && x->shape.dims[src] > want_s) {
-        int64_t lo[SPMD_MAX_RANK], hi[SPMD_MAX_RANK];
-        for (uint32_t d = 0; d < r; d++) {
-            lo[d] = 0;
-            hi[d] = d == src ? want_s : x->shape.dims[d];
-        }
-        x = spmd_emit_slice(cx, x, lo, hi);
-    }
+    x = spmd_halo_rewindow(cx, v->state, xs, src, x, base->dims[src], want_s);
     if (!x)
         return spmd_nomem(cx, err);
     *out = with(v, x, xs);
@@ -1245,6 +1231,95 @@ complex_intermediate(SpmdCtx *cx, const ShdSharding *x, const ShdSharding *y)
     return NULL;
 }
 
+/* Splits tile dims p and q of s into [major, minor] pairs (the higher dim first, so that the
+ * lower index holds): minor k_p after p, k_q after q. */
+static const ShdSharding *
+split_two(SlArena *a, const ShdSharding *s, uint32_t p, int64_t k_p, uint32_t q, int64_t k_q)
+{
+    uint32_t hi = p > q ? p : q, lo = p > q ? q : p;
+    int64_t k_hi = hi == p ? k_p : k_q, k_lo = hi == p ? k_q : k_p;
+    const ShdSharding *t = shd_split_dim(a, s, hi, s->tile_dims[hi] / k_hi);
+    return t ? shd_split_dim(a, t, lo, t->tile_dims[lo] / k_lo) : NULL;
+}
+
+/* Local reshape of v to `dims` (rank n) with the given base dims and sharding. */
+static SpmdValue
+reshape_to(SpmdCtx *cx, const SpmdValue *v, const int64_t *dims, const int64_t *base_dims,
+           uint32_t n, const ShdSharding *s)
+{
+    IrShape *nb = SL_NEW(cx->arena, IrShape);
+    if (nb)
+        *nb = ir_shape_make(cx->arena, v->base_shape->dtype, base_dims, n);
+    SpmdValue out = {spmd_emit_reshape(cx, v->hlo, dims, n), nb, s, v->state};
+    return out;
+}
+
+/* A factor k moving between the minor ends of two dims, [.., A*k, .., B, ..] -> [.., A, ..,
+ * B*k, ..], as one all-to-all on the refined mesh: split dim p (base [A, k*L_p]) and dim q
+ * (base [B, L_q]) so that k is a tile dim of its own on both sides, swap it from p's minor
+ * half to q's, merge back. Only when the swap lands exactly on Y (no device reorder) and both
+ * dims divide evenly. */
+static SlStatus
+move_factor(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out, Plan *plan,
+            SlError *err)
+{
+    const ShdSharding *x = v->sharding;
+    const IrShape *base = v->base_shape;
+    uint32_t r = shd_data_rank(x), p = UINT32_MAX, q = UINT32_MAX, nd = 0;
+    if (r != shd_data_rank(y) || r + 2 > SPMD_MAX_RANK || x->n_subgroups != y->n_subgroups ||
+        !has_plain_subgroups(x) || !has_plain_subgroups(y) ||
+        shd_replication_factor(x) != shd_replication_factor(y) ||
+        shd_device_count(x) != shd_device_count(y) || v->hlo->shape.rank != r)
+        return SL_ERR_UNSUPPORTED;
+    for (uint32_t d = 0; d < r; d++) {
+        if (x->tile_dims[d] == y->tile_dims[d])
+            continue;
+        nd++;
+        if (x->tile_dims[d] > y->tile_dims[d])
+            p = d;
+        else
+            q = d;
+    }
+    if (nd != 2 || p == UINT32_MAX || q == UINT32_MAX || x->tile_dims[p] % y->tile_dims[p])
+        return SL_ERR_UNSUPPORTED;
+    int64_t k = x->tile_dims[p] / y->tile_dims[p];
+    if (k < 2 || y->tile_dims[q] != x->tile_dims[q] * k || base->dims[p] % x->tile_dims[p] ||
+        base->dims[q] % y->tile_dims[q])
+        return SL_ERR_UNSUPPORTED;
+    const ShdSharding *xs = split_two(cx->arena, x, p, k, q, 1);
+    const ShdSharding *ys = split_two(cx->arena, y, p, 1, q, k);
+    uint32_t pm = p + 1 + (q < p), qm = q + 1 + (p < q); /* the minor halves */
+    const ShdSharding *swapped = xs ? shd_all_to_all_sharding(cx->arena, xs, pm, qm) : NULL;
+    if (!ys || !swapped || !shd_equal(swapped, ys))
+        return SL_ERR_UNSUPPORTED;
+    int64_t ld[SPMD_MAX_RANK], bd[SPMD_MAX_RANK];
+    uint32_t w = 0;
+    for (uint32_t d = 0; d < r; d++) {
+        int64_t L = v->hlo->shape.dims[d];
+        if (d == p || d == q) {
+            int64_t major = x->tile_dims[d] / (d == p ? k : 1);
+            ld[w] = 1;
+            bd[w++] = major;
+            ld[w] = L;
+            bd[w++] = base->dims[d] / major;
+        } else {
+            ld[w] = L;
+            bd[w++] = base->dims[d];
+        }
+    }
+    SpmdValue sv = reshape_to(cx, v, ld, bd, r + 2, xs), mv;
+    if (!sv.hlo || !sv.base_shape)
+        return spmd_nomem(cx, err);
+    plan->method = "refined-all-to-all";
+    SlStatus st = all_to_all_one(cx, &sv, pm, qm, &mv, err);
+    if (st != SL_OK)
+        return st;
+    IrShape ls = spmd_local_shape(cx, base, y);
+    *out = reshape_to(cx, &mv, ls.dims, base->dims, r, y);
+    out->base_shape = base;
+    return out->hlo ? SL_OK : spmd_nomem(cx, err);
+}
+
 /* TryComplexReshardHandling (C.9.1-C.9.3), each pattern undone when it would replicate. */
 static SlStatus
 complex_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out,
@@ -1259,6 +1334,10 @@ complex_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue
         trial_begin(cx, v->state, &t);
         return trial_end(cx, &t, merge_split(cx, v, y, before, after, i, out, plan, err));
     }
+    trial_begin(cx, v->state, &t);
+    SlStatus mst = trial_end(cx, &t, move_factor(cx, v, y, out, plan, err));
+    if (mst != SL_ERR_UNSUPPORTED)
+        return mst;
     const ShdSharding *mid = complex_intermediate(cx, v->sharding, y);
     if (!mid || shd_equal(mid, v->sharding))
         return SL_ERR_UNSUPPORTED;
