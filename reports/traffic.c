@@ -106,6 +106,7 @@ typedef struct Build {
     double *send, *recv;            /* per device, the current collective, one execution */
     bool *member;                   /* per device: in some group of the current collective */
     SlVec kinds, sources, op_names; /* ReportRow */
+    SlMap kinds_at, sources_at, op_names_at; /* hash of a row's key -> index + 1 (row_get) */
     bool oom;
 } Build;
 
@@ -126,19 +127,36 @@ traffic_add(ReportTraffic *t, const ReportCollective *c)
     t->time_us += c->time_us * trips;
 }
 
-static ReportRow *
-row_get(Build *b, SlVec *rows, const char *key, const char *op_name, bool match_op_name)
+static bool
+row_matches(const ReportRow *row, const char *key, const char *op_name, bool match_op_name)
 {
-    for (size_t k = 0; k < rows->len; k++) {
+    if (strcmp(row->key, key) != 0)
+        return false;
+    return !match_op_name || row->op_name == op_name ||
+           (row->op_name && op_name && strcmp(row->op_name, op_name) == 0);
+}
+
+/* The row for `key` (and `op_name` when it is matched too), added when new. `at` finds it by
+ * hash; a collision falls back to looking through all rows. */
+static ReportRow *
+row_get(Build *b, SlVec *rows, SlMap *at, const char *key, const char *op_name, bool match_op_name)
+{
+    uint64_t h = sl_hash_bytes(key, strlen(key));
+    if (match_op_name)
+        h = h * 31 + (op_name ? sl_hash_bytes(op_name, strlen(op_name)) + 1 : 0);
+    if (h == SL_MAP_EMPTY)
+        h--;
+    uint64_t idx = 0;
+    bool hashed = sl_map_get(at, h, &idx);
+    if (hashed && row_matches(&SL_VEC_AT(rows, ReportRow, idx - 1), key, op_name, match_op_name))
+        return &SL_VEC_AT(rows, ReportRow, idx - 1);
+    for (size_t k = 0; hashed && k < rows->len; k++) {
         ReportRow *row = &SL_VEC_AT(rows, ReportRow, k);
-        if (strcmp(row->key, key) != 0)
-            continue;
-        if (!match_op_name || (row->op_name == op_name) ||
-            (row->op_name && op_name && strcmp(row->op_name, op_name) == 0))
+        if (row_matches(row, key, op_name, match_op_name))
             return row;
     }
     ReportRow fresh = {key, op_name, NULL, {0}};
-    if (!SL_VEC_PUSH(rows, ReportRow, fresh)) {
+    if (!SL_VEC_PUSH(rows, ReportRow, fresh) || (!hashed && !sl_map_put(at, h, rows->len))) {
         b->oom = true;
         return NULL;
     }
@@ -263,15 +281,15 @@ add_collective(Build *b, const TraceRunCollective *c, ReportCollective *rc)
     }
     add_to_devices(b, rc);
     traffic_add(&b->r->total, rc);
-    ReportRow *row = row_get(b, &b->kinds, rc->kind, NULL, false);
+    ReportRow *row = row_get(b, &b->kinds, &b->kinds_at, rc->kind, NULL, false);
     if (row)
         traffic_add(&row->t, rc);
-    row = row_get(b, &b->sources, rc->source ? rc->source : "", rc->op_name, true);
+    row = row_get(b, &b->sources, &b->sources_at, rc->source ? rc->source : "", rc->op_name, true);
     if (row) {
         row->opcode = src ? src->opcode : NULL;
         traffic_add(&row->t, rc);
     }
-    row = row_get(b, &b->op_names, rc->op_name ? rc->op_name : "", NULL, false);
+    row = row_get(b, &b->op_names, &b->op_names_at, rc->op_name ? rc->op_name : "", NULL, false);
     if (row)
         traffic_add(&row->t, rc);
 }
@@ -407,7 +425,10 @@ report_build(const TraceRun *run, const ReportOptions *o, SlArena *arena, Report
         r->model.mesh = report_mesh_print(r->axes, r->n_axes, arena);
     }
     r->n_devices = device_count(run);
-    Build b = {run, o, arena, r, NULL, NULL, NULL, {0}, {0}, {0}, false};
+    Build b = {run, o, arena, r, NULL, NULL, NULL, {0}, {0}, {0}, {0}, {0}, {0}, false};
+    sl_map_init(&b.kinds_at);
+    sl_map_init(&b.sources_at);
+    sl_map_init(&b.op_names_at);
     size_t nd = r->n_devices ? r->n_devices : 1;
     b.send = calloc(nd, sizeof(double));
     b.recv = calloc(nd, sizeof(double));
@@ -429,6 +450,9 @@ report_build(const TraceRun *run, const ReportOptions *o, SlArena *arena, Report
     sl_vec_fini(&b.kinds);
     sl_vec_fini(&b.sources);
     sl_vec_fini(&b.op_names);
+    sl_map_fini(&b.kinds_at);
+    sl_map_fini(&b.sources_at);
+    sl_map_fini(&b.op_names_at);
     if (b.oom || sl_arena_failed(arena))
         return sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory building the report");
     *out = r;

@@ -3,14 +3,22 @@
 -- the version below is the one the code checks (PRAGMA user_version). Bump it on any change
 -- that an older reader could misread.
 --
--- Conventions: every row belongs to a run (run_id); ids are INTEGER PRIMARY KEYs assigned by
--- SQLite; instructions are referenced by instr.id. Byte counts are exact (sub-byte types count
+-- Conventions: every row belongs to a run (run_id); ids are INTEGER PRIMARY KEYs, one past the
+-- largest in the file when a run is written (a run's instr ids are consecutive: see run);
+-- instructions are referenced by instr.id. Byte counts are exact (sub-byte types count
 -- packed, so a value may be fractional) and stored as REAL. A trip count of NULL means
 -- "unknown", never 1 by guess.
 --
+-- Lists that belong to one row are JSON arrays in that row (instr.operands, decision.alternatives,
+-- decision.numbers), written with the row in one insert; the views edge, decision_alt and
+-- decision_number give them one row per element, for SQL.
+--
 -- Version 2 added instr.param_number, the called_computation table, collective.max_trip_count
--- and per-group sizes in collective_device.
-PRAGMA user_version = 2;
+-- and per-group sizes in collective_device. Version 3 made edge, decision_alt and
+-- decision_number views over the JSON columns instr.operands, decision.alternatives and
+-- decision.numbers, added run.first_instr, run.last_instr and collective_group.size, and
+-- dropped the index instr_by_name.
+PRAGMA user_version = 3;
 
 -- One partitioner invocation. created_at and duration_ms come from the caller's clock.
 CREATE TABLE run (
@@ -20,7 +28,9 @@ CREATE TABLE run (
     num_partitions INTEGER NOT NULL,
     tool_version   TEXT    NOT NULL,
     created_at     TEXT    NOT NULL,   -- ISO 8601
-    duration_ms    REAL                -- NULL when not measured
+    duration_ms    REAL,               -- NULL when not measured
+    first_instr    INTEGER,            -- the run's instr rows are exactly the ids first_instr to
+    last_instr     INTEGER             -- last_instr (one run is one transaction); NULL: none
 );
 
 -- Partitioner options of a run, one row per option (SpmdPartitionerOptions names).
@@ -48,9 +58,15 @@ CREATE TABLE instr (
     op_name      TEXT,                 -- metadata={op_name=...}
     source_file  TEXT,
     source_line  INTEGER,
-    derived_from INTEGER REFERENCES instr(id)  -- 'after' rows: the 'before' instruction
+    derived_from INTEGER REFERENCES instr(id), -- 'after' rows: the 'before' instruction
+    operands     TEXT                  -- JSON array of the operands' instr ids in operand order,
+                                       -- e.g. [7,8] (null for an operand outside the module);
+                                       -- NULL when none. The edge view lists them.
 );
-CREATE INDEX instr_by_name ON instr(run_id, phase, name);
+-- No index on name: one cost a 100k-instruction run 0.1 s (name) to 0.3 s ((run_id, phase,
+-- name)) of CPU, a third of writing the whole trace. A run's rows are the id range
+-- run.first_instr..last_instr, which SQLite reads by key; for a join on name it builds a
+-- temporary index of its own.
 
 -- Computations an instruction calls, both phases, in the order its attributes print. role:
 -- 'body' and 'condition' (while), 'branch_K' (conditional: branch_computations={...} in order;
@@ -67,45 +83,46 @@ CREATE TABLE called_computation (
 ) WITHOUT ROWID;
 CREATE INDEX called_computation_by_callee ON called_computation(run_id, computation);
 
--- Operand edges of both phases: operand `operand` is input number `operand_index` of `user`.
-CREATE TABLE edge (
-    run_id        INTEGER NOT NULL REFERENCES run(id),
-    phase         TEXT    NOT NULL CHECK (phase IN ('before', 'after')),
-    user          INTEGER NOT NULL REFERENCES instr(id),
-    operand_index INTEGER NOT NULL,
-    operand       INTEGER NOT NULL REFERENCES instr(id),
-    PRIMARY KEY (user, operand_index)
-) WITHOUT ROWID;
+-- Operand edges of both phases: operand `operand` (an instr id) is input number
+-- `operand_index` of `user`. One row per element of instr.operands.
+CREATE VIEW edge AS
+SELECT i.run_id, i.phase, i.id AS user, CAST(o.key AS INTEGER) AS operand_index,
+       o.value AS operand
+FROM instr i, json_each(i.operands) o
+WHERE o.type = 'integer';
 
 -- A handler's choice for a source instruction, in the order the partitioner made them.
 CREATE TABLE decision (
-    id       INTEGER PRIMARY KEY,
-    run_id   INTEGER NOT NULL REFERENCES run(id),
-    seq      INTEGER NOT NULL,         -- 1-based order within the run
-    instr    INTEGER REFERENCES instr(id),  -- the 'before' instruction
-    handler  TEXT    NOT NULL,
-    strategy TEXT    NOT NULL,
-    reason   TEXT
+    id           INTEGER PRIMARY KEY,
+    run_id       INTEGER NOT NULL REFERENCES run(id),
+    seq          INTEGER NOT NULL,     -- 1-based order within the run
+    instr        INTEGER REFERENCES instr(id),  -- the 'before' instruction
+    handler      TEXT    NOT NULL,
+    strategy     TEXT    NOT NULL,
+    reason       TEXT,
+    alternatives TEXT,                 -- JSON array of the strategies considered and not
+                                       -- taken, e.g. ["batch","windowed_einsum"]; NULL: none
+    numbers      TEXT                  -- JSON array of the [key, value] pairs the decision
+                                       -- compared, value a number or a string, e.g.
+                                       -- [["lhs_bytes",4096],["output_sharding","{replicated}"]];
+                                       -- NULL: none. A non-finite number is 9e999, -9e999 or null.
 );
 CREATE INDEX decision_by_run ON decision(run_id);
 
--- Strategies considered and not taken.
-CREATE TABLE decision_alt (
-    decision_id INTEGER NOT NULL REFERENCES decision(id),
-    idx         INTEGER NOT NULL,
-    strategy    TEXT    NOT NULL,
-    PRIMARY KEY (decision_id, idx)
-) WITHOUT ROWID;
+-- Strategies considered and not taken, one row per element of decision.alternatives.
+CREATE VIEW decision_alt AS
+SELECT d.id AS decision_id, CAST(a.key AS INTEGER) AS idx, a.value AS strategy
+FROM decision d, json_each(d.alternatives) a;
 
--- The numbers (or strings) the decision compared, e.g. ('lhs_bytes', 4096, NULL).
-CREATE TABLE decision_number (
-    decision_id INTEGER NOT NULL REFERENCES decision(id),
-    idx         INTEGER NOT NULL,
-    key         TEXT    NOT NULL,
-    num         REAL,                  -- NULL when the value is a string
-    str         TEXT,
-    PRIMARY KEY (decision_id, idx)
-) WITHOUT ROWID;
+-- The numbers (or strings) the decision compared, e.g. ('lhs_bytes', 4096, NULL): one row per
+-- element of decision.numbers.
+CREATE VIEW decision_number AS
+SELECT d.id AS decision_id, CAST(n.key AS INTEGER) AS idx, json_extract(n.value, '$[0]') AS key,
+       CASE WHEN json_type(n.value, '$[1]') IN ('integer', 'real')
+            THEN CAST(json_extract(n.value, '$[1]') AS REAL) END AS num,
+       CASE WHEN json_type(n.value, '$[1]') = 'text'
+            THEN json_extract(n.value, '$[1]') END AS str
+FROM decision d, json_each(d.numbers) n;
 
 -- One PartitionedHlo::Reshard call.
 CREATE TABLE reshard (
@@ -156,6 +173,7 @@ CREATE TABLE collective_group (
     collective_id INTEGER NOT NULL REFERENCES collective(id),
     group_idx     INTEGER NOT NULL,
     position      INTEGER NOT NULL,
+    size          INTEGER NOT NULL,    -- devices in this group (its number of positions)
     device        INTEGER NOT NULL,
     PRIMARY KEY (collective_id, group_idx, position)
 ) WITHOUT ROWID;
@@ -198,9 +216,7 @@ SELECT c.run_id, c.id AS collective_id, c.kind, g.device, c.trip_count,
             WHEN c.kind = 'all-reduce' THEN 2.0 * (g.size - 1) * c.bytes / g.size
             ELSE 1.0 * (g.size - 1) * c.bytes / g.size END AS recv_bytes
 FROM collective c
-JOIN (SELECT m.*, (SELECT COUNT(*) FROM collective_group s
-                   WHERE s.collective_id = m.collective_id AND s.group_idx = m.group_idx) AS size
-      FROM collective_group m) g ON g.collective_id = c.id
+JOIN collective_group g ON g.collective_id = c.id
 JOIN collective_group o ON o.collective_id = c.id AND o.group_idx = g.group_idx
                        AND o.position = (CASE WHEN c.kind = 'collective-permute'
                                               THEN 1 - g.position ELSE g.position END);

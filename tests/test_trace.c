@@ -3,6 +3,7 @@
  * Modules are parsed from HLO text; events are fed to the sink by hand, the way the
  * partitioner would. This file reads the database with SQL directly (sqlite3.h) to check the
  * schema as users see it; the library itself keeps SQLite inside src/trace. */
+#include <math.h>
 #include <setjmp.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -267,11 +268,19 @@ test_schema_created_and_version_checked(void **state)
 static void
 assert_db_empty(const char *path)
 {
-    static const char *const tables[] = {
-        "run",        "run_option",       "instr",           "edge",
-        "decision",   "decision_alt",     "decision_number", "reshard",
-        "collective", "collective_group", "windowed_loop",   "warning",
-        "called_computation"};
+    static const char *const tables[] = {"run",
+                                         "run_option",
+                                         "instr",
+                                         "edge",
+                                         "decision",
+                                         "decision_alt",
+                                         "decision_number",
+                                         "reshard",
+                                         "collective",
+                                         "collective_group",
+                                         "windowed_loop",
+                                         "warning",
+                                         "called_computation"};
     sqlite3 *raw = sql_open(path);
     for (size_t k = 0; k < SL_COUNTOF(tables); k++) {
         char q[96];
@@ -479,8 +488,9 @@ test_failed_run_leaves_no_rows(void **state)
     trace_db_abort_run(db);
     assert_db_empty(fx->path);
 
-    /* The write fails at row k, for every k up to the whole run (34 rows). */
-    for (uint64_t k = 1; k <= 34; k++) {
+    /* The write fails at row k, for every k up to the whole run (21 rows: run, 2 options,
+     * 10 instrs, 1 call, 1 decision, 2 reshards, 1 collective, 2 group members, 1 warning). */
+    for (uint64_t k = 1; k <= 21; k++) {
         begin_dot_run(fx, db, in, out);
         trace_db_inject_fault(db, k);
         err = (SlError){0};
@@ -489,7 +499,7 @@ test_failed_run_leaves_no_rows(void **state)
         assert_db_empty(fx->path);
     }
     /* With one row more the run goes through, wholly. */
-    trace_db_inject_fault(db, 35);
+    trace_db_inject_fault(db, 22);
     begin_dot_run(fx, db, in, out);
     int64_t run_id = 0;
     err = (SlError){0};
@@ -570,6 +580,11 @@ test_two_concurrent_writers(void **state)
     assert_int_equal(sql_int(raw, "SELECT count(*) FROM instr"), 2 * RUNS_PER_WRITER * 10);
     assert_int_equal(sql_int(raw, "SELECT count(*) FROM collective_group"),
                      2 * RUNS_PER_WRITER * 2);
+    /* Each run's instrs are exactly its id range, although two processes wrote at once. */
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM run r WHERE last_instr - first_instr <> 9"
+                                  " OR (SELECT count(*) FROM instr i WHERE i.id BETWEEN"
+                                  " r.first_instr AND r.last_instr AND i.run_id = r.id) <> 10"),
+                     0);
     /* No run is missing a part: every run has its 10 instructions and its collective. */
     assert_int_equal(sql_int(raw, "SELECT count(*) FROM run r WHERE (SELECT count(*) FROM instr"
                                   " i WHERE i.run_id = r.id) <> 10 OR (SELECT count(*) FROM"
@@ -994,14 +1009,20 @@ static const struct {
     double values[3];
     const char *want; /* the summary's strategy text */
 } k_chains[] = {
-    {"dot engine, outermost first", {"group_on_contracting", "batch_parallel", NULL},
-     {"partitions", "partitions"}, {2, 1},
-     "strategy \"group_on_contracting\" (then \"batch_parallel\");"},
-    {"gather, innermost first", {"replicate", "trivial-sliced-operand", NULL}, {"depth", "depth"},
-     {1, 0}, "strategy \"trivial-sliced-operand\" (then \"replicate\");"},
+    {"dot engine, outermost first",
+     {"group_on_contracting", "batch_parallel", NULL},
+     {"partitions", "partitions"},
+     {2, 1},
+     "strategy \"group_on_contracting\" (then \"batch_parallel\");"                             },
+    {"gather, innermost first",
+     {"replicate", "trivial-sliced-operand", NULL},
+     {"depth", "depth"},
+     {1, 0},
+     "strategy \"trivial-sliced-operand\" (then \"replicate\");"                                },
     {"windowed-einsum configuration before its strategy",
      {"no_windowed_einsum", "group_on_contracting", "batch_parallel"},
-     {"loop_partitions", "partitions", "partitions"}, {2, 2, 1},
+     {"loop_partitions", "partitions", "partitions"},
+     {2, 2, 1},
      "strategy \"group_on_contracting\" (then \"no_windowed_einsum\", then \"batch_parallel\");"},
 };
 
@@ -1018,8 +1039,8 @@ test_explain_decision_chain(void **state)
         assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
         for (int k = 0; k < 3 && k_chains[c].strategies[k]; k++) {
             TraceKV num = {k_chains[c].numbers[k], k_chains[c].values[k], NULL};
-            TraceDecision d = {instr(in, "dot"), "dot", k_chains[c].strategies[k], NULL, NULL, 0,
-                               &num, 1};
+            TraceDecision d = {
+                instr(in, "dot"), "dot", k_chains[c].strategies[k], NULL, NULL, 0, &num, 1};
             sink->ops->decision(sink, &d);
         }
         int64_t run_id = 0;
@@ -1043,6 +1064,158 @@ test_explain_decision_chain(void **state)
         ir_module_fini(in);
         ir_module_fini(out);
     }
+    trace_db_close(db);
+}
+
+/* ---- lists kept as JSON in a row: exact both ways, and refused when malformed ---- */
+
+/* Every number reads back bit for bit (from the reader and from the decision_number view);
+ * strings with quotes, backslashes, control bytes and UTF-8 survive; NaN is NULL as SQLite
+ * stores it. */
+static void
+test_decision_lists_round_trip(void **state)
+{
+    TraceFx *fx = *state;
+    SlError err = {0};
+    TraceDb *db = NULL;
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    IrModule *in = tfx_parse(fx, k_dot_in), *out = tfx_parse(fx, k_dot_out);
+    static const char *const alts[] = {"say \"hi\"", "back\\slash", "tab\tnew\nline\x01",
+                                       "caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x99\x82", ""};
+    const double nums[] = {0.1,
+                           1.0 / 3.0,
+                           -2.5e-300,
+                           1152921504606847232.0, /* 2^60 + 2^8: integral, past 2^53 */
+                           123456789012.0,
+                           -0.0,
+                           1e308 * 10, /* +inf */
+                           -1e308 * 10,
+                           0.0 / 0.0 /* NaN */};
+    TraceKV kv[SL_COUNTOF(nums) + 1];
+    char keys[SL_COUNTOF(nums)][8];
+    for (size_t k = 0; k < SL_COUNTOF(nums); k++) {
+        snprintf(keys[k], sizeof(keys[k]), "n%zu", k);
+        kv[k] = (TraceKV){keys[k], nums[k], NULL};
+    }
+    kv[SL_COUNTOF(nums)] = (TraceKV){"quote\"key", 0, "{devices=[2,1]0,1 \"x\"}"};
+    TraceSink *sink = NULL;
+    assert_int_equal(trace_db_begin_run(db, in, &k_info, &sink, &err), SL_OK);
+    TraceDecision d = {instr(in, "dot"), "dot", "contracting", NULL, alts,
+                       SL_COUNTOF(alts), kv,    SL_COUNTOF(kv)};
+    sink->ops->decision(sink, &d);
+    TraceDecision bare = {instr(in, "lhs"), "default", "replicate", NULL, NULL, 0, NULL, 0};
+    sink->ops->decision(sink, &bare);
+    int64_t run_id = 0;
+    assert_int_equal(trace_db_end_run(db, out, -1, &run_id, &err), SL_OK);
+
+    const TraceRun *run = NULL;
+    assert_int_equal(trace_run_load(db, run_id, &fx->arena, &run, &err), SL_OK);
+    assert_int_equal(run->n_decisions, 2);
+    const TraceRunDecision *got = &run->decisions[0];
+    assert_int_equal(got->n_alternatives, SL_COUNTOF(alts));
+    for (size_t k = 0; k < SL_COUNTOF(alts); k++)
+        assert_string_equal(got->alternatives[k], alts[k]);
+    assert_int_equal(got->n_numbers, SL_COUNTOF(kv));
+    for (size_t k = 0; k < SL_COUNTOF(nums); k++) {
+        assert_string_equal(got->numbers[k].key, keys[k]);
+        assert_null(got->numbers[k].str);
+        double want = nums[k] != nums[k] ? 0.0 : nums[k];             /* NaN: null, read as 0 */
+        if (memcmp(&got->numbers[k].num, &want, sizeof(double)) != 0) /* bit for bit */
+            fail_msg("number %zu: got %.17g, want %.17g", k, got->numbers[k].num, want);
+    }
+    assert_true(signbit(got->numbers[5].num)); /* -0.0 keeps its sign */
+    assert_string_equal(got->numbers[SL_COUNTOF(nums)].key, "quote\"key");
+    assert_string_equal(got->numbers[SL_COUNTOF(nums)].str, "{devices=[2,1]0,1 \"x\"}");
+    assert_int_equal(run->decisions[1].n_alternatives, 0);
+    assert_null(run->decisions[1].alternatives);
+    assert_int_equal(run->decisions[1].n_numbers, 0);
+    trace_db_close(db);
+
+    /* The same through the views, as SQL users see them. */
+    sqlite3 *raw = sql_open(fx->path);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM decision_alt"), SL_COUNTOF(alts));
+    ASSERT_SQL_TEXT(raw, "SELECT strategy FROM decision_alt WHERE idx = 1", "back\\slash");
+    ASSERT_SQL_TEXT(raw, "SELECT strategy FROM decision_alt WHERE idx = 3",
+                    "caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x99\x82");
+    assert_true(sql_real(raw, "SELECT num FROM decision_number WHERE key = 'n0'") == 0.1);
+    assert_true(sql_real(raw, "SELECT num FROM decision_number WHERE key = 'n1'") == 1.0 / 3.0);
+    assert_true(sql_real(raw, "SELECT num FROM decision_number WHERE key = 'n2'") == -2.5e-300);
+    assert_true(sql_real(raw, "SELECT num FROM decision_number WHERE key = 'n3'") ==
+                1152921504606847232.0);
+    assert_true(sql_real(raw, "SELECT num FROM decision_number WHERE key = 'n6'") > 1e308);
+    assert_true(sql_real(raw, "SELECT num FROM decision_number WHERE key = 'n7'") < -1e308);
+    ASSERT_SQL_TEXT(raw, "SELECT quote(num) || quote(str) FROM decision_number WHERE key = 'n8'",
+                    "NULLNULL");
+    ASSERT_SQL_TEXT(raw, "SELECT str FROM decision_number WHERE idx = 9",
+                    "{devices=[2,1]0,1 \"x\"}");
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT quote(alternatives) || quote(numbers) FROM decision"
+                    " WHERE strategy = 'replicate'",
+                    "NULLNULL");
+
+    /* A hand-edited list that is not JSON: a clear SL_ERR_DB naming the column, no crash. */
+    static const char *const broken[][2] = {
+        {"UPDATE decision SET numbers = '[[\"k\",1]' WHERE strategy = 'contracting'",
+         "decision.numbers"                                                                                            },
+        {"UPDATE decision SET numbers = NULL, alternatives = '[\"a\\q\"]'"
+         " WHERE strategy = 'contracting'",                                            "decision.alternatives"},
+        {"UPDATE decision SET alternatives = '[\"unterminated' WHERE strategy = 'contracting'",
+         "decision.alternatives"                                                                                       },
+        {"UPDATE decision SET alternatives = NULL; UPDATE instr SET operands = '[1,x]'"
+         " WHERE name = 'dot'",                                                        "instr.operands"       },
+        {"UPDATE instr SET operands = '[1,2] 3' WHERE name = 'dot'",                            "instr.operands"       },
+        {"UPDATE instr SET operands = '[-1]' WHERE name = 'dot'",                               "instr.operands"       },
+    };
+    for (size_t k = 0; k < SL_COUNTOF(broken); k++) {
+        assert_int_equal(sqlite3_exec(raw, broken[k][0], NULL, NULL, NULL), SQLITE_OK);
+        err = (SlError){0};
+        assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_OK);
+        assert_int_equal(trace_run_load(db, run_id, &fx->arena, &run, &err), SL_ERR_DB);
+        if (!strstr(err.msg, broken[k][1]) || !strstr(err.msg, "malformed JSON"))
+            fail_msg("%s: %s", broken[k][0], err.msg);
+        trace_db_close(db);
+    }
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+    ir_module_fini(in);
+    ir_module_fini(out);
+}
+
+/* A run's instrs are the id range its run row names; the reader keeps to its own run even
+ * when a hand-edited range takes in another run's rows. */
+static void
+test_run_instr_range(void **state)
+{
+    TraceFx *fx = *state;
+    SlError err = {0};
+    TraceDb *db = NULL;
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    assert_int_equal(write_dot_run(fx, db), 1);
+    assert_int_equal(write_dot_run(fx, db), 2);
+    trace_db_close(db);
+    sqlite3 *raw = sql_open(fx->path);
+    ASSERT_SQL_TEXT(raw, "SELECT group_concat(first_instr || '-' || last_instr, ' ') FROM run",
+                    "1-10 11-20");
+    /* Operands name rows of the same run: dot(lhs, rhs) of run 2 is [11,12]. */
+    ASSERT_SQL_TEXT(raw, "SELECT operands FROM instr WHERE run_id = 2 AND name = 'dot'", "[11,12]");
+    assert_int_equal(
+        sqlite3_exec(raw, "UPDATE run SET first_instr = 1 WHERE id = 2", NULL, NULL, NULL),
+        SQLITE_OK);
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_OK);
+    const TraceRun *run = NULL;
+    assert_int_equal(trace_run_load(db, 2, &fx->arena, &run, &err), SL_OK);
+    assert_int_equal(run->n_instrs, 10);
+    assert_int_equal(run->n_before, 3);
+    const TraceRunInstr *dot = trace_run_find_instr(run, TRACE_BEFORE, "dot");
+    assert_non_null(dot);
+    assert_int_equal(dot->n_operands, 2);
+    assert_string_equal(run->instrs[dot->operands[0]].name, "lhs");
+    assert_string_equal(run->instrs[dot->operands[1]].name, "rhs");
+    const TraceRunInstr *ar = trace_run_find_instr(run, TRACE_AFTER, "all-reduce.1");
+    assert_non_null(ar);
+    assert_ptr_equal(&run->instrs[ar->derived_from], dot);
+    assert_int_equal(run->n_calls, 1);
+    assert_string_equal(run->calls[0].computation, "add");
     trace_db_close(db);
 }
 
@@ -1089,6 +1262,8 @@ main(void)
                                         tfx_teardown),
         cmocka_unit_test_setup_teardown(test_explain_contracting_dot, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_explain_decision_chain, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_decision_lists_round_trip, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_run_instr_range, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_mem_sink, tfx_setup, tfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,11 @@
 /* reader.c - loads one run of a trace database into the plain structs of trace_run.h.
- * Owns: the read queries. Does not own: the cost model, which lives in the schema's views and
- * is read from them (collective_traffic, device_traffic), never recomputed here.
- * Invariant: all queries of one load run in one read transaction, so a run appended by another
- * process meanwhile cannot mix in; every string is copied into the caller's arena. */
+ * Owns: the read queries, and parsing the JSON lists the schema keeps in a row (instr.operands,
+ * decision.alternatives, decision.numbers). Does not own: the cost model, which lives in the
+ * schema's views and is read from them (collective_traffic, device_traffic), never recomputed
+ * here. Invariant: all queries of one load run in one read transaction, so a run appended by
+ * another process meanwhile cannot mix in; every string is copied into the caller's arena.
+ * Each table is read once; the big ones (instr, called_computation) by key range, in key order,
+ * so SQLite neither looks rows up one by one nor sorts them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,8 +19,13 @@ typedef struct Rd {
     int rc;           /* first SQLite failure */
     const char *what; /* the query that failed */
     bool oom;
-    SlVec rows;      /* rows of the current query, copied to the arena at its end */
-    SlMap instr_idx; /* instr.id -> index into run->instrs */
+    const char *bad;                 /* what held malformed JSON; the load fails */
+    int64_t first_instr, last_instr; /* run.first_instr, run.last_instr; 0: no instrs */
+    SlVec rows;                      /* rows of the current query, copied to the arena at its end */
+    SlVec instr_ids;                 /* int64_t instr.id per run->instrs entry, ascending */
+    SlVec operands;     /* int64_t operand ids of every instr, in instrs order (resolved later) */
+    SlVec alts, nums;   /* one decision's alternatives and numbers while they are parsed */
+    uint32_t instr_cap; /* run->instrs holds this many, filled in place; 0: rows go via `rows` */
     SlMap decision_idx, reshard_idx, collective_idx;
 } Rd;
 
@@ -47,6 +55,302 @@ col_idx(const SlMap *m, sqlite3_stmt *st, int col)
     return (uint32_t)idx;
 }
 
+/* The index of instr row `id` in run->instrs, or TRACE_NONE. Rows were read in id order and a
+ * run's ids are contiguous, so the offset from the first id finds it; a binary search covers
+ * a file where they are not. */
+static uint32_t
+instr_index(const Rd *r, int64_t id)
+{
+    const int64_t *ids = r->instr_ids.data;
+    size_t n = r->instr_ids.len;
+    if (!n)
+        return TRACE_NONE;
+    if (id >= ids[0] && (uint64_t)(id - ids[0]) < n && ids[id - ids[0]] == id)
+        return (uint32_t)(id - ids[0]);
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && ids[lo] == id ? (uint32_t)lo : TRACE_NONE;
+}
+
+static uint32_t
+col_instr(const Rd *r, sqlite3_stmt *st, int col)
+{
+    if (sqlite3_column_type(st, col) == SQLITE_NULL)
+        return TRACE_NONE;
+    return instr_index(r, sqlite3_column_int64(st, col));
+}
+
+/* ---- JSON lists, as schema/trace.sql writes them ---- */
+
+typedef struct Json {
+    const char *p, *end;
+} Json;
+
+static void
+json_ws(Json *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+        j->p++;
+}
+
+/* Consumes `c` (after white space) when it is next. */
+static bool
+json_eat(Json *j, char c)
+{
+    json_ws(j);
+    if (j->p < j->end && *j->p == c) {
+        j->p++;
+        return true;
+    }
+    return false;
+}
+
+static bool
+json_null(Json *j)
+{
+    json_ws(j);
+    if (j->end - j->p >= 4 && memcmp(j->p, "null", 4) == 0) {
+        j->p += 4;
+        return true;
+    }
+    return false;
+}
+
+static int
+hex_digit(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* \uXXXX after the backslash and 'u' (at j->p); -1 when malformed. */
+static int32_t
+json_u16(Json *j)
+{
+    if (j->end - j->p < 4)
+        return -1;
+    int32_t v = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = hex_digit(j->p[k]);
+        if (h < 0)
+            return -1;
+        v = v * 16 + h;
+    }
+    j->p += 4;
+    return v;
+}
+
+static char *
+put_utf8(char *o, uint32_t cp)
+{
+    if (cp < 0x80) {
+        *o++ = (char)cp;
+    } else if (cp < 0x800) {
+        *o++ = (char)(0xc0 | cp >> 6);
+        *o++ = (char)(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+        *o++ = (char)(0xe0 | cp >> 12);
+        *o++ = (char)(0x80 | (cp >> 6 & 0x3f));
+        *o++ = (char)(0x80 | (cp & 0x3f));
+    } else {
+        *o++ = (char)(0xf0 | cp >> 18);
+        *o++ = (char)(0x80 | (cp >> 12 & 0x3f));
+        *o++ = (char)(0x80 | (cp >> 6 & 0x3f));
+        *o++ = (char)(0x80 | (cp & 0x3f));
+    }
+    return o;
+}
+
+/* string := '"' (char | '\' escape)* '"', copied into the arena with escapes decoded. A decoded
+ * string is never longer than its JSON text. \u0000 is refused: the result is a C string. */
+static bool
+json_string(Rd *r, Json *j, const char **out)
+{
+    json_ws(j);
+    if (j->p >= j->end || *j->p != '"')
+        return false;
+    const char *s = ++j->p;
+    const char *q = s;
+    while (q < j->end && *q != '"' && *q != '\\')
+        q++;
+    if (q < j->end && *q == '"') { /* no escapes: the common case */
+        char *c = sl_arena_strndup(r->arena, s, (size_t)(q - s));
+        if (!c)
+            r->oom = true;
+        *out = c ? c : "";
+        j->p = q + 1;
+        return true;
+    }
+    char *buf = sl_arena_alloc(r->arena, (size_t)(j->end - s) + 1, 1);
+    if (!buf) {
+        r->oom = true;
+        return false;
+    }
+    char *o = buf;
+    while (j->p < j->end && *j->p != '"') {
+        char ch = *j->p++;
+        if ((unsigned char)ch < 0x20)
+            return false;
+        if (ch != '\\') {
+            *o++ = ch;
+            continue;
+        }
+        if (j->p >= j->end)
+            return false;
+        ch = *j->p++;
+        switch (ch) {
+        case '"':
+        case '\\':
+        case '/':
+            *o++ = ch;
+            break;
+        case 'b':
+            *o++ = '\b';
+            break;
+        case 'f':
+            *o++ = '\f';
+            break;
+        case 'n':
+            *o++ = '\n';
+            break;
+        case 'r':
+            *o++ = '\r';
+            break;
+        case 't':
+            *o++ = '\t';
+            break;
+        case 'u': {
+            int32_t cp = json_u16(j);
+            if (cp >= 0xd800 && cp < 0xdc00) { /* a surrogate pair */
+                int32_t lo = j->end - j->p >= 2 && j->p[0] == '\\' && j->p[1] == 'u'
+                                 ? (j->p += 2, json_u16(j))
+                                 : -1;
+                if (lo < 0xdc00 || lo >= 0xe000)
+                    return false;
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+            } else if (cp >= 0xdc00 && cp < 0xe000) {
+                return false;
+            }
+            if (cp <= 0)
+                return false;
+            o = put_utf8(o, (uint32_t)cp);
+            break;
+        }
+        default:
+            return false;
+        }
+    }
+    if (j->p >= j->end)
+        return false;
+    j->p++;
+    *o = '\0';
+    *out = buf;
+    return true;
+}
+
+/* number := '-'? digits ('.' digits)? ([eE] [+-]? digits)? ; 9e999 reads as infinity. */
+static bool
+json_number(Json *j, double *out)
+{
+    json_ws(j);
+    const char *s = j->p, *q = s;
+    if (q < j->end && *q == '-')
+        q++;
+    const char *digits = q;
+    while (q < j->end && *q >= '0' && *q <= '9')
+        q++;
+    if (q == digits)
+        return false;
+    if (q < j->end && *q == '.') {
+        const char *f = ++q;
+        while (q < j->end && *q >= '0' && *q <= '9')
+            q++;
+        if (q == f)
+            return false;
+    }
+    if (q < j->end && (*q == 'e' || *q == 'E')) {
+        q++;
+        if (q < j->end && (*q == '+' || *q == '-'))
+            q++;
+        const char *e = q;
+        while (q < j->end && *q >= '0' && *q <= '9')
+            q++;
+        if (q == e)
+            return false;
+    }
+    char tmp[64];
+    if ((size_t)(q - s) >= sizeof(tmp))
+        return false;
+    memcpy(tmp, s, (size_t)(q - s));
+    tmp[q - s] = '\0';
+    *out = strtod(tmp, NULL);
+    j->p = q;
+    return true;
+}
+
+/* An instr id: a non-negative integer. */
+static bool
+json_id(Json *j, int64_t *out)
+{
+    json_ws(j);
+    const char *q = j->p;
+    int64_t v = 0;
+    while (q < j->end && *q >= '0' && *q <= '9' && v <= (INT64_MAX - 9) / 10)
+        v = v * 10 + (*q++ - '0');
+    if (q == j->p ||
+        (q < j->end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E')))
+        return false;
+    j->p = q;
+    *out = v;
+    return true;
+}
+
+/* The JSON text of column `col`; false for NULL (an empty list). */
+static bool
+col_json(sqlite3_stmt *st, int col, Json *j)
+{
+    const char *t = (const char *)sqlite3_column_text(st, col);
+    if (!t)
+        return false;
+    j->p = t;
+    j->end = t + sqlite3_column_bytes(st, col);
+    return true;
+}
+
+/* list := '[' (item (',' item)*)? ']' ; opens the list, false when malformed. */
+static bool
+json_open(Json *j, bool *empty)
+{
+    if (!json_eat(j, '['))
+        return false;
+    *empty = json_eat(j, ']');
+    return true;
+}
+
+/* After an item: true with *more when a ',' follows, true without it at the closing ']'. */
+static bool
+json_next(Json *j, bool *more)
+{
+    *more = json_eat(j, ',');
+    return *more || json_eat(j, ']');
+}
+
+/* Nothing but white space after the list. */
+static bool
+json_done(Json *j)
+{
+    json_ws(j);
+    return j->p == j->end;
+}
+
 static void
 put(Rd *r, SlMap *m, int64_t row, size_t idx)
 {
@@ -54,17 +358,22 @@ put(Rd *r, SlMap *m, int64_t row, size_t idx)
         r->oom = true;
 }
 
-/* Runs `sql` with ?1 bound to the run id, calling `fn` per row. */
+/* Runs `sql` with ?1 bound to the run id and ?2, ?3 to its first and last instr id, calling
+ * `fn` per row. */
 static void
 query(Rd *r, const char *sql, RowFn fn)
 {
-    if (r->rc != SQLITE_OK || r->oom)
+    if (r->rc != SQLITE_OK || r->oom || r->bad)
         return;
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(r->db->sql, sql, -1, &st, NULL);
-    if (rc == SQLITE_OK && sqlite3_bind_parameter_count(st) >= 1)
+    int n_params = rc == SQLITE_OK ? sqlite3_bind_parameter_count(st) : 0;
+    if (rc == SQLITE_OK && n_params >= 1)
         rc = sqlite3_bind_int64(st, 1, r->run->id);
-    while (rc == SQLITE_OK && !r->oom) {
+    if (rc == SQLITE_OK && n_params >= 3 &&
+        (rc = sqlite3_bind_int64(st, 2, r->first_instr)) == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, 3, r->last_instr);
+    while (rc == SQLITE_OK && !r->oom && !r->bad) {
         int step = sqlite3_step(st);
         if (step == SQLITE_DONE)
             break;
@@ -109,6 +418,31 @@ row_option(Rd *r, sqlite3_stmt *st)
     return PUSH(r, TraceRunOption, o);
 }
 
+/* instr.operands: pushes the ids to r->operands and counts them in `i`. */
+static bool
+parse_operands(Rd *r, sqlite3_stmt *st, int col, TraceRunInstr *i)
+{
+    Json j;
+    bool empty = false, more = true;
+    if (!col_json(st, col, &j))
+        return true;
+    if (!json_open(&j, &empty))
+        return false;
+    while (!empty && more) {
+        int64_t id = -1;
+        if (!json_null(&j) && !json_id(&j, &id))
+            return false;
+        if (!SL_VEC_PUSH(&r->operands, int64_t, id)) {
+            r->oom = true;
+            return true;
+        }
+        i->n_operands++;
+        if (!json_next(&j, &more))
+            return false;
+    }
+    return json_done(&j);
+}
+
 static bool
 row_instr(Rd *r, sqlite3_stmt *st)
 {
@@ -126,58 +460,126 @@ row_instr(Rd *r, sqlite3_stmt *st)
     i.op_name = col_text(r, st, 10);
     i.source_file = col_text(r, st, 11);
     i.source_line = sqlite3_column_int64(st, 12);
-    i.derived_from = col_idx(&r->instr_idx, st, 13); /* 'before' rows come first */
+    i.derived_from = col_instr(r, st, 13); /* 'before' rows come first */
     i.param_number = sqlite3_column_type(st, 14) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 14);
-    put(r, &r->instr_idx, sqlite3_column_int64(st, 0), r->rows.len);
-    return PUSH(r, TraceRunInstr, i);
-}
-
-typedef struct EdgeRow {
-    uint32_t user, index, operand;
-} EdgeRow;
-
-static bool
-row_edge(Rd *r, sqlite3_stmt *st)
-{
-    EdgeRow e = {col_idx(&r->instr_idx, st, 0), (uint32_t)sqlite3_column_int64(st, 1),
-                 col_idx(&r->instr_idx, st, 2)};
-    if (e.user == TRACE_NONE || e.operand == TRACE_NONE)
+    if (!parse_operands(r, st, 15, &i)) {
+        r->bad = "instr.operands";
         return true;
-    return PUSH(r, EdgeRow, e);
+    }
+    if (!SL_VEC_PUSH(&r->instr_ids, int64_t, sqlite3_column_int64(st, 0)))
+        return false;
+    if (!r->instr_cap)
+        return PUSH(r, TraceRunInstr, i);
+    if (SL_NEVER(r->run->n_instrs >= r->instr_cap)) /* ids are unique within the range */
+        return false;
+    r->run->instrs[r->run->n_instrs++] = i;
+    return true;
 }
 
-/* Edges arrive ordered by (user, operand_index): one run of rows per user. */
+/* Turns the operand ids into indices, once every instr is known (an operand may come later).
+ * An operand outside the run is TRACE_NONE; trailing ones are dropped. */
 static void
-attach_edges(Rd *r)
+attach_operands(Rd *r)
 {
-    uint32_t n = 0;
-    EdgeRow *e = TAKE(r, EdgeRow, &n);
-    for (uint32_t k = 0; k < n;) {
-        uint32_t end = k;
-        while (end < n && e[end].user == e[k].user)
-            end++;
-        TraceRunInstr *u = &r->run->instrs[e[k].user];
-        u->n_operands = e[end - 1].index + 1;
-        u->operands = SL_NEW_ARRAY(r->arena, uint32_t, u->n_operands);
-        if (!u->operands) {
-            r->oom = true;
+    TraceRun *run = r->run;
+    const int64_t *ids = r->operands.data;
+    uint32_t *all = r->operands.len ? SL_NEW_ARRAY(r->arena, uint32_t, r->operands.len) : NULL;
+    if (r->operands.len && !all) {
+        r->oom = true;
+        return;
+    }
+    size_t off = 0;
+    for (uint32_t k = 0; k < run->n_instrs; k++) {
+        TraceRunInstr *u = &run->instrs[k];
+        uint32_t total = u->n_operands, n = total;
+        if (off + total > r->operands.len) { /* cannot happen: the counts came with the ids */
+            r->bad = "instr.operands";
             return;
         }
-        for (uint32_t j = 0; j < u->n_operands; j++)
-            u->operands[j] = TRACE_NONE;
-        for (uint32_t j = k; j < end; j++)
-            u->operands[e[j].index] = e[j].operand;
-        k = end;
+        for (uint32_t o = 0; o < total; o++)
+            all[off + o] = ids[off + o] < 0 ? TRACE_NONE : instr_index(r, ids[off + o]);
+        while (n > 0 && all[off + n - 1] == TRACE_NONE)
+            n--;
+        u->n_operands = n;
+        u->operands = n ? all + off : NULL;
+        off += total;
     }
 }
 
 static bool
 row_call(Rd *r, sqlite3_stmt *st)
 {
-    TraceRunCall c = {col_idx(&r->instr_idx, st, 0), col_text(r, st, 1), col_text(r, st, 2)};
+    TraceRunCall c = {col_instr(r, st, 0), col_text(r, st, 1), col_text(r, st, 2)};
     if (c.instr == TRACE_NONE)
         return true;
     return PUSH(r, TraceRunCall, c);
+}
+
+/* decision.alternatives: a list of strings. */
+static bool
+parse_alternatives(Rd *r, sqlite3_stmt *st, int col, TraceRunDecision *d)
+{
+    Json j;
+    bool empty = false, more = true;
+    if (!col_json(st, col, &j))
+        return true;
+    if (!json_open(&j, &empty))
+        return false;
+    SlVec *v = &r->alts;
+    v->len = 0;
+    bool ok = true;
+    while (ok && !empty && more) {
+        const char *alt = NULL;
+        ok = json_string(r, &j, &alt) && json_next(&j, &more);
+        if (ok && !SL_VEC_PUSH(v, const char *, alt))
+            r->oom = true;
+    }
+    ok = ok && json_done(&j);
+    if (ok && v->len) {
+        d->alternatives = sl_arena_memdup(r->arena, v->data, v->len * sizeof(const char *),
+                                          _Alignof(const char *));
+        if (d->alternatives)
+            d->n_alternatives = (uint32_t)v->len;
+        else
+            r->oom = true;
+    }
+    return ok;
+}
+
+/* decision.numbers: a list of [key, value] pairs, value a number, a string or null. */
+static bool
+parse_numbers(Rd *r, sqlite3_stmt *st, int col, TraceRunDecision *d)
+{
+    Json j;
+    bool empty = false, more = true;
+    if (!col_json(st, col, &j))
+        return true;
+    if (!json_open(&j, &empty))
+        return false;
+    SlVec *v = &r->nums;
+    v->len = 0;
+    bool ok = true;
+    while (ok && !empty && more) {
+        TraceRunNumber n = {NULL, 0, NULL};
+        ok = json_eat(&j, '[') && json_string(r, &j, &n.key) && json_eat(&j, ',');
+        if (ok && !json_null(&j)) {
+            json_ws(&j);
+            ok = j.p < j.end && *j.p == '"' ? json_string(r, &j, &n.str) : json_number(&j, &n.num);
+        }
+        ok = ok && json_eat(&j, ']') && json_next(&j, &more);
+        if (ok && !SL_VEC_PUSH(v, TraceRunNumber, n))
+            r->oom = true;
+    }
+    ok = ok && json_done(&j);
+    if (ok && v->len) {
+        d->numbers = sl_arena_memdup(r->arena, v->data, v->len * sizeof(TraceRunNumber),
+                                     _Alignof(TraceRunNumber));
+        if (d->numbers)
+            d->n_numbers = (uint32_t)v->len;
+        else
+            r->oom = true;
+    }
+    return ok;
 }
 
 static bool
@@ -185,71 +587,20 @@ row_decision(Rd *r, sqlite3_stmt *st)
 {
     TraceRunDecision d = {0};
     d.seq = (uint32_t)sqlite3_column_int64(st, 1);
-    d.instr = col_idx(&r->instr_idx, st, 2);
+    d.instr = col_instr(r, st, 2);
     d.handler = col_text(r, st, 3);
     d.strategy = col_text(r, st, 4);
     d.reason = col_text(r, st, 5);
+    if (!parse_alternatives(r, st, 6, &d)) {
+        r->bad = "decision.alternatives";
+        return true;
+    }
+    if (!parse_numbers(r, st, 7, &d)) {
+        r->bad = "decision.numbers";
+        return true;
+    }
     put(r, &r->decision_idx, sqlite3_column_int64(st, 0), r->rows.len);
     return PUSH(r, TraceRunDecision, d);
-}
-
-/* Alternatives and numbers: counted by a first pass, then filled in order. */
-static bool
-row_alt_count(Rd *r, sqlite3_stmt *st)
-{
-    uint32_t d = col_idx(&r->decision_idx, st, 0);
-    if (d != TRACE_NONE)
-        r->run->decisions[d].n_alternatives++;
-    return true;
-}
-
-static bool
-row_number_count(Rd *r, sqlite3_stmt *st)
-{
-    uint32_t d = col_idx(&r->decision_idx, st, 0);
-    if (d != TRACE_NONE)
-        r->run->decisions[d].n_numbers++;
-    return true;
-}
-
-static bool
-alloc_decision_lists(Rd *r)
-{
-    for (uint32_t k = 0; k < r->run->n_decisions; k++) {
-        TraceRunDecision *d = &r->run->decisions[k];
-        if (d->n_alternatives &&
-            !(d->alternatives = SL_NEW_ARRAY(r->arena, const char *, d->n_alternatives)))
-            return false;
-        if (d->n_numbers && !(d->numbers = SL_NEW_ARRAY(r->arena, TraceRunNumber, d->n_numbers)))
-            return false;
-        d->n_alternatives = d->n_numbers = 0; /* refilled as rows arrive */
-    }
-    return true;
-}
-
-static bool
-row_alt(Rd *r, sqlite3_stmt *st)
-{
-    uint32_t k = col_idx(&r->decision_idx, st, 0);
-    if (k != TRACE_NONE) {
-        TraceRunDecision *d = &r->run->decisions[k];
-        d->alternatives[d->n_alternatives++] = col_text(r, st, 1);
-    }
-    return true;
-}
-
-static bool
-row_number(Rd *r, sqlite3_stmt *st)
-{
-    uint32_t k = col_idx(&r->decision_idx, st, 0);
-    if (k != TRACE_NONE) {
-        TraceRunDecision *d = &r->run->decisions[k];
-        TraceRunNumber *n = &d->numbers[d->n_numbers++];
-        n->key = col_text(r, st, 1);
-        n->num = sqlite3_column_double(st, 2);
-        n->str = col_text(r, st, 3);
-    }
-    return true;
 }
 
 /* ---- decision chains (see trace_run.h) ---- */
@@ -347,13 +698,13 @@ row_reshard(Rd *r, sqlite3_stmt *st)
 {
     TraceRunReshard x = {0};
     x.seq = (uint32_t)sqlite3_column_int64(st, 1);
-    x.requester = col_idx(&r->instr_idx, st, 2);
-    x.value = col_idx(&r->instr_idx, st, 3);
+    x.requester = col_instr(r, st, 2);
+    x.value = col_instr(r, st, 3);
     x.value_name = col_text(r, st, 4);
     x.from = col_text(r, st, 5);
     x.to = col_text(r, st, 6);
     x.method = col_text(r, st, 7);
-    x.result = col_idx(&r->instr_idx, st, 8);
+    x.result = col_instr(r, st, 8);
     x.result_name = col_text(r, st, 9);
     put(r, &r->reshard_idx, sqlite3_column_int64(st, 0), r->rows.len);
     return PUSH(r, TraceRunReshard, x);
@@ -363,7 +714,7 @@ static bool
 row_collective(Rd *r, sqlite3_stmt *st)
 {
     TraceRunCollective c = {0};
-    c.instr = col_idx(&r->instr_idx, st, 1);
+    c.instr = col_instr(r, st, 1);
     c.kind = col_text(r, st, 2);
     c.has_channel_id = sqlite3_column_type(st, 3) != SQLITE_NULL;
     c.channel_id = sqlite3_column_int64(st, 3);
@@ -372,7 +723,7 @@ row_collective(Rd *r, sqlite3_stmt *st)
     c.shape = col_text(r, st, 6);
     c.bytes = sqlite3_column_double(st, 7);
     c.trip_count = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 8);
-    c.source = col_idx(&r->instr_idx, st, 9);
+    c.source = col_instr(r, st, 9);
     c.cause = col_text(r, st, 10);
     c.reshard = col_idx(&r->reshard_idx, st, 11);
     c.decision = col_idx(&r->decision_idx, st, 12);
@@ -435,19 +786,16 @@ attach_groups(Rd *r)
 static bool
 row_loop(Rd *r, sqlite3_stmt *st)
 {
-    TraceRunLoop l = {col_idx(&r->instr_idx, st, 0),
-                      col_idx(&r->instr_idx, st, 1),
-                      col_text(r, st, 2),
-                      col_text(r, st, 3),
-                      sqlite3_column_int64(st, 4),
-                      sqlite3_column_int64(st, 5)};
+    TraceRunLoop l = {col_instr(r, st, 0),         col_instr(r, st, 1),
+                      col_text(r, st, 2),          col_text(r, st, 3),
+                      sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5)};
     return PUSH(r, TraceRunLoop, l);
 }
 
 static bool
 row_warning(Rd *r, sqlite3_stmt *st)
 {
-    TraceRunWarning w = {col_idx(&r->instr_idx, st, 0), col_text(r, st, 1)};
+    TraceRunWarning w = {col_instr(r, st, 0), col_text(r, st, 1)};
     return PUSH(r, TraceRunWarning, w);
 }
 
@@ -472,8 +820,12 @@ row_run(Rd *r, sqlite3_stmt *st)
     run->created_at = col_text(r, st, 5);
     run->duration_ms =
         sqlite3_column_type(st, 6) == SQLITE_NULL ? -1.0 : sqlite3_column_double(st, 6);
+    r->first_instr = sqlite3_column_int64(st, 7); /* NULL (no instrs) reads as 0 */
+    r->last_instr = sqlite3_column_int64(st, 8);
     return true;
 }
+
+enum { MAX_DIRECT_INSTRS = 1 << 26 };
 
 static void
 load_tables(Rd *r)
@@ -481,42 +833,37 @@ load_tables(Rd *r)
     TraceRun *run = r->run;
     query(r, "SELECT key, value FROM run_option WHERE run_id = ?1 ORDER BY key", row_option);
     run->options = TAKE(r, TraceRunOption, &run->n_options);
+    /* instr and called_computation by key range: the run's rows are first_instr..last_instr
+     * (+run_id: only a filter). There are at most as many instrs as ids in the range, so they
+     * go straight into their array, unless a damaged run row names an absurd range. */
+    int64_t range = r->last_instr - r->first_instr + 1;
+    if (r->first_instr > 0 && range > 0 && range <= MAX_DIRECT_INSTRS) {
+        run->instrs = SL_NEW_ARRAY(r->arena, TraceRunInstr, (size_t)range);
+        r->instr_cap = run->instrs ? (uint32_t)range : 0;
+        r->oom = r->oom || !run->instrs;
+    }
     query(r,
           "SELECT id, phase, ir_id, computation, is_root, name, opcode, shape, sharding,"
-          " size_bytes, op_name, source_file, source_line, derived_from, param_number"
-          " FROM instr WHERE run_id = ?1 ORDER BY id",
+          " size_bytes, op_name, source_file, source_line, derived_from, param_number, operands"
+          " FROM instr WHERE id BETWEEN ?2 AND ?3 AND +run_id = ?1 ORDER BY id",
           row_instr);
-    run->instrs = TAKE(r, TraceRunInstr, &run->n_instrs);
+    if (!r->instr_cap)
+        run->instrs = TAKE(r, TraceRunInstr, &run->n_instrs);
     while (run->n_before < run->n_instrs && run->instrs[run->n_before].phase == TRACE_BEFORE)
         run->n_before++;
+    if (r->rc == SQLITE_OK && !r->oom && !r->bad)
+        attach_operands(r);
     query(r,
-          "SELECT e.user, e.operand_index, e.operand FROM edge e JOIN instr u ON u.id = e.user"
-          " WHERE u.run_id = ?1 ORDER BY e.user, e.operand_index",
-          row_edge);
-    attach_edges(r);
-    query(r,
-          "SELECT instr, role, computation FROM called_computation WHERE run_id = ?1"
-          " ORDER BY instr, idx",
+          "SELECT instr, role, computation FROM called_computation"
+          " WHERE instr BETWEEN ?2 AND ?3 AND +run_id = ?1 ORDER BY instr, idx",
           row_call);
     run->calls = TAKE(r, TraceRunCall, &run->n_calls);
     query(r,
-          "SELECT id, seq, instr, handler, strategy, reason FROM decision WHERE run_id = ?1"
-          " ORDER BY id",
+          "SELECT id, seq, instr, handler, strategy, reason, alternatives, numbers FROM decision"
+          " WHERE run_id = ?1 ORDER BY id",
           row_decision);
     run->decisions = TAKE(r, TraceRunDecision, &run->n_decisions);
-    static const char alts[] = "SELECT a.decision_id, a.strategy FROM decision_alt a"
-                               " JOIN decision d ON d.id = a.decision_id WHERE d.run_id = ?1"
-                               " ORDER BY a.decision_id, a.idx";
-    static const char nums[] = "SELECT n.decision_id, n.key, n.num, n.str FROM decision_number n"
-                               " JOIN decision d ON d.id = n.decision_id WHERE d.run_id = ?1"
-                               " ORDER BY n.decision_id, n.idx";
-    query(r, alts, row_alt_count);
-    query(r, nums, row_number_count);
-    if (r->rc == SQLITE_OK && !r->oom && !alloc_decision_lists(r))
-        r->oom = true;
-    query(r, alts, row_alt);
-    query(r, nums, row_number);
-    if (r->rc == SQLITE_OK && !r->oom && !chain_decisions(run))
+    if (r->rc == SQLITE_OK && !r->oom && !r->bad && !chain_decisions(run))
         r->oom = true;
     query(r,
           "SELECT id, seq, requester, value, value_name, from_sharding, to_sharding, method,"
@@ -559,7 +906,6 @@ trace_run_load(TraceDb *db, int64_t run_id, SlArena *arena, const TraceRun **out
     Rd r = {.db = db, .arena = arena, .run = SL_NEW(arena, TraceRun)};
     if (!r.run)
         return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");
-    sl_map_init(&r.instr_idx);
     sl_map_init(&r.decision_idx);
     sl_map_init(&r.reshard_idx);
     sl_map_init(&r.collective_idx);
@@ -568,21 +914,27 @@ trace_run_load(TraceDb *db, int64_t run_id, SlArena *arena, const TraceRun **out
     r.what = "starting a read transaction";
     query(&r,
           run_id ? "SELECT id, module, input_hash, num_partitions, tool_version, created_at,"
-                   " duration_ms FROM run WHERE id = ?1"
+                   " duration_ms, first_instr, last_instr FROM run WHERE id = ?1"
                  : "SELECT id, module, input_hash, num_partitions, tool_version, created_at,"
-                   " duration_ms FROM run ORDER BY id DESC LIMIT 1",
+                   " duration_ms, first_instr, last_instr FROM run ORDER BY id DESC LIMIT 1",
           row_run);
     bool found = r.run->module != NULL;
     if (found)
         load_tables(&r);
     trace_db_rollback(db); /* read-only: ending the transaction cannot lose anything */
     sl_vec_fini(&r.rows);
-    sl_map_fini(&r.instr_idx);
+    sl_vec_fini(&r.instr_ids);
+    sl_vec_fini(&r.operands);
+    sl_vec_fini(&r.alts);
+    sl_vec_fini(&r.nums);
     sl_map_fini(&r.decision_idx);
     sl_map_fini(&r.reshard_idx);
     sl_map_fini(&r.collective_idx);
     if (r.rc != SQLITE_OK)
         return trace_db_fail(db, r.rc, r.what, err);
+    if (r.bad)
+        return sl_fail(err, SL_ERR_DB, loc, "malformed JSON in %s of run %lld", r.bad,
+                       (long long)r.run->id);
     if (r.oom || sl_arena_failed(arena))
         return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");
     if (!found) {

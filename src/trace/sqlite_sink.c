@@ -6,6 +6,8 @@
  * refer to instructions by interned name; a run is written in one IMMEDIATE transaction that
  * is retried as a whole when another writer holds the lock, so a run is in the file entirely
  * or not at all and the lock is held only while rows are inserted. */
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -179,8 +181,9 @@ static void
 on_windowed_loop(TraceSink *s, const TraceWindowedLoop *w)
 {
     TraceDb *db = db_of(s);
-    EvLoop e = {ref_of(w->dot), ref_of(w->loop), dup(db, w->variant ? w->variant : "unknown"),
-                w->iterations, w->bytes_per_iteration, w->true_branch_runs};
+    EvLoop e = {
+        ref_of(w->dot), ref_of(w->loop),        dup(db, w->variant ? w->variant : "unknown"),
+        w->iterations,  w->bytes_per_iteration, w->true_branch_runs};
     PUSH(db, loops, EvLoop, e);
 }
 
@@ -257,26 +260,22 @@ trace_db_begin_run(TraceDb *db, const IrModule *in, const TraceRunInfo *info, Tr
 
 static const char *const k_insert_sql[ST_COUNT] = {
     [ST_RUN] = "INSERT INTO run(module, input_hash, num_partitions, tool_version, created_at,"
-               " duration_ms) VALUES (?,?,?,?,?,?)",
+               " duration_ms, first_instr, last_instr) VALUES (?,?,?,?,?,?,?,?)",
     [ST_OPTION] = "INSERT OR REPLACE INTO run_option(run_id, key, value) VALUES (?,?,?)",
-    [ST_INSTR] = "INSERT INTO instr(run_id, phase, ir_id, computation, is_root, name, opcode,"
+    [ST_INSTR] = "INSERT INTO instr(id, run_id, phase, ir_id, computation, is_root, name, opcode,"
                  " shape, sharding, size_bytes, op_name, source_file, source_line, derived_from,"
-                 " param_number) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    [ST_EDGE] = "INSERT INTO edge(run_id, phase, user, operand_index, operand) VALUES (?,?,?,?,?)",
+                 " param_number, operands) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_CALL] = "INSERT INTO called_computation(run_id, instr, idx, role, computation)"
                 " VALUES (?,?,?,?,?)",
-    [ST_DECISION] = "INSERT INTO decision(run_id, seq, instr, handler, strategy, reason)"
-                    " VALUES (?,?,?,?,?,?)",
-    [ST_DECISION_ALT] = "INSERT INTO decision_alt(decision_id, idx, strategy) VALUES (?,?,?)",
-    [ST_DECISION_NUMBER] = "INSERT INTO decision_number(decision_id, idx, key, num, str)"
-                           " VALUES (?,?,?,?,?)",
+    [ST_DECISION] = "INSERT INTO decision(run_id, seq, instr, handler, strategy, reason,"
+                    " alternatives, numbers) VALUES (?,?,?,?,?,?,?,?)",
     [ST_RESHARD] = "INSERT INTO reshard(run_id, seq, requester, value, value_name, from_sharding,"
                    " to_sharding, method, result, result_name) VALUES (?,?,?,?,?,?,?,?,?,?)",
     [ST_COLLECTIVE] = "INSERT INTO collective(run_id, instr, kind, channel_id, group_size,"
                       " n_groups, shape, bytes, trip_count, source, cause, reshard_id,"
                       " decision_id, max_trip_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    [ST_GROUP] = "INSERT INTO collective_group(collective_id, group_idx, position, device)"
-                 " VALUES (?,?,?,?)",
+    [ST_GROUP] = "INSERT INTO collective_group(collective_id, group_idx, position, device, size)"
+                 " VALUES (?,?,?,?,?)",
     [ST_LOOP] = "INSERT INTO windowed_loop(run_id, dot, loop, loop_name, variant, iterations,"
                 " bytes_per_iteration) VALUES (?,?,?,?,?,?,?)",
     [ST_WARNING] = "INSERT INTO warning(run_id, instr, message) VALUES (?,?,?)",
@@ -292,13 +291,16 @@ typedef struct Wr {
     const char *what; /* what was being written when rc was set */
     uint64_t rows;
     int64_t run_id;
-    SlBuf text;      /* scratch for shape and sharding text */
-    SlArena scratch; /* row-id arrays and device groups; freed after the attempt */
+    int64_t next_instr_row; /* the row id the next instr insert takes */
+    int64_t instr_rows[2];  /* the first and last instr row of the run; 0: none */
+    SlBuf text;             /* scratch for shape and sharding text */
+    SlBuf json;             /* scratch for JSON lists (operands, alternatives, numbers) */
+    SlArena scratch;        /* row-id arrays and device groups; freed after the attempt */
     /* Per phase (BEFORE: the input module, AFTER: the output module), by IrInstr.id: */
     const IrModule *mod[2];
     uint32_t n_ids[2];              /* next_instr_id of the module */
     const IrInstr **instr_by_id[2]; /* NULL for ids not in any computation */
-    int64_t *rows_by_id[2];         /* row id once written */
+    int64_t *rows_by_id[2];         /* row id, assigned before any row is written */
     SlMap by_name[2];               /* SlSym -> id; built only if an event's id misleads */
     bool has_by_name[2];
     uint32_t *emit_by_id; /* AFTER id -> index + 1 into db->emits */
@@ -389,10 +391,12 @@ insert(Wr *w, TraceStmt which)
                 bind_rc(w, rc, k_insert_sql[which]);
         }
     }
-    /* After a failed step, reset returns the same error, already recorded. */
+    /* After a failed step, reset returns the same error, already recorded. Bindings are
+     * cleared even then: text is bound SQLITE_STATIC, from buffers the attempt frees. */
     (void)sqlite3_reset(st);
+    int rc = sqlite3_clear_bindings(st);
     if (w->rc == SQLITE_OK)
-        bind_rc(w, sqlite3_clear_bindings(st), "clearing bindings");
+        bind_rc(w, rc, "clearing bindings");
     return row;
 }
 
@@ -484,6 +488,43 @@ index_events(Wr *w)
     }
 }
 
+/* Gives both modules' instructions their row ids, in the order write_module inserts them, from
+ * just past the largest id in the file (the transaction holds the write lock, so no other
+ * writer takes them): a row can then name operands that are inserted after it. */
+static void
+assign_rows(Wr *w)
+{
+    int64_t last = 0;
+    if (w->rc == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(w->db->sql, "SELECT max(id) FROM instr", -1, &st, NULL);
+        if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            last = sqlite3_column_int64(st, 0);
+            rc = SQLITE_OK;
+        }
+        int rc2 = sqlite3_finalize(st);
+        bind_rc(w, rc != SQLITE_OK ? rc : rc2, "finding the next instr id");
+    }
+    w->next_instr_row = last + 1;
+    int64_t row = last;
+    for (int phase = BEFORE; phase <= AFTER; phase++) {
+        const IrModule *m = w->mod[phase];
+        if (!m || !w->rows_by_id[phase])
+            continue;
+        for (uint32_t c = 0; c < m->n_comps; c++)
+            for (uint32_t k = 0; k < m->comps[c]->n_instrs; k++) {
+                uint32_t id = m->comps[c]->instrs[k]->id;
+                row++;
+                if (id < w->n_ids[phase])
+                    w->rows_by_id[phase][id] = row;
+            }
+    }
+    if (row > last) {
+        w->instr_rows[0] = last + 1;
+        w->instr_rows[1] = row;
+    }
+}
+
 static void
 write_run(Wr *w, const IrModule *in, double duration_ms)
 {
@@ -498,6 +539,8 @@ write_run(Wr *w, const IrModule *in, double duration_ms)
         bind_f64(w, st, 6, duration_ms);
     else
         bind_null(w, st, 6);
+    bind_row(w, st, 7, w->instr_rows[0]);
+    bind_row(w, st, 8, w->instr_rows[1]);
     w->run_id = insert(w, ST_RUN);
 
     /* Options: "key=value" lines; a line without '=' is a key with an empty value. */
@@ -537,17 +580,131 @@ source_row(Wr *w, const IrInstr *i)
     return 0;
 }
 
+/* ---- JSON lists (schema/trace.sql: instr.operands, decision.alternatives, .numbers) ---- */
+
+static void
+json_string(SlBuf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    sl_buf_putc(b, '"');
+    const char *run = s; /* bytes copied as they are, up to the next one to escape */
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch >= 0x20 && ch != '"' && ch != '\\')
+            continue;
+        sl_buf_append(b, run, (size_t)(s - run));
+        run = s + 1;
+        char esc[6] = {'\\', (char)ch, 0, 0, 0, 0};
+        size_t n = 2;
+        if (ch == '\n')
+            esc[1] = 'n';
+        else if (ch == '\t')
+            esc[1] = 't';
+        else if (ch == '\r')
+            esc[1] = 'r';
+        else if (ch < 0x20) {
+            esc[1] = 'u';
+            esc[2] = esc[3] = '0';
+            esc[4] = hex[ch >> 4];
+            esc[5] = hex[ch & 15];
+            n = 6;
+        }
+        sl_buf_append(b, esc, n);
+    }
+    sl_buf_append(b, run, (size_t)(s - run));
+    sl_buf_putc(b, '"');
+}
+
+/* Exact: integers print as integers, anything else with 17 significant digits (which reads
+ * back to the same double). JSON has no infinities or NaN: 9e999 reads back as infinity, and
+ * NaN is null (SQLite stores a NaN REAL as NULL too). */
+static void
+json_number(SlBuf *b, double v)
+{
+    if (v != v)
+        sl_buf_puts(b, "null");
+    else if (v > DBL_MAX || v < -DBL_MAX)
+        sl_buf_puts(b, v > 0 ? "9e999" : "-9e999");
+    else if (v >= -9007199254740992.0 && v <= 9007199254740992.0 && v == (double)(int64_t)v &&
+             (v != 0 || !signbit(v)))
+        sl_buf_put_i64(b, (int64_t)v);
+    else
+        sl_buf_printf(b, "%.17g", v);
+}
+
+/* Binds `b` from `off` to its end as text; nothing there (an empty list) binds NULL. */
+static void
+bind_json(Wr *w, sqlite3_stmt *st, int col, const SlBuf *b, size_t off)
+{
+    if (b->failed)
+        w->oom = true;
+    else if (b->len <= off)
+        bind_null(w, st, col);
+    else if (w->rc == SQLITE_OK)
+        bind_rc(w, sqlite3_bind_text(st, col, b->data + off, (int)(b->len - off), SQLITE_STATIC),
+                "binding a value");
+}
+
+/* instr.operands: the operands' rows in operand order, null for one outside the module. */
+static void
+put_operands(Wr *w, SlBuf *b, int phase, const IrInstr *i)
+{
+    for (uint32_t o = 0; o < i->n_operands; o++) {
+        const IrInstr *op = i->operands[o];
+        int64_t row = op && op->id < w->n_ids[phase] ? w->rows_by_id[phase][op->id] : 0;
+        sl_buf_putc(b, o ? ',' : '[');
+        if (row)
+            sl_buf_put_i64(b, row);
+        else
+            sl_buf_puts(b, "null");
+    }
+    if (i->n_operands)
+        sl_buf_putc(b, ']');
+}
+
+/* decision.alternatives: ["batch","windowed_einsum"]. */
+static void
+put_alternatives(SlBuf *b, const EvDecision *d)
+{
+    for (uint32_t a = 0; a < d->n_alts; a++) {
+        sl_buf_putc(b, a ? ',' : '[');
+        json_string(b, d->alts[a] ? d->alts[a] : "");
+    }
+    if (d->n_alts)
+        sl_buf_putc(b, ']');
+}
+
+/* decision.numbers: [["lhs_bytes",4096],["output_sharding","{replicated}"]]. */
+static void
+put_numbers(SlBuf *b, const EvDecision *d)
+{
+    for (uint32_t n = 0; n < d->n_numbers; n++) {
+        const TraceKV *kv = &d->numbers[n];
+        sl_buf_puts(b, n ? ",[" : "[[");
+        json_string(b, kv->key ? kv->key : "");
+        sl_buf_putc(b, ',');
+        if (kv->str)
+            json_string(b, kv->str);
+        else
+            json_number(b, kv->num);
+        sl_buf_putc(b, ']');
+    }
+    if (d->n_numbers)
+        sl_buf_putc(b, ']');
+}
+
 static void
 write_instr(Wr *w, int phase, const IrComputation *c, const IrInstr *i)
 {
     sqlite3_stmt *st = stmt(w, ST_INSTR);
-    bind_i64(w, st, 1, w->run_id);
-    bind_text(w, st, 2, k_phase[phase]);
-    bind_i64(w, st, 3, i->id);
-    bind_text(w, st, 4, sl_sym_cstr(c->name));
-    bind_i64(w, st, 5, c->root ? c->root == i : i == c->instrs[c->n_instrs - 1]);
-    bind_text(w, st, 6, sl_sym_cstr(i->name));
-    bind_text(w, st, 7, ir_op_name(i->op));
+    bind_i64(w, st, 1, w->next_instr_row++); /* the row assign_rows gave it */
+    bind_i64(w, st, 2, w->run_id);
+    bind_text(w, st, 3, k_phase[phase]);
+    bind_i64(w, st, 4, i->id);
+    bind_text(w, st, 5, sl_sym_cstr(c->name));
+    bind_i64(w, st, 6, c->root ? c->root == i : i == c->instrs[c->n_instrs - 1]);
+    bind_text(w, st, 7, sl_sym_cstr(i->name));
+    bind_text(w, st, 8, ir_op_name(i->op));
     /* Shape and sharding share one buffer: "shape\0sharding". */
     sl_buf_clear(&w->text);
     ir_shape_print(&i->shape, false, &w->text);
@@ -560,27 +717,28 @@ write_instr(Wr *w, int phase, const IrComputation *c, const IrInstr *i)
     if (w->text.failed)
         w->oom = true;
     if (w->rc == SQLITE_OK && !w->oom)
-        bind_rc(w, sqlite3_bind_text(st, 8, w->text.data, (int)shape_len, SQLITE_STATIC), "shape");
+        bind_rc(w, sqlite3_bind_text(st, 9, w->text.data, (int)shape_len, SQLITE_STATIC), "shape");
     if (s && w->rc == SQLITE_OK && !w->oom)
         bind_rc(w,
-                sqlite3_bind_text(st, 9, w->text.data + shape_len + 1,
+                sqlite3_bind_text(st, 10, w->text.data + shape_len + 1,
                                   (int)(w->text.len - shape_len - 1), SQLITE_STATIC),
                 "sharding");
-    bind_i64(w, st, 10, ir_shape_byte_size(&i->shape));
+    bind_i64(w, st, 11, ir_shape_byte_size(&i->shape));
     const IrMetadata *md = ir_instr_metadata(i);
     if (md) {
-        bind_str_or_null(w, st, 11, md->op_name);
-        bind_str_or_null(w, st, 12, md->source_file);
+        bind_str_or_null(w, st, 12, md->op_name);
+        bind_str_or_null(w, st, 13, md->source_file);
         if (md->source_line > 0)
-            bind_i64(w, st, 13, md->source_line);
+            bind_i64(w, st, 14, md->source_line);
     }
     if (phase == AFTER)
-        bind_row(w, st, 14, source_row(w, i));
+        bind_row(w, st, 15, source_row(w, i));
     if (i->op == IR_OP_PARAMETER)
-        bind_i64(w, st, 15, i->parameter_number);
-    int64_t row = insert(w, ST_INSTR);
-    if (i->id < w->n_ids[phase])
-        w->rows_by_id[phase][i->id] = row;
+        bind_i64(w, st, 16, i->parameter_number);
+    sl_buf_clear(&w->json);
+    put_operands(w, &w->json, phase, i);
+    bind_json(w, st, 17, &w->json, 0);
+    (void)insert(w, ST_INSTR);
 }
 
 /* The called_computation role of the `k`th computation of attribute `key` ("branch_1"). */
@@ -637,27 +795,6 @@ write_module(Wr *w, int phase)
         for (uint32_t k = 0; k < m->comps[c]->n_instrs && w->rc == SQLITE_OK && !w->oom; k++)
             write_instr(w, phase, m->comps[c], m->comps[c]->instrs[k]);
 
-    sqlite3_stmt *st = stmt(w, ST_EDGE);
-    for (uint32_t c = 0; c < m->n_comps; c++) {
-        const IrComputation *comp = m->comps[c];
-        for (uint32_t k = 0; k < comp->n_instrs && w->rc == SQLITE_OK; k++) {
-            const IrInstr *user = comp->instrs[k];
-            if (user->id >= w->n_ids[phase])
-                continue;
-            for (uint32_t o = 0; o < user->n_operands; o++) {
-                const IrInstr *op = user->operands[o];
-                int64_t from = op && op->id < w->n_ids[phase] ? w->rows_by_id[phase][op->id] : 0;
-                if (!from)
-                    continue;
-                bind_i64(w, st, 1, w->run_id);
-                bind_text(w, st, 2, k_phase[phase]);
-                bind_i64(w, st, 3, w->rows_by_id[phase][user->id]);
-                bind_i64(w, st, 4, o);
-                bind_i64(w, st, 5, from);
-                (void)insert(w, ST_EDGE);
-            }
-        }
-    }
     for (uint32_t c = 0; c < m->n_comps; c++) {
         const IrComputation *comp = m->comps[c];
         for (uint32_t k = 0; k < comp->n_instrs && w->rc == SQLITE_OK; k++)
@@ -679,27 +816,19 @@ write_decisions(Wr *w)
         bind_text(w, st, 4, d->handler ? d->handler : "");
         bind_text(w, st, 5, d->strategy ? d->strategy : "");
         bind_text(w, st, 6, d->reason);
+        /* Both lists share one buffer, bound once it has stopped growing. */
+        sl_buf_clear(&w->json);
+        put_numbers(&w->json, d);
+        size_t alts_at = w->json.len;
+        put_alternatives(&w->json, d);
+        if (w->json.failed)
+            w->oom = true;
+        else if (w->rc == SQLITE_OK && alts_at)
+            bind_rc(w, sqlite3_bind_text(st, 8, w->json.data, (int)alts_at, SQLITE_STATIC),
+                    "binding a value");
+        bind_json(w, st, 7, &w->json, alts_at);
         int64_t row = insert(w, ST_DECISION);
         put(w, &w->decision_row, d->seq, (uint64_t)row);
-        st = stmt(w, ST_DECISION_ALT);
-        for (uint32_t a = 0; a < d->n_alts; a++) {
-            bind_i64(w, st, 1, row);
-            bind_i64(w, st, 2, a);
-            bind_text(w, st, 3, d->alts[a] ? d->alts[a] : "");
-            (void)insert(w, ST_DECISION_ALT);
-        }
-        st = stmt(w, ST_DECISION_NUMBER);
-        for (uint32_t n = 0; n < d->n_numbers; n++) {
-            bind_i64(w, st, 1, row);
-            bind_i64(w, st, 2, n);
-            bind_text(w, st, 3, d->numbers[n].key ? d->numbers[n].key : "");
-            if (d->numbers[n].str)
-                bind_null(w, st, 4);
-            else
-                bind_f64(w, st, 4, d->numbers[n].num);
-            bind_text(w, st, 5, d->numbers[n].str);
-            (void)insert(w, ST_DECISION_NUMBER);
-        }
     }
 }
 
@@ -726,8 +855,8 @@ write_reshards(Wr *w)
 }
 
 /* The conditional a loop event's true_branch_runs speaks of: the only conditional directly in
- * the loop's body, a predicated one (true_computation, false_computation). NULL when the event states no count or the body does
- * not have exactly one such conditional. */
+ * the loop's body, a predicated one (true_computation, false_computation). NULL when the event
+ * states no count or the body does not have exactly one such conditional. */
 static const IrInstr *
 hinted_conditional(Wr *w, const EvLoop *l)
 {
@@ -735,8 +864,8 @@ hinted_conditional(Wr *w, const EvLoop *l)
         return NULL;
     uint32_t id = resolve(w, AFTER, l->loop);
     const IrInstr *loop = id == UINT32_MAX ? NULL : w->instr_by_id[AFTER][id];
-    const IrAttr *body = loop && loop->op == IR_OP_WHILE ? ir_instr_find_attr(loop, IR_ATTR_BODY)
-                                                         : NULL;
+    const IrAttr *body =
+        loop && loop->op == IR_OP_WHILE ? ir_instr_find_attr(loop, IR_ATTR_BODY) : NULL;
     const IrInstr *found = NULL;
     for (uint32_t k = 0; body && body->u.comp && k < body->u.comp->n_instrs; k++) {
         const IrInstr *i = body->u.comp->instrs[k];
@@ -1041,7 +1170,7 @@ add_callee_trips(Wr *w, const IrInstr *i, Trips t, Trips *trips, uint32_t n)
                             trip_mul(t.max, loop < 0 ? loop : loop + 1)};
             else if (i->op == IR_OP_CONDITIONAL && is_branch_attr(at->key))
                 c = branch_trips(hint, t,
-                                 at->key == IR_ATTR_FALSE_COMPUTATION ? 1
+                                 at->key == IR_ATTR_FALSE_COMPUTATION  ? 1
                                  : at->key == IR_ATTR_TRUE_COMPUTATION ? 0
                                                                        : q);
             trip_add(trips, n, callee, c);
@@ -1089,6 +1218,7 @@ write_groups(Wr *w, int64_t collective, const Groups *g)
             bind_i64(w, st, 2, k);
             bind_i64(w, st, 3, p);
             bind_i64(w, st, 4, g->ids[off + p]);
+            bind_i64(w, st, 5, g->sizes[k]);
             (void)insert(w, ST_GROUP);
         }
         off += g->sizes[k];
@@ -1166,8 +1296,8 @@ write_collectives(Wr *w, const IrModule *out)
     }
     for (uint32_t c = 0; c < out->n_comps && w->rc == SQLITE_OK && !w->oom; c++) {
         const IrComputation *comp = out->comps[c];
-        Trips trip = comp->id < out->next_comp_id ? trips[comp->id]
-                                                  : (Trips){TRIP_UNKNOWN, TRIP_UNKNOWN};
+        Trips trip =
+            comp->id < out->next_comp_id ? trips[comp->id] : (Trips){TRIP_UNKNOWN, TRIP_UNKNOWN};
         for (uint32_t k = 0; k < comp->n_instrs && w->rc == SQLITE_OK && !w->oom; k++) {
             int kind = collective_row(comp->instrs[k]->op);
             if (kind < 0)
@@ -1186,6 +1316,7 @@ wr_init(Wr *w, TraceDb *db)
     memset(w, 0, sizeof(*w));
     w->db = db;
     sl_buf_init(&w->text);
+    sl_buf_init(&w->json);
     sl_arena_init(&w->scratch);
     sl_map_init(&w->by_name[BEFORE]);
     sl_map_init(&w->by_name[AFTER]);
@@ -1199,6 +1330,7 @@ static void
 wr_fini(Wr *w)
 {
     sl_buf_fini(&w->text);
+    sl_buf_fini(&w->json);
     sl_arena_fini(&w->scratch);
     sl_map_fini(&w->by_name[BEFORE]);
     sl_map_fini(&w->by_name[AFTER]);
@@ -1216,6 +1348,7 @@ write_all(Wr *w, const IrModule *out, double duration_ms)
     index_module(w, AFTER, out);
     if (!w->oom)
         index_events(w);
+    assign_rows(w);
     write_run(w, w->db->in, duration_ms);
     write_module(w, BEFORE);
     write_module(w, AFTER);
@@ -1234,8 +1367,10 @@ static SlStatus
 prepare_all(TraceDb *db, SlError *err)
 {
     for (int i = 0; i < ST_COUNT; i++) {
-        if (db->stmts[i])
+        if (db->stmts[i]) {
+            (void)sqlite3_clear_bindings(db->stmts[i]); /* none may outlive its buffer */
             continue;
+        }
         int rc = sqlite3_prepare_v3(db->sql, k_insert_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                                     &db->stmts[i], NULL);
         if (rc != SQLITE_OK)

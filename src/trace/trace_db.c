@@ -180,9 +180,12 @@ trace_db_open(const char *path, TraceDbMode mode, TraceDb **out, SlError *err)
     if (st == SL_OK && (rc = sqlite3_busy_timeout(db->sql, db->busy_timeout_ms)) != SQLITE_OK)
         st = trace_db_fail(db, rc, "configuring the trace database", err);
     /* A run is one transaction: let its pages stay in memory instead of spilling to the
-     * journal mid-way (the cache grows only as far as it is used). */
+     * journal mid-way (the cache grows only as far as it is used). A new file gets 64 KiB
+     * pages (a no-op for an existing one): a run writes tens of MB of rows at once, and big
+     * pages mean fewer page splits and write calls. */
     if (st == SL_OK && mode == TRACE_DB_APPEND &&
-        (rc = trace_db_exec(db, "PRAGMA cache_size = -65536")) != SQLITE_OK)
+        (rc = trace_db_exec(db, "PRAGMA cache_size = -65536; PRAGMA page_size = 65536")) !=
+            SQLITE_OK)
         st = trace_db_fail(db, rc, "configuring the trace database", err);
     if (st == SL_OK)
         st = check_version(db, path, err);
