@@ -313,6 +313,52 @@ static const struct {
      "{{0,0,0,0,0},{0,2,0,4,0},{0,6,0,8,0}}"},
 };
 
+/* ragged-dot in its three modes, a placement annotation, and windows whose positions fall in
+ * padding or between dilated base elements (issue 8). */
+static const struct {
+    const char *name, *text, *want;
+} k_eval3[] = {
+    /* rows 0 | 1-2 | 3 in groups 0, 1, none: group 0 sums k, group 1 takes k = 0, row 3 is 0 */
+    {"ragged_dot_non_contracting",
+     "ENTRY e {\n a = f32[4,2] constant({{1,2},{3,4},{5,6},{7,8}})\n"
+     " b = f32[2,2,1] constant({{{1},{1}},{{1},{0}}})\n g = s32[2] constant({1, 2})\n"
+     " ROOT d = f32[4,1] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={1},"
+     " lhs_ragged_dims={0}, rhs_group_dims={0}\n}\n", "{{3},{3},{5},{0}}"},
+    /* per-batch sizes {1,1} and {0,3}: batch 0 rows 0, 1 in groups 0, 1 and row 2 in none */
+    {"ragged_dot_non_contracting_batched",
+     "ENTRY e {\n a = f32[2,3,1] constant({{{1},{2},{3}},{{4},{5},{6}}})\n"
+     " b = f32[2,2,1,1] constant({{{{10}},{{20}}},{{{100}},{{200}}}})\n"
+     " g = u32[2,2] constant({{1,1},{0,3}})\n"
+     " ROOT d = f32[2,3,1] ragged-dot(a, b, g), lhs_batch_dims={0}, rhs_batch_dims={1},"
+     " lhs_contracting_dims={2}, rhs_contracting_dims={2}, lhs_ragged_dims={1},"
+     " rhs_group_dims={0}\n}\n", "{{{10},{200},{0}},{{800},{1000},{1200}}}"},
+    /* k = 0 in group 0, k = 1..2 in group 1, k = 3 in none: {1*10}, {2*100 + 3*1000} */
+    {"ragged_dot_contracting",
+     "ENTRY e {\n a = f32[1,4] constant({{1,2,3,4}})\n b = f32[4,1] constant({{10},{100},{1000},{10000}})\n"
+     " g = s32[2] constant({1, 2})\n ROOT d = f32[2,1,1] ragged-dot(a, b, g),"
+     " lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}\n}\n",
+     "{{{10}},{{3200}}}"},
+    {"ragged_dot_batch_is_a_dot",
+     "ENTRY e {\n a = f32[2,1,2] constant({{{1,2}},{{3,4}}})\n b = f32[2,2,1] constant({{{1},{1}},{{2},{0}}})\n"
+     " g = s32[1] constant({1})\n ROOT d = f32[2,1,1] ragged-dot(a, b, g), lhs_batch_dims={0},"
+     " lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1},"
+     " lhs_ragged_dims={0}\n}\n", "{{{3}},{{6}}}"},
+    {"annotate_device_placement_passes_through",
+     "ENTRY e {\n a = f32[2] constant({1.5, -2})\n ROOT c = f32[2] custom-call(a),"
+     " custom_call_target=\"annotate_device_placement\"\n}\n", "{1.5, -2}"},
+    /* dilated base [1,_,2,_,3] padded by one on each side, windows of 3 */
+    {"reduce_window_base_dilated", ADD_F32 "ENTRY e {\n a = f32[3] constant({1, 2, 3})\n"
+     " z = f32[] constant(0)\n ROOT r = f32[5] reduce-window(a, z),"
+     " window={size=3 pad=1_1 lhs_dilate=2}, to_apply=add\n}\n", "{1, 3, 2, 5, 3}"},
+    {"reduce_window_2d_padded", ADD_F32 "ENTRY e {\n a = f32[2,2] constant({{1,2},{3,4}})\n"
+     " z = f32[] constant(0)\n ROOT r = f32[2,2] reduce-window(a, z),"
+     " window={size=2x2 pad=1_0x0_1}, to_apply=add\n}\n", "{{3,2},{10,6}}"},
+    {"select_and_scatter_padded", GE_F32 ADD_F32 "ENTRY e {\n a = f32[3] constant({1, 5, 2})\n"
+     " s = f32[2] constant({10, 20})\n z = f32[] constant(0)\n"
+     " ROOT r = f32[3] select-and-scatter(a, s, z), window={size=2 stride=2 pad=0_1},"
+     " select=ge, scatter=add\n}\n", "{0, 10, 20}"},
+};
+
 static void
 check_eval(Fixture *fx, const char *name, const char *body, const char *want)
 {
@@ -347,6 +393,13 @@ test_eval_custom_and_scan(void **state)
 {
     for (size_t i = 0; i < SL_COUNTOF(k_eval2); i++)
         check_eval(*state, k_eval2[i].name, k_eval2[i].text, k_eval2[i].want);
+}
+
+static void
+test_eval_ragged_and_windows(void **state)
+{
+    for (size_t i = 0; i < SL_COUNTOF(k_eval3); i++)
+        check_eval(*state, k_eval3[i].name, k_eval3[i].text, k_eval3[i].want);
 }
 
 static void
@@ -586,7 +639,7 @@ test_verify_pairs(void **state)
     }
 }
 
-/* Random numbers and host transfers: refused by name before anything runs. */
+/* Random numbers: refused by name before anything runs. */
 static void
 test_verify_not_comparable(void **state)
 {
@@ -604,6 +657,267 @@ test_verify_not_comparable(void **state)
     if (!strstr(err.msg, "not comparable: rng"))
         fail_msg("got '%s'", err.msg);
     ir_module_fini(m);
+}
+
+/* ---- environments: host transfers and manual regions ------------------------------------------ */
+
+/* A host that feeds device d the values {10 d + 1, 10 d + 2} and keeps what each device sends. */
+typedef struct TestHost {
+    SimValue *sent[4];
+    int n_in, n_out;
+} TestHost;
+
+static SlStatus
+test_infeed(void *user, const IrInstr *ins, int64_t dev, SimValue **out, SlError *err)
+{
+    TestHost *h = user;
+    (void)err;
+    h->n_in++;
+    *out = sim_value_new(&ins->shape.elems[0]);
+    for (int64_t i = 0; i < (*out)->n; i++)
+        (*out)->data[i].f = (double)(10 * dev + 1 + i);
+    return SL_OK;
+}
+
+static SlStatus
+test_outfeed(void *user, const IrInstr *ins, int64_t dev, const SimValue *data, SlError *err)
+{
+    TestHost *h = user;
+    (void)ins;
+    h->n_out++;
+    if (dev == 3)
+        return sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0}, "host refuses device 3");
+    h->sent[dev] = sim_value_ref((SimValue *)data);
+    return SL_OK;
+}
+
+static void
+check_value(Fixture *fx, const char *name, const IrShape *shape, const SimValue *got,
+             const char *want)
+{
+    SimValue *exp = NULL;
+    SlError err = {0};
+    (void)fx;
+    if (sim_literal_parse(shape, sl_str(want), &exp, &err))
+        fail_msg("%s: expected literal: %s", name, err.msg);
+    if (!same_value(got, exp)) {
+        char buf[512] = "";
+        print_value(got, buf, sizeof buf);
+        fail_msg("%s: got %s, want %s", name, buf, want);
+    }
+    sim_value_unref(exp);
+}
+
+/* infeed hands each device the host's data; outfeed hands the host each device's operand; a
+ * refusing host fails the run naming the instruction; without a host both are unsupported. */
+static void
+test_env_host(void **state)
+{
+    Fixture *fx = *state;
+    IrModule *m = parse(fx, "HloModule h\n\nENTRY e {\n t = token[] after-all()\n"
+                            " i = (f32[2], token[]) infeed(t)\n d = f32[2] get-tuple-element(i), index=0\n"
+                            " s = f32[2] add(d, d)\n o = token[] outfeed(s, t)\n"
+                            " three = f32[2] constant({3, 3})\n ROOT r = f32[2] multiply(d, three)\n}\n");
+    TestHost h = {{NULL}, 0, 0};
+    SimEnv env = {test_infeed, test_outfeed, &h, false, NULL};
+    SimValue *out[3] = {NULL};
+    SlError err = {0};
+    assert_int_equal(sim_run_env(m, 3, NULL, &env, out, &err), SL_OK);
+    assert_int_equal(h.n_in, 3);
+    assert_int_equal(h.n_out, 3);
+    static const char *const k_root[3] = {"{3, 6}", "{33, 36}", "{63, 66}"};
+    static const char *const k_sent[3] = {"{2, 4}", "{22, 24}", "{42, 44}"};
+    for (int d = 0; d < 3; d++) {
+        check_value(fx, "infeed root", &m->entry->root->shape, out[d], k_root[d]);
+        check_value(fx, "outfeed data", &m->entry->root->shape, h.sent[d], k_sent[d]);
+        sim_value_unref(out[d]);
+        sim_value_unref(h.sent[d]);
+        out[d] = h.sent[d] = NULL;
+    }
+    /* GetRngSeed: the environment's seed on every device */
+    IrModule *g = parse(fx, "HloModule g\n\nENTRY e {\n"
+                            " ROOT s = u64[2] custom-call(), custom_call_target=\"GetRngSeed\"\n}\n");
+    uint64_t seed = 42;
+    SimEnv senv = {NULL, NULL, NULL, false, &seed};
+    assert_int_equal(sim_run_env(g, 2, NULL, &senv, out, &err), SL_OK);
+    for (int d = 0; d < 2; d++) {
+        check_value(fx, "seed", &g->entry->root->shape, out[d], "{42, 42}");
+        sim_value_unref(out[d]);
+    }
+    assert_int_equal(sim_run(g, 1, NULL, out, &err), SL_ERR_UNSUPPORTED);
+    if (!strstr(err.msg, "no runtime to take a seed from"))
+        fail_msg("got '%s'", err.msg);
+    ir_module_fini(g);
+    err = (SlError){0};
+    SimValue *four[4] = {NULL};
+    assert_int_equal(sim_run_env(m, 4, NULL, &env, four, &err), SL_ERR_INVALID);
+    if (!strstr(err.msg, "%o (outfeed)") || !strstr(err.msg, "host refuses device 3"))
+        fail_msg("got '%s'", err.msg);
+    for (int d = 0; d < 4; d++)
+        sim_value_unref(h.sent[d]);
+    err = (SlError){0};
+    assert_int_equal(sim_run(m, 1, NULL, out, &err), SL_ERR_UNSUPPORTED);
+    if (!strstr(err.msg, "%i (infeed)"))
+        fail_msg("got '%s'", err.msg);
+    ir_module_fini(m);
+}
+
+/* A manual region in an unpartitioned module on 2 devices: the operand {1,2,3,4} tiled in two
+ * is cut to {1,2} and {3,4}, squared per device, reassembled to {1,4,9,16} on both; the
+ * all-reduce inside the region sums the devices' shards to {4,6}. A partial-manual sharding
+ * ([1,2] + a manual subgroup of 2 over 4 devices) reassembles within each manual group. */
+static void
+test_env_manual(void **state)
+{
+    Fixture *fx = *state;
+    IrModule *m = parse(fx,
+        "HloModule mr, num_partitions=2\n\n" ADD_F32
+        "ENTRY e {\n p = f32[4] constant({1, 2, 3, 4}), sharding={devices=[2]<=[2]}\n"
+        " s = f32[2] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", sharding={manual}\n"
+        " q = f32[2] multiply(s, s), sharding={manual}\n"
+        " f = f32[4] custom-call(q), custom_call_target=\"SPMDShardToFullShape\", sharding={devices=[2]<=[2]}\n"
+        " a = f32[2] all-reduce(s), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true,"
+        " to_apply=add, sharding={manual}\n"
+        " ROOT t = (f32[4], f32[2]) tuple(f, a)\n}\n");
+    SimEnv env = {NULL, NULL, NULL, true, NULL};
+    SimValue *out[2] = {NULL};
+    SlError err = {0};
+    assert_int_equal(sim_run_env(m, 2, NULL, &env, out, &err), SL_OK);
+    for (int d = 0; d < 2; d++) {
+        check_value(fx, "manual", &m->entry->root->shape, out[d], "({1, 4, 9, 16}, {4, 6})");
+        sim_value_unref(out[d]);
+    }
+    /* without `manual` the shape-changing calls have no meaning */
+    assert_int_equal(sim_run(m, 2, NULL, out, &err), SL_ERR_UNSUPPORTED);
+    ir_module_fini(m);
+    IrModule *g = parse(fx,
+        "HloModule mg, num_partitions=4\n\n"
+        "ENTRY e {\n p = f32[2,4] constant({{1,2,3,4},{5,6,7,8}}), sharding={devices=[2,2]<=[4]}\n"
+        " s = f32[1,2] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", sharding={manual}\n"
+        " pid = u32[] partition-id(), sharding={manual}\n c = f32[] convert(pid), sharding={manual}\n"
+        " b = f32[1,2] broadcast(c), dimensions={}, sharding={manual}\n"
+        " x = f32[1,2] add(s, b), sharding={manual}\n"
+        " ROOT f = f32[1,4] custom-call(x), custom_call_target=\"SPMDShardToFullShape\","
+        " sharding={devices=[1,2,2]<=[2,2]T(1,0) last_tile_dims={manual}}\n}\n");
+    SimValue *o4[4] = {NULL};
+    /* device d holds tile (d / 2, d % 2) of p plus d; manual group of d is d / 2 and it places
+     * its part at column offset 2 * (d % 2) */
+    static const char *const k_want[4] = {"{{1, 2, 4, 5}}", "{{1, 2, 4, 5}}",
+                                          "{{7, 8, 10, 11}}", "{{7, 8, 10, 11}}"};
+    assert_int_equal(sim_run_env(g, 4, NULL, &env, o4, &err), SL_OK);
+    for (int d = 0; d < 4; d++) {
+        check_value(fx, "partial manual", &g->entry->root->shape, o4[d], k_want[d]);
+        sim_value_unref(o4[d]);
+    }
+    ir_module_fini(g);
+}
+
+#define H_HDR "HloModule h, num_partitions=4\n\n"
+static const char k_orig_infeed[] =
+    H_HDR "ENTRY e {\n t = token[] after-all()\n"
+    " i = (f32[8], token[]) infeed(t), sharding={{devices=[4]<=[4]}, {maximal device=0}}\n"
+    " d = f32[8] get-tuple-element(i), index=0, sharding={devices=[4]<=[4]}\n"
+    " ROOT n = f32[8] negate(d), sharding={devices=[4]<=[4]}\n}\n";
+static const char k_part_infeed[] =
+    H_HDR "ENTRY e {\n t = token[] after-all()\n i = (f32[2], token[]) infeed(t)\n"
+    " d = f32[2] get-tuple-element(i), index=0\n ROOT n = f32[2] negate(d)\n}\n";
+/* reads the whole value and slices its own tile out: wrong when the host sends tiles */
+static const char k_part_infeed_full[] =
+    H_HDR "ENTRY e {\n t = token[] after-all()\n i = (f32[8], token[]) infeed(t)\n"
+    " d = f32[8] get-tuple-element(i), index=0\n pid = u32[] partition-id()\n"
+    " two = u32[] constant(2)\n o = u32[] multiply(pid, two)\n"
+    " s = f32[2] dynamic-slice(d, o), dynamic_slice_sizes={2}\n ROOT n = f32[2] negate(s)\n}\n";
+static const char k_orig_outfeed[] =
+    H_HDR "ENTRY e {\n t = token[] after-all()\n p = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n"
+    " two = f32[] constant(2)\n b = f32[8] broadcast(two), dimensions={}\n"
+    " m = f32[8] multiply(p, b), sharding={devices=[4]<=[4]}\n"
+    " ROOT o = token[] outfeed(m, t), sharding={devices=[4]<=[4]}\n}\n";
+#define PART_OUTFEED(factor, send)                                                                 \
+    H_HDR "ENTRY e {\n t = token[] after-all()\n p = f32[2] parameter(0)\n"                        \
+    " two = f32[] constant(" factor ")\n b = f32[2] broadcast(two), dimensions={}\n"               \
+    " m = f32[2] multiply(p, b)\n" send "\n}\n"
+/* a manual parameter all-reduced over all four devices inside the unpartitioned module */
+static const char k_orig_manual_ar[] =
+    H_HDR ADD_F32 "ENTRY e {\n p = f32[2] parameter(0), sharding={manual}\n"
+    " ROOT a = f32[2] all-reduce(p), channel_id=1, replica_groups={{0,1,2,3}},"
+    " use_global_device_ids=true, to_apply=add, sharding={manual}\n}\n";
+#define PART_MANUAL_AR(groups)                                                                     \
+    H_HDR ADD_F32 "ENTRY e {\n p = f32[2] parameter(0)\n ROOT a = f32[2] all-reduce(p),"          \
+    " channel_id=1, replica_groups=" groups ", use_global_device_ids=true, to_apply=add\n}\n"
+
+static const char k_orig_seed[] =
+    H_HDR "ENTRY e {\n ROOT s = u64[] custom-call(), custom_call_target=\"GetRngSeed\","
+    " sharding={replicated}\n}\n";
+/* mixes the partition id into the seed: devices disagree with the replicated original */
+static const char k_part_seed_pid[] =
+    H_HDR "ENTRY e {\n s = u64[] custom-call(), custom_call_target=\"GetRngSeed\"\n"
+    " p = u32[] partition-id()\n c = u64[] convert(p)\n ROOT a = u64[] add(s, c)\n}\n";
+
+/* Host transfers, the run's seed and manual regions through verify, each with a negative
+ * control. */
+static void
+test_verify_env_pairs(void **state)
+{
+    Fixture *fx = *state;
+    static const struct {
+        const char *name, *orig, *part;
+        bool ok;
+        const char *msg;
+        uint32_t n_outputs;
+    } k_pairs[] = {
+        {"infeed_tiles", k_orig_infeed, k_part_infeed, true, "", 1},
+        {"infeed_whole_value_sliced", k_orig_infeed, k_part_infeed_full, false, "on device 1", 0},
+        {"outfeed_tiles", k_orig_outfeed, PART_OUTFEED("2", " ROOT o = token[] outfeed(m, t)"),
+         true, "", 2},
+        {"outfeed_wrong_data", k_orig_outfeed, PART_OUTFEED("3", " ROOT o = token[] outfeed(m, t)"),
+         false, "output 1 (data of %o, transfer 0) differs", 0},
+        {"outfeed_missing", k_orig_outfeed, PART_OUTFEED("2", " ROOT o = token[] after-all()"),
+         false, "device 0 sends fewer outfeeds", 0},
+        {"rng_seed_shared", k_orig_seed, k_orig_seed, true, "", 1},
+        {"rng_seed_per_device", k_orig_seed, k_part_seed_pid, false, "on device 1", 0},
+        {"manual_all_reduce", k_orig_manual_ar, PART_MANUAL_AR("{{0,1,2,3}}"), true, "", 1},
+        {"manual_all_reduce_wrong_groups", k_orig_manual_ar, PART_MANUAL_AR("{{0,1},{2,3}}"),
+         false, "differs", 0},
+    };
+    for (size_t i = 0; i < SL_COUNTOF(k_pairs); i++) {
+        IrModule *o = parse(fx, k_pairs[i].orig), *p = parse(fx, k_pairs[i].part);
+        SimVerifyOptions opt;
+        SimVerifyReport rep;
+        SlError err = {0};
+        sim_verify_options_init(&opt);
+        opt.trials = 2;
+        if (sim_verify(o, p, 4, &opt, &rep, &err))
+            fail_msg("%s: %s", k_pairs[i].name, err.msg);
+        if (rep.ok != k_pairs[i].ok || !strstr(rep.detail, k_pairs[i].msg))
+            fail_msg("%s: ok=%d '%s'", k_pairs[i].name, rep.ok, rep.detail);
+        if (rep.ok && rep.n_outputs != k_pairs[i].n_outputs)
+            fail_msg("%s: %u outputs", k_pairs[i].name, rep.n_outputs);
+        ir_module_fini(o);
+        ir_module_fini(p);
+    }
+}
+
+/* A partitioned module whose per-device arrays, times the device count, exceed the limit is
+ * refused before anything runs (8192 x 16384 x 4 devices > 2^28 elements). */
+static void
+test_verify_partitioned_too_large(void **state)
+{
+    Fixture *fx = *state;
+    IrModule *o = parse(fx, H_HDR "ENTRY e {\n p = f32[8] parameter(0), sharding={replicated}\n"
+                                  " ROOT c = f32[8] copy(p), sharding={replicated}\n}\n");
+    IrModule *p = parse(fx, H_HDR "ENTRY e {\n p = f32[8] parameter(0)\n z = f32[] constant(0)\n"
+                                  " b = f32[8192,16384] broadcast(z), dimensions={}\n"
+                                  " s = f32[1,8] slice(b), slice={[0:1], [0:8]}\n"
+                                  " r = f32[8] reshape(s)\n ROOT a = f32[8] add(p, r)\n}\n");
+    SimVerifyOptions opt;
+    SimVerifyReport rep;
+    SlError err = {0};
+    sim_verify_options_init(&opt);
+    assert_int_equal(sim_verify(o, p, 4, &opt, &rep, &err), SL_ERR_UNSUPPORTED);
+    if (!strstr(err.msg, "partitioned module is too large") || !strstr(err.msg, "5.37e+08"))
+        fail_msg("got '%s'", err.msg);
+    ir_module_fini(o);
+    ir_module_fini(p);
 }
 
 /* The sample through our own partitioner, as `shardlens verify` runs it. */
@@ -654,6 +968,12 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sim_errors, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_verify_pairs, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_verify_not_comparable, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_eval_ragged_and_windows, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_env_host, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_env_manual, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_verify_env_pairs, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_verify_partitioned_too_large, fixture_setup,
+                                        fixture_teardown),
         cmocka_unit_test_setup_teardown(test_verify_sample, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -415,9 +415,39 @@ eval_simple(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **out
     return *out ? SL_OK : sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
 }
 
+/* infeed: (data from the host, token); outfeed: hands operand 0 to the host, gives a token. */
+static SlStatus
+eval_feed(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops, SimValue **out)
+{
+    bool in = ins->op == IR_OP_INFEED;
+    if (!cx->env || (in ? !cx->env->infeed : !cx->env->outfeed))
+        return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "no host to exchange data with");
+    if (in ? ins->shape.dtype != IR_DT_TUPLE || ins->shape.n_elems != 2 : ins->n_operands < 1)
+        return sim_fail(cx, ins, SL_ERR_INVALID, "malformed %s", ir_op_name(ins->op));
+    SlError e = {0};
+    SimValue *data = NULL, *tok = sim_value_new_array(IR_DT_TOKEN, NULL, 0);
+    SlStatus st = tok ? SL_OK : sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+    if (!st && (in ? cx->env->infeed(cx->env->user, ins, dev, &data, &e)
+                   : cx->env->outfeed(cx->env->user, ins, dev, ops[0], &e)))
+        st = sim_fail(cx, ins, e.status ? e.status : SL_ERR_INVALID, "%s", e.msg);
+    if (!st && in) {
+        SimValue *pair[2] = {data, tok};
+        *out = sim_value_new_tuple(pair, 2);
+        if (!*out)
+            st = sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+    } else if (!st) {
+        *out = sim_value_ref(tok);
+    }
+    sim_value_unref(data);
+    sim_value_unref(tok);
+    return st;
+}
+
 static SlStatus
 eval_op(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops, SimValue **out)
 {
+    if (ins->op == IR_OP_INFEED || ins->op == IR_OP_OUTFEED)
+        return eval_feed(cx, ins, dev, ops, out);
     if (ins->op == IR_OP_CUSTOM_CALL)
         return sim_eval_custom_call(cx, ins, dev, ops, out);
     if (ins->op == IR_OP_SCAN)
@@ -447,7 +477,7 @@ eval_op(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops, SimVa
     case IR_FAM_CONVOLUTION: return sim_eval_conv(cx, ins, ops, out);
     case IR_FAM_GATHER: return sim_eval_gather(cx, ins, ops, out);
     case IR_FAM_SCATTER: return sim_eval_scatter(cx, ins, dev, ops, out);
-    case IR_FAM_RAGGED_DOT:
+    case IR_FAM_RAGGED_DOT: return sim_eval_ragged_dot(cx, ins, ops, out);
     case IR_FAM_OTHER:
         if (ins->op == IR_OP_REPLICA_ID)
             return sim_eval_elementwise(cx, ins, dev, ops, out);
@@ -610,6 +640,8 @@ eval_lanes(SimCtx *cx, const IrInstr *ins, const int64_t *devs, uint32_t n, SimV
     }
     if (sim_is_collective(ins->op))
         return sim_eval_collective(cx, ins, devs, n, ops, out);
+    if (sim_is_manual_cut(cx, ins))
+        return sim_eval_manual_cut(cx, ins, devs, n, ops, out);
     for (uint32_t l = 0; l < n; l++) {
         SlStatus st = eval_op(cx, ins, devs[l], ops + (size_t)l * k, &out[l]);
         if (st)
@@ -687,6 +719,13 @@ SlStatus
 sim_run(const IrModule *m, int64_t n_devices, SimValue *const *args, SimValue **out,
         SlError *err)
 {
+    return sim_run_env(m, n_devices, args, NULL, out, err);
+}
+
+SlStatus
+sim_run_env(const IrModule *m, int64_t n_devices, SimValue *const *args, const SimEnv *env,
+             SimValue **out, SlError *err)
+{
     SimCtx cx;
     SlSrcLoc nowhere = {0};
     if (!m->entry)
@@ -701,6 +740,7 @@ sim_run(const IrModule *m, int64_t n_devices, SimValue *const *args, SimValue **
     for (int64_t d = 0; d < n_devices; d++)
         devs[d] = d;
     sim_ctx_init(&cx, m, n_devices, err);
+    cx.env = env;
     SlStatus st = sim_eval_comp(&cx, m->entry, devs, (uint32_t)n_devices, args, out);
     sim_ctx_fini(&cx);
     free(devs);

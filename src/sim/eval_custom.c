@@ -1,6 +1,6 @@
 /* eval_custom.c - custom calls with a single-device meaning, and scan. Owns: which targets the
  * evaluator knows (annotations that pass their operand through; TopK; __op$block_scaled_dot;
- * _SPMDInternalOp_RotateRight) and their semantics:
+ * _SPMDInternalOp_RotateRight; GetRngSeed) and their semantics:
  *   TopK: per row of the last dimension, the k best elements and their s32 indices, best first
  *     (the comparator when given, else greater-than), ties to the lower index;
  *   __op$block_scaled_dot(lhs, rhs, lhs_scale[, rhs_scale]): each quantized operand times its
@@ -8,6 +8,8 @@
  *     then a dot contracting the minor dims with dim 0 as batch for rank 3 (XLA's
  *     BlockScalingRewriter documents this equivalence);
  *   RotateRight(dimension=d, amount=a): out[.., i, ..] = in[.., (i - a) mod n, ..];
+ *   GetRngSeed: the run's seed from the environment (SimEnv rng_seed), the same on every
+ *     device, as one execution's runtime hands it to all of its partitions;
  *   scan: XLA's ScanExpander loop, body(input slices..., carries...) -> (outputs..., carries...);
  *   triangular-solve: substitution in double, per batch.
  * Targets whose meaning depends on the sharding (the other _SPMDInternalOp_*) are refused. */
@@ -36,7 +38,7 @@ is_identity_target(const IrInstr *ins)
     static const char *const k_ids[] = {
         "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "ShardBarrierFrom",
         "ShardBarrierTo", "X64Combine", "LayoutConstraint", "MoveToHost", "MoveToDevice",
-        "PinToDevice", "PinToDeviceSram"};
+        "PinToDevice", "PinToDeviceSram", "annotate_device_placement"};
     for (size_t i = 0; i < SL_COUNTOF(k_ids); i++)
         if (target_is(ins, k_ids[i]))
             return true;
@@ -271,6 +273,15 @@ sim_eval_custom_call(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *cons
     }
     if (target_is(ins, "TopK") && ins->n_operands == 1)
         return eval_topk(cx, ins, dev, ops[0], out);
+    if (target_is(ins, "GetRngSeed") && ins->n_operands == 0) {
+        if (!cx->env || !cx->env->rng_seed)
+            return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "no runtime to take a seed from");
+        if (ins->shape.dtype == IR_DT_TUPLE || !(*out = sim_value_new(&ins->shape)))
+            return sim_fail(cx, ins, SL_ERR_INVALID, "GetRngSeed returns an array");
+        for (int64_t i = 0; i < (*out)->n; i++)
+            (*out)->data[i] = sim_fix((*out)->dtype, (SimElem){.i = (int64_t)*cx->env->rng_seed});
+        return SL_OK;
+    }
     if (target_is(ins, "__op$block_scaled_dot"))
         return eval_block_scaled_dot(cx, ins, ops, out);
     if (target_is(ins, "_SPMDInternalOp_RotateRight") && ins->n_operands == 1)

@@ -2,7 +2,8 @@
  * padding, lhs/rhs dilation, reversal, feature and batch groups, dim_labels). Owns: the
  * accumulation rule, which is one sum in double (or wrapping int64) per output element, rounded
  * once to the result type. Dot packs both operands into [batch, free, contracting] order first
- * so the inner loop is contiguous; the cost is the product of the sizes, nothing more. */
+ * so the inner loop is contiguous; the cost is the product of the sizes, nothing more. Also
+ * ragged-dot, as a dot over operands expanded by a zero-masked group dim. */
 #include "sim/sim_int.h"
 
 #include <stdlib.h>
@@ -70,28 +71,81 @@ dot_dims(const SimValue *a, const int64_t *bd, uint32_t nb, const int64_t *cd, u
     return p == a->rank;
 }
 
+/* sum x[k] * y[k] in four interleaved partial sums (independent chains the CPU overlaps) */
+static inline double
+dot_f64(const double *x, const double *y, int64_t n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+        s0 += x[k] * y[k];
+        s1 += x[k + 1] * y[k + 1];
+        s2 += x[k + 2] * y[k + 2];
+        s3 += x[k + 3] * y[k + 3];
+    }
+    for (; k < n; k++)
+        s0 += x[k] * y[k];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* Four lhs rows against one rhs row at once: each rhs element is loaded once for four sums. */
+static inline void
+dot4_f64(const double *x, int64_t xs, const double *y, int64_t n, double *out)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    const double *x0 = x, *x1 = x + xs, *x2 = x + 2 * xs, *x3 = x + 3 * xs;
+    for (int64_t k = 0; k < n; k++) {
+        double v = y[k];
+        s0 += x0[k] * v;
+        s1 += x1[k] * v;
+        s2 += x2[k] * v;
+        s3 += x3[k] * v;
+    }
+    out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
+}
+
+static void
+dot_loop_f64(const DotDims *l, const DotDims *r, const double *lp, const double *rp,
+             SimValue *out)
+{
+    int64_t K = l->k, M = l->f, N = r->f;
+    for (int64_t b = 0; b < l->b; b++) {
+        const double *lb = lp + b * M * K, *rb = rp + b * N * K;
+        SimElem *ob = out->data + b * M * N;
+        int64_t m = 0;
+        for (; m + 4 <= M; m += 4) {
+            for (int64_t n = 0; n < N; n++) {
+                double s[4];
+                dot4_f64(lb + m * K, K, rb + n * K, K, s);
+                for (int q = 0; q < 4; q++)
+                    ob[(m + q) * N + n] = sim_fix(out->dtype, (SimElem){.f = s[q]});
+            }
+        }
+        for (; m < M; m++)
+            for (int64_t n = 0; n < N; n++)
+                ob[m * N + n] = sim_fix(out->dtype, (SimElem){.f = dot_f64(lb + m * K,
+                                                                           rb + n * K, K)});
+    }
+}
+
 static void
 dot_loop(const DotDims *l, const DotDims *r, const void *lp, const void *rp, bool as_float,
          SimValue *out)
 {
+    if (as_float) {
+        dot_loop_f64(l, r, lp, rp, out);
+        return;
+    }
     int64_t at = 0;
     for (int64_t b = 0; b < l->b; b++) {
         for (int64_t m = 0; m < l->f; m++) {
             for (int64_t n = 0; n < r->f; n++, at++) {
                 int64_t lo = (b * l->f + m) * l->k, ro = (b * r->f + n) * r->k;
-                if (as_float) {
-                    const double *x = (const double *)lp + lo, *y = (const double *)rp + ro;
-                    double s = 0;
-                    for (int64_t k = 0; k < l->k; k++)
-                        s += x[k] * y[k];
-                    out->data[at].f = s;
-                } else {
-                    const int64_t *x = (const int64_t *)lp + lo, *y = (const int64_t *)rp + ro;
-                    uint64_t s = 0;
-                    for (int64_t k = 0; k < l->k; k++)
-                        s += (uint64_t)x[k] * (uint64_t)y[k];
-                    out->data[at].i = (int64_t)s;
-                }
+                const int64_t *x = (const int64_t *)lp + lo, *y = (const int64_t *)rp + ro;
+                uint64_t s = 0;
+                for (int64_t k = 0; k < l->k; k++)
+                    s += (uint64_t)x[k] * (uint64_t)y[k];
+                out->data[at].i = (int64_t)s;
                 out->data[at] = sim_fix(out->dtype, out->data[at]);
             }
         }
@@ -226,9 +280,7 @@ conv_point(const Conv *c, const int64_t *oi)
         }
         if (!inside)
             continue;
-        const double *x = c->lp + lo, *y = c->kp + ko;
-        for (int64_t i = 0; i < ifg; i++)
-            sum += x[i] * y[i];
+        sum += dot_f64(c->lp + lo, c->kp + ko, ifg);
     }
     return sum;
 }
@@ -297,4 +349,127 @@ sim_eval_conv(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **o
     }
     *out = c.o;
     return SL_OK;
+}
+
+/* ---- ragged-dot ------------------------------------------------------------------------
+ * Three modes by where the lhs ragged dim sits. group_sizes is [prefix..., G]: its prefix dims
+ * index the operands' leading dims positionally, and for each prefix index the G sizes cut the
+ * ragged dim into consecutive groups from 0 (rows past their sum belong to no group).
+ *   non-contracting: row r of the ragged dim in group g multiplies rhs group g (rhs_group_dims);
+ *                    rows in no group give zeros. Output: the dot's shape without the group dim.
+ *   contracting:     output [G, dot shape...]; group g sums only the contracting indices in g.
+ *   batch:           a plain dot (each batch row is independent; the sizes change nothing).
+ * Both ragged modes are computed as one dot over a "dense" operand with the group dim inserted
+ * at position P (= rank(group_sizes) - 1), zero outside each group. */
+
+/* `v` with a dim of size G inserted at P: element (.., g@P, ..) is v's element when its index
+ * along `ragged` (a dim of v, >= P) lies in group g for v's leading P indices, else zero. */
+static SimValue *
+ragged_dense(const SimValue *v, const SimValue *gs, uint32_t P, uint32_t ragged)
+{
+    int64_t G = gs->dims[P], dims[SIM_MAX_RANK], idx[SIM_MAX_RANK] = {0}, vs[SIM_MAX_RANK];
+    if (v->rank + 1 > SIM_MAX_RANK)
+        return NULL;
+    for (uint32_t d = 0, s = 0; d <= v->rank; d++)
+        dims[d] = d == P ? G : v->dims[s++];
+    SimValue *o = sim_value_new_array(v->dtype, dims, v->rank + 1);
+    if (!o)
+        return NULL;
+    sim_strides(v->dims, v->rank, vs);
+    for (int64_t i = 0; i < o->n; i++, sim_idx_next(idx, dims, v->rank + 1)) {
+        int64_t g = idx[P], pre = 0, at = 0, lo = 0;
+        for (uint32_t d = 0; d < P; d++)
+            pre = pre * gs->dims[d] + idx[d];
+        for (int64_t k = 0; k < g; k++)
+            lo += gs->data[pre * G + k].i;
+        int64_t row = idx[ragged + 1];
+        if (row < lo || row >= lo + gs->data[pre * G + g].i)
+            continue;
+        for (uint32_t d = 0, s = 0; d <= v->rank; d++)
+            if (d != P)
+                at += idx[d] * vs[s++];
+        o->data[i] = v->data[at];
+    }
+    return o;
+}
+
+/* dims shifted past an inserted dim at P, with P itself first when `lead`. */
+static uint32_t
+shift_dims(const int64_t *in, uint32_t n, uint32_t P, bool lead, int64_t *out)
+{
+    uint32_t k = 0;
+    if (lead)
+        out[k++] = P;
+    for (uint32_t i = 0; i < n; i++)
+        out[k++] = in[i] >= (int64_t)P ? in[i] + 1 : in[i];
+    return k;
+}
+
+static bool
+has_dim(const int64_t *v, uint32_t n, int64_t x)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i] == x)
+            return true;
+    return false;
+}
+
+SlStatus
+sim_eval_ragged_dot(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue **out)
+{
+    SimDotNums dn;
+    const int64_t *lr, *rg;
+    dn.nlb = ir_instr_ints_attr(ins, IR_ATTR_LHS_BATCH_DIMS, &dn.lb);
+    dn.nlc = ir_instr_ints_attr(ins, IR_ATTR_LHS_CONTRACTING_DIMS, &dn.lc);
+    dn.nrb = ir_instr_ints_attr(ins, IR_ATTR_RHS_BATCH_DIMS, &dn.rb);
+    dn.nrc = ir_instr_ints_attr(ins, IR_ATTR_RHS_CONTRACTING_DIMS, &dn.rc);
+    uint32_t nrg = ir_instr_ints_attr(ins, IR_ATTR_RHS_GROUP_DIMS, &rg);
+    const SimValue *a = ops[0], *b = ops[1], *gs = ops[2];
+    if (ins->n_operands != 3 || ir_instr_ints_attr(ins, IR_ATTR_LHS_RAGGED_DIMS, &lr) != 1 ||
+        a->dtype == IR_DT_TUPLE || b->dtype == IR_DT_TUPLE || gs->dtype == IR_DT_TUPLE ||
+        gs->rank < 1 || lr[0] < 0 || lr[0] >= a->rank || dn.nlc != dn.nrc)
+        return sim_fail(cx, ins, SL_ERR_INVALID, "ragged-dot dimension numbers do not fit");
+    if (has_dim(dn.lb, dn.nlb, lr[0])) /* ragged batch: a plain dot */
+        return nrg ? sim_fail(cx, ins, SL_ERR_INVALID, "rhs_group_dims with a ragged batch dim")
+                   : sim_dot(cx, ins, a, b, &dn, &ins->shape, out);
+    uint32_t P = gs->rank - 1, r = (uint32_t)lr[0];
+    bool contracting = has_dim(dn.lc, dn.nlc, r);
+    for (uint32_t d = 0; d < P; d++)
+        if (d >= a->rank || gs->dims[d] != a->dims[d] ||
+            (contracting && (d >= b->rank || gs->dims[d] != b->dims[d])))
+            return sim_fail(cx, ins, SL_ERR_INVALID, "group_sizes dim %u does not match the "
+                            "operands' leading dims", d);
+    if (r < P || (contracting ? nrg != 0 : nrg != 1 || rg[0] < 0 || rg[0] >= b->rank))
+        return sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "ragged-dot form (ragged dim %u, %u "
+                        "group_sizes prefix dims, %u rhs group dims)", r, P, nrg);
+    int64_t lb[SIM_MAX_RANK + 1], lc[SIM_MAX_RANK + 1], rb[SIM_MAX_RANK + 1],
+        rc[SIM_MAX_RANK + 1];
+    SimValue *ad = ragged_dense(a, gs, P, r), *bd = NULL;
+    SimDotNums nd = dn;
+    nd.lb = lb, nd.lc = lc, nd.rb = rb, nd.rc = rc;
+    if (ad && contracting) {
+        uint32_t k = 0;
+        while (k < dn.nlc && dn.lc[k] != r)
+            k++;
+        bd = ragged_dense(b, gs, P, (uint32_t)dn.rc[k]);
+        nd.nlb = shift_dims(dn.lb, dn.nlb, P, true, lb);
+        nd.nrb = shift_dims(dn.rb, dn.nrb, P, true, rb);
+        nd.nlc = shift_dims(dn.lc, dn.nlc, P, false, lc);
+        nd.nrc = shift_dims(dn.rc, dn.nrc, P, false, rc);
+    } else if (ad) {
+        bd = sim_value_ref(ops[1]);
+        nd.nlb = shift_dims(dn.lb, dn.nlb, P, false, lb);
+        nd.nlc = shift_dims(dn.lc, dn.nlc, P, true, lc);
+        for (uint32_t i = 0; i < dn.nrb; i++)
+            rb[i] = dn.rb[i];
+        rc[0] = rg[0];
+        for (uint32_t i = 0; i < dn.nrc; i++)
+            rc[i + 1] = dn.rc[i];
+        nd.nrc = dn.nrc + 1;
+    }
+    SlStatus st = ad && bd ? sim_dot(cx, ins, ad, bd, &nd, &ins->shape, out)
+                           : sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
+    sim_value_unref(ad);
+    sim_value_unref(bd);
+    return st;
 }

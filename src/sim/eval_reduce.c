@@ -137,21 +137,47 @@ eval_reduce_body(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *o
     return st;
 }
 
-/* Operand offset of window position `w` for output `o`, or -1 when it falls in padding or
- * between dilated base elements. */
-static int64_t
-window_offset(const IrWindowDim *win, const SimValue *a, const int64_t *as, const int64_t *o,
-              const int64_t *w)
+/* Per dim d and output index o_d: the operand offsets (times the dim's stride) of the window
+ * positions that land on an operand element, in window order; padding and the holes between
+ * dilated base elements are left out. tab[d] holds out_dims[d] rows of wsize[d] entries. */
+typedef struct WinTab {
+    int64_t *off[SIM_MAX_RANK];
+    int64_t *cnt[SIM_MAX_RANK];
+} WinTab;
+
+static void
+wintab_fini(WinTab *t, uint32_t rank)
 {
-    int64_t off = 0;
+    for (uint32_t d = 0; d < rank; d++) {
+        free(t->off[d]);
+        free(t->cnt[d]);
+    }
+}
+
+static bool
+wintab_init(WinTab *t, const IrWindowDim *win, const SimValue *a, const int64_t *as,
+            const int64_t *out_dims, const int64_t *wsize)
+{
+    memset(t, 0, sizeof *t);
     for (uint32_t d = 0; d < a->rank; d++) {
         const IrWindowDim *wd = &win[d];
-        int64_t p = o[d] * wd->stride + w[d] * wd->rhs_dilate - wd->pad_lo;
-        if (p < 0 || p % wd->lhs_dilate != 0 || p / wd->lhs_dilate >= a->dims[d])
-            return -1;
-        off += (p / wd->lhs_dilate) * as[d];
+        t->off[d] = malloc((size_t)(out_dims[d] * wsize[d] + 1) * sizeof *t->off[d]);
+        t->cnt[d] = malloc((size_t)(out_dims[d] + 1) * sizeof *t->cnt[d]);
+        if (!t->off[d] || !t->cnt[d]) {
+            wintab_fini(t, d + 1);
+            return false;
+        }
+        for (int64_t o = 0; o < out_dims[d]; o++) {
+            int64_t n = 0, *row = t->off[d] + o * wsize[d];
+            for (int64_t w = 0; w < wsize[d]; w++) {
+                int64_t p = o * wd->stride + w * wd->rhs_dilate - wd->pad_lo;
+                if (p >= 0 && p % wd->lhs_dilate == 0 && p / wd->lhs_dilate < a->dims[d])
+                    row[n++] = (p / wd->lhs_dilate) * as[d];
+            }
+            t->cnt[d][o] = n;
+        }
     }
-    return off;
+    return true;
 }
 
 static SlStatus
@@ -177,24 +203,34 @@ eval_reduce_window_body(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *c
 {
     const SimValue *a = ops[0];
     const IrWindowDim *win;
-    int64_t wsize[SIM_MAX_RANK], as[SIM_MAX_RANK], o[SIM_MAX_RANK] = {0}, nw = 1;
+    int64_t wsize[SIM_MAX_RANK], as[SIM_MAX_RANK], o[SIM_MAX_RANK] = {0};
+    uint32_t rank = a->rank;
     SlStatus st = window_of(cx, ins, a, &win, wsize);
     if (st)
         return st;
-    for (uint32_t d = 0; d < a->rank; d++)
-        nw *= wsize[d];
-    sim_strides(a->dims, a->rank, as);
+    if (res[0]->rank != rank)
+        return sim_fail(cx, ins, SL_ERR_INVALID, "result rank differs from the operand's");
+    sim_strides(a->dims, rank, as);
+    WinTab tab;
+    if (!wintab_init(&tab, win, a, as, res[0]->dims, wsize))
+        return sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
     Body b;
     st = body_init(&b, cx, ins, IR_ATTR_TO_APPLY, dev, k, ops);
-    for (int64_t i = 0; !st && i < res[0]->n; i++, sim_idx_next(o, res[0]->dims, a->rank)) {
+    for (int64_t i = 0; !st && i < res[0]->n; i++, sim_idx_next(o, res[0]->dims, rank)) {
         SimElem acc[SIM_MAX_VARIADIC], x[SIM_MAX_VARIADIC];
-        int64_t w[SIM_MAX_RANK] = {0};
+        const int64_t *row[SIM_MAX_RANK];
+        int64_t n[SIM_MAX_RANK], w[SIM_MAX_RANK] = {0}, total = 1;
+        for (uint32_t d = 0; d < rank; d++) {
+            row[d] = tab.off[d] + o[d] * wsize[d];
+            n[d] = tab.cnt[d][o[d]];
+            total *= n[d];
+        }
         for (uint32_t j = 0; j < k; j++)
             acc[j] = res[j]->data[i];
-        for (int64_t p = 0; !st && p < nw; p++, sim_idx_next(w, wsize, a->rank)) {
-            int64_t off = window_offset(win, a, as, o, w);
-            if (off < 0)
-                continue;
+        for (int64_t p = 0; !st && p < total; p++, sim_idx_next(w, n, rank)) {
+            int64_t off = 0;
+            for (uint32_t d = 0; d < rank; d++)
+                off += row[d][w[d]];
             for (uint32_t j = 0; j < k; j++)
                 x[j] = ops[j]->data[off];
             st = body_apply(&b, acc, x);
@@ -203,6 +239,7 @@ eval_reduce_window_body(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *c
             res[j]->data[i] = acc[j];
     }
     body_fini(&b);
+    wintab_fini(&tab, rank);
     return st;
 }
 
@@ -224,25 +261,35 @@ eval_select_and_scatter(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *c
 {
     const SimValue *a = ops[0], *src = ops[1];
     const IrWindowDim *win;
-    int64_t wsize[SIM_MAX_RANK], as[SIM_MAX_RANK], o[SIM_MAX_RANK] = {0}, nw = 1;
+    int64_t wsize[SIM_MAX_RANK], as[SIM_MAX_RANK], o[SIM_MAX_RANK] = {0};
+    uint32_t rank = a->rank;
     SlStatus st = window_of(cx, ins, a, &win, wsize);
-    if (!st && src->rank != a->rank)
+    if (!st && src->rank != rank)
         st = sim_fail(cx, ins, SL_ERR_INVALID, "source rank differs from the operand");
-    for (uint32_t d = 0; !st && d < a->rank; d++)
-        nw *= wsize[d];
-    sim_strides(a->dims, a->rank, as);
+    if (st)
+        return st;
+    sim_strides(a->dims, rank, as);
+    WinTab tab;
+    if (!wintab_init(&tab, win, a, as, src->dims, wsize))
+        return sim_fail(cx, ins, SL_ERR_NOMEM, "out of memory");
     Body sel, sc;
     SimValue *one[2] = {ops[0], ops[0]};
     SlStatus st1 = body_init(&sel, cx, ins, IR_ATTR_SELECT, dev, 1, one);
     SlStatus st2 = body_init(&sc, cx, ins, IR_ATTR_SCATTER, dev, 1, one);
-    st = st ? st : st1 ? st1 : st2;
-    for (int64_t i = 0; !st && i < src->n; i++, sim_idx_next(o, src->dims, src->rank)) {
-        int64_t w[SIM_MAX_RANK] = {0}, best = -1;
-        for (int64_t p = 0; !st && p < nw; p++, sim_idx_next(w, wsize, a->rank)) {
-            int64_t off = window_offset(win, a, as, o, w);
+    st = st1 ? st1 : st2;
+    for (int64_t i = 0; !st && i < src->n; i++, sim_idx_next(o, src->dims, rank)) {
+        const int64_t *row[SIM_MAX_RANK];
+        int64_t n[SIM_MAX_RANK], w[SIM_MAX_RANK] = {0}, total = 1, best = -1;
+        for (uint32_t d = 0; d < rank; d++) {
+            row[d] = tab.off[d] + o[d] * wsize[d];
+            n[d] = tab.cnt[d][o[d]];
+            total *= n[d];
+        }
+        for (int64_t p = 0; !st && p < total; p++, sim_idx_next(w, n, rank)) {
+            int64_t off = 0;
             bool keep = false;
-            if (off < 0)
-                continue;
+            for (uint32_t d = 0; d < rank; d++)
+                off += row[d][w[d]];
             if (best >= 0)
                 st = call_select(&sel, a->data[best], a->data[off], &keep);
             if (best < 0 || !keep)
@@ -254,6 +301,7 @@ eval_select_and_scatter(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *c
     }
     body_fini(&sel);
     body_fini(&sc);
+    wintab_fini(&tab, rank);
     return st;
 }
 
@@ -300,6 +348,8 @@ typedef struct SortMemo {
     SimElem *pre;    /* len rows of n_slots */
     SimElem *regs;   /* per instruction */
     int *code;       /* compare instructions: sim_compare_code(); else -1 */
+    uint32_t *pick, n_pick; /* one-sided instructions a comparison reads (their `pre` columns) */
+    uint32_t *both, n_both; /* two-sided instructions to evaluate per comparison, in order */
 } SortMemo;
 
 typedef struct SortCtx {
@@ -309,6 +359,7 @@ typedef struct SortCtx {
     const IrInstr *cmp;  /* fast path: ROOT compare(p[2m + swap], p[2m + 1 - swap]) */
     uint32_t cmp_operand;
     bool cmp_swapped;
+    int cmp_code;        /* sim_compare_code(cmp) */
     SortMemo memo;       /* memo.p NULL: not used */
     int64_t base, stride; /* the slice being sorted: element i is at base + i * stride */
     SlStatus st;
@@ -324,7 +375,7 @@ sort_fast_path(SortCtx *s)
         r->operands[1]->op != IR_OP_PARAMETER)
         return;
     int64_t p0 = r->operands[0]->parameter_number, p1 = r->operands[1]->parameter_number;
-    if (p0 / 2 != p1 / 2 || p0 == p1)
+    if (p0 / 2 != p1 / 2 || p0 == p1 || (s->cmp_code = sim_compare_code(r)) < 0)
         return;
     s->cmp = r;
     s->cmp_operand = (uint32_t)(p0 / 2);
@@ -339,6 +390,8 @@ memo_fini(SortMemo *m)
     free(m->pre);
     free(m->regs);
     free(m->code);
+    free(m->pick);
+    free(m->both);
     memset(m, 0, sizeof *m);
 }
 
@@ -357,7 +410,9 @@ memo_init(SortCtx *s, int64_t len)
     m->slot = calloc(p->n, sizeof *m->slot);
     m->regs = calloc(p->n, sizeof *m->regs);
     m->code = calloc(p->n, sizeof *m->code);
-    if (!m->side || !m->slot || !m->regs || !m->code) {
+    m->pick = calloc(p->n, sizeof *m->pick);
+    m->both = calloc(p->n, sizeof *m->both);
+    if (!m->side || !m->slot || !m->regs || !m->code || !m->pick || !m->both) {
         memo_fini(m);
         return sim_fail(s->b.cx, s->b.ins, SL_ERR_NOMEM, "out of memory");
     }
@@ -367,11 +422,32 @@ memo_init(SortCtx *s, int64_t len)
             m->side[i] = ins->parameter_number % 2 ? 2 : 1;
         for (uint32_t j = p->op_start[i]; j < p->op_start[i + 1]; j++)
             m->side[i] |= m->side[p->op_idx[j]];
-        if (m->side[i] == 1 || m->side[i] == 2)
-            m->slot[i] = m->n_slots++;
+        if (m->side[i] == 3 && ins->op != IR_OP_PARAMETER && ins->op != IR_OP_TUPLE)
+            m->both[m->n_both++] = i;
         m->regs[i] = p->regs[i]; /* constants */
         m->code[i] = ins->op == IR_OP_COMPARE ? sim_compare_code(ins) : -1;
     }
+    /* keep only the one-sided values a comparison reads: operands of two-sided instructions
+     * and the result (a tuple root's first operand); fewer columns, fewer cache misses */
+    uint8_t *need = calloc(p->n, 1);
+    if (!need) {
+        memo_fini(m);
+        return sim_fail(s->b.cx, s->b.ins, SL_ERR_NOMEM, "out of memory");
+    }
+    for (uint32_t k = 0; k < m->n_both; k++)
+        for (uint32_t j = p->op_start[m->both[k]]; j < p->op_start[m->both[k] + 1]; j++)
+            need[p->op_idx[j]] = 1;
+    need[p->root] = 1;
+    const IrInstr *root = p->comp->instrs[p->root];
+    if (root->op == IR_OP_TUPLE && root->n_operands > 0)
+        need[p->op_idx[p->op_start[p->root]]] = 1;
+    for (uint32_t i = 0; i < p->n; i++) {
+        if (need[i] && (m->side[i] == 1 || m->side[i] == 2)) {
+            m->slot[i] = m->n_slots++;
+            m->pick[m->n_pick++] = i;
+        }
+    }
+    free(need);
     m->pre = calloc((size_t)len * m->n_slots + 1, sizeof *m->pre);
     if (!m->pre) {
         memo_fini(m);
@@ -379,6 +455,29 @@ memo_init(SortCtx *s, int64_t len)
     }
     m->p = p;
     return SL_OK;
+}
+
+/* Evaluates instruction i of the comparator into m->regs; false for an unknown opcode. */
+static inline bool
+memo_eval1(SortMemo *m, uint32_t i)
+{
+    const SimPlan *p = m->p;
+    const IrInstr *ins = p->comp->instrs[i];
+    SimElem x[3];
+    IrDtype t[3];
+    for (uint32_t j = 0; j < ins->n_operands && j < 3; j++) {
+        x[j] = m->regs[p->op_idx[p->op_start[i] + j]];
+        t[j] = ins->operands[j]->shape.dtype;
+    }
+    if (m->code[i] >= 0) { /* the hot cases, without attribute lookups */
+        m->regs[i].i = sim_compare_coded(m->code[i], t[0], x[0], x[1]);
+        return true;
+    }
+    if (ins->op == IR_OP_SELECT) {
+        m->regs[i] = x[0].i ? x[1] : x[2];
+        return true;
+    }
+    return sim_elem_apply(ins, t, x, &m->regs[i]);
 }
 
 /* Evaluates the instructions whose side is in `want` into m->regs. */
@@ -391,21 +490,7 @@ memo_eval(SortMemo *m, uint8_t want)
         if (!((1u << m->side[i]) & want) || ins->op == IR_OP_PARAMETER ||
             ins->op == IR_OP_TUPLE)
             continue;
-        SimElem x[3];
-        IrDtype t[3];
-        for (uint32_t j = 0; j < ins->n_operands && j < 3; j++) {
-            x[j] = m->regs[p->op_idx[p->op_start[i] + j]];
-            t[j] = ins->operands[j]->shape.dtype;
-        }
-        if (m->code[i] >= 0) { /* the hot cases, without attribute lookups */
-            m->regs[i].i = sim_compare_coded(m->code[i], t[0], x[0], x[1]);
-            continue;
-        }
-        if (ins->op == IR_OP_SELECT) {
-            m->regs[i] = x[0].i ? x[1] : x[2];
-            continue;
-        }
-        if (!sim_elem_apply(ins, t, x, &m->regs[i]))
+        if (!memo_eval1(m, i))
             return false;
     }
     return true;
@@ -425,9 +510,8 @@ memo_fill(SortCtx *s, int64_t len)
         }
         if (!memo_eval(m, 1u << 1 | 1u << 2))
             return sim_fail(s->b.cx, s->b.ins, SL_ERR_UNSUPPORTED, "comparator opcode");
-        for (uint32_t i = 0; i < p->n; i++)
-            if (m->side[i] == 1 || m->side[i] == 2)
-                m->pre[(size_t)e * m->n_slots + m->slot[i]] = m->regs[i];
+        for (uint32_t k = 0; k < m->n_pick; k++)
+            m->pre[(size_t)e * m->n_slots + m->slot[m->pick[k]]] = m->regs[m->pick[k]];
     }
     return SL_OK;
 }
@@ -438,12 +522,15 @@ memo_less(SortCtx *s, int64_t i, int64_t j)
     SortMemo *m = &s->memo;
     const SimPlan *p = m->p;
     const SimElem *pi = m->pre + (size_t)i * m->n_slots, *pj = m->pre + (size_t)j * m->n_slots;
-    for (uint32_t q = 0; q < p->n; q++)
-        if (m->side[q] == 1 || m->side[q] == 2)
-            m->regs[q] = (m->side[q] == 1 ? pi : pj)[m->slot[q]];
-    if (!memo_eval(m, 1u << 3)) {
-        s->st = sim_fail(s->b.cx, s->b.ins, SL_ERR_UNSUPPORTED, "comparator opcode");
-        return false;
+    for (uint32_t k = 0; k < m->n_pick; k++) {
+        uint32_t q = m->pick[k];
+        m->regs[q] = (m->side[q] == 1 ? pi : pj)[m->slot[q]];
+    }
+    for (uint32_t k = 0; k < m->n_both; k++) {
+        if (!memo_eval1(m, m->both[k])) {
+            s->st = sim_fail(s->b.cx, s->b.ins, SL_ERR_UNSUPPORTED, "comparator opcode");
+            return false;
+        }
     }
     const IrInstr *root = p->comp->instrs[p->root];
     return (root->op == IR_OP_TUPLE ? m->regs[p->op_idx[p->op_start[p->root]]]
@@ -459,12 +546,8 @@ sort_less(SortCtx *s, int64_t pi, int64_t pj)
     int64_t i = s->base + pi * s->stride, j = s->base + pj * s->stride;
     if (s->cmp) {
         const SimValue *v = s->ops[s->cmp_operand];
-        bool ok = true;
-        bool r = s->cmp_swapped ? sim_compare(s->cmp, v->dtype, v->data[j], v->data[i], &ok)
-                                : sim_compare(s->cmp, v->dtype, v->data[i], v->data[j], &ok);
-        if (ok)
-            return r;
-        s->cmp = NULL;
+        return s->cmp_swapped ? sim_compare_coded(s->cmp_code, v->dtype, v->data[j], v->data[i])
+                              : sim_compare_coded(s->cmp_code, v->dtype, v->data[i], v->data[j]);
     }
     if (s->memo.p)
         return memo_less(s, pi, pj);

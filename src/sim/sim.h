@@ -53,6 +53,30 @@ SlStatus sim_literal_parse(const IrShape *shape, SlStr text, SimValue **out, SlE
 SlStatus sim_run(const IrModule *m, int64_t n_devices, SimValue *const *args, SimValue **out,
                  SlError *err);
 
+/* What a run sees beyond its arguments.
+ * Host transfers: `infeed` hands device `dev` the data part of infeed `ins` (a new reference
+ * shaped like ins's element 0); `outfeed` receives the data operand of outfeed `ins`
+ * (borrowed). Each device calls in its own program order. A callback fails through `err`; the
+ * run then fails with that status, naming the instruction. NULL callbacks: unsupported.
+ * `manual`: the module is an unpartitioned one run on N devices to give manually partitioned
+ * regions their meaning. Each device holds the full value of its manual group (all devices
+ * alike outside manual regions); SPMDFullToShardShape gives each device its tile of the
+ * operand by the operand's sharding, SPMDShardToFullShape reassembles the tiles of the
+ * devices in a manual group by its own sharding, and collectives exchange data as usual. */
+typedef struct SimEnv {
+    SlStatus (*infeed)(void *user, const IrInstr *ins, int64_t dev, SimValue **out,
+                       SlError *err);
+    SlStatus (*outfeed)(void *user, const IrInstr *ins, int64_t dev, const SimValue *data,
+                        SlError *err);
+    void *user;
+    bool manual;
+    const uint64_t *rng_seed; /* what GetRngSeed returns on every device; NULL: unsupported */
+} SimEnv;
+
+/* sim_run in an environment (NULL: none, as sim_run). */
+SlStatus sim_run_env(const IrModule *m, int64_t n_devices, SimValue *const *args,
+                     const SimEnv *env, SimValue **out, SlError *err);
+
 /* ---- verify ---- */
 typedef struct SimVerifyOptions {
     uint64_t seed;   /* 0 is a valid seed */
@@ -77,11 +101,14 @@ typedef struct SimVerifyReport {
     bool error_in_partitioned; /* an error status came from running `part` (else `orig`) */
 } SimVerifyReport;
 
-/* Evaluates `orig` on one device and `part` (its partitioned form) on n_devices, on seeded
- * random inputs cut by the entry parameter shardings of `orig`, reassembles `part`'s outputs by
- * the root sharding and compares. A mismatch, and a simulator failure of `part` (collective
- * mismatch, deadlock), is SL_OK with report->ok false; bad modules are SL_ERR_INVALID and
- * opcodes the evaluator lacks SL_ERR_UNSUPPORTED. */
+/* Evaluates `orig` on one device (on n_devices when it has manually partitioned regions: see
+ * SimEnv) and `part` (its partitioned form) on n_devices, on seeded random inputs cut by the
+ * entry parameter shardings of `orig`, reassembles `part`'s outputs by the root sharding and
+ * compares; infeeds get seeded host data cut by their shardings and outfeed data is compared
+ * like extra outputs (numbered after the root's). A mismatch, and a simulator failure of
+ * `part` (collective mismatch, deadlock, host transfers out of step), is SL_OK with
+ * report->ok false; bad modules are SL_ERR_INVALID, and opcodes the evaluator lacks, modules
+ * too large to simulate and random numbers SL_ERR_UNSUPPORTED. */
 SlStatus sim_verify(const IrModule *orig, const IrModule *part, int64_t n_devices,
                     const SimVerifyOptions *o, SimVerifyReport *report, SlError *err);
 

@@ -13,6 +13,7 @@ typedef struct SimCtx {
     SlVec plan_list;   /* SimPlan* in creation order, to free */
     SlMap consts;      /* IrInstr* (constant) -> SimValue* decoded once */
     SlVec const_list;  /* SimValue* references held by `consts` */
+    const SimEnv *env;  /* infeed, outfeed, manual regions; NULL: none */
     SlError *err;
 } SimCtx;
 
@@ -105,6 +106,9 @@ typedef struct SimDotNums {
 /* dot(a, b) by `dn` into a new array of `shape` (batch, lhs free, rhs free order). */
 SlStatus sim_dot(SimCtx *cx, const IrInstr *ins, const SimValue *a, const SimValue *b,
                  const SimDotNums *dn, const IrShape *shape, SimValue **out);
+/* ragged-dot in its three modes (eval_dot.c). */
+SlStatus sim_eval_ragged_dot(SimCtx *cx, const IrInstr *ins, SimValue *const *ops,
+                             SimValue **out);
 /* Custom calls and scan (eval_custom.c). */
 SlStatus sim_eval_custom_call(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops,
                               SimValue **out);
@@ -122,6 +126,16 @@ SlStatus sim_eval_sort(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *co
 SlStatus sim_eval_collective(SimCtx *cx, const IrInstr *ins, const int64_t *devs,
                              uint32_t n_lanes, SimValue *const *ops, SimValue **out);
 bool sim_is_collective(IrOp op);
+
+/* Manual regions (manual.c). The manual group of `dev` under leaf sharding `s`: the device
+ * itself for {manual}, its coordinate in the manual subgroup dim for last_tile_dims={manual},
+ * else 0 (all devices alike); -1 when `s` does not list the device. */
+struct ShdSharding;
+int64_t sim_manual_group(const struct ShdSharding *s, int64_t dev);
+/* An SPMDFullToShardShape / SPMDShardToFullShape that an env with `manual` gives meaning to. */
+bool sim_is_manual_cut(const SimCtx *cx, const IrInstr *ins);
+SlStatus sim_eval_manual_cut(SimCtx *cx, const IrInstr *ins, const int64_t *devs, uint32_t n,
+                             SimValue *const *ops, SimValue **out);
 
 /* Integer attribute stored as IR_ATTR_OTHER (e.g. exponent_bits); false when absent. */
 bool sim_other_int_attr(const IrInstr *ins, const char *key, int64_t *out);

@@ -1,10 +1,11 @@
 /* verify.c - checks a partitioned module against its original: seeded random inputs, the
- * original evaluated on one device, the inputs cut into shards by the original's entry
- * parameter shardings (uneven shards padded with zeros), the partitioned module run on N
- * devices, and every device's output tile compared with the matching part of the reference.
- * Owns: the input generator (a splitmix64 stream, so runs are reproducible), finding integer
- * parameters that feed indices, the tolerance rule. Does not own: evaluation (eval.c) or tile
- * arithmetic (src/sharding, gspmd.md §A.5). */
+ * original evaluated on one device (on N when it has manually partitioned regions), the inputs
+ * cut into shards by the original's entry parameter shardings (uneven shards padded with
+ * zeros), the partitioned module run on N devices, and every device's output tile compared
+ * with the matching part of the reference. Owns: the input generator (a splitmix64 stream, so
+ * runs are reproducible), finding integer parameters that feed indices, the tolerance rule,
+ * the host side of infeed and outfeed, the size limits. Does not own: evaluation (eval.c,
+ * manual.c) or tile arithmetic (src/sharding, gspmd.md §A.5). */
 #include "sim/sim_int.h"
 
 #include <inttypes.h>
@@ -18,6 +19,8 @@
 #define SIM_SMALL_INT 4 /* integer inputs that feed no index are drawn from [-4, 4] ([0, 4]) */
 #define SIM_MAX_WORK 4e9 /* estimated element operations per evaluation we agree to simulate */
 #define SIM_MAX_ELEMS ((int64_t)1 << 27) /* elements of the largest array (8 bytes each) */
+#define SIM_PART_WORK_FACTOR 4 /* the partitioned run may take this many times SIM_MAX_WORK */
+#define SIM_MAX_PART_ELEMS ((int64_t)1 << 28) /* the largest array times the device count */
 
 void
 sim_verify_options_init(SimVerifyOptions *o)
@@ -189,7 +192,8 @@ index_bounds(const IrComputation *c, int64_t *bound, SlError *err)
 }
 
 /* Element operations of one instruction: its output, times the contraction for dot and
- * convolution, or its input for reductions. Loops count once (trip counts are unknown). */
+ * convolution (less the holes of base dilation, which the kernel skips), or its input for
+ * reductions. Loops count once (trip counts are unknown). */
 static double
 instr_work(const IrInstr *ins, int64_t *max_elems)
 {
@@ -219,7 +223,12 @@ instr_work(const IrInstr *ins, int64_t *max_elems)
                 of = (double)k->dims[pos];
             pos++;
         }
-        work *= kn / (of > 0 ? of : 1);
+        /* with base dilation only one window position in lhs_dilate lands on an element */
+        const IrAttr *w = ir_instr_find_attr(ins, IR_ATTR_WINDOW);
+        double dil = 1;
+        for (uint32_t i = 0; w && i < w->u.window.n; i++)
+            dil *= w->u.window.v[i].lhs_dilate > 1 ? (double)w->u.window.v[i].lhs_dilate : 1;
+        work *= kn / (of > 0 ? of : 1) / dil;
     } else {
         for (uint32_t j = 0; j < ins->n_operands; j++)
             if (ir_shape_is_array(&ins->operands[j]->shape))
@@ -228,8 +237,8 @@ instr_work(const IrInstr *ins, int64_t *max_elems)
     return work;
 }
 
-/* Why the outputs of a module using `ins` cannot be compared, or NULL: random numbers and
- * host transfers differ between one device and N by design. */
+/* Why the outputs of a module using `ins` cannot be compared, or NULL: random numbers differ
+ * between one device and N by design (host transfers are simulated: see the host below). */
 static const char *
 not_comparable(const IrInstr *ins)
 {
@@ -237,12 +246,6 @@ not_comparable(const IrInstr *ins)
     case IR_OP_RNG:
     case IR_OP_RNG_BIT_GENERATOR:
     case IR_OP_RNG_GET_AND_UPDATE_STATE: return "random numbers";
-    case IR_OP_INFEED: return "data from the host";
-    case IR_OP_OUTFEED: return "data sent to the host";
-    case IR_OP_CUSTOM_CALL: {
-        const IrAttr *a = ir_instr_find_attr(ins, IR_ATTR_CUSTOM_CALL_TARGET);
-        return a && sl_str_eq_cstr(a->u.text, "\"GetRngSeed\"") ? "a random seed" : NULL;
-    }
     default: return NULL;
     }
 }
@@ -257,47 +260,54 @@ check_comparable(const IrModule *m, SlError *err)
             SlSrcLoc loc = {0};
             loc.line = ins->src_line;
             loc.col = ins->src_col;
-            int64_t channel;
-            if (sim_is_collective(ins->op) && ir_instr_int_attr(ins, IR_ATTR_CHANNEL_ID, &channel))
-                return sl_fail(err, SL_ERR_UNSUPPORTED, loc, "%%%s (%s): a collective in the "
-                               "unpartitioned module belongs to a manually partitioned region; "
-                               "manual regions are not simulated", sl_sym_cstr(ins->name),
-                               ir_op_name(ins->op));
             if (!why)
                 continue;
             return sl_fail(err, SL_ERR_UNSUPPORTED, loc, "outputs are not comparable: %s "
                            "(%%%s involves %s, which one device and N devices do not share)",
-                           ins->op == IR_OP_CUSTOM_CALL ? "GetRngSeed" : ir_op_name(ins->op),
+                           ir_op_name(ins->op),
                            sl_sym_cstr(ins->name), why);
         }
     }
     return SL_OK;
 }
 
-/* Refuses modules whose evaluation would take minutes or gigabytes, naming the estimate. */
+/* Refuses modules whose evaluation would take minutes or gigabytes, naming the estimate. The
+ * partitioned module runs every instruction on each of n_dev devices at once, so its work and
+ * its largest array count n_dev times (parameters and constants excepted: devices share them). */
 static SlStatus
-check_size(const IrModule *m, const char *which, SlError *err)
+check_size(const IrModule *m, const char *which, int64_t n_dev, SlError *err)
 {
     double work = 0;
     int64_t max_elems = 0;
     for (uint32_t c = 0; c < m->n_comps; c++)
-        for (uint32_t i = 0; i < m->comps[c]->n_instrs; i++)
-            work += instr_work(m->comps[c]->instrs[i], &max_elems);
-    if (work <= SIM_MAX_WORK && max_elems <= SIM_MAX_ELEMS)
+        for (uint32_t i = 0; i < m->comps[c]->n_instrs; i++) {
+            const IrInstr *ins = m->comps[c]->instrs[i];
+            int64_t e = 0;
+            work += instr_work(ins, &e);
+            if (n_dev == 1 || (ins->op != IR_OP_PARAMETER && ins->op != IR_OP_CONSTANT))
+                max_elems = e > max_elems ? e : max_elems;
+        }
+    double dev_work = work * (double)n_dev, dev_elems = (double)max_elems * (double)n_dev;
+    double work_limit = SIM_MAX_WORK * (n_dev > 1 ? SIM_PART_WORK_FACTOR : 1);
+    int64_t elems_limit = n_dev > 1 ? SIM_MAX_PART_ELEMS : SIM_MAX_ELEMS;
+    if (dev_work <= work_limit && dev_elems <= (double)elems_limit)
         return SL_OK;
     return sl_fail(err, SL_ERR_UNSUPPORTED, (SlSrcLoc){0},
                    "the %s module is too large to simulate: about %.3g element operations and "
-                   "an array of %" PRId64 " elements (limits %.3g and %" PRId64 ")",
-                   which, work, max_elems, SIM_MAX_WORK, SIM_MAX_ELEMS);
+                   "an array of %.3g elements over its %" PRId64 " device%s (limits %.3g and "
+                   "%" PRId64 ")",
+                   which, dev_work, dev_elems, n_dev, n_dev == 1 ? "" : "s", work_limit,
+                   elems_limit);
 }
 
 /* ---- cutting inputs and reading outputs ------------------------------------------------------ */
 
+/* A leaf every device holds whole ({manual}: each device's own whole value). */
 static bool
 is_whole(const ShdSharding *s)
 {
     return !s || s->kind == SHD_REPLICATED || s->kind == SHD_MAXIMAL || s->kind == SHD_UNKNOWN ||
-           s->kind == SHD_UNREDUCED;
+           s->kind == SHD_UNREDUCED || s->kind == SHD_MANUAL;
 }
 
 /* Device `dev`'s shard of `full` with the local shape `local`. */
@@ -306,8 +316,6 @@ cut_leaf(const SimValue *full, const IrShape *fshape, const ShdSharding *s, cons
          int64_t dev, SimValue **out, SlError *err)
 {
     SlSrcLoc nowhere = {0};
-    if (s && s->kind == SHD_MANUAL)
-        return sl_fail(err, SL_ERR_UNSUPPORTED, nowhere, "manual parameter shardings");
     bool same = local->rank == full->rank && local->dtype == full->dtype;
     for (uint32_t d = 0; same && d < local->rank; d++)
         same = local->dims[d] == full->dims[d];
@@ -426,15 +434,15 @@ tolerances(const Cmp *c, IrDtype t, double *rtol, double *atol)
 }
 
 /* Compares one element; records the first mismatch. */
-static void
-cmp_elem(Cmp *c, IrDtype t, SimElem want, SimElem got, int64_t index, int64_t dev, double scale)
+static inline void
+cmp_elem(Cmp *c, bool is_float, SimElem want, SimElem got, int64_t index, int64_t dev,
+         double scale, double rtol, double atol)
 {
     SimVerifyReport *r = c->rep;
-    double w = sim_is_float(t) ? want.f : (double)want.i, g = sim_is_float(t) ? got.f : (double)got.i;
-    double e = 0, rtol, atol;
+    double w = is_float ? want.f : (double)want.i, g = is_float ? got.f : (double)got.i;
+    double e = 0;
     bool same;
-    tolerances(c, t, &rtol, &atol);
-    if (!sim_is_float(t)) {
+    if (!is_float) {
         same = want.i == got.i;
         e = fabs(w - g);
     } else if (isnan(w) || isnan(g)) {
@@ -461,14 +469,25 @@ cmp_elem(Cmp *c, IrDtype t, SimElem want, SimElem got, int64_t index, int64_t de
     r->err = e;
 }
 
-/* Device `dev`'s output leaf against the reference leaf under sharding `s`. */
+/* The largest finite magnitude of a float array (0 for integers): rounding errors of long sums
+ * scale with it, so it widens the tolerance of every element of the output. */
+static double
+ref_scale(const SimValue *ref)
+{
+    double scale = 0;
+    for (int64_t i = 0; sim_is_float(ref->dtype) && i < ref->n; i++)
+        if (isfinite(ref->data[i].f) && fabs(ref->data[i].f) > scale)
+            scale = fabs(ref->data[i].f);
+    return scale;
+}
+
+/* Device `dev`'s output leaf against the reference leaf under sharding `s`; `scale` is
+ * ref_scale(ref). Walks the tile row by row along the minor dim. */
 static SlStatus
 cmp_leaf(Cmp *c, const SimValue *ref, const IrShape *fshape, const ShdSharding *s,
-         const SimValue *got, int64_t dev, SlError *err)
+         const SimValue *got, int64_t dev, double scale, SlError *err)
 {
     SlSrcLoc nowhere = {0};
-    if (s && s->kind == SHD_MANUAL)
-        return sl_fail(err, SL_ERR_UNSUPPORTED, nowhere, "manual output shardings");
     if (s && s->kind == SHD_MAXIMAL && s->device != dev)
         return SL_OK;
     if (got->dtype != ref->dtype || got->rank != ref->rank)
@@ -483,55 +502,397 @@ cmp_leaf(Cmp *c, const SimValue *ref, const IrShape *fshape, const ShdSharding *
                            "%" PRId64 " elements in dim %u, its tile needs %" PRId64,
                            c->output, dev, got->dims[d], d, ext[d]);
     }
+    if (got->n == 0)
+        return SL_OK;
     sim_strides(ref->dims, ref->rank, rs);
-    double scale = 0; /* the output's largest magnitude: rounding errors of long sums scale so */
-    for (int64_t i = 0; sim_is_float(ref->dtype) && i < ref->n; i++)
-        if (isfinite(ref->data[i].f) && fabs(ref->data[i].f) > scale)
-            scale = fabs(ref->data[i].f);
-    for (int64_t i = 0; i < got->n; i++, sim_idx_next(idx, got->dims, got->rank)) {
-        int64_t at = 0;
+    double rtol, atol;
+    tolerances(c, ref->dtype, &rtol, &atol);
+    bool is_float = sim_is_float(ref->dtype);
+    uint32_t outer = ref->rank ? ref->rank - 1 : 0;
+    int64_t row = ref->rank ? got->dims[outer] : 1, n_in = ref->rank ? ext[outer] : 1;
+    int64_t o_in = ref->rank ? off[outer] : 0;
+    for (int64_t i = 0; i < got->n; i += row, sim_idx_next(idx, got->dims, outer)) {
+        int64_t at = o_in;
         bool in = true;
-        for (uint32_t d = 0; d < got->rank && in; d++) {
+        for (uint32_t d = 0; d < outer && in; d++) {
             in = idx[d] < ext[d];
             at += (off[d] + idx[d]) * rs[d];
         }
-        if (in)
-            cmp_elem(c, ref->dtype, ref->data[at], got->data[i], at, dev, scale);
+        for (int64_t j = 0; in && j < n_in; j++)
+            cmp_elem(c, is_float, ref->data[at + j], got->data[i + j], at + j, dev, scale, rtol,
+                     atol);
     }
     return SL_OK;
 }
 
-/* Compares every device's result with the reference, leaf by leaf (tuples in pre-order). */
+/* Compares every device's result with the reference (refs[d], or refs[0] when n_ref is 1),
+ * leaf by leaf (tuples in pre-order). */
 static SlStatus
-cmp_outputs(Cmp *c, const IrInstr *root, SimValue *ref, SimValue *const *outs, int64_t n_dev,
-            SlError *err)
+cmp_outputs(Cmp *c, const IrInstr *root, SimValue *const *refs, int64_t n_ref,
+            SimValue *const *outs, int64_t n_dev, SlError *err)
 {
     const ShdSharding *s = ir_instr_sharding(root);
     uint32_t n_leaves = ir_shape_leaf_count(&root->shape), n = 0;
     SimValue **rl = calloc((size_t)n_leaves + 1, sizeof *rl), **gl = calloc((size_t)n_leaves + 1,
                                                                              sizeof *gl);
-    SlStatus st = rl && gl ? SL_OK : sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");
-    if (!st)
-        leaves_of(ref, rl, &n, n_leaves);
-    if (!st && n != n_leaves)
-        st = sl_fail(err, SL_ERR_INTERNAL, (SlSrcLoc){0}, "reference has %u leaves, want %u", n,
-                     n_leaves);
+    double *scale = calloc((size_t)n_leaves + 1, sizeof *scale);
+    SlStatus st = rl && gl && scale ? SL_OK
+                                    : sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");
     c->rep->n_outputs = n_leaves;
     for (int64_t d = 0; !st && d < n_dev; d++) {
         n = 0;
-        leaves_of(outs[d], gl, &n, n_leaves);
+        leaves_of(refs[n_ref > 1 ? d : 0], rl, &n, n_leaves);
         if (n != n_leaves)
+            st = sl_fail(err, SL_ERR_INTERNAL, (SlSrcLoc){0}, "reference has %u leaves, want %u",
+                         n, n_leaves);
+        n = 0;
+        if (!st)
+            leaves_of(outs[d], gl, &n, n_leaves);
+        if (!st && n != n_leaves)
             st = sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0}, "the partitioned module returns %u "
                          "arrays, the original %u", n, n_leaves);
         for (uint32_t L = 0; !st && L < n_leaves; L++) {
             c->output = L;
+            if (d == 0 || n_ref > 1)
+                scale[L] = ref_scale(rl[L]);
             st = cmp_leaf(c, rl[L], ir_shape_leaf(&root->shape, L), s ? shd_leaf(s, L) : NULL,
-                          gl[L], d, err);
+                          gl[L], d, scale[L], err);
         }
     }
     free(rl);
     free(gl);
+    free(scale);
     return st;
+}
+
+/* ---- manual regions -------------------------------------------------------------------------
+ * A module with manually partitioned parts (manual shardings, SPMDFullToShardShape, or
+ * collectives, which only such regions hold before partitioning) has no single-device meaning:
+ * its reference runs on N devices too (SimEnv `manual`). Inputs with a manual leaf get one
+ * random value per manual group; the partitioned module's device d gets its tile of reference
+ * device d's value, and its outputs are compared with reference device d's. */
+
+static bool
+sharding_is_manual(const ShdSharding *s, const IrShape *shape)
+{
+    if (!s)
+        return false;
+    uint32_t n = ir_shape_leaf_count(shape);
+    for (uint32_t L = 0; L < (n ? n : 1); L++) {
+        const ShdSharding *l = shd_leaf(s, L);
+        if (l && (l->kind == SHD_MANUAL || (l->kind == SHD_TILED && shd_is_manual_subgroup(l))))
+            return true;
+    }
+    return false;
+}
+
+static bool
+module_is_manual(const IrModule *m)
+{
+    for (uint32_t c = 0; c < m->n_comps; c++)
+        for (uint32_t i = 0; i < m->comps[c]->n_instrs; i++) {
+            const IrInstr *ins = m->comps[c]->instrs[i];
+            const IrAttr *t = ins->op == IR_OP_CUSTOM_CALL
+                                  ? ir_instr_find_attr(ins, IR_ATTR_CUSTOM_CALL_TARGET)
+                                  : NULL;
+            if (sim_is_collective(ins->op) ||
+                sharding_is_manual(ir_instr_sharding(ins), &ins->shape) ||
+                (t && (sl_str_eq_cstr(t->u.text, "\"SPMDFullToShardShape\"") ||
+                       sl_str_eq_cstr(t->u.text, "\"SPMDShardToFullShape\""))))
+                return true;
+        }
+    return false;
+}
+
+/* Device `dev`'s reference value of `shape`: leaf L drawn from a stream seeded by (base, L, the
+ * device's manual group under the leaf's sharding), so the devices of one group agree. */
+static SimValue *
+manual_value(uint64_t base, const IrShape *shape, const ShdSharding *s, uint32_t *leaf,
+             int64_t dev, int64_t idx_hi)
+{
+    if (shape->dtype != IR_DT_TUPLE) {
+        uint32_t L = (*leaf)++;
+        int64_t g = sim_manual_group(s ? shd_leaf(s, L) : NULL, dev);
+        Rng r = {base + 0x9e3779b97f4a7c15u * (L + 1) + 0xbf58476d1ce4e5b9u * (uint64_t)(g + 1)};
+        return random_value(&r, shape, idx_hi);
+    }
+    SimValue **el = calloc(shape->n_elems + 1, sizeof *el);
+    bool ok = el != NULL;
+    for (uint32_t i = 0; ok && i < shape->n_elems; i++)
+        ok = (el[i] = manual_value(base, &shape->elems[i], s, leaf, dev, -1)) != NULL;
+    SimValue *res = ok ? sim_value_new_tuple(el, shape->n_elems) : NULL;
+    for (uint32_t i = 0; el && i < shape->n_elems; i++)
+        sim_value_unref(el[i]);
+    free(el);
+    return res;
+}
+
+/* ---- the host: infeed and outfeed ------------------------------------------------------------
+ * The reference run gets one seeded global value per executed infeed (per manual group when
+ * the infeed's sharding is manual) and logs every outfeed. In the partitioned run each device
+ * takes, in its own program order, the transfers it participates in (all of them, except those
+ * whose every data leaf is maximal on another device): an infeed hands it its tile of the
+ * global value by the original infeed's sharding (uneven tiles padded with zeros up to the
+ * local shape, a leaf held by another device as `()`), and outfeed data is compared with its
+ * tile of the logged value like an output. */
+
+typedef struct Feed {
+    const IrInstr *ins;  /* of the original module */
+    SimValue **vals;     /* the global data, per reference lane */
+    uint32_t first_leaf; /* outfeeds: output number of its first data leaf */
+} Feed;
+
+typedef struct Host {
+    SimEnv env;
+    uint64_t seed;
+    int64_t n_ref;             /* lanes of the reference run */
+    SlVec in, out;             /* Feed, filled by the reference run */
+    uint32_t out_leaves;       /* data leaves of every logged outfeed */
+    int64_t *ref_in, *ref_out; /* reference run: per lane, transfers so far */
+    int64_t *in_cur, *out_cur; /* partitioned run: per device, the next Feed to consider */
+    Cmp *cmp;
+    uint32_t n_root;           /* array leaves of the root: outfeed leaves are numbered after */
+} Host;
+
+static const IrShape *
+feed_shape(const IrInstr *ins)
+{
+    if (ins->op == IR_OP_INFEED)
+        return ins->shape.dtype == IR_DT_TUPLE && ins->shape.n_elems ? &ins->shape.elems[0] : NULL;
+    return ins->n_operands ? &ins->operands[0]->shape : NULL;
+}
+
+/* Whether `dev` takes part in transfer `f` (see above). */
+static bool
+feed_has(const Feed *f, int64_t dev)
+{
+    const ShdSharding *s = ir_instr_sharding(f->ins);
+    uint32_t n = ir_shape_leaf_count(feed_shape(f->ins));
+    if (!s || n == 0)
+        return true;
+    for (uint32_t L = 0; L < n; L++) {
+        const ShdSharding *ls = shd_leaf(s, L);
+        if (!ls || ls->kind != SHD_MAXIMAL || ls->device == dev)
+            return true;
+    }
+    return false;
+}
+
+/* The next transfer in `v` for `dev` at or after *cur, or NULL. */
+static const Feed *
+feed_next(const SlVec *v, int64_t *cur, int64_t dev)
+{
+    while ((size_t)*cur < v->len) {
+        const Feed *f = &SL_VEC_AT(v, Feed, (size_t)(*cur)++);
+        if (feed_has(f, dev))
+            return f;
+    }
+    return NULL;
+}
+
+static bool
+held_elsewhere(const ShdSharding *s, int64_t dev)
+{
+    return s && s->kind == SHD_MAXIMAL && s->device != dev;
+}
+
+static bool
+is_empty_tuple(const IrShape *s)
+{
+    return s->dtype == IR_DT_TUPLE && s->n_elems == 0;
+}
+
+/* The reference lane's Feed number `k` in `v` for `ins`, appended when new. */
+static SlStatus
+feed_slot(Host *h, SlVec *v, int64_t k, const IrInstr *ins, Feed **out, SlError *err)
+{
+    SlSrcLoc nowhere = {0};
+    if ((size_t)k == v->len) {
+        Feed f = {ins, calloc((size_t)h->n_ref, sizeof(SimValue *)), 0};
+        if (ins->op == IR_OP_OUTFEED) {
+            f.first_leaf = h->out_leaves;
+            h->out_leaves += ir_shape_leaf_count(feed_shape(ins));
+        }
+        if (!f.vals || !SL_VEC_PUSH(v, Feed, f)) {
+            free(f.vals);
+            return sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+        }
+    }
+    *out = &SL_VEC_AT(v, Feed, (size_t)k);
+    if ((*out)->ins != ins)
+        return sl_fail(err, SL_ERR_INVALID, nowhere, "devices run host transfers in different "
+                       "orders");
+    return SL_OK;
+}
+
+static SlStatus
+host_ref_infeed(void *user, const IrInstr *ins, int64_t dev, SimValue **out, SlError *err)
+{
+    Host *h = user;
+    Feed *f;
+    int64_t k = h->ref_in[dev]++;
+    SlStatus st = feed_slot(h, &h->in, k, ins, &f, err);
+    if (st)
+        return st;
+    uint64_t base = h->seed + 0xd1b54a32d192ed03u * (uint64_t)(k + 1);
+    uint32_t leaf = 0;
+    Rng r = {base};
+    SimValue *v = h->n_ref == 1 ? random_value(&r, feed_shape(ins), -1)
+                                : manual_value(base, feed_shape(ins), ir_instr_sharding(ins),
+                                               &leaf, dev, -1);
+    if (!v)
+        return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");
+    sim_value_unref(f->vals[dev]);
+    f->vals[dev] = v;
+    *out = sim_value_ref(v);
+    return SL_OK;
+}
+
+static SlStatus
+host_ref_outfeed(void *user, const IrInstr *ins, int64_t dev, const SimValue *data, SlError *err)
+{
+    Host *h = user;
+    Feed *f;
+    SlStatus st = feed_slot(h, &h->out, h->ref_out[dev]++, ins, &f, err);
+    if (st)
+        return st;
+    sim_value_unref(f->vals[dev]);
+    f->vals[dev] = sim_value_ref((SimValue *)data);
+    return SL_OK;
+}
+
+/* Device `dev`'s part of global value `g` (shape `gs`, sharding `s`) in the local shape `ls`. */
+static SlStatus
+feed_cut(const SimValue *g, const IrShape *gs, const ShdSharding *s, uint32_t *leaf,
+         const IrShape *ls, int64_t dev, SimValue **out, SlError *err)
+{
+    SlSrcLoc nowhere = {0};
+    if (gs->dtype != IR_DT_TUPLE) {
+        const ShdSharding *sl = s ? shd_leaf(s, (*leaf)++) : NULL;
+        if (is_empty_tuple(ls) && held_elsewhere(sl, dev))
+            return (*out = sim_value_new_tuple(NULL, 0))
+                       ? SL_OK
+                       : sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+        if (!sim_is_array_dtype(gs->dtype)) {
+            *out = sim_value_new(ls);
+            return *out ? SL_OK : sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+        }
+        return cut_leaf(g, gs, sl, ls, dev, out, err);
+    }
+    if (ls->dtype != IR_DT_TUPLE || ls->n_elems != gs->n_elems)
+        return sl_fail(err, SL_ERR_INVALID, nowhere, "the infeed's tuple shape differs from the "
+                       "original's");
+    SimValue **el = calloc(gs->n_elems + 1, sizeof *el);
+    SlStatus st = el ? SL_OK : sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+    for (uint32_t i = 0; !st && i < gs->n_elems; i++)
+        st = feed_cut(g->elems[i], &gs->elems[i], s, leaf, &ls->elems[i], dev, &el[i], err);
+    if (!st && !(*out = sim_value_new_tuple(el, gs->n_elems)))
+        st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+    for (uint32_t i = 0; el && i < gs->n_elems; i++)
+        sim_value_unref(el[i]);
+    free(el);
+    return st;
+}
+
+/* The logged value of `f` that device `dev` of the partitioned run is checked against. */
+static const SimValue *
+feed_value(const Host *h, const Feed *f, int64_t dev)
+{
+    return f->vals[h->n_ref > 1 ? dev : 0];
+}
+
+static SlStatus
+host_part_infeed(void *user, const IrInstr *ins, int64_t dev, SimValue **out, SlError *err)
+{
+    Host *h = user;
+    const Feed *f = feed_next(&h->in, &h->in_cur[dev], dev);
+    if (!f || !feed_value(h, f, dev))
+        return sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0}, "device %" PRId64 " reads more "
+                       "infeeds than the original module", dev);
+    uint32_t leaf = 0;
+    return feed_cut(feed_value(h, f, dev), feed_shape(f->ins), ir_instr_sharding(f->ins), &leaf,
+                    feed_shape(ins), dev, out, err);
+}
+
+/* Compares device `dev`'s outfeed data `got` with the logged global value `g`; leaf L of the
+ * transfer is output number base + L. */
+static SlStatus
+feed_cmp(Cmp *c, const SimValue *g, const IrShape *gs, const ShdSharding *s, uint32_t base,
+         uint32_t *leaf, const SimValue *got, int64_t dev, SlError *err)
+{
+    if (gs->dtype != IR_DT_TUPLE) {
+        uint32_t L = (*leaf)++;
+        const ShdSharding *sl = s ? shd_leaf(s, L) : NULL;
+        if (got->dtype == IR_DT_TUPLE && got->n_elems == 0 && held_elsewhere(sl, dev))
+            return SL_OK;
+        if (!sim_is_array_dtype(gs->dtype))
+            return SL_OK;
+        c->output = base + L;
+        return cmp_leaf(c, g, gs, sl, got, dev, ref_scale(g), err);
+    }
+    if (got->dtype != IR_DT_TUPLE || got->n_elems != gs->n_elems)
+        return sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0}, "the outfeed's tuple shape differs "
+                       "from the original's");
+    for (uint32_t i = 0; i < gs->n_elems; i++) {
+        SlStatus st = feed_cmp(c, g->elems[i], &gs->elems[i], s, base, leaf, got->elems[i], dev,
+                               err);
+        if (st)
+            return st;
+    }
+    return SL_OK;
+}
+
+static SlStatus
+host_part_outfeed(void *user, const IrInstr *ins, int64_t dev, const SimValue *data, SlError *err)
+{
+    Host *h = user;
+    (void)ins;
+    const Feed *f = feed_next(&h->out, &h->out_cur[dev], dev);
+    if (!f || !feed_value(h, f, dev))
+        return sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0}, "device %" PRId64 " sends more "
+                       "outfeeds than the original module", dev);
+    uint32_t leaf = 0;
+    return feed_cmp(h->cmp, feed_value(h, f, dev), feed_shape(f->ins), ir_instr_sharding(f->ins),
+                    h->n_root + f->first_leaf, &leaf, data, dev, err);
+}
+
+/* After the partitioned run: the transfers some device skipped, described into `why`. */
+static bool
+host_missed(Host *h, int64_t n_dev, char *why, size_t cap)
+{
+    for (int64_t d = 0; d < n_dev; d++) {
+        if (feed_next(&h->in, &h->in_cur[d], d)) {
+            snprintf(why, cap, "device %" PRId64 " reads fewer infeeds than the original module",
+                     d);
+            return true;
+        }
+        if (feed_next(&h->out, &h->out_cur[d], d)) {
+            snprintf(why, cap, "device %" PRId64 " sends fewer outfeeds than the original module",
+                     d);
+            return true;
+        }
+    }
+    return false;
+}
+
+static void
+feeds_clear(SlVec *v, int64_t n_ref)
+{
+    for (size_t i = 0; i < v->len; i++) {
+        Feed *f = &SL_VEC_AT(v, Feed, i);
+        for (int64_t l = 0; l < n_ref; l++)
+            sim_value_unref(f->vals[l]);
+        free(f->vals);
+    }
+    v->len = 0;
+}
+
+static void
+host_clear(Host *h)
+{
+    feeds_clear(&h->in, h->n_ref);
+    feeds_clear(&h->out, h->n_ref);
+    h->out_leaves = 0;
 }
 
 /* ---- the driver ------------------------------------------------------------------------------ */
@@ -539,31 +900,32 @@ cmp_outputs(Cmp *c, const IrInstr *root, SimValue *ref, SimValue *const *outs, i
 typedef struct Trial {
     const IrModule *orig, *part;
     int64_t n_dev;
+    int64_t n_ref;       /* devices the original runs on: 1, or n_dev with manual regions */
     uint32_t n_params;
     int64_t *bound;      /* per entry instruction of orig */
-    SimValue **full;     /* n_params */
+    SimValue **full;     /* n_ref * n_params, lane-major */
     SimValue **args;     /* n_dev * n_params */
     SimValue **outs;     /* n_dev */
-    SimValue *ref;
+    SimValue **refs;     /* n_ref */
+    Host host;
 } Trial;
+
+static void
+unref_all(SimValue **v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        sim_value_unref(v[i]);
+        v[i] = NULL;
+    }
+}
 
 static void
 trial_clear(Trial *t)
 {
-    for (uint32_t p = 0; p < t->n_params; p++) {
-        sim_value_unref(t->full[p]);
-        t->full[p] = NULL;
-    }
-    for (int64_t i = 0; i < t->n_dev * t->n_params; i++) {
-        sim_value_unref(t->args[i]);
-        t->args[i] = NULL;
-    }
-    for (int64_t d = 0; d < t->n_dev; d++) {
-        sim_value_unref(t->outs[d]);
-        t->outs[d] = NULL;
-    }
-    sim_value_unref(t->ref);
-    t->ref = NULL;
+    unref_all(t->full, t->n_ref * t->n_params);
+    unref_all(t->args, t->n_dev * t->n_params);
+    unref_all(t->outs, t->n_dev);
+    unref_all(t->refs, t->n_ref);
 }
 
 static SlStatus
@@ -576,8 +938,21 @@ make_inputs(Trial *t, uint64_t seed, SlError *err)
         if (p->op != IR_OP_PARAMETER)
             continue;
         int64_t k = p->parameter_number;
-        if (!(t->full[k] = random_value(&r, &p->shape, t->bound[i])))
-            return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory for inputs");
+        const ShdSharding *s = ir_instr_sharding(p);
+        bool per_dev = t->n_ref > 1 && sharding_is_manual(s, &p->shape);
+        uint64_t base = seed ^ (0x632be59bd9b4e019u * (uint64_t)(k + 1));
+        for (int64_t l = 0; l < t->n_ref; l++) {
+            uint32_t leaf = 0;
+            SimValue **dst = &t->full[l * t->n_params + k];
+            if (l > 0 && !per_dev)
+                *dst = sim_value_ref(t->full[k]);
+            else if (per_dev)
+                *dst = manual_value(base, &p->shape, s, &leaf, l, t->bound[i]);
+            else
+                *dst = random_value(&r, &p->shape, t->bound[i]);
+            if (!*dst)
+                return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory for inputs");
+        }
     }
     for (uint32_t k = 0; k < t->n_params; k++) {
         const IrInstr *op = ir_computation_param(oc, k), *pp = ir_computation_param(pc, k);
@@ -585,8 +960,9 @@ make_inputs(Trial *t, uint64_t seed, SlError *err)
             return sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0}, "parameter %u is missing", k);
         for (int64_t d = 0; d < t->n_dev; d++) {
             uint32_t leaf = 0;
-            SlStatus st = cut_value(t->full[k], &op->shape, ir_instr_sharding(op), &leaf,
-                                    &pp->shape, d, &t->args[d * t->n_params + k], err);
+            SimValue *full = t->full[(t->n_ref > 1 ? d : 0) * t->n_params + k];
+            SlStatus st = cut_value(full, &op->shape, ir_instr_sharding(op), &leaf, &pp->shape, d,
+                                    &t->args[d * t->n_params + k], err);
             if (st)
                 return st;
         }
@@ -595,17 +971,26 @@ make_inputs(Trial *t, uint64_t seed, SlError *err)
 }
 
 static void
-describe_failure(SimVerifyReport *r, const SlError *e)
+describe_failure(SimVerifyReport *r, const SlError *e, const Host *h)
 {
     r->ok = false;
+    char what[160] = "";
+    for (size_t i = 0; !e && i < h->out.len; i++) {
+        const Feed *f = &SL_VEC_AT(&h->out, Feed, i);
+        uint32_t n = ir_shape_leaf_count(feed_shape(f->ins));
+        if (r->bad_output >= h->n_root + f->first_leaf &&
+            r->bad_output < h->n_root + f->first_leaf + n)
+            snprintf(what, sizeof what, " (data of %%%s, transfer %zu)",
+                     sl_sym_cstr(f->ins->name), i);
+    }
     if (e)
         snprintf(r->detail, sizeof r->detail, "the partitioned module failed to run: %.400s",
                  e->msg);
     else
         snprintf(r->detail, sizeof r->detail,
-                 "output %u differs at element %" PRId64 " on device %" PRId64
+                 "output %u%s differs at element %" PRId64 " on device %" PRId64
                  " (trial %u): want %.9g, got %.9g (error %.3g)",
-                 r->bad_output, r->bad_index, r->bad_device, r->bad_trial, r->want, r->got,
+                 r->bad_output, what, r->bad_index, r->bad_device, r->bad_trial, r->want, r->got,
                  r->err);
 }
 
@@ -613,15 +998,30 @@ static SlStatus
 run_trial(Trial *t, const SimVerifyOptions *o, uint32_t trial, SimVerifyReport *rep,
           SlError *err)
 {
-    SlStatus st = make_inputs(t, o->seed * 0x9e3779b97f4a7c15u + trial + 1, err);
+    uint64_t seed = o->seed * 0x9e3779b97f4a7c15u + trial + 1;
+    Host *h = &t->host;
+    host_clear(h);
+    h->seed = seed;
+    memset(h->ref_in, 0, (size_t)t->n_ref * sizeof *h->ref_in);
+    memset(h->ref_out, 0, (size_t)t->n_ref * sizeof *h->ref_out);
+    h->env = (SimEnv){host_ref_infeed, host_ref_outfeed, h, t->n_ref > 1, &h->seed};
+    SlStatus st = make_inputs(t, seed, err);
     if (!st)
-        st = sim_run(t->orig, 1, t->full, &t->ref, err);
+        st = sim_run_env(t->orig, t->n_ref, t->full, &h->env, t->refs, err);
     if (st)
         return st;
+    const IrComputation *oc = t->orig->entry;
+    const IrInstr *root = oc->root ? oc->root : oc->instrs[oc->n_instrs - 1];
+    Cmp c = {o, rep, trial, 0, narrowest_float(t->orig)};
+    h->cmp = &c;
+    h->n_root = ir_shape_leaf_count(&root->shape);
+    memset(h->in_cur, 0, (size_t)t->n_dev * sizeof *h->in_cur);
+    memset(h->out_cur, 0, (size_t)t->n_dev * sizeof *h->out_cur);
+    h->env = (SimEnv){host_part_infeed, host_part_outfeed, h, false, &h->seed};
     SlError perr = {0};
-    st = sim_run(t->part, t->n_dev, t->args, t->outs, &perr);
+    st = sim_run_env(t->part, t->n_dev, t->args, &h->env, t->outs, &perr);
     if (st == SL_ERR_INVALID || st == SL_ERR_INTERNAL) { /* a broken program, not bad input */
-        describe_failure(rep, &perr);
+        describe_failure(rep, &perr, h);
         return SL_OK;
     }
     if (st) {
@@ -629,12 +1029,14 @@ run_trial(Trial *t, const SimVerifyOptions *o, uint32_t trial, SimVerifyReport *
         rep->error_in_partitioned = true;
         return st;
     }
-    Cmp c = {o, rep, trial, 0, narrowest_float(t->orig)};
-    st = cmp_outputs(&c, t->orig->entry->root ? t->orig->entry->root
-                                                : t->orig->entry->instrs[t->orig->entry->n_instrs - 1],
-                     t->ref, t->outs, t->n_dev, err);
+    if (host_missed(h, t->n_dev, rep->detail, sizeof rep->detail)) {
+        rep->ok = false;
+        return SL_OK;
+    }
+    st = cmp_outputs(&c, root, t->refs, t->n_ref, t->outs, t->n_dev, err);
+    rep->n_outputs = h->n_root + h->out_leaves;
     if (!st && !rep->ok)
-        describe_failure(rep, NULL);
+        describe_failure(rep, NULL, h);
     return st;
 }
 
@@ -646,21 +1048,32 @@ sim_verify(const IrModule *orig, const IrModule *part, int64_t n_devices,
     report->ok = true;
     if (!orig->entry || !part->entry || !orig->entry->n_instrs || !part->entry->n_instrs)
         return sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0}, "a module has no entry computation");
-    Trial t = {orig, part, n_devices, ir_computation_param_count(orig->entry), 0, 0, 0, 0, 0};
+    Trial t = {.orig = orig, .part = part, .n_dev = n_devices,
+               .n_ref = module_is_manual(orig) ? n_devices : 1,
+               .n_params = ir_computation_param_count(orig->entry)};
     if (ir_computation_param_count(part->entry) != t.n_params)
         return sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0}, "the partitioned module takes %u "
                        "parameters, the original %u", ir_computation_param_count(part->entry),
                        t.n_params);
     SlStatus size_st = check_comparable(orig, err);
     if (!size_st)
-        size_st = check_size(orig, "original", err);
+        size_st = check_size(orig, "original", t.n_ref, err);
+    if (!size_st)
+        size_st = check_size(part, "partitioned", n_devices, err);
     if (size_st)
         return size_st;
+    t.host.n_ref = t.n_ref;
     t.bound = calloc(orig->entry->n_instrs, sizeof *t.bound);
-    t.full = calloc(t.n_params + 1, sizeof *t.full);
+    t.full = calloc((size_t)(t.n_ref * t.n_params) + 1, sizeof *t.full);
     t.args = calloc((size_t)(n_devices * t.n_params) + 1, sizeof *t.args);
     t.outs = calloc((size_t)n_devices + 1, sizeof *t.outs);
-    SlStatus st = t.bound && t.full && t.args && t.outs
+    t.refs = calloc((size_t)t.n_ref + 1, sizeof *t.refs);
+    t.host.ref_in = calloc((size_t)t.n_ref + 1, sizeof *t.host.ref_in);
+    t.host.ref_out = calloc((size_t)t.n_ref + 1, sizeof *t.host.ref_out);
+    t.host.in_cur = calloc((size_t)n_devices + 1, sizeof *t.host.in_cur);
+    t.host.out_cur = calloc((size_t)n_devices + 1, sizeof *t.host.out_cur);
+    SlStatus st = t.bound && t.full && t.args && t.outs && t.refs && t.host.ref_in &&
+                          t.host.ref_out && t.host.in_cur && t.host.out_cur
                       ? index_bounds(orig->entry, t.bound, err)
                       : sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");
     for (uint32_t k = 0; !st && report->ok && k < (o->trials ? o->trials : 1); k++) {
@@ -668,9 +1081,17 @@ sim_verify(const IrModule *orig, const IrModule *part, int64_t n_devices,
         report->trials_run = k + 1;
         trial_clear(&t);
     }
+    host_clear(&t.host);
+    sl_vec_fini(&t.host.in);
+    sl_vec_fini(&t.host.out);
+    free(t.host.ref_in);
+    free(t.host.ref_out);
+    free(t.host.in_cur);
+    free(t.host.out_cur);
     free(t.bound);
     free(t.full);
     free(t.args);
     free(t.outs);
+    free(t.refs);
     return st;
 }
