@@ -717,6 +717,79 @@ test_dot_non_contracting_match_by_iterations(void **state)
     fx_done(&r);
 }
 
+/* A reduce (through a multiply by a broadcast) consuming a windowed all-gather loop's result
+ * moves into the loop: the state's element 2 becomes (2, 0, f32[4,40] buffer), each of the two
+ * unrolled steps reduces its own f32[4,3,20] window and writes f32[4,20] into the buffer; the
+ * padded 39 -> 40 column is sliced off after the loop, before the one all-reduce. */
+#define REDUCE_AFTER_LOOP(OUT, DIMS)                                                           \
+    "HloModule m, num_partitions=2\n"                                                         \
+    "sum {\n"                                                                                 \
+    "  a = f32[] parameter(0)\n"                                                              \
+    "  b = f32[] parameter(1)\n"                                                              \
+    "  ROOT add = f32[] add(a, b)\n"                                                          \
+    "}\n"                                                                                     \
+    "ENTRY e {\n"                                                                             \
+    "  lhs = f32[4,6,8,4] parameter(0), sharding={devices=[1,2,1,1]<=[2]}\n"                  \
+    "  rhs = f32[4,39,8,4] parameter(1), sharding={devices=[1,2,1,1]<=[2]}\n"                 \
+    "  dot = f32[4,6,39] dot(lhs, rhs), lhs_batch_dims={0}, rhs_batch_dims={0},"               \
+    " lhs_contracting_dims={2,3}, rhs_contracting_dims={2,3}, sharding={devices=[1,2,1]<=[2]}\n" \
+    "  zero = f32[] constant(0)\n"                                                            \
+    "  two = f32[] constant(2)\n"                                                             \
+    "  bc = f32[4,6,39] broadcast(two), dimensions={}, sharding={devices=[1,2,1]<=[2]}\n"     \
+    "  mul = f32[4,6,39] multiply(dot, bc), sharding={devices=[1,2,1]<=[2]}\n"                \
+    "  ROOT r = " OUT " reduce(mul, zero), dimensions={" DIMS "}, to_apply=sum,"               \
+    " sharding={replicated}\n"                                                                \
+    "}\n"
+
+static void
+test_dot_windowed_reduce_moved_into_loop(void **state)
+{
+    (void)state;
+    SpmdRun r;
+    fx_run_with(&r, REDUCE_AFTER_LOOP("f32[4,39]", "1"), 2, 0, SET("unroll_windowed_einsum=true"));
+    fx_want(&r, "(f32[4,3,8,4], f32[4,20,8,4], (f32[], f32[], f32[4,40]), f32[4,3,40], u32[]) "
+                "while(");
+    fx_want(&r, "(f32[], f32[], f32[4,40]) tuple(");
+    want_count(&r, "f32[4,40] broadcast(", 1);   /* the zero buffer, before the loop */
+    want_count(&r, "f32[4,3,40] broadcast(", 3); /* 2 loop buffers, the 2.0 inside */
+    want_count(&r, "f32[4,3,20] dynamic-slice(", 2);
+    want_count(&r, "f32[4,3,20] multiply(", 2);
+    want_count(&r, "f32[4,20] reduce(", 2);
+    want_count(&r, "f32[4,40] dynamic-update-slice(", 2);
+    want_count(&r, "f32[4,3,40] dynamic-update-slice(", 0); /* the result chain is gone */
+    want_count(&r, "] reduce(", 2);                         /* none left outside the loop */
+    fx_want(&r, "f32[4,39] slice(");
+    want_count(&r, "all-reduce(", 1);
+    fx_want(&r, "ROOT %all-reduce = f32[4,39] all-reduce(");
+    fx_want(&r, "replica_groups=[1,2]<=[2]");
+    want_count(&r, "collective-permute(", 2);
+    want_count(&r, "source_target_pairs={{0,1},{1,0}}", 2);
+    assert_int_equal(r.trace.n_windowed_loops, 1);
+    fx_done(&r);
+}
+
+/* Reducing the windowed (padded) dim: each window's columns past 39 are masked with the init
+ * value (iota + offset < 39) and every trip adds its f32[4,3] partial to the buffer. */
+static void
+test_dot_windowed_reduce_moved_accumulates(void **state)
+{
+    (void)state;
+    SpmdRun r;
+    fx_run(&r, REDUCE_AFTER_LOOP("f32[4,6]", "2"), 2, 0);
+    fx_want(&r, "(f32[4,3,8,4], f32[4,20,8,4], (f32[], f32[], f32[4,3]), f32[4,3,40], u32[]) "
+                "while(");
+    fx_want(&r, "s32[4,3,20] iota(), iota_dimension=2");
+    fx_want(&r, "s32[] constant(39)");
+    fx_want(&r, "pred[4,3,20] compare(");
+    fx_want(&r, "f32[4,3,20] select(");
+    want_count(&r, "f32[4,3] reduce(", 1);
+    want_count(&r, "f32[4,3] add(", 1);
+    want_count(&r, "dynamic-update-slice(", 0);
+    want_count(&r, "all-gather(", 1);
+    fx_want(&r, "ROOT %all-gather = f32[4,6] all-gather(");
+    fx_done(&r);
+}
+
 int
 main(void)
 {
@@ -747,6 +820,8 @@ main(void)
         cmocka_unit_test(test_conv_non_contracting_matching_dims),
         cmocka_unit_test(test_dot_contracting_sliced_output),
         cmocka_unit_test(test_dot_non_contracting_match_by_iterations),
+        cmocka_unit_test(test_dot_windowed_reduce_moved_into_loop),
+        cmocka_unit_test(test_dot_windowed_reduce_moved_accumulates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

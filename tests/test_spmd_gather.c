@@ -1,6 +1,7 @@
 /* test_spmd_gather.c - the gather/scatter and windowed-op handlers (handle_gather_scatter.c,
- * handle_window.c): hand-written HLO modules are parsed, partitioned, and the output module is
- * checked for the local shapes, the collectives (kind, replica groups) and the decision events.
+ * handle_window.c) and dynamic-update-slice (handle_shape.c): hand-written HLO modules are
+ * parsed, partitioned, and the output module is checked for the local shapes, the collectives
+ * (kind, replica groups) and the decision events.
  * SHARDLENS_TEST_DUMP=1 prints every partitioned module and trace log. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -71,6 +72,7 @@ partition(Fixture *fx, const char *text, const char *option)
         fail_msg("option: %s", err.msg);
     if (spmd_partition(in, &o, &fx->trace.sink, &fx->out, &fx->module, &err) != SL_OK)
         fail_msg("partition: %s", err.msg);
+    fx->text.len = 0; /* a test may partition twice */
     hlo_print_module(fx->module, &fx->text);
     sl_buf_putc(&fx->text, '\0');
     if (getenv("SHARDLENS_TEST_DUMP"))
@@ -399,8 +401,7 @@ test_gather_preferred_option(void **state)
     expect_text(fx, "all-gather = f32[32,8] all-gather(%table.1)", 1);
 }
 
-/* Reduce-window over a sharded windowed dim: halo collective-permutes, no all-reduce. When the
- * core has no halo plan the handler replicates, and the test says so. */
+/* Reduce-window over a sharded windowed dim: halo collective-permutes, no all-reduce. */
 static void
 test_reduce_window_halo(void **state)
 {
@@ -414,10 +415,6 @@ test_reduce_window_halo(void **state)
               "}\n",
               NULL);
     expect_text(fx, "all-reduce(", 0);
-    char *log = sl_arena_strndup(&fx->in, fx->trace.log.data, fx->trace.log.len);
-    if (log && strstr(log, "reduce-window replicate")) {
-        skip(); /* spmd_reshard_as_windowed_input not available yet */
-    }
     expect_text(fx, "= f32[4] reduce-window(", 1);
     expect_text(fx, "collective-permute(", 2);
 }
@@ -440,6 +437,137 @@ test_reduce_window_local(void **state)
     expect_text(fx, "all-", 0);
     expect_text(fx, "collective-permute", 0);
     expect_decision(fx, "reduce-window local-no-halo");
+}
+
+#define DUS_MODULE(start1)                                                                         \
+    "HloModule m, num_partitions=2\n\n"                                                            \
+    "ENTRY e {\n"                                                                                  \
+    "  input = s32[128,64] parameter(0), sharding={devices=[1,2]<=[2]}\n"                         \
+    "  update = s32[10,10] parameter(1), sharding={devices=[1,2]<=[2]}\n"                         \
+    "  c59 = s32[] constant(59)\n"                                                                 \
+    "  c = s32[] constant(" start1 ")\n"                                                           \
+    "  ROOT dus = s32[128,64] dynamic-update-slice(input, update, c59, c),"                        \
+    " sharding={devices=[1,2]<=[2]}\n"                                                             \
+    "}\n"
+
+/* DUS whose update box (cols 35..44) lies in partition 1's columns 32..63: the input stays
+ * sharded, only the update is all-gathered along the slice dim; the local start is shifted by
+ * the partition offset and a select keeps the input on the other partition. */
+static void
+test_dus_single_partition(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx, DUS_MODULE("35"), NULL);
+    expect_text(fx, "input.1 = s32[128,32] parameter(0)", 1);
+    expect_text(fx, "= s32[10,10] all-gather(%update.1)", 1);
+    expect_text(fx, "dimensions={1}", 1);
+    expect_text(fx, "all-gather(", 1);
+    expect_text(fx, "s32[128,64]", 0);
+    expect_text(fx, "= s32[] constant(32)", 1);
+    expect_text(fx, "direction=GE", 1);
+    expect_text(fx, "direction=LT", 1);
+    expect_text(fx, "= s32[128,32] dynamic-update-slice(%input.1, %all-gather, %c59.1, %select)",
+                1);
+    expect_text(fx, "= pred[128,32] broadcast(", 1);
+    expect_text(fx, "= s32[128,32] select(%broadcast, %dynamic-update-slice, %input.1)", 1);
+}
+
+/* DUS whose update box (cols 27..36) straddles both partitions, constant starts. Under XLA's
+ * enzyme option the constant-indices method builds a pred mask and the zero-padded update
+ * shard-locally (pad, dynamic-slice by partition, pad) and selects: no collectives. Without it
+ * the default method all-gathers input and update along the slice dim. */
+static void
+test_dus_constant_indices(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx, DUS_MODULE("27"), "enable_enzyme_opt=true");
+    expect_text(fx, "update.1 = s32[10,5] parameter(1)", 1);
+    expect_text(fx, "all-gather(", 0);
+    expect_text(fx, "= pred[10,10] broadcast(", 1);
+    expect_text(fx, "= pred[10,64] pad(%broadcast, %constant.1), padding=0_0x27_27", 1);
+    expect_text(fx, "= pred[10,32] dynamic-slice(%pad,", 1);
+    expect_text(fx, "= pred[128,32] pad(%dynamic-slice.1, %constant.1), padding=59_59x0_0", 1);
+    expect_text(fx, "= s32[10,59] pad(%update.1, %constant.2), padding=0_0x27_27", 1);
+    expect_text(fx, "= s32[] constant(27)", 2); /* the start and the update's window step */
+    expect_text(fx, "= s32[10,32] dynamic-slice(%pad.2,", 1);
+    expect_text(fx, "= s32[128,32] pad(%dynamic-slice.3, %constant.2), padding=59_59x0_0", 1);
+    expect_text(fx, "ROOT %select = s32[128,32] select(%pad.1, %input.1, %pad.3)", 1);
+
+    partition(fx, DUS_MODULE("27"), NULL);
+    expect_text(fx, "= s32[128,64] all-gather(%input.1)", 1);
+    expect_text(fx, "= s32[10,10] all-gather(%update.1)", 1);
+    expect_text(fx, "= s32[128,64] dynamic-update-slice(%all-gather, %all-gather.1", 1);
+    expect_text(fx, "ROOT %dynamic-slice.1 = s32[128,32] dynamic-slice(", 1);
+}
+
+/* Scatter in a while body whose indices concatenate a loop-carried element (element 1 of the
+ * body parameter) with a local iota. `carried` names what the body root passes on at 1. */
+#define SCATTER_IN_WHILE(carried)                                                                  \
+    "HloModule m, num_partitions=4\n\n"                                                            \
+    "add {\n  x = s32[] parameter(0)\n  y = s32[] parameter(1)\n  ROOT s = s32[] add(x, y)\n}\n\n" \
+    "cond {\n"                                                                                     \
+    "  p = (s32[4,4,2,2], s32[1,4,4], s32[4,4,2,2], s32[]) parameter(0)\n"                        \
+    "  c = s32[] get-tuple-element(p), index=3\n"                                                  \
+    "  n = s32[] constant(3)\n"                                                                    \
+    "  ROOT lt = pred[] compare(c, n), direction=LT\n"                                             \
+    "}\n\n"                                                                                        \
+    "body {\n"                                                                                     \
+    "  p = (s32[4,4,2,2], s32[1,4,4], s32[4,4,2,2], s32[]) parameter(0),"                         \
+    " sharding={{replicated}, {devices=[1,4,1]<=[4]}, {replicated}, {replicated}}\n"              \
+    "  op = s32[4,4,2,2] get-tuple-element(p), index=0, sharding={replicated}\n"                  \
+    "  io = s32[1,4,4] get-tuple-element(p), index=1, sharding={devices=[1,4,1]<=[4]}\n"          \
+    "  io2 = s32[1,4,4] iota(), iota_dimension=2, sharding={devices=[1,4,1]<=[4]}\n"              \
+    "  idx = s32[2,4,4] concatenate(io, io2), dimensions={0}, sharding={devices=[1,4,1]<=[4]}\n"  \
+    "  up = s32[4,4,2,2] get-tuple-element(p), index=2, sharding={replicated}\n"                  \
+    "  c = s32[] get-tuple-element(p), index=3, sharding={replicated}\n"                          \
+    "  one = s32[] constant(1), sharding={replicated}\n"                                          \
+    "  c1 = s32[] add(c, one), sharding={replicated}\n"                                           \
+    "  io3 = s32[1,4,4] add(io, io), sharding={devices=[1,4,1]<=[4]}\n"                           \
+    "  sc = s32[4,4,2,2] scatter(op, idx, up), to_apply=add, update_window_dims={2,3},"            \
+    " inserted_window_dims={0,1}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=0,"         \
+    " sharding={replicated}\n"                                                                     \
+    "  ROOT t = (s32[4,4,2,2], s32[1,4,4], s32[4,4,2,2], s32[]) tuple(sc, " carried ", up, c1),"   \
+    " sharding={{replicated}, {devices=[1,4,1]<=[4]}, {replicated}, {replicated}}\n"              \
+    "}\n\n"                                                                                        \
+    "ENTRY e {\n"                                                                                  \
+    "  a = s32[4,4,2,2] parameter(0), sharding={replicated}\n"                                    \
+    "  io = s32[1,4,4] iota(), iota_dimension=1, sharding={devices=[1,4,1]<=[4]}\n"               \
+    "  z = s32[] constant(0), sharding={replicated}\n"                                             \
+    "  b = s32[4,4,2,2] parameter(1), sharding={replicated}\n"                                    \
+    "  t = (s32[4,4,2,2], s32[1,4,4], s32[4,4,2,2], s32[]) tuple(a, io, b, z),"                    \
+    " sharding={{replicated}, {devices=[1,4,1]<=[4]}, {replicated}, {replicated}}\n"              \
+    "  ROOT w = (s32[4,4,2,2], s32[1,4,4], s32[4,4,2,2], s32[]) while(t), body=body,"            \
+    " condition=cond,"                                                                             \
+    " sharding={{replicated}, {devices=[1,4,1]<=[4]}, {replicated}, {replicated}}\n"              \
+    "}\n"
+
+/* The carried element is an iota along dim 1 outside the loop and the body passes it on
+ * unchanged: both index rows are iotas (dims 1 and 2), so the scatter is index-parallel on
+ * operand dims 0 and 1 of the indices' tiling, and the local result is all-gathered. */
+static void
+test_scatter_parallel_dim_from_outside_while(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx, SCATTER_IN_WHILE("io"), NULL);
+    expect_text(fx, "= s32[2,1,4] subtract(%idx.1, %broadcast", 1);
+    expect_text(fx, "= s32[1,4,2,2] dynamic-slice(", 2);
+    expect_text(fx, "= s32[1,4,2,2] scatter(%dynamic-slice", 1);
+    expect_text(fx, "= s32[4,4,2,2] all-gather(%sc.1)", 1);
+    expect_text(fx, "replica_groups=[1,4]<=[4], dimensions={0}", 1);
+    expect_text(fx, "all-reduce(", 0);
+    expect_decision(fx, "scatter index-parallel");
+}
+
+/* The body replaces the carried element, so its value is not the outside iota on later
+ * iterations: no index-parallel dims, the scatter runs on the full operand. */
+static void
+test_scatter_parallel_dim_while_not_invariant(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx, SCATTER_IN_WHILE("io3"), NULL);
+    expect_text(fx, "= s32[4,4,2,2] scatter(", 1);
+    expect_text(fx, "= s32[1,4,2,2] scatter(", 0);
+    expect_text(fx, "all-gather(", 0);
 }
 
 int
@@ -473,6 +601,14 @@ main(void)
         cmocka_unit_test_setup_teardown(test_reduce_window_halo, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_reduce_window_local, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_dus_single_partition, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_scatter_parallel_dim_from_outside_while,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_scatter_parallel_dim_while_not_invariant,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_dus_constant_indices, fixture_setup,
                                         fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -85,6 +85,27 @@ static const struct {
         "branch_computations={%infeed_branch_0, %infeed_branch_1}|"
         "ROOT %d.1 = f32[5,2] get-tuple-element(%conditional), index=0",
      " all-"},
+    /* D.0 even infeed: the host delivers each device its own tile, so the infeed itself has
+     * the shard shape f32[2,2,2,2] (layout kept); no full-shape infeed, no dynamic-slice */
+    {"infeed_even_shard_shape",
+     HDR(4) "ENTRY main {\n  t = token[] after-all(), sharding={maximal device=0}\n"
+            "  i = (f32[4,4,2,2]{3,2,1,0}, token[]) infeed(t), "
+            "sharding={{devices=[2,2,1,1]<=[4]}, {maximal device=0}}\n"
+            "  ROOT d = f32[4,4,2,2]{3,2,1,0} get-tuple-element(i), index=0, "
+            "sharding={devices=[2,2,1,1]<=[4]}\n}\n",
+     4, "%i.1 = (f32[2,2,2,2]{3,2,1,0}, token[]) infeed(%t.1)|"
+        "ROOT %d.1 = f32[2,2,2,2]{3,2,1,0} get-tuple-element(%i.1), index=0",
+     "dynamic-slice"},
+    /* ... per leaf: the tiled leaf is split 2x2, the replicated one keeps its full shape */
+    {"infeed_even_tuple_leaves",
+     HDR(4) "ENTRY main {\n  t = token[] after-all(), sharding={maximal device=0}\n"
+            "  i = ((f32[8,6], s32[3]), token[]) infeed(t), "
+            "sharding={{devices=[2,2]<=[4]}, {replicated}, {maximal device=0}}\n"
+            "  ROOT d = (f32[8,6], s32[3]) get-tuple-element(i), index=0, "
+            "sharding={{devices=[2,2]<=[4]}, {replicated}}\n}\n",
+     4, "%i.1 = ((f32[4,3], s32[3]), token[]) infeed(%t.1)|"
+        "ROOT %d.1 = (f32[4,3], s32[3]) get-tuple-element(%i.1), index=0",
+     "dynamic-slice"},
     /* D.0 outfeed: an even split outfeeds the local shard (outfeed_shape rewritten with the
      * original layout); an uneven one branches per local shape and slices off the padding */
     {"outfeed_even_local",
@@ -313,7 +334,41 @@ test_emit_names(void **state)
     assert_string_equal(sl_sym_cstr(ir_module_unique_name(r.dst, sl_str("dynamic-slice"))),
                         "dynamic-slice.2");
     assert_string_equal(sl_sym_cstr(ir_module_unique_name(r.dst, sl_str("p.5"))), "p.2");
+    /* the counter API the partitioner syncs through: raises, never lowers */
+    SlSym add = sl_intern(r.dst->names, sl_str("add"));
+    assert_true(ir_module_set_name_counter(r.dst, add, 20));
+    assert_string_equal(sl_sym_cstr(ir_module_unique_name(r.dst, sl_str("add"))), "add.20");
+    assert_true(ir_module_set_name_counter(r.dst, add, 5));
+    assert_string_equal(sl_sym_cstr(ir_module_unique_name(r.dst, sl_str("add.3"))), "add.21");
     part_free(&r);
+}
+
+/* The shared name-split rule: base and numeric suffix, -1 when there is no ".digits" suffix
+ * of at most 15 digits. */
+static void
+test_name_split(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *base;
+        int64_t suffix;
+    } k[] = {
+        {"add.17",             "add",                17             },
+        {"add",                "add",                -1             },
+        {"a.b.3",              "a.b",                3              },
+        {"v2",                 "v2",                 -1             },
+        {"x.",                 "x.",                 -1             },
+        {"7",                  "7",                  -1             },
+        {"p.123456789012345",  "p",                  123456789012345},
+        {"p.1234567890123456", "p.1234567890123456", -1             },
+        {"dot.007",            "dot",                7              },
+    };
+    for (size_t i = 0; i < SL_COUNTOF(k); i++) {
+        SlStr base;
+        int64_t got = ir_name_split(sl_str(k[i].name), &base);
+        if (got != k[i].suffix || !sl_str_eq_cstr(base, k[i].base))
+            fail_msg("%s: got %lld, base \"%.*s\"", k[i].name, (long long)got, SL_STR_ARG(base));
+    }
 }
 
 static void
@@ -337,6 +392,7 @@ main(void)
         cmocka_unit_test(test_handler_cases),
         cmocka_unit_test(test_emit_strips_unreduced_marker),
         cmocka_unit_test(test_emit_names),
+        cmocka_unit_test(test_name_split),
         cmocka_unit_test(test_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -437,23 +437,24 @@ ir_module_find_computation(const IrModule *m, SlSym name)
     return NULL;
 }
 
-/* Splits "foo.12" into base "foo" and suffix 12; no numeric suffix gives -1. */
-static int64_t
-split_suffix(SlStr s, SlStr *base)
+int64_t
+ir_name_split(SlStr s, SlStr *base)
 {
+    /* one backward pass reads the digits and their value (unsigned: a run of more than 15
+     * digits may wrap, and is rejected anyway) */
     size_t i = s.len;
-    while (i > 0 && s.ptr[i - 1] >= '0' && s.ptr[i - 1] <= '9')
-        i--;
+    uint64_t v = 0, place = 1;
+    while (i > 0 && s.ptr[i - 1] >= '0' && s.ptr[i - 1] <= '9') {
+        v += (uint64_t)(s.ptr[--i] - '0') * place;
+        place *= 10;
+    }
     if (i == s.len || i == 0 || s.ptr[i - 1] != '.' || s.len - i > 15) {
         *base = s;
         return -1;
     }
     base->ptr = s.ptr;
     base->len = i - 1;
-    int64_t v = 0;
-    for (size_t k = i; k < s.len; k++)
-        v = v * 10 + (s.ptr[k] - '0');
-    return v;
+    return (int64_t)v;
 }
 
 /* name_counters maps a base symbol to 1 + the highest suffix seen (0 = base itself seen). */
@@ -461,7 +462,7 @@ void
 ir_module_reserve_name(IrModule *m, SlSym name)
 {
     SlStr base;
-    int64_t suffix = split_suffix(sl_sym_str(name), &base);
+    int64_t suffix = ir_name_split(sl_sym_str(name), &base);
     SlSym b = suffix < 0 ? name : sl_intern(m->names, base);
     if (!b)
         return;
@@ -470,6 +471,15 @@ ir_module_reserve_name(IrModule *m, SlSym name)
     uint64_t want = suffix < 0 ? 1 : (uint64_t)suffix + 1;
     if (!seen || want > next)
         sl_map_put(&m->name_counters, SL_MAP_KEY(b), want);
+}
+
+bool
+ir_module_set_name_counter(IrModule *m, SlSym base, uint64_t next)
+{
+    uint64_t have = 0;
+    if (sl_map_get(&m->name_counters, SL_MAP_KEY(base), &have) && have >= next)
+        return true;
+    return sl_map_put(&m->name_counters, SL_MAP_KEY(base), next);
 }
 
 void
@@ -500,7 +510,7 @@ ir_module_unique_name(IrModule *m, SlStr want)
     if (m->names_pending)
         reserve_pending(m);
     SlStr base;
-    if (split_suffix(want, &base) < 0)
+    if (ir_name_split(want, &base) < 0)
         base = want;
     SlSym b = sl_intern(m->names, base);
     if (!b)

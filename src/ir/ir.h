@@ -215,6 +215,13 @@ IrComputation *ir_module_find_computation(const IrModule *m, SlSym name);
 SlSym ir_module_unique_name(IrModule *m, SlStr base);
 /* Records a name read from text so later unique names avoid it. */
 void ir_module_reserve_name(IrModule *m, SlSym name);
+/* Raises the unique-name counter of `base` (its suffix-free name) to `next`: later unique names
+ * of that base get suffixes >= next (1 + the highest suffix taken; 1 when only the bare base is
+ * taken). A lower `next` than the module's own count changes nothing; false on OOM. */
+bool ir_module_set_name_counter(IrModule *m, SlSym base, uint64_t next);
+/* The rule every unique-name table shares: "foo.12" is base "foo" with suffix 12; a name with no
+ * ".digits" suffix (or one of more than 15 digits) is its own base and gives -1. */
+int64_t ir_name_split(SlStr name, SlStr *base);
 /* Instead of reserving names one by one while building: reserves every computation and
  * instruction name in `m` at the first ir_module_unique_name. */
 void ir_module_defer_names(IrModule *m);

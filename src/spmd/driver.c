@@ -1,6 +1,7 @@
 /* driver.c - spmd_partition: builds the output module, visits computations reachable from
  * ENTRY (called computations in the context of their caller, D.17), dispatches every
- * instruction to its handler by IrOpFamily, reshards roots, and checks the result.
+ * instruction to its handler by IrOpFamily, reshards roots, runs the windowed-loop code
+ * motion on each finished computation, and checks the result.
  * Owns: the dispatch table, the value map, default shardings (gspmd.md §0), error reporting.
  * Does not own: what a handler emits. Invariant: visits follow IR order (deterministic). */
 #include "spmd/spmd_int.h"
@@ -287,6 +288,8 @@ spmd_partition_computation(SpmdCtx *cx, const IrComputation *c,
         if (st == SL_OK)
             oc->root = r.hlo;
     }
+    if (st == SL_OK && cx->n_wloops)
+        st = spmd_windowed_code_motion(cx, oc, err);
     cx->depth--;
     cx->comp = saved_comp;
     cx->visiting = saved_visiting;
@@ -385,6 +388,7 @@ ctx_fini(SpmdCtx *cx)
     sl_map_fini(&cx->kept_shardings);
     sl_arena_fini(&cx->kept_arena);
     spmd_names_fini(cx);
+    free(cx->wloops);
 }
 
 SlStatus

@@ -147,26 +147,6 @@ set_bcast_for_added(SpmdCtx *cx, const IrInstr *h)
 
 /* ---- names ---- */
 
-/* "base.N" -> base and N (a suffix of at most 15 digits), else -1 with the whole text as base:
- * the split ir_module_unique_name and ir_module_reserve_name make. */
-static int64_t
-split_suffix(SlStr s, SlStr *base)
-{
-    size_t i = s.len;
-    while (i > 0 && s.ptr[i - 1] >= '0' && s.ptr[i - 1] <= '9')
-        i--;
-    if (i == s.len || i == 0 || s.ptr[i - 1] != '.' || s.len - i > 15) {
-        *base = s;
-        return -1;
-    }
-    base->ptr = s.ptr;
-    base->len = i - 1;
-    int64_t v = 0;
-    for (size_t k = i; k < s.len; k++)
-        v = v * 10 + (s.ptr[k] - '0');
-    return v;
-}
-
 #define NO_BASE UINT32_MAX
 
 /* Index of base symbol `b`, added unused when new; NO_BASE on allocation failure. */
@@ -216,7 +196,7 @@ static uint32_t
 base_of(SpmdCtx *cx, SlStr want)
 {
     SlStr base;
-    if (split_suffix(want, &base) < 0)
+    if (ir_name_split(want, &base) < 0)
         base = want;
     return base_text_index(cx, base);
 }
@@ -231,7 +211,7 @@ base_of_src(SpmdCtx *cx, const IrInstr *src)
     if (src->id < nm->n_src && nm->by_src[src->id]) {
         uint32_t k = nm->by_src[src->id] - 1;
         SlStr have = sl_sym_str(nm->v[k].base);
-        if (split_suffix(name, &base) < 0)
+        if (ir_name_split(name, &base) < 0)
             base = name;
         if (have.len == base.len && !memcmp(have.ptr, base.ptr, base.len))
             return k;
@@ -307,7 +287,7 @@ static uint32_t
 reserve_name(SpmdCtx *cx, SlSym name)
 {
     SlStr base;
-    int64_t suffix = split_suffix(sl_sym_str(name), &base);
+    int64_t suffix = ir_name_split(sl_sym_str(name), &base);
     uint32_t k = base_text_index(cx, base);
     if (k == NO_BASE)
         return k;
@@ -357,13 +337,9 @@ bool
 spmd_names_sync(SpmdCtx *cx)
 {
     const SpmdNames *nm = &cx->names;
-    for (uint32_t k = 0; k < nm->n; k++) {
-        uint64_t have = 0, key = SL_MAP_KEY(nm->v[k].base);
-        if (nm->v[k].next &&
-            (!sl_map_get(&cx->out->name_counters, key, &have) || have < nm->v[k].next) &&
-            !sl_map_put(&cx->out->name_counters, key, nm->v[k].next))
+    for (uint32_t k = 0; k < nm->n; k++)
+        if (nm->v[k].next && !ir_module_set_name_counter(cx->out, nm->v[k].base, nm->v[k].next))
             return false;
-    }
     return true;
 }
 

@@ -1,8 +1,9 @@
-/* handle_feed.c - infeed whose data does not partition evenly (gspmd.md D.0; upstream
- * HandleInfeed). Owns: the per-partition unpadded shapes, grouping partitions with the same
- * shape into branches, and the conditional whose branch k runs the infeed with branch k's
- * shape and pads it to the shard shape. Does not own: the even case and single-device
- * infeeds (spmd_handle_default), the token (its producer's value).
+/* handle_feed.c - infeeds and outfeeds (gspmd.md D.0; upstream HandleInfeed/HandleOutfeed).
+ * Owns: the even tiled infeed (each device receives its own tile: the infeed has the shard
+ * shape), the per-partition unpadded shapes of an uneven one, grouping partitions with the
+ * same shape into branches, and the conditional whose branch k runs the infeed with branch
+ * k's shape and pads it to the shard shape; the same for outfeeds. Does not own: replicated,
+ * manual and single-device infeeds (spmd_handle_default), the token (its producer's value).
  * Invariants: nothing is emitted before the shapes are known to be supported; emission only
  * through spmd_emit() and the builders. */
 #include "spmd/spmd_int.h"
@@ -126,6 +127,47 @@ branch_shapes(SpmdCtx *cx, const IrShape *data, const ShdSharding *s, int64_t *i
     return shapes;
 }
 
+/* The infeed's data splits evenly and some data leaf is tiled (none manual): the case where
+ * each device's infeed has the shard shape. Leaves are counted as part_shape() counts them. */
+static bool
+even_tiled_data(const ShdSharding *s, const IrShape *data)
+{
+    bool tiled = false;
+    for (uint32_t k = 0, n = ir_shape_leaf_count(data); k < n; k++) {
+        const ShdSharding *l = shd_leaf(s, k);
+        if (!l || shd_is_manual(l))
+            return false;
+        if (!shd_is_tiled(l))
+            continue;
+        if (!shd_evenly_partitions(l, ir_shape_leaf(data, k)))
+            return false;
+        tiled = true;
+    }
+    return tiled;
+}
+
+/* Even split: one infeed with the shard shape, so each device receives its own tile from the
+ * host (no full-shape infeed sliced afterwards). */
+static SlStatus
+emit_even_infeed(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s, SlError *err)
+{
+    const SpmdValue *tok = spmd_get_value(cx, hlo->operands[0]);
+    if (!tok)
+        return spmd_nomem(cx, err);
+    IrShape shard = shd_tile_shape(cx->arena, &hlo->shape, s);
+    IrInstr *op = tok->hlo;
+    IrInstr *r = spmd_emit_clone(cx, hlo, &shard, &op, 1);
+    if (!r)
+        return spmd_nomem(cx, err);
+    if (cx->trace->ops->decision) {
+        TraceDecision d = {hlo, "infeed", "shard-shape",
+                           "data splits evenly: each device receives its own tile", NULL, 0,
+                           NULL, 0};
+        cx->trace->ops->decision(cx->trace, &d);
+    }
+    return spmd_finish(cx, hlo, r, s, err);
+}
+
 static SlStatus
 handle_infeed(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
 {
@@ -136,6 +178,8 @@ handle_infeed(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         ir_shape_leaf_count(data) == 0 || s->kind != SHD_TUPLE || hlo->n_operands != 1 ||
         shd_evenly_partitions(s, &hlo->shape))
         return spmd_handle_default(cx, hlo, err);
+    if (even_tiled_data(s, data))
+        return emit_even_infeed(cx, hlo, s, err);
     int64_t *index = SL_NEW_ARRAY(cx->arena, int64_t, n);
     uint32_t nb = 0;
     IrShape *shapes = index ? branch_shapes(cx, data, s, index, &nb) : NULL;

@@ -38,6 +38,7 @@ typedef struct Gs {
     const int64_t *slice;     /* slice size per operand dim */
     const SpmdState *st;
     uint32_t depth;
+    const IrModule *m;        /* the source module (callers of loop bodies for iota_dim) */
 } Gs;
 
 typedef enum GsMethod {
@@ -152,10 +153,66 @@ operand_passthrough_dims(const Gs *p, GsPairs *r)
     }
 }
 
-/* Iota dim of a source index value: iota, a rank-1 0..n-1 constant, broadcasts of those. */
-static int64_t
-iota_dim(const IrInstr *i)
+/* The only instruction of `m` calling `c` (through any computation attribute), else NULL. */
+static const IrInstr *
+sole_caller(const IrModule *m, const IrComputation *c)
 {
+    const IrInstr *found = NULL;
+    for (uint32_t k = 0; m && k < m->n_comps; k++) {
+        const IrComputation *cc = m->comps[k];
+        for (uint32_t j = 0; j < cc->n_instrs; j++) {
+            const IrInstr *i = cc->instrs[j];
+            for (uint16_t a = 0; a < i->n_attrs; a++) {
+                const IrAttr *at = &i->attrs[a];
+                bool calls = false;
+                if (ir_attr_kind(at->key) == IR_AK_COMP)
+                    calls = at->u.comp == c;
+                else if (ir_attr_kind(at->key) == IR_AK_COMPS)
+                    for (uint32_t b = 0; b < at->u.comps.n; b++)
+                        calls = calls || at->u.comps.v[b] == c;
+                if (!calls)
+                    continue;
+                if (found && found != i)
+                    return NULL;
+                found = i;
+            }
+        }
+    }
+    return found;
+}
+
+/* Iota dim of a source index value: iota, a rank-1 0..n-1 constant, broadcasts of those, and
+ * (GetDimensionForIota) element k of a loop body's or branch's parameter when the caller's
+ * tuple operand carries such a value at k and, for a while, the body passes element k on
+ * unchanged. */
+static int64_t
+iota_dim(const IrModule *m, const IrInstr *i, uint32_t depth)
+{
+    if (depth > GS_R)
+        return -1;
+    if (i->op == IR_OP_GET_TUPLE_ELEMENT && i->n_operands == 1 &&
+        i->operands[0]->op == IR_OP_PARAMETER && i->parent && !i->parent->is_entry) {
+        int64_t k = -1;
+        const IrInstr *call = sole_caller(m, i->parent);
+        if (!ir_instr_int_attr(i, IR_ATTR_INDEX, &k) || k < 0 || !call)
+            return -1;
+        const IrInstr *arg = NULL;
+        if (call->op == IR_OP_WHILE && call->n_operands == 1 &&
+            ir_instr_called(call, IR_ATTR_BODY) == i->parent) {
+            const IrInstr *root = i->parent->root;
+            if (root && root->op == IR_OP_TUPLE && (uint64_t)k < root->n_operands &&
+                root->operands[k] == i)
+                arg = call->operands[0];
+        } else if (call->op == IR_OP_CONDITIONAL) {
+            const IrAttr *br = ir_instr_find_attr(call, IR_ATTR_BRANCH_COMPUTATIONS);
+            for (uint32_t b = 0; br && b < br->u.comps.n; b++)
+                if (br->u.comps.v[b] == i->parent && b + 1 < call->n_operands)
+                    arg = call->operands[b + 1];
+        }
+        if (!arg || arg->op != IR_OP_TUPLE || (uint64_t)k >= arg->n_operands)
+            return -1;
+        return iota_dim(m, arg->operands[k], depth + 1);
+    }
     if (i->op == IR_OP_IOTA) {
         int64_t d = -1;
         return ir_instr_int_attr(i, IR_ATTR_IOTA_DIMENSION, &d) ? d : -1;
@@ -163,7 +220,7 @@ iota_dim(const IrInstr *i)
     if (i->op == IR_OP_BROADCAST && i->n_operands == 1) {
         const int64_t *bd = NULL;
         uint32_t n = ir_instr_ints_attr(i, IR_ATTR_DIMENSIONS, &bd);
-        int64_t d = iota_dim(i->operands[0]);
+        int64_t d = iota_dim(m, i->operands[0], depth + 1);
         return d >= 0 && (uint32_t)d < n ? bd[d] : -1;
     }
     if (i->op != IR_OP_CONSTANT || i->shape.dtype != IR_DT_S32 || i->shape.rank != 1 ||
@@ -207,12 +264,12 @@ index_parallel_dims(const Gs *p, GsPairs *r)
         for (uint32_t k = 0; k < c->n_operands; k++) {
             const IrInstr *o = c->operands[k];
             int64_t cnt = (int64_t)o->shape.rank > p->dn.ivd ? o->shape.dims[p->dn.ivd] : 1;
-            int64_t d = iota_dim(o);
+            int64_t d = iota_dim(p->m, o, 0);
             for (int64_t j = 0; j < cnt && at < m; j++, at++)
                 in_dim[at] = d != p->dn.ivd ? d : -1;
         }
     } else {
-        int64_t d = iota_dim(ind);
+        int64_t d = iota_dim(p->m, ind, 0);
         for (uint32_t i = 0; i < m && d >= 0 && d != p->dn.ivd; i++)
             in_dim[i] = d;
     }
@@ -1177,7 +1234,8 @@ method_cost(SpmdCtx *cx, const Gs *p, GsMethod m, int64_t *mem, int64_t *comm)
                                    : !index_parallel_dims(p, &pr))
             return;
         g = tiles_on(op->sharding, pr.op, pr.n);
-        g = g > tiles_on(p->idx.sharding, pr.idx, pr.n) ? g : tiles_on(p->idx.sharding, pr.idx, pr.n);
+        int64_t gi = tiles_on(p->idx.sharding, pr.idx, pr.n);
+        g = g > gi ? g : gi;
         if (g > 1) {
             *mem = op_full / g + idx_full / g + win_full / g;
             *comm = 0;
@@ -1343,6 +1401,7 @@ spmd_handle_gather(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     Gs p;
     memset(&p, 0, sizeof(p));
     p.hlo = hlo;
+    p.m = cx->in;
     p.n = 1;
     read_dims(hlo, false, &p.dn);
     p.ops = SL_NEW(cx->arena, SpmdValue);
@@ -1427,6 +1486,7 @@ spmd_handle_scatter(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     Gs p;
     memset(&p, 0, sizeof(p));
     p.hlo = hlo;
+    p.m = cx->in;
     p.is_scatter = true;
     p.n = n;
     read_dims(hlo, true, &p.dn);

@@ -146,19 +146,49 @@ spmd_handle_slice(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
  * masking is needed where padding shows and the pad value is not a literal zero or the dim
  * is uneven. */
 static bool
-pad_window(const IrInstr *hlo, const ShdSharding *s, IrWindowDim *win)
+pad_window(const IrShape *in, const IrPadDim *pads, bool zero, const ShdSharding *s,
+           IrWindowDim *win)
 {
-    const IrAttr *a = ir_instr_find_attr(hlo, IR_ATTR_PADDING);
-    const IrShape *in = &hlo->operands[0]->shape;
-    bool zero = is_zero_constant(hlo->operands[1]), mask = false;
+    bool mask = false;
     for (uint32_t d = 0; d < in->rank; d++) {
-        IrPadDim p = a->u.pad.v[d];
+        IrPadDim p = pads[d];
         int64_t n = shd_dim_shards(s, d);
         win[d] = (IrWindowDim){1, 1, p.lo, p.hi, p.interior + 1, 1, false};
         mask = mask || (n > 1 && (p.lo > 0 || p.hi > 0 || p.interior > 0) &&
                         (!zero || in->dims[d] % n != 0));
     }
     return mask;
+}
+
+/* PadHelper: `op` padded by `pads` with the replicated scalar `pv`, as the local shard of a
+ * result of base shape `out` in sharding `s` (tiled, same rank). SL_ERR_UNSUPPORTED (nothing
+ * in err) when the windowed-input reshard has no plan. */
+static SlStatus
+pad_helper(SpmdCtx *cx, const SpmdValue *op, IrInstr *pv, bool pv_zero, const IrPadDim *pads,
+           const IrShape *out, const ShdSharding *s, IrInstr **local, SlError *err)
+{
+    uint32_t r = op->base_shape->rank;
+    if (r == 0 || r > SPMD_MAX_RANK)
+        return SL_ERR_UNSUPPORTED;
+    IrWindowDim win[SPMD_MAX_RANK];
+    bool mask = pad_window(op->base_shape, pads, pv_zero, s, win);
+    SpmdWindowedInput wi;
+    SlStatus st = spmd_reshard_as_windowed_input_ex(cx, op, win, s, pv, mask, true, &wi, err);
+    if (st != SL_OK)
+        return st;
+    /* PadDataFromWindowReshard: the shard window's padding, then the owned part */
+    IrPadDim lp[SPMD_MAX_RANK];
+    for (uint32_t d = 0; d < r; d++) {
+        const IrWindowDim *w = &wi.shard_window[d];
+        lp[d] = (IrPadDim){w->pad_lo, w->pad_hi, w->lhs_dilate - 1};
+    }
+    IrInstr *x = spmd_emit_pad(cx, wi.sharded_input, pv, lp);
+    if (x && wi.dynamic_slice_index) {
+        IrShape ls = spmd_local_shape(cx, out, s);
+        x = spmd_emit_dynamic_slice(cx, x, wi.dynamic_slice_index, ls.dims);
+    }
+    *local = x;
+    return x ? SL_OK : spmd_nomem(cx, err);
 }
 
 SlStatus
@@ -174,27 +204,15 @@ spmd_handle_pad(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     SlStatus st = spmd_operand(cx, hlo, 1, shd_replicated(cx->arena), &pv, err);
     if (st != SL_OK)
         return st;
-    IrWindowDim win[SPMD_MAX_RANK];
-    bool mask = pad_window(hlo, s, win);
-    SpmdWindowedInput wi;
-    st = spmd_reshard_as_windowed_input_ex(cx, spmd_get_value(cx, hlo->operands[0]), win, s,
-                                           pv.hlo, mask, true, &wi, err);
+    const SpmdValue *op = spmd_get_value(cx, hlo->operands[0]);
+    IrInstr *local = NULL;
+    st = pad_helper(cx, op, pv.hlo, is_zero_constant(hlo->operands[1]), a->u.pad.v,
+                    &hlo->shape, s, &local, err);
     if (st == SL_ERR_UNSUPPORTED)
         return spmd_handle_default(cx, hlo, err);
     if (st != SL_OK)
         return st;
-    /* PadDataFromWindowReshard: the shard window's padding, then the owned part */
-    IrPadDim pads[SPMD_MAX_RANK];
-    for (uint32_t d = 0; d < r; d++) {
-        const IrWindowDim *w = &wi.shard_window[d];
-        pads[d] = (IrPadDim){w->pad_lo, w->pad_hi, w->lhs_dilate - 1};
-    }
-    IrInstr *local = spmd_emit_pad(cx, wi.sharded_input, pv.hlo, pads);
-    if (local && wi.dynamic_slice_index) {
-        IrShape ls = spmd_local_shape(cx, &hlo->shape, s);
-        local = spmd_emit_dynamic_slice(cx, local, wi.dynamic_slice_index, ls.dims);
-    }
-    if (local == spmd_get_value(cx, hlo->operands[0])->hlo)
+    if (local == op->hlo)
         local = spmd_emit_copy(cx, local);
     if (!local)
         return spmd_nomem(cx, err);
@@ -298,6 +316,224 @@ spmd_handle_dynamic_slice(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     return spmd_finish(cx, hlo, local, rs, err);
 }
 
+/* Value of a scalar integer constant (the DUS analysis only reads start indices). */
+static bool
+const_scalar_int(const IrInstr *i, int64_t *out)
+{
+    char k = ir_dtype_kind(i->shape.dtype);
+    if (i->op != IR_OP_CONSTANT || i->shape.rank != 0 || (k != 'S' && k != 'U') ||
+        i->literal.len == 0 || i->literal.len > 20)
+        return false;
+    const char *c = i->literal.ptr, *e = c + i->literal.len;
+    bool neg = *c == '-';
+    c += neg || *c == '+';
+    if (c == e)
+        return false;
+    int64_t v = 0;
+    for (; c < e; c++) {
+        if (*c < '0' || *c > '9' || v > (INT64_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (*c - '0');
+    }
+    *out = neg ? -v : v;
+    return true;
+}
+
+/* XLA's debug option xla_enable_enzyme_comms_opt (`--set enable_enzyme_opt=true`). */
+static bool
+enzyme_opt(const SpmdCtx *cx)
+{
+    return cx->opts->enable_enzyme_opt;
+}
+
+typedef enum DusMethod { DUS_DEFAULT, DUS_SINGLE_PARTITION, DUS_CONSTANT_INDICES } DusMethod;
+
+/* AnalyzeDynamicUpdateSlice: which DUS method applies. Slice dims are those the update does
+ * not cover; the update stays on one partition when every partitioned slice dim has size 1
+ * or a constant start whose first and last element fall into the same (ceil-sized) shard.
+ * The constant-indices method (all starts constant and in bounds) runs only under the
+ * enzyme option, which also counts partitioned full-size dims against a single partition. */
+static DusMethod
+dus_analyze(const SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s, int64_t *starts)
+{
+    const IrShape *upd = &hlo->operands[1]->shape;
+    bool enzyme = enzyme_opt(cx), single = true, dynamic = false, any_partitioned = false;
+    for (uint32_t d = 0; d < hlo->shape.rank; d++) {
+        int64_t n = shd_dim_shards(s, d), full = hlo->shape.dims[d];
+        bool is_const = const_scalar_int(hlo->operands[d + 2], &starts[d]);
+        if (upd->dims[d] == full) {
+            if (enzyme && n != 1) {
+                single = false;
+                dynamic = dynamic || !is_const;
+            }
+            continue;
+        }
+        if (n == 1)
+            continue;
+        any_partitioned = true;
+        if (upd->dims[d] == 1)
+            continue;
+        if (!is_const) {
+            single = false;
+            dynamic = true;
+            continue;
+        }
+        int64_t per = (full + n - 1) / n;
+        if (starts[d] / per != (starts[d] + upd->dims[d] - 1) / per)
+            single = false;
+    }
+    DusMethod m;
+    if (!any_partitioned)
+        m = DUS_DEFAULT;
+    else if (enzyme && !dynamic)
+        m = DUS_CONSTANT_INDICES;
+    else if (single)
+        m = DUS_SINGLE_PARTITION;
+    else
+        m = dynamic || !enzyme ? DUS_DEFAULT : DUS_CONSTANT_INDICES;
+    if (m != DUS_CONSTANT_INDICES)
+        return m;
+    for (uint32_t d = 0; d < hlo->shape.rank; d++) { /* every start constant and in bounds */
+        if (!const_scalar_int(hlo->operands[d + 2], &starts[d]) || starts[d] < 0 ||
+            starts[d] + upd->dims[d] > hlo->shape.dims[d])
+            return DUS_DEFAULT;
+    }
+    return m;
+}
+
+/* Replicated start index of dim d (zero for dims the update covers). */
+static SlStatus
+dus_index(SpmdCtx *cx, const IrInstr *hlo, uint32_t d, IrInstr **out, SlError *err)
+{
+    const IrInstr *idx = hlo->operands[d + 2];
+    if (hlo->operands[1]->shape.dims[d] == hlo->shape.dims[d]) {
+        *out = spmd_emit_constant_scalar(cx, idx->shape.dtype, 0);
+        return *out ? SL_OK : spmd_nomem(cx, err);
+    }
+    SpmdValue v;
+    SlStatus st = spmd_operand(cx, hlo, d + 2, shd_replicated(cx->arena), &v, err);
+    *out = v.hlo;
+    return st;
+}
+
+/* HandleDUSSinglePartitionUpdate: input and result keep the DUS sharding; the update is
+ * replicated along the slice dims. Each partitioned slice dim gets its start shifted into the
+ * local shard when the start lies in this partition's range (else 0), and a select keeps the
+ * input on partitions outside the range. */
+static SlStatus
+dus_single_partition(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s,
+                     const int64_t *sliced, uint32_t ns, SlError *err)
+{
+    uint32_t r = hlo->shape.rank;
+    const ShdSharding *us = replicate_dims(cx, s, sliced, ns);
+    if (!us)
+        return spmd_nomem(cx, err);
+    SpmdValue in, upd;
+    SlStatus st = spmd_operand(cx, hlo, 0, s, &in, err);
+    if (st == SL_OK)
+        st = spmd_operand(cx, hlo, 1, us, &upd, err);
+    if (st != SL_OK)
+        return st;
+    IrInstr *idx[SPMD_MAX_RANK];
+    for (uint32_t d = 0; d < r; d++)
+        if ((st = dus_index(cx, hlo, d, &idx[d], err)) != SL_OK)
+            return st;
+    IrInstr *all = spmd_emit_constant_scalar(cx, IR_DT_PRED, 1);
+    for (uint32_t k = 0; k < ns && all; k++) {
+        uint32_t d = (uint32_t)sliced[k];
+        if (shd_dim_shards(s, d) == 1)
+            continue;
+        IrDtype it = idx[d]->shape.dtype;
+        IrInstr *i32 = it == IR_DT_S32 ? idx[d] : spmd_emit_convert(cx, idx[d], IR_DT_S32);
+        IrInstr *size = spmd_emit_constant_scalar(cx, IR_DT_S32, in.hlo->shape.dims[d]);
+        IrInstr *ord = spmd_partition_ordinal(cx, cx->state, s, d);
+        IrInstr *lo = spmd_emit_binary(cx, IR_OP_MULTIPLY, ord, size);
+        IrInstr *next = spmd_emit_binary(cx, IR_OP_ADD, ord,
+                                         spmd_emit_constant_scalar(cx, IR_DT_S32, 1));
+        IrInstr *hi = spmd_emit_binary(cx, IR_OP_MULTIPLY, next, size);
+        /* one emit per statement: argument evaluation order would reorder the output */
+        IrInstr *ge = spmd_emit_compare(cx, i32, lo, "GE");
+        IrInstr *lt = spmd_emit_compare(cx, i32, hi, "LT");
+        IrInstr *within = spmd_emit_binary(cx, IR_OP_AND, ge, lt);
+        all = spmd_emit_binary(cx, IR_OP_AND, all, within);
+        IrInstr *shifted = spmd_emit_binary(cx, IR_OP_SUBTRACT, i32, lo);
+        IrInstr *zero = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
+        IrInstr *local = spmd_emit_select(cx, within, shifted, zero);
+        idx[d] = it == IR_DT_S32 ? local : spmd_emit_convert(cx, local, it);
+        if (!idx[d])
+            return spmd_nomem(cx, err);
+    }
+    IrInstr *dus = all ? spmd_emit_dus(cx, in.hlo, upd.hlo, idx) : NULL;
+    IrShape ps = dus ? ir_shape_make(cx->arena, IR_DT_PRED, dus->shape.dims, r) : (IrShape){0};
+    IrInstr *mask = dus ? spmd_emit_broadcast(cx, all, &ps, NULL, 0) : NULL;
+    IrInstr *res = mask ? spmd_emit_select(cx, mask, dus, in.hlo) : NULL;
+    if (!res)
+        return spmd_nomem(cx, err);
+    return spmd_finish(cx, hlo, res, s, err);
+}
+
+/* A local instruction holding `x` (base shape `base`, replicated) padded by `pads` into the
+ * local shard of `out` in `s`: PadHelper, else the full pad sliced to the shard. */
+static SlStatus
+dus_pad(SpmdCtx *cx, const SpmdValue *x, IrInstr *pv, bool pv_zero, const IrPadDim *pads,
+        const IrShape *out, const ShdSharding *s, IrInstr **local, SlError *err)
+{
+    SlStatus st = pad_helper(cx, x, pv, pv_zero, pads, out, s, local, err);
+    if (st != SL_ERR_UNSUPPORTED)
+        return st;
+    SpmdValue rep;
+    if ((st = spmd_replicate(cx, x, &rep, err)) != SL_OK)
+        return st;
+    IrInstr *full = spmd_emit_pad(cx, rep.hlo, pv, pads);
+    if (!full)
+        return spmd_nomem(cx, err);
+    SpmdValue fv = spmd_value(cx, full, out, shd_replicated(cx->arena)), sv;
+    if ((st = spmd_reshard(cx, &fv, s, NULL, &sv, err)) != SL_OK)
+        return st;
+    *local = sv.hlo;
+    return SL_OK;
+}
+
+/* HandleDUSAllPartitionedSliceDimsHaveConstantIndices (the general piece): no collectives.
+ * A pred mask (false on the update's box, true elsewhere) and the update padded by zeros to
+ * the full shape are both built shard-locally by the pad partitioner; the result selects the
+ * input where the mask is true. */
+static SlStatus
+dus_constant_indices(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s,
+                     const int64_t *starts, SlError *err)
+{
+    uint32_t r = hlo->shape.rank;
+    const IrShape *us = &hlo->operands[1]->shape;
+    IrPadDim pads[SPMD_MAX_RANK];
+    for (uint32_t d = 0; d < r; d++)
+        pads[d] = (IrPadDim){starts[d], hlo->shape.dims[d] - starts[d] - us->dims[d], 0};
+    SpmdValue in;
+    SlStatus st = spmd_operand(cx, hlo, 0, s, &in, err);
+    if (st != SL_OK)
+        return st;
+    IrShape upred = ir_shape_make(cx->arena, IR_DT_PRED, us->dims, r);
+    IrShape *ubase = SL_NEW(cx->arena, IrShape), *obase = SL_NEW(cx->arena, IrShape);
+    IrInstr *f = spmd_emit_constant_scalar(cx, IR_DT_PRED, 0);
+    IrInstr *zeros = f && ubase && obase ? spmd_emit_broadcast(cx, f, &upred, NULL, 0) : NULL;
+    IrInstr *one = spmd_emit_constant_scalar(cx, IR_DT_PRED, 1);
+    IrInstr *zero = spmd_emit_constant_scalar(cx, hlo->shape.dtype, 0);
+    if (!zeros || !one || !zero)
+        return spmd_nomem(cx, err);
+    *ubase = upred;
+    *obase = ir_shape_make(cx->arena, IR_DT_PRED, hlo->shape.dims, r);
+    SpmdValue zv = spmd_value(cx, zeros, ubase, shd_replicated(cx->arena));
+    IrInstr *mask = NULL, *padded = NULL;
+    if ((st = dus_pad(cx, &zv, one, false, pads, obase, s, &mask, err)) != SL_OK)
+        return st;
+    const SpmdValue *uv = spmd_get_value(cx, hlo->operands[1]);
+    if ((st = dus_pad(cx, uv, zero, true, pads, &hlo->shape, s, &padded, err)) != SL_OK)
+        return st;
+    IrInstr *res = spmd_emit_select(cx, mask, in.hlo, padded);
+    if (!res)
+        return spmd_nomem(cx, err);
+    return spmd_finish(cx, hlo, res, s, err);
+}
+
 SlStatus
 spmd_handle_dynamic_update_slice(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
 {
@@ -306,13 +542,18 @@ spmd_handle_dynamic_update_slice(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         return spmd_handle_default(cx, hlo, err);
     const IrShape *upd = &hlo->operands[1]->shape;
     uint32_t r = hlo->shape.rank;
-    if (hlo->n_operands != r + 2 || upd->rank != r)
+    if (hlo->n_operands != r + 2 || upd->rank != r || r > SPMD_MAX_RANK)
         return spmd_handle_default(cx, hlo, err);
-    int64_t sliced[SPMD_MAX_RANK];
+    int64_t sliced[SPMD_MAX_RANK], starts[SPMD_MAX_RANK];
     uint32_t ns = 0;
     for (uint32_t d = 0; d < r; d++)
         if (upd->dims[d] != hlo->shape.dims[d])
             sliced[ns++] = d;
+    DusMethod m = dus_analyze(cx, hlo, s, starts);
+    if (m == DUS_CONSTANT_INDICES)
+        return dus_constant_indices(cx, hlo, s, starts, err);
+    if (m == DUS_SINGLE_PARTITION)
+        return dus_single_partition(cx, hlo, s, sliced, ns, err);
     const ShdSharding *rs = replicate_dims(cx, s, sliced, ns);
     if (!rs)
         return spmd_nomem(cx, err);

@@ -49,7 +49,7 @@ static const struct {
     {"preferred_scatter_partition_methods", OPT_STR,
      offsetof(SpmdOptions, preferred_scatter_partition_methods)},
     /* accepted, recorded, not modelled */
-    {"enable_enzyme_opt", OPT_UNUSED_BOOL, 0},
+    {"enable_enzyme_opt", OPT_BOOL, offsetof(SpmdOptions, enable_enzyme_opt)},
     {"enable_dynamic_slice_collective_broadcast", OPT_UNUSED_BOOL, 0},
     {"max_dynamic_slice_collective_broadcast_partitions", OPT_UNUSED_INT, 0},
     {"speculative_windowed_einsum", OPT_UNUSED_BOOL, 0},

@@ -2,26 +2,30 @@
  * sharding. Owns: the reshard cache, the decision order of C.2, replication (C.4), the
  * replicated -> sharded slicing (C.3), device reorders (C.6), all-to-all chains (C.7, uneven
  * dims re-laid out in the padded base shape first: spmd_halo_rewindow), the
- * partial-replication transitions (C.8), the split/merge patterns and the single all-to-all
- * on a refined mesh (C.9.1), grouping fallbacks (C.9) and masking (C.10).
- * Does not own: building collectives (collectives.c) or sharding arithmetic (src/sharding).
+ * partial-replication transitions (C.8), grouping on equal dims (C.9.4) and masking (C.10).
+ * Does not own: the complex patterns tried before grouping (C.9.1-C.9.3, reshard_complex.c),
+ * building collectives (collectives.c) or sharding arithmetic (src/sharding).
  * Invariants: every call emits one `reshard` trace event (cache hits included); collectives are
  * attributed to the reshard being built through cx->cur_reshard. */
-#include "spmd/halo_int.h"
+#include "spmd/reshard_int.h"
 
 #include <string.h>
 
-typedef struct Plan {
-    const char *method; /* recorded in the trace */
-} Plan;
+#include "spmd/halo_int.h"
 
-static SlStatus no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad,
-                         SpmdValue *out, Plan *plan, SlError *err);
-
-static bool
-shd_is_partial(const ShdSharding *s)
+bool
+spmd_is_partial(const ShdSharding *s)
 {
     return shd_is_tiled(s) && shd_has_partial_replication(s);
+}
+
+bool
+spmd_has_plain_subgroups(const ShdSharding *s)
+{
+    for (uint32_t k = 0; k < s->n_subgroups; k++)
+        if (s->subgroups[k] != SHD_SUB_REPLICATED)
+            return false;
+    return s->n_subgroups <= 1;
 }
 
 static bool
@@ -107,8 +111,8 @@ spmd_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *target, IrInstr
     const char *saved_cause = cx->coll_cause;
     cx->cur_reshard = seq;
     cx->coll_cause = "reshard";
-    Plan plan = {"copy"};
-    SlStatus st = no_cache(cx, v, target, pad_value, out, &plan, err);
+    SpmdPlan plan = {"copy"};
+    SlStatus st = spmd_reshard_no_cache(cx, v, target, pad_value, out, &plan, err);
     cx->cur_reshard = saved;
     cx->coll_cause = saved_cause;
     if (st != SL_OK)
@@ -304,7 +308,7 @@ spmd_replicate(SpmdCtx *cx, const SpmdValue *v, SpmdValue *out, SlError *err)
 }
 
 static SlStatus
-replicate_no_cache(SpmdCtx *cx, const SpmdValue *v, SpmdValue *out, Plan *plan, SlError *err)
+replicate_no_cache(SpmdCtx *cx, const SpmdValue *v, SpmdValue *out, SpmdPlan *plan, SlError *err)
 {
     const ShdSharding *s = v->sharding;
     if (is_repl_like(s) || s->kind == SHD_MANUAL) {
@@ -425,9 +429,9 @@ split_groups(SpmdCtx *cx, const ShdSharding *s, uint32_t t, int64_t g, IrReplica
     return spmd_groups_for_dims(cx, sp, (const int64_t[]){(int64_t)t + 1}, 1, out, err);
 }
 
-static SlStatus
-all_to_all_one(SpmdCtx *cx, const SpmdValue *v, uint32_t src, uint32_t tgt, SpmdValue *out,
-               SlError *err)
+SlStatus
+spmd_reshard_all_to_all_one(SpmdCtx *cx, const SpmdValue *v, uint32_t src, uint32_t tgt,
+                            SpmdValue *out, SlError *err)
 {
     const ShdSharding *s = v->sharding;
     const IrShape *base = v->base_shape;
@@ -666,7 +670,7 @@ all_to_all_multi(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, const in
 
 static SlStatus
 all_to_all_chain(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, const int64_t *srcs,
-                 const int64_t *tgts, uint32_t n, SpmdValue *out, Plan *plan, SlError *err)
+                 const int64_t *tgts, uint32_t n, SpmdValue *out, SpmdPlan *plan, SlError *err)
 {
     SpmdValue cur = *v;
     int64_t rs[SPMD_MAX_RANK], rt[SPMD_MAX_RANK];
@@ -683,7 +687,8 @@ all_to_all_chain(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, const in
     }
     for (uint32_t k = 0; k < n; k++) {
         SpmdValue nx;
-        SlStatus st = all_to_all_one(cx, &cur, (uint32_t)srcs[k], (uint32_t)tgts[k], &nx, err);
+        SlStatus st =
+            spmd_reshard_all_to_all_one(cx, &cur, (uint32_t)srcs[k], (uint32_t)tgts[k], &nx, err);
         if (st != SL_OK)
             return st;
         cur = nx;
@@ -696,7 +701,7 @@ all_to_all_chain(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, const in
         plan->method = "all-to-all+collective-permute";
         return permute(cx, &cur, y, out, err);
     }
-    return no_cache(cx, &cur, y, NULL, out, plan, err);
+    return spmd_reshard_no_cache(cx, &cur, y, NULL, out, plan, err);
 }
 
 /* ---- partial replication (C.8) ---- */
@@ -830,7 +835,7 @@ tiled_to_partial(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValu
 
 static SlStatus
 group_on_equal_dims(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out,
-                    Plan *plan, SlError *err)
+                    SpmdPlan *plan, SlError *err)
 {
     const ShdSharding *s = v->sharding;
     uint32_t r = shd_data_rank(s);
@@ -862,7 +867,7 @@ group_on_equal_dims(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdV
     *gbp = gb;
     SpmdValue inner = {v->hlo, gbp, gx.inner, gs};
     SpmdValue res;
-    SlStatus st = no_cache(cx, &inner, gy.inner, NULL, &res, plan, err);
+    SlStatus st = spmd_reshard_no_cache(cx, &inner, gy.inner, NULL, &res, plan, err);
     if (st != SL_OK)
         return st;
     const ShdSharding *ys = shd_ungroup(cx->arena, &gy);
@@ -875,7 +880,7 @@ group_on_equal_dims(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdV
     }
     if (shd_can_reshard_with_collective_permute(ys, y))
         return permute(cx, &mid, y, out, err);
-    return no_cache(cx, &mid, y, NULL, out, plan, err);
+    return spmd_reshard_no_cache(cx, &mid, y, NULL, out, plan, err);
 }
 
 /* ---- manual subgroups (C.11) ---- */
@@ -894,7 +899,7 @@ manual_dim(const ShdSharding *s)
 
 static SlStatus
 manual_subgroups(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out,
-                 Plan *plan, SlError *err)
+                 SpmdPlan *plan, SlError *err)
 {
     int mx = manual_dim(v->sharding), my = manual_dim(y);
     if (mx < 0 || my < 0)
@@ -913,7 +918,7 @@ manual_subgroups(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValu
         return spmd_nomem(cx, err);
     SpmdValue inner = {v->hlo, v->base_shape, gx.inner, gs};
     SpmdValue res;
-    SlStatus st = no_cache(cx, &inner, gy.inner, NULL, &res, plan, err);
+    SlStatus st = spmd_reshard_no_cache(cx, &inner, gy.inner, NULL, &res, plan, err);
     if (st != SL_OK)
         return st;
     *out = with(v, res.hlo, y);
@@ -976,391 +981,16 @@ reshard_tuple(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *
     return SL_OK;
 }
 
-/* ---- trials: reshards that must not fall back to full replication (C.9) ---- */
-
-#define TRIAL_MAX_MEMOS 8
-
-/* What a failed trial restores: emitted instructions, channel ids, partition-id memos. */
-typedef struct Trial {
-    uint32_t n_instrs;
-    int64_t channel;
-    uint32_t n_memos;
-    SpmdStateMemo *memo[TRIAL_MAX_MEMOS];
-    SpmdStateMemo saved[TRIAL_MAX_MEMOS];
-    bool frozen, allow;
-} Trial;
-
-static void
-trial_begin(SpmdCtx *cx, const SpmdState *st, Trial *t)
-{
-    t->n_instrs = cx->comp->n_instrs;
-    t->channel = cx->next_channel_id;
-    t->n_memos = 0;
-    for (const SpmdState *s = st; s && t->n_memos < TRIAL_MAX_MEMOS; s = s->outer) {
-        t->memo[t->n_memos] = s->memo;
-        t->saved[t->n_memos++] = *s->memo;
-    }
-    t->frozen = cx->cache_frozen;
-    t->allow = cx->allow_full_replication;
-    cx->cache_frozen = true;
-    cx->allow_full_replication = false;
-}
-
-/* Ends a trial; SL_ERR_UNSUPPORTED undoes everything it emitted. */
-static SlStatus
-trial_end(SpmdCtx *cx, Trial *t, SlStatus st)
-{
-    cx->cache_frozen = t->frozen;
-    cx->allow_full_replication = t->allow;
-    if (st == SL_ERR_UNSUPPORTED) {
-        cx->comp->n_instrs = t->n_instrs;
-        cx->next_channel_id = t->channel;
-        for (uint32_t k = 0; k < t->n_memos; k++)
-            *t->memo[k] = t->saved[k];
-    }
-    return st;
-}
-
-static bool
-has_plain_subgroups(const ShdSharding *s)
-{
-    for (uint32_t k = 0; k < s->n_subgroups; k++)
-        if (s->subgroups[k] != SHD_SUB_REPLICATED)
-            return false;
-    return s->n_subgroups <= 1;
-}
-
-/* C.9.1 (PatternMatchMergeOrSplitSharding): X, Y differ on dims i, j with
- * [X, Y] <-> [X*Y, 1] or [X*Y, Z] <-> [X, Y*Z]. Fills the split source sharding, the target
- * expressed on the split shape and i. */
-static bool
-match_merge_split(SpmdCtx *cx, const IrShape *local, const IrShape *base, const ShdSharding *x,
-                  const ShdSharding *y, const ShdSharding **before, const ShdSharding **after,
-                  uint32_t *dim)
-{
-    uint32_t r = shd_data_rank(x), diff[SPMD_MAX_RANK], nd = 0;
-    if (r != shd_data_rank(y) || !has_plain_subgroups(x) || !has_plain_subgroups(y) ||
-        shd_replication_factor(x) != shd_replication_factor(y) ||
-        shd_has_partial_replication(x) != shd_has_partial_replication(y))
-        return false;
-    for (uint32_t d = 0; d < r; d++)
-        if (x->tile_dims[d] != y->tile_dims[d])
-            diff[nd++] = d;
-    for (uint32_t a = 0; a < nd; a++)
-        for (uint32_t b = a + 1; b < nd; b++) {
-            uint32_t i = diff[a], j = diff[b];
-            int64_t xi = x->tile_dims[i], xj = x->tile_dims[j], yi = y->tile_dims[i],
-                    yj = y->tile_dims[j], nsz;
-            int ones = (xi == 1) + (xj == 1) + (yi == 1) + (yj == 1);
-            if (ones == 1) {
-                if (xi * xj != yi * yj)
-                    continue;
-                if (xi == 1 || yi == 1) {
-                    uint32_t t = i;
-                    i = j;
-                    j = t;
-                }
-                if (y->tile_dims[j] == 1) {
-                    if (local->dims[i] % x->tile_dims[j] != 0)
-                        continue;
-                    nsz = x->tile_dims[i];
-                } else {
-                    if (base->dims[i] % x->tile_dims[i] != 0)
-                        continue;
-                    nsz = y->tile_dims[i];
-                }
-            } else if (ones == 0) {
-                if (xi < yi) {
-                    uint32_t t = i;
-                    i = j;
-                    j = t;
-                }
-                if (x->tile_dims[i] != y->tile_dims[i] * y->tile_dims[j] ||
-                    base->dims[i] % x->tile_dims[i] != 0)
-                    continue;
-                nsz = y->tile_dims[i];
-            } else {
-                continue;
-            }
-            const ShdSharding *bs = shd_split_dim(cx->arena, x, i, nsz);
-            if (!bs)
-                continue;
-            int64_t dims[SPMD_MAX_RANK + 4];
-            memcpy(dims, bs->tile_dims, bs->n_tile_dims * sizeof(dims[0]));
-            uint32_t jj = j + (j > i ? 1 : 0);
-            int64_t t = dims[i + 1];
-            dims[i + 1] = dims[jj];
-            dims[jj] = t;
-            const ShdSharding *as = shd_tiled(cx->arena, dims, bs->n_tile_dims, y->devices,
-                                              x->subgroups, x->n_subgroups);
-            if (!as)
-                continue;
-            *before = bs;
-            *after = as;
-            *dim = i;
-            return true;
-        }
-    return false;
-}
-
-/* Local reshape splitting dim i into [L_i / size, size] (SplitReshapeHelper). */
-static SpmdValue
-split_helper(SpmdCtx *cx, const SpmdValue *v, uint32_t i, int64_t size, const ShdSharding *s)
-{
-    const IrShape *base = v->base_shape;
-    uint32_t r = base->rank;
-    int64_t ld[SPMD_MAX_RANK + 1], bd[SPMD_MAX_RANK + 1];
-    int64_t f = size * s->tile_dims[i + 1];
-    for (uint32_t d = 0, w = 0; d < r; d++) {
-        ld[w] = d == i ? v->hlo->shape.dims[d] / size : v->hlo->shape.dims[d];
-        bd[w++] = d == i ? base->dims[d] / f : base->dims[d];
-        if (d == i) {
-            ld[w] = size;
-            bd[w++] = f;
-        }
-    }
-    IrShape *nb = SL_NEW(cx->arena, IrShape);
-    if (nb)
-        *nb = ir_shape_make(cx->arena, base->dtype, bd, r + 1);
-    SpmdValue out = {spmd_emit_reshape(cx, v->hlo, ld, r + 1), nb, s, v->state};
-    return out;
-}
-
-/* Local reshape merging dims i and i + 1 (MergeReshapeHelper). */
-static SpmdValue
-merge_helper(SpmdCtx *cx, const SpmdValue *v, uint32_t i, const ShdSharding *s)
-{
-    const IrShape *base = v->base_shape;
-    uint32_t r = base->rank;
-    int64_t ld[SPMD_MAX_RANK], bd[SPMD_MAX_RANK];
-    for (uint32_t d = 0, w = 0; d < r; d++) {
-        ld[w] = v->hlo->shape.dims[d];
-        bd[w++] = base->dims[d];
-        if (d == i) {
-            ld[w - 1] *= v->hlo->shape.dims[d + 1];
-            bd[w - 1] *= base->dims[d + 1];
-            d++;
-        }
-    }
-    IrShape *nb = SL_NEW(cx->arena, IrShape);
-    if (nb)
-        *nb = ir_shape_make(cx->arena, base->dtype, bd, r - 1);
-    SpmdValue out = {spmd_emit_reshape(cx, v->hlo, ld, r - 1), nb, s, v->state};
-    return out;
-}
-
-static SlStatus
-merge_split(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, const ShdSharding *before,
-            const ShdSharding *after, uint32_t i, SpmdValue *out, Plan *plan, SlError *err)
-{
-    if (v->base_shape->rank + 1 > SPMD_MAX_RANK)
-        return SL_ERR_UNSUPPORTED;
-    SpmdValue sv = split_helper(cx, v, i, v->hlo->shape.dims[i], before), rv;
-    if (!sv.hlo || !sv.base_shape)
-        return spmd_nomem(cx, err);
-    SlStatus st = no_cache(cx, &sv, after, NULL, &rv, plan, err);
-    if (st != SL_OK)
-        return st;
-    const ShdSharding *ms = shd_merge_dims(cx->arena, after, i);
-    if (!ms)
-        return SL_ERR_UNSUPPORTED;
-    rv.sharding = after;
-    SpmdValue mv = merge_helper(cx, &rv, i, ms);
-    if (!mv.hlo || !mv.base_shape)
-        return spmd_nomem(cx, err);
-    mv.base_shape = v->base_shape;
-    if (shd_equal(ms, y)) {
-        *out = mv;
-        return SL_OK;
-    }
-    return no_cache(cx, &mv, y, NULL, out, plan, err);
-}
-
-/* Transposes every tile dim (subgroups included) of s by perm. */
-static const ShdSharding *
-transpose_tiles(SlArena *a, const ShdSharding *s, const int64_t *perm)
-{
-    uint32_t n = s->n_tile_dims;
-    int64_t nd[SPMD_MAX_RANK + 4], st[SPMD_MAX_RANK + 4], total = shd_device_count(s);
-    int64_t *dev = SL_NEW_ARRAY(a, int64_t, total ? total : 1);
-    if (!dev || n > SL_COUNTOF(nd))
-        return NULL;
-    for (uint32_t d = n, acc = 1; d-- > 0;) {
-        st[d] = acc;
-        acc *= (uint32_t)s->tile_dims[d];
-    }
-    for (uint32_t d = 0; d < n; d++)
-        nd[d] = s->tile_dims[perm[d]];
-    for (int64_t p = 0; p < total; p++) {
-        int64_t rem = p, src = 0;
-        for (uint32_t d = n; d-- > 0;) {
-            src += rem % nd[d] * st[perm[d]];
-            rem /= nd[d];
-        }
-        dev[p] = s->devices[src];
-    }
-    return shd_tiled(a, nd, n, dev, s->subgroups, s->n_subgroups);
-}
-
-/* Pattern 2 (PatternMatchPartiallyReplicateDim) and 3 (partial source, tiled target: swap the
- * replication dim into the first dim that needs its shards). */
-static const ShdSharding *
-complex_intermediate(SpmdCtx *cx, const ShdSharding *x, const ShdSharding *y)
-{
-    uint32_t r = shd_data_rank(x);
-    if (shd_is_partial(y) && has_plain_subgroups(y)) {
-        for (uint32_t i = 0; i < r; i++) {
-            int64_t n = x->tile_dims[i];
-            if (n != 1 && n * shd_replication_factor(x) == shd_replication_factor(y))
-                return shd_partially_replicate_dims(cx->arena, x, (const int64_t[]){i}, 1);
-        }
-    }
-    if (shd_is_partial(x) && has_plain_subgroups(x) && !shd_is_partial(y) &&
-        shd_data_rank(y) == r) {
-        int64_t R = shd_replication_factor(x), perm[SPMD_MAX_RANK + 4];
-        for (uint32_t d = 0; d < x->n_tile_dims; d++)
-            perm[d] = d;
-        for (uint32_t i = 0; i < r; i++)
-            if (y->tile_dims[i] != x->tile_dims[i] && x->tile_dims[i] == 1 &&
-                y->tile_dims[i] % R == 0) {
-                perm[i] = x->n_tile_dims - 1;
-                perm[x->n_tile_dims - 1] = i;
-                return transpose_tiles(cx->arena, x, perm);
-            }
-    }
-    return NULL;
-}
-
-/* Splits tile dims p and q of s into [major, minor] pairs (the higher dim first, so that the
- * lower index holds): minor k_p after p, k_q after q. */
-static const ShdSharding *
-split_two(SlArena *a, const ShdSharding *s, uint32_t p, int64_t k_p, uint32_t q, int64_t k_q)
-{
-    uint32_t hi = p > q ? p : q, lo = p > q ? q : p;
-    int64_t k_hi = hi == p ? k_p : k_q, k_lo = hi == p ? k_q : k_p;
-    const ShdSharding *t = shd_split_dim(a, s, hi, s->tile_dims[hi] / k_hi);
-    return t ? shd_split_dim(a, t, lo, t->tile_dims[lo] / k_lo) : NULL;
-}
-
-/* Local reshape of v to `dims` (rank n) with the given base dims and sharding. */
-static SpmdValue
-reshape_to(SpmdCtx *cx, const SpmdValue *v, const int64_t *dims, const int64_t *base_dims,
-           uint32_t n, const ShdSharding *s)
-{
-    IrShape *nb = SL_NEW(cx->arena, IrShape);
-    if (nb)
-        *nb = ir_shape_make(cx->arena, v->base_shape->dtype, base_dims, n);
-    SpmdValue out = {spmd_emit_reshape(cx, v->hlo, dims, n), nb, s, v->state};
-    return out;
-}
-
-/* A factor k moving between the minor ends of two dims, [.., A*k, .., B, ..] -> [.., A, ..,
- * B*k, ..], as one all-to-all on the refined mesh: split dim p (base [A, k*L_p]) and dim q
- * (base [B, L_q]) so that k is a tile dim of its own on both sides, swap it from p's minor
- * half to q's, merge back. Only when the swap lands exactly on Y (no device reorder) and both
- * dims divide evenly. */
-static SlStatus
-move_factor(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out, Plan *plan,
-            SlError *err)
-{
-    const ShdSharding *x = v->sharding;
-    const IrShape *base = v->base_shape;
-    uint32_t r = shd_data_rank(x), p = UINT32_MAX, q = UINT32_MAX, nd = 0;
-    if (r != shd_data_rank(y) || r + 2 > SPMD_MAX_RANK || x->n_subgroups != y->n_subgroups ||
-        !has_plain_subgroups(x) || !has_plain_subgroups(y) ||
-        shd_replication_factor(x) != shd_replication_factor(y) ||
-        shd_device_count(x) != shd_device_count(y) || v->hlo->shape.rank != r)
-        return SL_ERR_UNSUPPORTED;
-    for (uint32_t d = 0; d < r; d++) {
-        if (x->tile_dims[d] == y->tile_dims[d])
-            continue;
-        nd++;
-        if (x->tile_dims[d] > y->tile_dims[d])
-            p = d;
-        else
-            q = d;
-    }
-    if (nd != 2 || p == UINT32_MAX || q == UINT32_MAX || x->tile_dims[p] % y->tile_dims[p])
-        return SL_ERR_UNSUPPORTED;
-    int64_t k = x->tile_dims[p] / y->tile_dims[p];
-    if (k < 2 || y->tile_dims[q] != x->tile_dims[q] * k || base->dims[p] % x->tile_dims[p] ||
-        base->dims[q] % y->tile_dims[q])
-        return SL_ERR_UNSUPPORTED;
-    const ShdSharding *xs = split_two(cx->arena, x, p, k, q, 1);
-    const ShdSharding *ys = split_two(cx->arena, y, p, 1, q, k);
-    uint32_t pm = p + 1 + (q < p), qm = q + 1 + (p < q); /* the minor halves */
-    const ShdSharding *swapped = xs ? shd_all_to_all_sharding(cx->arena, xs, pm, qm) : NULL;
-    if (!ys || !swapped || !shd_equal(swapped, ys))
-        return SL_ERR_UNSUPPORTED;
-    int64_t ld[SPMD_MAX_RANK], bd[SPMD_MAX_RANK];
-    uint32_t w = 0;
-    for (uint32_t d = 0; d < r; d++) {
-        int64_t L = v->hlo->shape.dims[d];
-        if (d == p || d == q) {
-            int64_t major = x->tile_dims[d] / (d == p ? k : 1);
-            ld[w] = 1;
-            bd[w++] = major;
-            ld[w] = L;
-            bd[w++] = base->dims[d] / major;
-        } else {
-            ld[w] = L;
-            bd[w++] = base->dims[d];
-        }
-    }
-    SpmdValue sv = reshape_to(cx, v, ld, bd, r + 2, xs), mv;
-    if (!sv.hlo || !sv.base_shape)
-        return spmd_nomem(cx, err);
-    plan->method = "refined-all-to-all";
-    SlStatus st = all_to_all_one(cx, &sv, pm, qm, &mv, err);
-    if (st != SL_OK)
-        return st;
-    IrShape ls = spmd_local_shape(cx, base, y);
-    *out = reshape_to(cx, &mv, ls.dims, base->dims, r, y);
-    out->base_shape = base;
-    return out->hlo ? SL_OK : spmd_nomem(cx, err);
-}
-
-/* TryComplexReshardHandling (C.9.1-C.9.3), each pattern undone when it would replicate. */
-static SlStatus
-complex_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out,
-                Plan *plan, SlError *err)
-{
-    const ShdSharding *before, *after;
-    uint32_t i;
-    Trial t;
-    if (match_merge_split(cx, &v->hlo->shape, v->base_shape, v->sharding, y, &before, &after,
-                          &i)) {
-        plan->method = "split-merge";
-        trial_begin(cx, v->state, &t);
-        return trial_end(cx, &t, merge_split(cx, v, y, before, after, i, out, plan, err));
-    }
-    trial_begin(cx, v->state, &t);
-    SlStatus mst = trial_end(cx, &t, move_factor(cx, v, y, out, plan, err));
-    if (mst != SL_ERR_UNSUPPORTED)
-        return mst;
-    const ShdSharding *mid = complex_intermediate(cx, v->sharding, y);
-    if (!mid || shd_equal(mid, v->sharding))
-        return SL_ERR_UNSUPPORTED;
-    trial_begin(cx, v->state, &t);
-    SpmdValue m;
-    cx->allow_full_replication = t.allow; /* the intermediate is a full Reshard */
-    SlStatus st = spmd_reshard(cx, v, mid, NULL, &m, err);
-    cx->allow_full_replication = false;
-    if (st == SL_OK)
-        st = no_cache(cx, &m, y, NULL, out, plan, err);
-    return trial_end(cx, &t, st);
-}
-
 /* C.8.3 (ReshardPartialReplicateWithAllToAll): tiled [.., a, ..] <-> partial [1, .., a', R]
  * over the same device order, through the partial sharding with the last sharded dim moved
  * into the replication dim. */
 static SlStatus
 partial_all_to_all(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out,
-                   Plan *plan, SlError *err)
+                   SpmdPlan *plan, SlError *err)
 {
-    bool from_partial = shd_is_partial(v->sharding);
+    bool from_partial = spmd_is_partial(v->sharding);
     const ShdSharding *p = from_partial ? v->sharding : y, *t = from_partial ? y : v->sharding;
-    if (!shd_is_partial(p) || !has_plain_subgroups(p) || !shd_is_tiled(t) ||
+    if (!spmd_is_partial(p) || !spmd_has_plain_subgroups(p) || !shd_is_tiled(t) ||
         t->n_subgroups != 0 || t->n_tile_dims + 1 != p->n_tile_dims || p->tile_dims[0] != 1)
         return SL_ERR_UNSUPPORTED;
     int64_t R = p->tile_dims[p->n_tile_dims - 1];
@@ -1404,9 +1034,9 @@ partial_all_to_all(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdVa
 
 /* ---- the decision order (C.2) ---- */
 
-static SlStatus
-no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, SpmdValue *out,
-         Plan *plan, SlError *err)
+SlStatus
+spmd_reshard_no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad,
+                      SpmdValue *out, SpmdPlan *plan, SlError *err)
 {
     const ShdSharding *x = v->sharding;
     const IrShape *base = v->base_shape;
@@ -1431,7 +1061,7 @@ no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, Sp
         if (!xl || !yl || xl->kind == SHD_TUPLE || yl->kind == SHD_TUPLE)
             return spmd_fail(cx, err, SL_ERR_INVALID, "tuple sharding on an array value");
         SpmdValue lv = with(v, v->hlo, xl);
-        return no_cache(cx, &lv, yl, pad, out, plan, err);
+        return spmd_reshard_no_cache(cx, &lv, yl, pad, out, plan, err);
     }
     if (shd_is_manual_subgroup(x) || shd_is_manual_subgroup(y)) {
         plan->method = "manual-subgroup";
@@ -1471,19 +1101,19 @@ no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, Sp
                 return st;
         }
     }
-    if (y_tiled && shd_is_partial(x)) {
+    if (y_tiled && spmd_is_partial(x)) {
         plan->method = "dynamic-slice";
         st = partial_to_tiled(cx, v, y, out, err);
         if (st != SL_ERR_UNSUPPORTED)
             return st;
     }
-    if (y_tiled && shd_is_partial(x)) {
+    if (y_tiled && spmd_is_partial(x)) {
         plan->method = "partial-all-to-all";
         st = partial_all_to_all(cx, v, y, out, plan, err);
         if (st != SL_ERR_UNSUPPORTED)
             return st;
     }
-    if (x_tiled && shd_is_partial(y)) {
+    if (x_tiled && spmd_is_partial(y)) {
         plan->method = "all-gather";
         st = tiled_to_partial(cx, v, y, out, err);
         if (st != SL_ERR_UNSUPPORTED)
@@ -1494,7 +1124,7 @@ no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, Sp
             return st;
     }
     if (x_tiled && y_tiled) {
-        st = complex_reshard(cx, v, y, out, plan, err);
+        st = spmd_reshard_complex(cx, v, y, out, plan, err);
         if (st != SL_ERR_UNSUPPORTED)
             return st;
         plan->method = "grouped";
@@ -1507,7 +1137,7 @@ no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, Sp
     if (!is_repl_like(x)) {
         /* 10: replicate, then slice to the target */
         SpmdValue rep;
-        Plan sub = {"all-gather"};
+        SpmdPlan sub = {"all-gather"};
         if (x->kind == SHD_MAXIMAL && y->kind != SHD_MAXIMAL && v->state->n_groups == 0)
             sub.method = "broadcast";
         else if (x_tiled && y_tiled)
@@ -1520,7 +1150,7 @@ no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, Sp
             *out = rep;
             return SL_OK;
         }
-        return no_cache(cx, &rep, y, pad, out, plan, err);
+        return spmd_reshard_no_cache(cx, &rep, y, pad, out, plan, err);
     }
     if (is_repl_like(y) || y->kind == SHD_MAXIMAL) {
         plan->method = "copy";

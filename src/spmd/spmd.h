@@ -28,6 +28,7 @@ typedef struct SpmdOptions {
     bool partial_windowed_einsum;
     bool disable_ag_rewrite_for_multiple_consumers;
     bool conv_halo_exchange_always_on_lhs;       /* true */
+    bool enable_enzyme_opt; /* XLA's xla_enable_enzyme_comms_opt: DUS with constant starts stays local */
     int64_t report_instruction_count;            /* 5 */
     const char *preferred_gather_partition_methods;  /* verbatim, NULL = XLA default */
     const char *preferred_scatter_partition_methods; /* verbatim, NULL = XLA default */

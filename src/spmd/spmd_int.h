@@ -87,6 +87,15 @@ typedef struct SpmdNames {
 typedef enum SpmdRedKind { SPMD_RED_ADD, SPMD_RED_MAX, SPMD_RED_MIN, SPMD_RED_AND, SPMD_RED_OR,
                            SPMD_RED_COUNT } SpmdRedKind;
 
+/* A windowed dot-general loop emitted by the dot handler (windowed_einsum.c), kept so the
+ * driver can move the loop's consumers into it once the computation is partitioned. */
+typedef struct SpmdWindowedLoop {
+    IrInstr *loop;            /* the while */
+    IrComputation *comp;      /* the output computation it was emitted in */
+    bool output_dus;          /* the result is assembled by dynamic-update-slices (all-gather
+                                 loops windowed on non-contracting or batch dims) */
+} SpmdWindowedLoop;
+
 struct SpmdCtx {
     const IrModule *in;
     IrModule *out;                /* built in `arena`; names interned in in->names */
@@ -120,7 +129,14 @@ struct SpmdCtx {
     SpmdNames names;
     SlMap kept_shardings;         /* hash -> a tiled sharding kept by spmd_keep_sharding */
     SlArena kept_arena;           /* the kept shardings: never rolled back during the run */
+    SpmdWindowedLoop *wloops;     /* heap: windowed loops emitted so far */
+    uint32_t n_wloops, cap_wloops;
 };
+
+/* Post-partition code motion over the windowed loops emitted in `oc` (windowed_einsum.c):
+ * reduces (and the elementwise ops before them) that consume a loop's result move into the
+ * loop body, so the loop carries reduce-shaped buffers instead of the whole result. */
+SlStatus spmd_windowed_code_motion(SpmdCtx *cx, IrComputation *oc, SlError *err);
 
 /* ---- the emit choke (emit.c) ------------------------------------------------------------ */
 
