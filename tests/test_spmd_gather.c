@@ -70,9 +70,13 @@ partition(Fixture *fx, const char *text, const char *option)
     spmd_options_init(&o);
     if (option && spmd_options_set(&o, sl_str(option), &err) != SL_OK)
         fail_msg("option: %s", err.msg);
+    if (fx->module) { /* a test may partition twice */
+        ir_module_fini(fx->module);
+        fx->module = NULL;
+    }
     if (spmd_partition(in, &o, &fx->trace.sink, &fx->out, &fx->module, &err) != SL_OK)
         fail_msg("partition: %s", err.msg);
-    fx->text.len = 0; /* a test may partition twice */
+    fx->text.len = 0;
     hlo_print_module(fx->module, &fx->text);
     sl_buf_putc(&fx->text, '\0');
     if (getenv("SHARDLENS_TEST_DUMP"))
