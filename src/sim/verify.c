@@ -729,7 +729,7 @@ static SlStatus
 host_ref_infeed(void *user, const IrInstr *ins, int64_t dev, SimValue **out, SlError *err)
 {
     Host *h = user;
-    Feed *f;
+    Feed *f = NULL;
     int64_t k = h->ref_in[dev]++;
     SlStatus st = feed_slot(h, &h->in, k, ins, &f, err);
     if (st)
@@ -752,7 +752,7 @@ static SlStatus
 host_ref_outfeed(void *user, const IrInstr *ins, int64_t dev, const SimValue *data, SlError *err)
 {
     Host *h = user;
-    Feed *f;
+    Feed *f = NULL;
     SlStatus st = feed_slot(h, &h->out, h->ref_out[dev]++, ins, &f, err);
     if (st)
         return st;
