@@ -505,6 +505,34 @@ reserve_pending(IrModule *m)
 }
 
 SlSym
+ir_name_with_suffix(SlInterner *names, SlStr base, uint64_t n)
+{
+    /* "base.n", built on the stack unless the base is long. */
+    char digits[24];
+    size_t n_digits = 0;
+    for (uint64_t v = n; v; v /= 10)
+        digits[sizeof(digits) - ++n_digits] = (char)('0' + v % 10);
+    char small[128];
+    size_t len = base.len + 1 + n_digits;
+    SlBuf buf;
+    sl_buf_init(&buf);
+    char *text = small;
+    if (len > sizeof(small)) {
+        sl_buf_append(&buf, base.ptr, base.len);
+        sl_buf_append(&buf, ".", 1);
+        sl_buf_append(&buf, digits + sizeof(digits) - n_digits, n_digits);
+        text = buf.failed ? NULL : buf.data;
+    } else {
+        memcpy(small, base.ptr, base.len);
+        small[base.len] = '.';
+        memcpy(small + base.len + 1, digits + sizeof(digits) - n_digits, n_digits);
+    }
+    SlSym r = text ? sl_intern(names, (SlStr){text, len}) : NULL;
+    sl_buf_fini(&buf);
+    return r;
+}
+
+SlSym
 ir_module_unique_name(IrModule *m, SlStr want)
 {
     if (m->names_pending)
@@ -522,29 +550,7 @@ ir_module_unique_name(IrModule *m, SlStr want)
     }
     if (next == 0)
         next = 1;
-    /* "base.next", built on the stack unless the base is long. */
-    char digits[24];
-    size_t n_digits = 0;
-    for (uint64_t v = next; v; v /= 10)
-        digits[sizeof(digits) - ++n_digits] = (char)('0' + v % 10);
-    char small[128];
-    size_t len = base.len + 1 + n_digits;
-    SlBuf buf;
-    sl_buf_init(&buf);
-    char *text = small;
-    if (len > sizeof(small)) {
-        sl_buf_append(&buf, base.ptr, base.len);
-        sl_buf_append(&buf, ".", 1);
-        sl_buf_append(&buf, digits + sizeof(digits) - n_digits, n_digits);
-        text = buf.failed ? NULL : buf.data;
-    } else {
-        memcpy(small, base.ptr, base.len);
-        small[base.len] = '.';
-        memcpy(small + base.len + 1, digits + sizeof(digits) - n_digits, n_digits);
-    }
-    SlStr name = {text, len};
-    SlSym r = text ? sl_intern(m->names, name) : NULL;
-    sl_buf_fini(&buf);
+    SlSym r = ir_name_with_suffix(m->names, base, next);
     sl_map_put(&m->name_counters, SL_MAP_KEY(b), next + 1);
     return r;
 }

@@ -222,6 +222,8 @@ bool ir_module_set_name_counter(IrModule *m, SlSym base, uint64_t next);
 /* The rule every unique-name table shares: "foo.12" is base "foo" with suffix 12; a name with no
  * ".digits" suffix (or one of more than 15 digits) is its own base and gives -1. */
 int64_t ir_name_split(SlStr name, SlStr *base);
+/* Interns "base.n" (n in decimal); NULL when out of memory. */
+SlSym ir_name_with_suffix(SlInterner *names, SlStr base, uint64_t n);
 /* Instead of reserving names one by one while building: reserves every computation and
  * instruction name in `m` at the first ir_module_unique_name. */
 void ir_module_defer_names(IrModule *m);

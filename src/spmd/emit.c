@@ -249,28 +249,7 @@ take_name(SpmdCtx *cx, uint32_t k)
         return e->base;
     }
     uint64_t next = e->next;
-    char digits[24];
-    size_t n_digits = 0;
-    for (uint64_t v = next; v; v /= 10)
-        digits[sizeof(digits) - ++n_digits] = (char)('0' + v % 10);
-    SlStr base = sl_sym_str(e->base);
-    SlBuf buf;
-    sl_buf_init(&buf);
-    char small[128];
-    size_t len = base.len + 1 + n_digits;
-    char *text = small;
-    if (len > sizeof(small)) {
-        sl_buf_append(&buf, base.ptr, base.len);
-        sl_buf_append(&buf, ".", 1);
-        sl_buf_append(&buf, digits + sizeof(digits) - n_digits, n_digits);
-        text = buf.failed ? NULL : buf.data;
-    } else {
-        memcpy(small, base.ptr, base.len);
-        small[base.len] = '.';
-        memcpy(small + base.len + 1, digits + sizeof(digits) - n_digits, n_digits);
-    }
-    SlSym r = text ? sl_intern(cx->out->names, (SlStr){text, len}) : NULL;
-    sl_buf_fini(&buf);
+    SlSym r = ir_name_with_suffix(cx->out->names, sl_sym_str(e->base), next);
     e->next = next + 1;
     return r;
 }

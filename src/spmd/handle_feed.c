@@ -70,23 +70,38 @@ pad_to(SpmdCtx *cx, IrInstr *x, const IrShape *want)
     return spmd_emit_pad(cx, x, spmd_emit_constant_scalar(cx, want->dtype, 0), pads);
 }
 
+/* Starts conditional branch `k` of an infeed or outfeed (`what`): a new computation
+ * "<what>_branch_k" whose parameter 0 has `param_shape`, made the current computation (the
+ * caller restores cx->comp). The emitted parameter goes to *param; NULL when out of memory. */
+static IrComputation *
+open_branch(SpmdCtx *cx, const char *what, uint32_t k, const IrShape *param_shape,
+            IrInstr **param)
+{
+    char name[48], reason[48];
+    snprintf(name, sizeof(name), "%s_branch_%u", what, k);
+    snprintf(reason, sizeof(reason), "%s_token_param", what);
+    SlSym nm = spmd_unique_name(cx, sl_str(name));
+    IrComputation *c = nm ? ir_computation_new(cx->out, nm) : NULL;
+    IrShape ps = ir_shape_clone(cx->arena, param_shape);
+    IrInstr *pi = c ? ir_instr_new(cx->out, IR_OP_PARAMETER, &ps, NULL, 0) : NULL;
+    if (!pi)
+        return NULL;
+    pi->parameter_number = 0;
+    cx->comp = c;
+    *param = spmd_emit(cx, pi, reason);
+    return c;
+}
+
 /* One branch: parameter token, infeed with `shape`, data padded to `shard`. */
 static IrComputation *
 branch(SpmdCtx *cx, const IrInstr *hlo, const IrShape *shape, const IrShape *shard,
        const IrShape *token, uint32_t k)
 {
-    char name[48];
-    snprintf(name, sizeof(name), "infeed_branch_%u", k);
-    SlSym nm = spmd_unique_name(cx, sl_str(name));
-    IrComputation *c = nm ? ir_computation_new(cx->out, nm) : NULL;
-    IrShape ps = ir_shape_clone(cx->arena, token);
-    IrInstr *pi = c ? ir_instr_new(cx->out, IR_OP_PARAMETER, &ps, NULL, 0) : NULL;
-    if (!pi)
-        return NULL;
-    pi->parameter_number = 0;
     IrComputation *saved = cx->comp;
-    cx->comp = c;
-    IrInstr *param = spmd_emit(cx, pi, "infeed_token_param");
+    IrInstr *param;
+    IrComputation *c = open_branch(cx, "infeed", k, token, &param);
+    if (!c)
+        return NULL;
     IrInstr *els[2] = {param, NULL};
     IrShape ts = ir_shape_clone(cx->arena, &hlo->shape);
     ts.elems[0] = ir_shape_clone(cx->arena, shape);
@@ -316,18 +331,11 @@ static IrComputation *
 outfeed_branch(SpmdCtx *cx, const IrInstr *hlo, const IrShape *shape, const IrShape *pshape,
                uint32_t k)
 {
-    char name[48];
-    snprintf(name, sizeof(name), "outfeed_branch_%u", k);
-    SlSym nm = spmd_unique_name(cx, sl_str(name));
-    IrComputation *c = nm ? ir_computation_new(cx->out, nm) : NULL;
-    IrShape ps = ir_shape_clone(cx->arena, pshape);
-    IrInstr *pi = c ? ir_instr_new(cx->out, IR_OP_PARAMETER, &ps, NULL, 0) : NULL;
-    if (!pi)
-        return NULL;
-    pi->parameter_number = 0;
     IrComputation *saved = cx->comp;
-    cx->comp = c;
-    IrInstr *param = spmd_emit(cx, pi, "outfeed_token_param");
+    IrInstr *param;
+    IrComputation *c = open_branch(cx, "outfeed", k, pshape, &param);
+    if (!c)
+        return NULL;
     IrInstr *ops[2] = {param ? spmd_emit_gte(cx, param, 0) : NULL,
                        param ? spmd_emit_gte(cx, param, 1) : NULL};
     ops[0] = ops[0] ? slice_to(cx, ops[0], shape) : NULL;
