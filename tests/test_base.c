@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -483,6 +484,65 @@ test_arena_big_chunks(void **state)
     assert_int_equal(a.total_bytes, 0);
 }
 
+/* A mapped input that shrinks under the reader: the child reads a page past the new end
+ * while it streams an output file; it must exit 2 naming the input, and leave neither the
+ * temporary nor the destination behind. */
+static void
+test_file_text_truncated_while_read(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/shardlens_test_shrinkXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    char chunk[3 * 4096];
+    memset(chunk, 'x', sizeof(chunk));
+    assert_int_equal(write(fd, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+    close(fd);
+    char out[sizeof(path) + 8];
+    snprintf(out, sizeof(out), "%s.out", path);
+    int errp[2];
+    assert_int_equal(pipe(errp), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(errp[1], STDERR_FILENO);
+        close(errp[0]);
+        SlFileText t;
+        SlError err = {0};
+        SlOutFile o;
+        if (sl_file_text_load(&t, path, &err) != SL_OK || !t.map)
+            _exit(10);
+        if (sl_out_open(&o, out) != SL_OK || sl_out_write(&o, "partial", 7) != SL_OK)
+            _exit(11);
+        sl_file_text_release(&t); /* the next read faults the page in again */
+        if (truncate(path, 100) != 0)
+            _exit(12);
+        volatile char c = t.text.ptr[2 * 4096]; /* past the new end: SIGBUS */
+        (void)c;
+        _exit(13);
+    }
+    close(errp[1]);
+    char msg[512] = {0};
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof(msg) - 1 && (r = read(errp[0], msg + got, sizeof(msg) - 1 - got)) > 0)
+        got += (size_t)r;
+    close(errp[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 2);
+    assert_non_null(strstr(msg, path));
+    assert_non_null(strstr(msg, "error: the file changed while it was being read"));
+    struct stat st;
+    char tmp[sizeof(out) + 32];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", out, (long)pid);
+    assert_int_not_equal(stat(tmp, &st), 0); /* the temporary was removed */
+    assert_int_not_equal(stat(out, &st), 0); /* and the destination never appeared */
+    unlink(path);
+}
+
 int
 main(void)
 {
@@ -501,6 +561,7 @@ main(void)
         cmocka_unit_test(test_intern_slot_forms),
         cmocka_unit_test(test_out_file_commit_and_abort),
         cmocka_unit_test(test_file_text_mapped_and_released),
+        cmocka_unit_test(test_file_text_truncated_while_read),
         cmocka_unit_test(test_arena_extend_in_place),
         cmocka_unit_test(test_arena_big_chunks),
         cmocka_unit_test(test_arena_release_reuses_chunk),

@@ -543,6 +543,61 @@ test_check_callee_after_caller(void **state)
     ir_module_fini(m);
 }
 
+/* Dead code: chains of unused values go (a dead all-reduce, the reducer only it called, the
+ * constant feeding a dead add); side effects, parameters and roots stay, and so does a dead
+ * while whose body writes an outfeed. */
+static void
+test_remove_dead(void **state)
+{
+    Fixture *fx = *state;
+    static const char text[] =
+        "HloModule dce, num_partitions=2\n"
+        "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+        "  ROOT s = f32[] add(a, b)\n}\n"
+        "cond {\n  cp = (s32[], token[]) parameter(0)\n  ci = s32[] get-tuple-element(cp), index=0\n"
+        "  k = s32[] constant(3)\n  ROOT lt = pred[] compare(ci, k), direction=LT\n}\n"
+        "body {\n  bp = (s32[], token[]) parameter(0)\n  bi = s32[] get-tuple-element(bp), index=0\n"
+        "  bt = token[] get-tuple-element(bp), index=1\n"
+        "  of = token[] outfeed(bi, bt), outfeed_shape=s32[]\n"
+        "  ROOT bn = (s32[], token[]) tuple(bi, of)\n}\n"
+        "ENTRY main {\n  p = f32[4] parameter(0)\n  unused = f32[4] parameter(1)\n"
+        "  c = f32[4] constant({1, 2, 3, 4})\n  dead_add = f32[4] add(p, c)\n"
+        "  dead_ar = f32[4] all-reduce(dead_add), channel_id=1, replica_groups={{0,1}}, "
+        "use_global_device_ids=true, to_apply=sum\n"
+        "  r = f32[4] rng(p, p), distribution=rng_uniform\n"
+        "  z = s32[] constant(0)\n  t = token[] after-all()\n"
+        "  init = (s32[], token[]) tuple(z, t)\n"
+        "  w = (s32[], token[]) while(init), condition=cond, body=body\n"
+        "  ROOT out = f32[4] negate(p)\n}\n";
+    IrModule *m = NULL;
+    SlError err = {0};
+    assert_int_equal(hlo_parse(&fx->arena, &fx->names, sl_str(text), "t.hlo", &m, &err), SL_OK);
+    SlVec removed = {0};
+    assert_int_equal(ir_module_remove_dead(m, &fx->arena, &removed), 3 + 3);
+    assert_int_equal(removed.len, 6);
+    char names[256] = "";
+    for (size_t k = 0; k < removed.len; k++) {
+        strcat(names, sl_sym_cstr(SL_VEC_AT(&removed, IrInstr *, k)->name));
+        strcat(names, " ");
+    }
+    /* entry users before operands, then the uncalled reducer's instructions */
+    assert_string_equal(names, "dead_ar dead_add c a b s ");
+    sl_vec_fini(&removed);
+    assert_null(ir_module_find_computation(m, sl_intern_cstr(&fx->names, "sum")));
+    assert_int_equal(m->n_comps, 3);
+    const IrComputation *e = m->entry;
+    char kept[256] = "";
+    for (uint32_t k = 0; k < e->n_instrs; k++) {
+        strcat(kept, sl_sym_cstr(e->instrs[k]->name));
+        strcat(kept, " ");
+    }
+    assert_string_equal(kept, "p unused r z t init w out ");
+    /* what is left still checks, and a second pass finds nothing */
+    assert_int_equal(ir_module_check(m, "t.hlo", &err), SL_OK);
+    assert_int_equal(ir_module_remove_dead(m, &fx->arena, NULL), 0);
+    ir_module_fini(m);
+}
+
 int
 main(void)
 {
@@ -554,6 +609,7 @@ main(void)
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_check_callee_after_caller, fixture_setup,
                                         fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_remove_dead, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

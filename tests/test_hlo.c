@@ -388,17 +388,17 @@ test_decoded_ir(void **state)
     int64_t ch;
     assert_true(ir_instr_int_attr(ar, IR_ATTR_CHANNEL_ID, &ch) && ch == 1);
     const IrAttr *g = ir_instr_find_attr(ar, IR_ATTR_REPLICA_GROUPS);
-    assert_false(g->u.groups.is_iota);
-    assert_int_equal(g->u.groups.n_groups, 2);
-    assert_int_equal(g->u.groups.ids[2], 2);
+    assert_false(g->u.groups->is_iota);
+    assert_int_equal(g->u.groups->n_groups, 2);
+    assert_int_equal(g->u.groups->ids[2], 2);
     assert_true(ir_instr_find_attr(ar, IR_ATTR_USE_GLOBAL_DEVICE_IDS)->u.b);
     assert_int_equal(ar->src_line, 11);
     assert_int_equal(ar->src_col, 3);
 
     const IrAttr *ig = ir_instr_find_attr(find_instr(e, "ag"), IR_ATTR_REPLICA_GROUPS);
-    assert_true(ig->u.groups.is_iota);
+    assert_true(ig->u.groups->is_iota);
     int64_t ids[4];
-    ir_iota_expand(&ig->u.groups.iota, ids);
+    ir_iota_expand(&ig->u.groups->iota, ids);
     assert_int_equal(ids[0], 0);
     assert_int_equal(ids[1], 2);
     assert_int_equal(ids[2], 1);
@@ -438,7 +438,7 @@ test_decoded_ir(void **state)
                                "\"foo\""));
     const IrAttr *other = &cc->attrs[cc->n_attrs - 1];
     assert_int_equal(other->key, IR_ATTR_OTHER);
-    assert_string_equal(sl_sym_cstr(other->other_key), "some_flag");
+    assert_string_equal(sl_sym_cstr(other->u.other.key), "some_flag");
     assert_true(sl_str_eq_cstr(other->u.text, "-1.5e3"));
     const IrAttr *comps = ir_instr_find_attr(cc, IR_ATTR_CALLED_COMPUTATIONS);
     assert_int_equal(comps->u.comps.n, 1);
@@ -610,15 +610,16 @@ test_print_attr_values(void **state)
 
     sl_buf_clear(&b);
     int64_t dims[2] = {2, 4}, reshape[2] = {4, 2}, perm[2] = {0, 1};
+    IrReplicaGroups rg = {.is_iota = true,
+                          .iota = {.n_dims = 2, .dims = dims, .n_reshape = 2, .reshape = reshape,
+                                   .perm = perm}};
     IrAttr g = {.key = IR_ATTR_REPLICA_GROUPS};
-    g.u.groups.is_iota = true;
-    g.u.groups.iota = (IrIota){.n_dims = 2, .dims = dims, .n_reshape = 2, .reshape = reshape,
-                               .perm = perm};
+    g.u.groups = &rg;
     hlo_print_attr_value(&g, &b);
     assert_string_equal(b.data, "[2,4]<=[4,2]"); /* identity transpose is not printed */
 
     sl_buf_clear(&b);
-    IrAttr e = {.key = IR_ATTR_REPLICA_GROUPS};
+    IrAttr e = {.key = IR_ATTR_REPLICA_GROUPS}; /* no groups: all devices */
     hlo_print_attr_value(&e, &b);
     assert_string_equal(b.data, "{}");
     sl_buf_fini(&b);

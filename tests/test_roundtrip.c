@@ -190,7 +190,8 @@ same_ir(const IrModule *a, const IrModule *b, char *why, size_t cap)
                 ok = x->operands[o]->name == y->operands[o]->name;
             for (uint32_t t = 0; ok && t < x->n_attrs; t++)
                 ok = x->attrs[t].key == y->attrs[t].key &&
-                     x->attrs[t].other_key == y->attrs[t].other_key;
+                     (x->attrs[t].key != IR_ATTR_OTHER ||
+                      x->attrs[t].u.other.key == y->attrs[t].u.other.key);
             if (!ok) {
                 snprintf(why, cap, "instruction %s differs", sl_sym_cstr(x->name));
                 return false;

@@ -492,7 +492,7 @@ test_dus_constant_indices(void **state)
     expect_text(fx, "= pred[10,32] dynamic-slice(%pad,", 1);
     expect_text(fx, "= pred[128,32] pad(%dynamic-slice.1, %constant.1), padding=59_59x0_0", 1);
     expect_text(fx, "= s32[10,59] pad(%update.1, %constant.2), padding=0_0x27_27", 1);
-    expect_text(fx, "= s32[] constant(27)", 2); /* the start and the update's window step */
+    expect_text(fx, "= s32[] constant(27)", 1); /* the window step; the start's clone was dead */
     expect_text(fx, "= s32[10,32] dynamic-slice(%pad.2,", 1);
     expect_text(fx, "= s32[128,32] pad(%dynamic-slice.3, %constant.2), padding=59_59x0_0", 1);
     expect_text(fx, "ROOT %select = s32[128,32] select(%pad.1, %input.1, %pad.3)", 1);
@@ -544,6 +544,81 @@ test_dus_constant_indices(void **state)
     " condition=cond,"                                                                             \
     " sharding={{replicated}, {devices=[1,4,1]<=[4]}, {replicated}, {replicated}}\n"              \
     "}\n"
+
+/* No collective emitted on behalf of source instruction `src` (trace "emit X <- src"). */
+static void
+expect_no_collective_from(Fixture *fx, const char *src)
+{
+    static const char *const k_colls[] = {"all-gather", "all-reduce", "all-to-all",
+                                          "collective-permute", "reduce-scatter"};
+    char *log = sl_arena_strndup(&fx->in, fx->trace.log.data, fx->trace.log.len);
+    char tail[64];
+    snprintf(tail, sizeof(tail), " <- %s\n", src);
+    for (char *line = log; line && *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
+        for (size_t k = 0; k < SL_COUNTOF(k_colls); k++) {
+            size_t n = strlen(k_colls[k]), t = strlen(tail);
+            if (len > t && !strncmp(line, "emit ", 5) && !strncmp(line + 5, k_colls[k], n) &&
+                !strncmp(line + len - t, tail, t))
+                fail_msg("%s emitted a collective: %.*s", src, (int)len, line);
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+}
+
+#define DUS_OF_SLICE(shape, slice, start)                                                          \
+    "HloModule t, num_partitions=4\n\nENTRY main {\n"                                              \
+    "  input = s32[16] parameter(0), sharding={devices=[4]<=[4]}\n"                               \
+    "  other = s32[16] parameter(1), sharding={devices=[4]<=[4]}\n"                               \
+    "  s = s32[" shape "] slice(other), slice={[" slice "]}\n"                                    \
+    "  c = s32[] constant(" start ")\n"                                                           \
+    "  ROOT d = s32[16] dynamic-update-slice(input, s, c), sharding={devices=[4]<=[4]}\n}\n"
+
+/* DUS whose update is a slice of a value sharded like it (enzyme option, constant starts):
+ * rows 3..10 of `other` go to rows 3..10, so every shard's piece is its own shard of `other`;
+ * on the unsharded dim, columns 1..4 land at 2..5: the local shard is cut to columns 0..4 and
+ * padded by one on the left. The select reads that directly: the DUS moves no data. */
+static void
+test_dus_slice_update_aligned(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule t, num_partitions=4\n\nENTRY main {\n"
+              "  input = s32[16,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+              "  other = s32[16,6] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+              "  s = s32[8,4] slice(other), slice={[3:11], [1:5]}\n"
+              "  c3 = s32[] constant(3)\n  c2 = s32[] constant(2)\n"
+              "  ROOT d = s32[16,6] dynamic-update-slice(input, s, c3, c2), "
+              "sharding={devices=[4,1]<=[4]}\n}\n",
+              "enable_enzyme_opt=true");
+    expect_text(fx, "s32[4,5] slice(%other.1), slice={[0:4], [0:5]}", 1);
+    expect_text(fx, "s32[4,6] pad(%slice.3, %constant.7), padding=0_0x1_0", 1);
+    expect_text(fx, "ROOT %select = s32[4,6] select(%pad.1, %input.1, %pad.2)", 1);
+    expect_decision(fx, "decision d dynamic-update-slice slice-update-local");
+    expect_no_collective_from(fx, "d");
+}
+
+/* The slice [5:7] and the DUS range [4:6] both lie in shard 1: each shard slices [1:3] of its
+ * own shard of `other` and pads it to [0:2] (XLA's DynamicUpdateSliceOfSliceUpdateSingleShard
+ * Free); at start 6 the piece is padded to [2:4] instead. A slice across two shards ([3:5])
+ * does not place locally: the update is padded as a whole (all-reduce), as before. */
+static void
+test_dus_slice_update_single_shard(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx, DUS_OF_SLICE("2", "5:7", "4"), "enable_enzyme_opt=true");
+    expect_text(fx, "%slice.2 = s32[2] slice(%other.1), slice={[1:3]}", 1);
+    expect_text(fx, "%pad.1 = s32[4] pad(%slice.2, %constant.13), padding=0_2", 1);
+    expect_text(fx, "ROOT %select.1 = s32[4] select(%dynamic-slice.5, %input.1, %pad.1)", 1);
+    expect_no_collective_from(fx, "d");
+    partition(fx, DUS_OF_SLICE("2", "5:7", "6"), "enable_enzyme_opt=true");
+    expect_text(fx, "%pad.1 = s32[4] pad(%slice.2, %constant.13), padding=2_0", 1);
+    expect_no_collective_from(fx, "d");
+    partition(fx, DUS_OF_SLICE("2", "3:5", "4"), "enable_enzyme_opt=true");
+    expect_text(fx, "s32[16] pad(%all-reduce, %constant.13), padding=4_10", 1);
+    expect_text(fx, "slice-update-local", 0);
+}
 
 /* The carried element is an iota along dim 1 outside the loop and the body passes it on
  * unchanged: both index rows are iotas (dims 1 and 2), so the scatter is index-parallel on
@@ -613,6 +688,10 @@ main(void)
         cmocka_unit_test_setup_teardown(test_scatter_parallel_dim_while_not_invariant,
                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_dus_constant_indices, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_dus_slice_update_aligned, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_dus_slice_update_single_shard, fixture_setup,
                                         fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,6 +5,8 @@
 
 #include "spmd_test_util.h"
 
+#include "sharding/shd.h"
+
 #define HDR(n) "HloModule t, num_partitions=" #n "\n\n"
 #define SUM "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\n"
 
@@ -266,6 +268,73 @@ static const struct {
             "ENTRY main {\n  p = f32[8] parameter(0), sharding={devices=[2]<=[2]}\n"
             "  ROOT w = f32[8] while(p), condition=cond, body=body, sharding={devices=[2]<=[2]}\n}\n",
      2, "f32[4] negate(|f32[4] while(%p.1)", " all-"},
+    /* scan sharded off its scan dim: shard-local, the body rebuilt for f32[2] slices (the
+     * broadcast of a scalar follows its users' dims), no communication */
+    {"scan_non_scan_dim_local",
+     HDR(4) "body {\n  a = f32[8] parameter(0)\n  c = f32[8] parameter(1)\n"
+            "  two = f32[] constant(2)\n  b = f32[8] broadcast(two), dimensions={}\n"
+            "  m = f32[8] multiply(a, b)\n  s = f32[8] add(m, c)\n"
+            "  ROOT t = (f32[8], f32[8]) tuple(s, s)\n}\n\n"
+            "ENTRY main {\n  p = f32[8,10] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+            "  i = f32[8] parameter(1), sharding={devices=[4]<=[4]}\n"
+            "  ROOT r = (f32[8,10], f32[8]) scan(p, i), dimensions={1}, num_carries=1, "
+            "is_associative=true, to_apply=body, "
+            "sharding={{devices=[4,1]<=[4]}, {devices=[4]<=[4]}}\n}\n",
+     4, "%body.spmd (a.1: f32[2], c.1: f32[2]) -> (f32[2], f32[2])|"
+        "%b.1 = f32[2] broadcast(%two.1), dimensions={}|%s.1 = f32[2] add(%m.1, %c.1)|"
+        "ROOT %r.1 = (f32[2,10], f32[2]) scan(%p.1, %i.1), dimensions={1}, num_carries=1, "
+        "is_associative=true, to_apply=%body.spmd",
+     " all-"},
+    /* sharded on the scan dim (not associative): the tiles move to dim 0 (all-to-all), the
+     * scan runs over all 12 steps on f32[2] slices, the carry comes back by all-gather */
+    {"scan_dim_tiles_moved",
+     HDR(4) "body {\n  a = f32[8] parameter(0)\n  c = f32[8] parameter(1)\n"
+            "  s = f32[8] add(a, c)\n  ROOT t = (f32[8], f32[8]) tuple(s, s)\n}\n\n"
+            "ENTRY main {\n  p = f32[8,12] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+            "  i = f32[8] parameter(1), sharding={replicated}\n"
+            "  ROOT r = (f32[8,12], f32[8]) scan(p, i), dimensions={1}, num_carries=1, "
+            "to_apply=body, sharding={{devices=[1,4]<=[4]}, {replicated}}\n}\n",
+     4, "f32[4,2,3] all-to-all(%reshape), channel_id=1, replica_groups=[1,4]<=[4], "
+        "dimensions={0}|f32[2] dynamic-slice(%i.1, %reshape.2), dynamic_slice_sizes={2}|"
+        "%r.1 = (f32[2,12], f32[2]) scan(%reshape.1, %dynamic-slice.1), dimensions={1}, "
+        "num_carries=1, to_apply=%body.spmd|f32[8] all-gather(%get-tuple-element.1)",
+     NULL},
+    /* associative, sharded on the scan dim: parallel prefix. Shard totals (a scan of slices
+     * 1..2 seeded with slice 0), one all-gather of the f32[8,1] totals, a scan of the four
+     * totals from the init, then the local scan from the neighbour's prefix (the init on
+     * shard 0); the final carry is the stack scan's */
+    {"scan_parallel_prefix",
+     HDR(4) "body {\n  a = f32[8] parameter(0)\n  c = f32[8] parameter(1)\n"
+            "  m = f32[8] maximum(a, c)\n  ROOT t = (f32[8], f32[8]) tuple(m, m)\n}\n\n"
+            "ENTRY main {\n  p = f32[8,12] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+            "  i = f32[8] parameter(1), sharding={replicated}\n"
+            "  ROOT r = (f32[8,12], f32[8]) scan(p, i), dimensions={1}, num_carries=1, "
+            "is_associative=true, to_apply=body, "
+            "sharding={{devices=[1,4]<=[4]}, {replicated}}\n}\n",
+     4, "%slice = f32[8,1] slice(%p.1), slice={[0:8], [0:1]}|"
+        "%slice.1 = f32[8,2] slice(%p.1), slice={[0:8], [1:3]}|"
+        "%r.1 = (f32[8,2], f32[8]) scan(%slice.1, %reshape)|"
+        "%all-gather = f32[8,4] all-gather(%reshape.1), channel_id=1, replica_groups=[1,4]<=[4], "
+        "dimensions={1}|%r.2 = (f32[8,4], f32[8]) scan(%all-gather, %i.1)|"
+        "%maximum = s32[] maximum(%subtract, %constant.1)|"
+        "f32[8,1] dynamic-slice(%get-tuple-element.1, %constant.1, %maximum)|"
+        "%select = f32[8] select(%broadcast, %i.1, %reshape.3)|"
+        "%r.3 = (f32[8,3], f32[8]) scan(%p.1, %select)|"
+        "ROOT %tuple = (f32[8,3], f32[8]) tuple(%get-tuple-element.2, %get-tuple-element.3)",
+     " all-reduce"},
+    /* a body op the rebuild does not model (reverse): the scan runs replicated, on the
+     * source body */
+    {"scan_body_unmodeled_replicated",
+     HDR(4) "body {\n  a = f32[8] parameter(0)\n  c = f32[8] parameter(1)\n"
+            "  v = f32[8] reverse(a), dimensions={0}\n  s = f32[8] add(v, c)\n"
+            "  ROOT t = (f32[8], f32[8]) tuple(s, s)\n}\n\n"
+            "ENTRY main {\n  p = f32[8,10] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+            "  i = f32[8] parameter(1), sharding={devices=[4]<=[4]}\n"
+            "  ROOT r = (f32[8,10], f32[8]) scan(p, i), dimensions={1}, num_carries=1, "
+            "to_apply=body, sharding={{devices=[4,1]<=[4]}, {devices=[4]<=[4]}}\n}\n",
+     4, "f32[8,10] all-gather(%p.1)|%r.1 = (f32[8,10], f32[8]) scan(%all-gather, "
+        "%all-gather.1), dimensions={1}, num_carries=1, to_apply=%body.1",
+     "body.spmd"},
 };
 
 static void
@@ -371,6 +440,261 @@ test_name_split(void **state)
     }
 }
 
+/* ---- original-value recovery table ---- */
+
+/* The ids of an instruction's replica groups as "{a,b},{c,d}" (iota form expanded). */
+static void
+groups_text(const IrInstr *i, char *out, size_t cap)
+{
+    const IrAttr *a = ir_instr_find_attr(i, IR_ATTR_REPLICA_GROUPS);
+    assert_non_null(a);
+    const IrReplicaGroups *g = a->u.groups;
+    int64_t ids[64];
+    uint32_t n_groups = g->n_groups, size = 0;
+    const int64_t *v = g->ids;
+    if (g->is_iota) {
+        assert_true(ir_iota_count(&g->iota) <= (int64_t)SL_COUNTOF(ids));
+        ir_iota_expand(&g->iota, ids);
+        n_groups = (uint32_t)g->iota.dims[0];
+        size = (uint32_t)g->iota.dims[1];
+        v = ids;
+    }
+    size_t w = 0;
+    out[0] = '\0';
+    for (uint32_t k = 0, at = 0; k < n_groups && w < cap; k++) {
+        uint32_t gs = g->is_iota ? size : g->group_sizes[k];
+        w += (size_t)snprintf(out + w, cap - w, "%s{", k ? "," : "");
+        for (uint32_t j = 0; j < gs && w < cap; j++, at++)
+            w += (size_t)snprintf(out + w, cap - w, "%s%lld", j ? "," : "", (long long)v[at]);
+        if (w < cap)
+            w += (size_t)snprintf(out + w, cap - w, "}");
+    }
+}
+
+static void
+want_shape(const IrInstr *i, IrOp op, const char *shape)
+{
+    SlBuf b;
+    sl_buf_init(&b);
+    ir_shape_print(&i->shape, false, &b);
+    sl_buf_putc(&b, '\0');
+    if (i->op != op || strcmp(b.data, shape))
+        fail_msg("%%%s: %s %s, want %s %s", sl_sym_cstr(i->name), ir_op_name(i->op), b.data,
+                 ir_op_name(op), shape);
+    sl_buf_fini(&b);
+}
+
+static int64_t
+ag_dim(const IrInstr *i)
+{
+    const int64_t *d = NULL;
+    assert_int_equal(ir_instr_ints_attr(i, IR_ATTR_DIMENSIONS, &d), 1);
+    return d[0];
+}
+
+/* XLA's OriginalValueWithTransposedShardingAnnotation: the sharded add's original value is
+ * recovered by a module that gathers dim 1 then dim 0 of the transposed iota tiling and slices
+ * the padding off dim 0 (5 over 8 shards); the printed table parses back to the same text. */
+static void
+test_origin_recovery_transposed(void **state)
+{
+    (void)state;
+    PartRun r;
+    const char *hlo =
+        HDR(16) "ENTRY entry {\n"
+                "  p1 = f32[5,1024,1024] parameter(0), sharding={devices=[8,2,1]<=[2,4,2]T(2,1,0)}\n"
+                "  p2 = f32[5,1024,1024] parameter(1), sharding={replicated}\n"
+                "  ROOT add = f32[5,1024,1024]{2,1,0} add(p1, p2), "
+                "sharding={devices=[8,2,1]<=[2,4,2]T(2,1,0)}, origin={{\"broadcast.443\"}}\n}\n";
+    assert_int_equal(part_run(&r, hlo, 16), SL_OK);
+    assert_int_equal(r.dst->n_recovery, 1);
+    const IrRecovery *e = &r.dst->recovery[0];
+    assert_true(sl_str_eq_cstr(e->old.name, "broadcast.443") && e->old.n_index == 0);
+    assert_true(sl_str_eq_cstr(e->now.name, "broadcast.443__ovp0"));
+    assert_non_null(e->module);
+    assert_ptr_equal(ir_module_find_recovery(r.dst, &e->old), e);
+    const IrComputation *c = e->module->entry;
+    assert_int_equal(c->n_instrs, 5);
+    want_shape(c->instrs[0], IR_OP_PARAMETER, "f32[1,512,1024]");
+    SlBuf b;
+    sl_buf_init(&b);
+    shd_print(ir_instr_sharding(c->instrs[0]), &b);
+    sl_buf_putc(&b, '\0');
+    assert_string_equal(b.data, "{devices=[8,2,1]<=[2,4,2]T(2,1,0)}");
+    sl_buf_fini(&b);
+    want_shape(c->instrs[1], IR_OP_PARTITION_ID, "u32[]");
+    char g[256];
+    want_shape(c->instrs[2], IR_OP_ALL_GATHER, "f32[1,1024,1024]");
+    assert_int_equal(ag_dim(c->instrs[2]), 1);
+    groups_text(c->instrs[2], g, sizeof(g));
+    assert_string_equal(g, "{0,8},{2,10},{4,12},{6,14},{1,9},{3,11},{5,13},{7,15}");
+    want_shape(c->instrs[3], IR_OP_ALL_GATHER, "f32[8,1024,1024]");
+    assert_int_equal(ag_dim(c->instrs[3]), 0);
+    assert_ptr_equal(c->instrs[3]->operands[0], c->instrs[2]);
+    groups_text(c->instrs[3], g, sizeof(g));
+    assert_string_equal(g, "{0,2,4,6,1,3,5,7},{8,10,12,14,9,11,13,15}");
+    want_shape(c->instrs[4], IR_OP_SLICE, "f32[5,1024,1024]");
+    assert_ptr_equal(c->root, c->instrs[4]);
+    /* the shard carries the placeholder; the table is printed in the header */
+    expect_all("transposed", r.text.data,
+               "origin_recovery_table={\n  {\"broadcast.443\"} : {\"broadcast.443__ovp0\"},\n"
+               "  \"\n    HloModule recovery_module, entry_computation_layout="
+               "{(f32[1,512,1024]{2,1,0})->f32[5,1024,1024]{2,1,0}}\n|"
+               "    ENTRY %recovery_computation (param: f32[1,512,1024]) -> f32[5,1024,1024] {\n"
+               "      %param = f32[1,512,1024]{2,1,0} parameter(0), sharding=|"
+               "      %partition-id = u32[] partition-id()\n|"
+               "channel_id=1, replica_groups=|channel_id=2, replica_groups=|"
+               "      ROOT %slice = f32[5,1024,1024] slice(%all-gather.1), "
+               "slice={[0:5], [0:1024], [0:1024]}\n    }\n\n\n  \"\n}\n\n\nENTRY %entry|"
+               "origin={{\"broadcast.443__ovp0\"}}");
+    assert_int_equal(count_of(r.text.data, "origin={{\"broadcast.443\"}}"), 0);
+    /* round trip: the table parses back, and prints the same */
+    IrModule *back = NULL;
+    SlError err = {0};
+    assert_int_equal(hlo_parse(&r.out, &r.names, sl_buf_str(&r.text), "printed", &back, &err),
+                     SL_OK);
+    assert_int_equal(back->n_recovery, 1);
+    assert_int_equal(back->recovery[0].module->entry->n_instrs, 5);
+    SlBuf again;
+    sl_buf_init(&again);
+    hlo_print_module(back, &again);
+    assert_true(sl_str_eq(sl_buf_str(&again), sl_buf_str(&r.text)));
+    sl_buf_fini(&again);
+    ir_module_fini(back);
+    part_free(&r);
+}
+
+/* A tuple: the sharded leaf (6 rows over 4, uneven) gets a recovery module and a placeholder,
+ * the replicated scalar leaf keeps its array without an entry; a placeholder of a placeholder
+ * counts up; manual values lose their origin; replicated ones keep it and record nothing. */
+static void
+test_origin_recovery_cases(void **state)
+{
+    (void)state;
+    PartRun r;
+    const char *tuple =
+        HDR(4) "ENTRY main {\n  p = f32[6,4] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+               "  s = f32[] parameter(1), sharding={replicated}\n"
+               "  ROOT t = (f32[6,4], f32[]) tuple(p, s), sharding={{devices=[4,1]<=[4]}, "
+               "{replicated}}, origin={({\"t\" {0}}, {\"t\" {1}})}\n}\n";
+    assert_int_equal(part_run(&r, tuple, 4), SL_OK);
+    assert_int_equal(r.dst->n_recovery, 1);
+    const IrRecovery *e = &r.dst->recovery[0];
+    assert_true(sl_str_eq_cstr(e->old.name, "t") && e->old.n_index == 1 && e->old.index[0] == 0);
+    assert_true(sl_str_eq_cstr(e->now.name, "t__ovp0") && e->now.n_index == 1 &&
+                e->now.index[0] == 0);
+    const IrComputation *c = e->module->entry;
+    assert_int_equal(c->n_instrs, 4);
+    want_shape(c->instrs[0], IR_OP_PARAMETER, "f32[2,4]");
+    want_shape(c->instrs[2], IR_OP_ALL_GATHER, "f32[8,4]");
+    assert_int_equal(ag_dim(c->instrs[2]), 0);
+    char g[128];
+    groups_text(c->instrs[2], g, sizeof(g));
+    assert_string_equal(g, "{0,1,2,3}");
+    want_shape(c->root, IR_OP_SLICE, "f32[6,4]");
+    expect_all("tuple", r.text.data, "origin={({\"t__ovp0\" {0}}, {\"t\" {1}})}");
+    part_free(&r);
+
+    const char *again =
+        HDR(2) "ENTRY main {\n  p = f32[8] parameter(0), sharding={devices=[2]<=[2]}, "
+               "origin={{\"w__ovp3\"}}\n  ROOT n = f32[8] negate(p), sharding={replicated}\n}\n";
+    assert_int_equal(part_run(&r, again, 2), SL_OK);
+    assert_int_equal(r.dst->n_recovery, 1);
+    assert_true(sl_str_eq_cstr(r.dst->recovery[0].now.name, "w__ovp4"));
+    expect_all("again", r.text.data, "parameter(0), sharding={devices=[2]<=[2]}, "
+                                     "origin={{\"w__ovp4\"}}");
+    part_free(&r);
+
+    const char *manual =
+        HDR(2) "ENTRY main {\n  p = f32[8] parameter(0), sharding={devices=[2]<=[2]}\n"
+               "  ROOT m = f32[4] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", "
+               "sharding={manual}, origin={{\"m\"}}\n}\n";
+    assert_int_equal(part_run(&r, manual, 2), SL_OK);
+    assert_int_equal(r.dst->n_recovery, 0);
+    assert_null(strstr(r.text.data, "origin="));
+    part_free(&r);
+
+    const char *repl =
+        HDR(2) "ENTRY main {\n  p = f32[8] parameter(0), sharding={replicated}, "
+               "origin={{\"q\"}}\n  ROOT n = f32[8] negate(p), sharding={replicated}\n}\n";
+    assert_int_equal(part_run(&r, repl, 2), SL_OK);
+    assert_int_equal(r.dst->n_recovery, 0);
+    expect_all("replicated", r.text.data, "parameter(0), |origin={{\"q\"}}");
+    assert_null(strstr(r.text.data, "origin_recovery_table"));
+    part_free(&r);
+}
+
+/* origin_recovery_table text: entries parse into the module's table (a nested table inside a
+ * recovery module's quoted text included), print sorted and back; malformed tables are errors
+ * at the offending token. */
+static void
+test_origin_recovery_table_text(void **state)
+{
+    (void)state;
+#define BODY "\n\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
+    static const struct {
+        const char *name, *table;
+        SlStatus want;
+        uint32_t col; /* of the error on line 1 */
+    } k[] = {
+        {"sorted",      "{{\"b\"} : {\"b__ovp0\"} {\"a\" {1,0}} : {\"c\"}}", SL_OK,          0 },
+        {"nested",      "{{\"a\"} : {\"b\"}, \"HloModule r, origin_recovery_table={{\\\"x\\\"}"
+                        " : {\\\"y\\\"}}" BODY "\"}",                         SL_OK,          0 },
+        {"no_colon",    "{{\"a\"} {\"b\"}}",                                  SL_ERR_PARSE,   43},
+        {"twice",       "{{\"a\"} : {\"b\"} {\"a\"} : {\"c\"}}",              SL_ERR_INVALID, 51},
+        {"bad_index",   "{{\"a\" {0,x}} : {\"b\"}}",                          SL_ERR_PARSE,   45},
+        {"not_module",  "{{\"a\"} : {\"b\"}, 3}",                             SL_ERR_PARSE,   52},
+        {"bad_module",  "{{\"a\"} : {\"b\"}, \"HloModule r\"}",               SL_ERR_PARSE,   52},
+    };
+    for (size_t i = 0; i < SL_COUNTOF(k); i++) {
+        SlArena arena;
+        SlInterner names;
+        sl_arena_init(&arena);
+        sl_interner_init(&names, &arena);
+        char text[1024];
+        snprintf(text, sizeof(text), "HloModule m, origin_recovery_table=%s" BODY, k[i].table);
+        IrModule *m = NULL, *back = NULL;
+        SlError err = {0};
+        SlStatus st = hlo_parse(&arena, &names, sl_str(text), "t.hlo", &m, &err);
+        if (st != k[i].want || (st != SL_OK && (err.loc.line != 1 || err.loc.col != k[i].col)))
+            fail_msg("%s: got %s at %u:%u: %s", k[i].name, sl_status_name(st), err.loc.line,
+                     err.loc.col, err.msg);
+        if (st == SL_OK) {
+            SlBuf p1, p2;
+            sl_buf_init(&p1);
+            sl_buf_init(&p2);
+            hlo_print_module(m, &p1);
+            sl_buf_putc(&p1, '\0');
+            assert_int_equal(hlo_parse(&arena, &names, sl_str(p1.data), "p", &back, &err), SL_OK);
+            hlo_print_module(back, &p2);
+            sl_buf_putc(&p2, '\0');
+            assert_string_equal(p1.data, p2.data);
+            if (i == 0) {
+                assert_int_equal(m->n_recovery, 2);
+                assert_null(m->recovery[0].module);
+                expect_all(k[i].name, p1.data,
+                           "origin_recovery_table={\n  {\"a\" {1,0}} : {\"c\"}\n"
+                           "  {\"b\"} : {\"b__ovp0\"}\n}\n\n\nENTRY %e");
+            } else {
+                const IrModule *r = m->recovery[0].module;
+                assert_non_null(r);
+                assert_int_equal(r->n_recovery, 1);
+                assert_true(sl_str_eq_cstr(r->recovery[0].now.name, "y"));
+                expect_all(k[i].name, p1.data,
+                           "    HloModule r, origin_recovery_table={\n      {\\\"x\\\"} : "
+                           "{\\\"y\\\"}\n}\n");
+            }
+            sl_buf_fini(&p1);
+            sl_buf_fini(&p2);
+        }
+        ir_module_fini(m);
+        ir_module_fini(back);
+        sl_interner_fini(&names);
+        sl_arena_fini(&arena);
+    }
+#undef BODY
+}
+
 static void
 test_options(void **state)
 {
@@ -394,6 +718,9 @@ main(void)
         cmocka_unit_test(test_emit_names),
         cmocka_unit_test(test_name_split),
         cmocka_unit_test(test_options),
+        cmocka_unit_test(test_origin_recovery_transposed),
+        cmocka_unit_test(test_origin_recovery_cases),
+        cmocka_unit_test(test_origin_recovery_table_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

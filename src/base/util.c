@@ -4,6 +4,7 @@
 #include "base_int.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -383,6 +384,83 @@ sl_file_read(const char *path, SlBuf *out, SlError *err)
     return SL_OK;
 }
 
+/* ---- SIGBUS on a mapped input that shrinks ----
+ * Reading a page of a mapped file past its current end raises SIGBUS: a file truncated or
+ * rewritten while shardlens reads it would crash it. The handler turns that into the usual
+ * failure instead: it names the file, removes the temporary output file still being written
+ * (the destination itself is only ever replaced by a rename), and exits with status 2. Its
+ * state is file-scope because a signal handler can reach nothing else; it is written only
+ * outside the handler and read only inside it. */
+#define BUS_GUARD_MAPS 4
+static struct {
+    struct { const char *volatile map; size_t len; const char *path; } maps[BUS_GUARD_MAPS];
+    const char *volatile tmp_out; /* the SlOutFile temporary being written, if any */
+} g_bus_guard;
+
+static void
+put_fd2(const char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0) {
+        ssize_t w = write(STDERR_FILENO, s, n);
+        if (w <= 0)
+            return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+static void
+on_sigbus(int sig, siginfo_t *info, void *uctx)
+{
+    (void)uctx;
+    const char *at = info ? (const char *)info->si_addr : NULL;
+    for (int k = 0; k < BUS_GUARD_MAPS; k++) {
+        const char *m = g_bus_guard.maps[k].map;
+        if (!m || !at || at < m || at >= m + g_bus_guard.maps[k].len)
+            continue;
+        if (g_bus_guard.tmp_out)
+            unlink(g_bus_guard.tmp_out);
+        put_fd2(g_bus_guard.maps[k].path);
+        put_fd2(": error: the file changed while it was being read (it is shorter now); "
+                "nothing was written\n");
+        _exit(2);
+    }
+    /* Not ours: the default action, as if no handler were installed. */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void
+bus_guard_add(const void *map, size_t len, const char *path)
+{
+    /* Installed on every mapping, not once: whoever replaced the handler since (a test
+     * harness does, per test) had its turn. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGBUS, &sa, NULL) != 0)
+        return;
+    for (int k = 0; k < BUS_GUARD_MAPS; k++) {
+        if (!g_bus_guard.maps[k].map) {
+            g_bus_guard.maps[k].len = len;
+            g_bus_guard.maps[k].path = path;
+            g_bus_guard.maps[k].map = map;
+            return;
+        }
+    }
+}
+
+static void
+bus_guard_remove(const void *map)
+{
+    for (int k = 0; k < BUS_GUARD_MAPS; k++)
+        if (g_bus_guard.maps[k].map == map)
+            g_bus_guard.maps[k].map = NULL;
+}
+
 SlStatus
 sl_file_text_load(SlFileText *t, const char *path, SlError *err)
 {
@@ -405,6 +483,7 @@ sl_file_text_load(SlFileText *t, const char *path, SlError *err)
                 t->map_len = n;
                 t->text.ptr = p;
                 t->text.len = n;
+                bus_guard_add(p, n, path);
                 return SL_OK;
             }
         }
@@ -440,8 +519,10 @@ sl_file_text_release_before(SlFileText *t, const char *p)
 void
 sl_file_text_fini(SlFileText *t)
 {
-    if (t->map)
+    if (t->map) {
+        bus_guard_remove(t->map);
         munmap(t->map, t->map_len);
+    }
     sl_buf_fini(&t->buf);
     memset(t, 0, sizeof(*t));
     sl_buf_init(&t->buf);
@@ -475,6 +556,7 @@ sl_out_open(SlOutFile *o, const char *path)
         o->tmp = NULL;
         return sl_fail(&o->err, SL_ERR_IO, loc, "cannot create: %s", strerror(errno));
     }
+    g_bus_guard.tmp_out = o->tmp;
     return SL_OK;
 }
 
@@ -501,6 +583,7 @@ sl_out_commit(SlOutFile *o)
     SlSrcLoc loc = {o->path, 0, 0};
     FILE *f = o->file;
     o->file = NULL;
+    g_bus_guard.tmp_out = NULL;
     if (!f) {
         if (!o->err.status)
             sl_fail(&o->err, SL_ERR_INTERNAL, loc, "commit of a file that is not open");
@@ -531,6 +614,7 @@ sl_out_abort(SlOutFile *o)
     if (o->file && o->file != stdout)
         fclose(o->file);
     o->file = NULL;
+    g_bus_guard.tmp_out = NULL;
     if (o->tmp) {
         remove(o->tmp);
         free(o->tmp);

@@ -213,10 +213,13 @@ read_iota(HloParser *P, IrIota *io)
 
 /* replica_groups := '{' ('{' ints '}' (',' ...)*)? '}' | iota */
 static SlStatus
-parse_replica_groups(HloParser *P, IrReplicaGroups *g)
+parse_replica_groups(HloParser *P, const IrReplicaGroups **out)
 {
     hlo_advance(P);
-    memset(g, 0, sizeof(*g));
+    IrReplicaGroups *g = SL_NEW(P->arena, IrReplicaGroups);
+    if (!g)
+        return nomem(P);
+    *out = g;
     if (P->tok.kind == HLO_TOK_LSQUARE) {
         g->is_iota = true;
         SlStatus st = read_iota(P, &g->iota);
@@ -970,14 +973,14 @@ hlo_parse_attr(HloParser *P, IrInstr *ins)
         return st;
     for (size_t k = 0; k < P->attrs.len; k++) {
         const IrAttr *prev = &SL_VEC_AT(&P->attrs, IrAttr, k);
-        if (prev->key == key && (key != IR_ATTR_OTHER || prev->other_key == sym))
+        if (prev->key == key && (key != IR_ATTR_OTHER || prev->u.other.key == sym))
             return hlo_fail_tok(P, SL_ERR_INVALID, &key_tok, "duplicate attribute '%s'",
                                 sl_sym_cstr(sym));
     }
     IrAttr a;
     memset(&a, 0, sizeof(a));
     a.key = key;
-    a.other_key = key == IR_ATTR_OTHER ? sym : NULL;
+    a.u.other.key = key == IR_ATTR_OTHER ? sym : NULL;
     if ((st = parse_value(P, ins, ir_attr_kind(key), &a)) != SL_OK)
         return st;
     return SL_VEC_PUSH(&P->attrs, IrAttr, a) ? SL_OK : nomem(P);

@@ -118,6 +118,7 @@ typedef struct HloParser {
     uint32_t depth;      /* tuple-shape nesting */
     SlFileText *src;     /* hlo_parse_file: pages behind the cursor are given back */
     const char *release_at; /* the next cursor position to do that at */
+    uint32_t nest;       /* 0: a whole input; n: a recovery module inside a level-n-1 one */
 } HloParser;
 
 void hlo_advance(HloParser *P);

@@ -777,8 +777,128 @@ parse_computation(HloParser *P, const HloTok **first_entry, HloTok *entry_tok)
 
 /* ---- module ---- */
 
-/* header := ('HloModule' NAME (',' ATTR value)*)?    values kept verbatim, in order; like
- * XLA, a module may start directly with its computations (it is then named "module") */
+static SlStatus parse_text(SlArena *arena, SlInterner *names, SlStr text, SlFileText *src,
+                           const char *path, uint32_t nest, IrModule **out, SlError *err);
+
+/* Recovery modules nest (a recovery module may carry a table of its own) up to this depth. */
+#define MAX_MODULE_NEST 8
+
+/* original_array := '{' (STRING ('{' (INT (',' INT)*)? '}')?)? '}'    the name kept verbatim */
+static SlStatus
+parse_origin_array(HloParser *P, IrOriginArray *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->name = sl_str(""); /* `{}`: no name (printed as "") */
+    if (P->tok.kind != HLO_TOK_LBRACE)
+        return hlo_expected(P, "'{' to start an original array");
+    hlo_advance(P);
+    if (P->tok.kind == HLO_TOK_STRING) {
+        SlStr t = P->tok.text;
+        if (!(a->name = hlo_dup(P, (SlStr){t.ptr + 1, t.len - 2})).ptr)
+            return nomem(P);
+        hlo_advance(P);
+        if (P->tok.kind == HLO_TOK_LBRACE) {
+            int64_t idx[HLO_MAX_RANK];
+            uint32_t n = 0;
+            hlo_advance(P);
+            while (P->tok.kind != HLO_TOK_RBRACE) {
+                if (n && P->tok.kind == HLO_TOK_COMMA)
+                    hlo_advance(P);
+                if (P->tok.kind != HLO_TOK_INT || P->tok.ival < 0)
+                    return hlo_expected(P, "a shape index entry");
+                if (n == HLO_MAX_RANK)
+                    return hlo_fail_tok(P, SL_ERR_PARSE, &P->tok, "shape index too long");
+                idx[n++] = P->tok.ival;
+                hlo_advance(P);
+            }
+            hlo_advance(P);
+            if (n && !(a->index = SL_DUP_ARRAY(P->arena, int64_t, idx, n)))
+                return nomem(P);
+            a->n_index = n;
+        }
+    }
+    if (P->tok.kind != HLO_TOK_RBRACE)
+        return hlo_expected(P, "'}' to end an original array");
+    hlo_advance(P);
+    return SL_OK;
+}
+
+/* The module text of a quoted recovery module, escapes undone, parsed on its own. */
+static SlStatus
+parse_recovery_module(HloParser *P, IrModule **out)
+{
+    const HloTok at = P->tok;
+    SlStr q = {at.text.ptr + 1, at.text.len - 2};
+    SlBuf text;
+    sl_buf_init(&text);
+    for (size_t k = 0; k < q.len; k++) {
+        char c = q.ptr[k];
+        if (c == '\\' && k + 1 < q.len) {
+            c = q.ptr[++k];
+            c = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
+        }
+        sl_buf_putc(&text, c);
+    }
+    if (text.failed) {
+        sl_buf_fini(&text);
+        return nomem(P);
+    }
+    SlError inner = {0};
+    SlStatus st = parse_text(P->arena, P->names, sl_buf_str(&text), NULL, P->lx.path, P->nest + 1,
+                             out, &inner);
+    sl_buf_fini(&text);
+    if (st != SL_OK)
+        return hlo_fail_tok(P, st, &at, "in this recovery module, line %u col %u: %s",
+                            inner.loc.line, inner.loc.col, inner.msg);
+    hlo_advance(P);
+    return SL_OK;
+}
+
+/* table := '{' (original_array ':' original_array (',' STRING)?)* '}'    the STRING a module */
+static SlStatus
+parse_recovery_table(HloParser *P)
+{
+    SlStatus st;
+    if (P->nest >= MAX_MODULE_NEST)
+        return hlo_fail_tok(P, SL_ERR_UNSUPPORTED, &P->tok, "recovery modules nested too deeply");
+    hlo_advance(P);
+    if (P->tok.kind != HLO_TOK_LBRACE)
+        return hlo_expected(P, "'{' to start origin_recovery_table");
+    hlo_advance(P);
+    while (P->tok.kind != HLO_TOK_RBRACE) {
+        IrRecovery e = {0};
+        const HloTok first = P->tok;
+        if ((st = parse_origin_array(P, &e.old)) != SL_OK)
+            return st;
+        if (P->tok.kind != HLO_TOK_COLON)
+            return hlo_expected(P, "':' between original arrays");
+        hlo_advance(P);
+        if ((st = parse_origin_array(P, &e.now)) != SL_OK)
+            return st;
+        if (P->tok.kind == HLO_TOK_COMMA) {
+            hlo_advance(P);
+            if (P->tok.kind != HLO_TOK_STRING)
+                return hlo_expected(P, "a quoted recovery module");
+            if ((st = parse_recovery_module(P, &e.module)) != SL_OK)
+                return st;
+        }
+        st = ir_module_add_recovery(P->m, &e);
+        if (st == SL_ERR_INVALID) {
+            ir_module_fini(e.module);
+            return hlo_fail_tok(P, st, &first, "original array listed twice in the table");
+        }
+        if (st != SL_OK) {
+            ir_module_fini(e.module);
+            return nomem(P);
+        }
+    }
+    hlo_advance(P);
+    return SL_OK;
+}
+
+/* header := ('HloModule' NAME (',' ATTR value)*)?    values kept verbatim, in order, except
+ * origin_recovery_table (parsed into the module's table); like XLA, a module may start
+ * directly with its computations (it is then named "module") */
 static SlStatus
 parse_header(HloParser *P)
 {
@@ -799,6 +919,12 @@ parse_header(HloParser *P)
         hlo_advance(P);
         if (P->tok.kind != HLO_TOK_ATTR)
             return hlo_expected(P, "a module attribute 'name='");
+        if (sl_str_eq_cstr(P->tok.text, "origin_recovery_table")) {
+            SlStatus st = parse_recovery_table(P);
+            if (st != SL_OK)
+                return st;
+            continue;
+        }
         SlSym key = hlo_intern(P, P->tok.text);
         SlStr value;
         const char *why = NULL;
@@ -875,11 +1001,12 @@ parse_module(HloParser *P)
 
 static SlStatus
 parse_text(SlArena *arena, SlInterner *names, SlStr text, SlFileText *src, const char *path,
-           IrModule **out, SlError *err)
+           uint32_t nest, IrModule **out, SlError *err)
 {
     *out = NULL;
     HloParser P;
     memset(&P, 0, sizeof(P));
+    P.nest = nest;
     hlo_lex_init(&P.lx, text, path);
     P.src = src;
     P.release_at = text.ptr + RELEASE_EVERY_BYTES;
@@ -925,12 +1052,12 @@ SlStatus
 hlo_parse(SlArena *arena, SlInterner *names, SlStr text, const char *path, IrModule **out,
           SlError *err)
 {
-    return parse_text(arena, names, text, NULL, path, out, err);
+    return parse_text(arena, names, text, NULL, path, 0, out, err);
 }
 
 SlStatus
 hlo_parse_file(SlArena *arena, SlInterner *names, SlFileText *src, const char *path, IrModule **out,
                SlError *err)
 {
-    return parse_text(arena, names, src->text, src, path, out, err);
+    return parse_text(arena, names, src->text, src, path, 0, out, err);
 }

@@ -363,12 +363,16 @@ put_attr_value(Out *out, const IrAttr *a)
     case IR_AK_BOOL: put_cstr(out, a->u.b ? "true" : "false"); return;
     case IR_AK_INTS: put_ints(out, a->u.ints.v, a->u.ints.n); return;
     case IR_AK_INT_LISTS: put_int_lists(out, a->u.lists.n, a->u.lists.sizes, a->u.lists.v); return;
-    case IR_AK_REPLICA_GROUPS:
-        if (a->u.groups.is_iota)
-            put_iota(out, &a->u.groups.iota);
+    case IR_AK_REPLICA_GROUPS: {
+        const IrReplicaGroups *g = a->u.groups;
+        if (g && g->is_iota)
+            put_iota(out, &g->iota);
+        else if (g)
+            put_int_lists(out, g->n_groups, g->group_sizes, g->ids);
         else
-            put_int_lists(out, a->u.groups.n_groups, a->u.groups.group_sizes, a->u.groups.ids);
+            put_int_lists(out, 0, NULL, NULL);
         return;
+    }
     case IR_AK_COMP: put_comp(out, a->u.comp); return;
     case IR_AK_COMPS:
         if (a->key == IR_ATTR_CALLS && a->u.comps.n == 1) { /* fusion/async: calls=%f */
@@ -445,7 +449,7 @@ put_instr(Out *out, const IrInstr *i)
         const IrAttr *a = &i->attrs[k];
         PUT_LIT(out, ", ");
         if (a->key == IR_ATTR_OTHER)
-            put_str(out, sl_sym_str(a->other_key));
+            put_str(out, sl_sym_str(a->u.other.key));
         else
             put_str(out, spelling(k_attr_spelling, SL_COUNTOF(k_attr_spelling), a->key, ""));
         putc1(out, '=');
@@ -499,8 +503,109 @@ put_signature(Out *out, const IrComputation *c, SlVec *params)
 }
 
 static void
-put_module(Out *out, const IrModule *m)
+put_indent(Out *out, uint32_t levels)
 {
+    for (uint32_t k = 0; k < levels; k++)
+        PUT_LIT(out, "  ");
+}
+
+/* original_array := '{' '"' NAME '"' (' {' INT (',' INT)* '}')? '}' */
+static void
+put_origin_array(Out *out, const IrOriginArray *a)
+{
+    PUT_LIT(out, "{\"");
+    put_str(out, a->name);
+    putc1(out, '"');
+    if (a->n_index) {
+        PUT_LIT(out, " {");
+        for (uint32_t k = 0; k < a->n_index; k++) {
+            if (k)
+                putc1(out, ',');
+            put_i64(out, a->index[k]);
+        }
+        putc1(out, '}');
+    }
+    putc1(out, '}');
+}
+
+/* XLA's order: by name, then shape index (both lexicographic). */
+static int
+cmp_recovery(const void *pa, const void *pb)
+{
+    const IrOriginArray *a = &(*(const IrRecovery *const *)pa)->old;
+    const IrOriginArray *b = &(*(const IrRecovery *const *)pb)->old;
+    size_t n = a->name.len < b->name.len ? a->name.len : b->name.len;
+    int c = n ? memcmp(a->name.ptr, b->name.ptr, n) : 0;
+    if (c || a->name.len != b->name.len)
+        return c ? c : (a->name.len < b->name.len ? -1 : 1);
+    for (uint32_t k = 0; k < a->n_index && k < b->n_index; k++)
+        if (a->index[k] != b->index[k])
+            return a->index[k] < b->index[k] ? -1 : 1;
+    return a->n_index < b->n_index ? -1 : a->n_index > b->n_index;
+}
+
+static void put_module(Out *out, const IrModule *m, uint32_t indent);
+
+/* A recovery module as a quoted string: its own text, one level deeper, with '"' and '\'
+ * escaped (XLA writes the text raw; the escapes keep nested quotes parseable). */
+static void
+put_recovery_module(Out *out, const IrModule *m, uint32_t indent)
+{
+    SlBuf text;
+    sl_buf_init(&text);
+    Out inner;
+    out_init(&inner, &text);
+    put_module(&inner, m, indent + 1);
+    out_fini(&inner);
+    if (text.failed)
+        out->buf->failed = true;
+    for (size_t k = 0; k < text.len; k++) {
+        if (text.data[k] == '"' || text.data[k] == '\\')
+            putc1(out, '\\');
+        putc1(out, text.data[k]);
+    }
+    sl_buf_fini(&text);
+}
+
+/* table := ', origin_recovery_table={' NL (entry NL)* '}' NL
+ * entry := original_array ' : ' original_array (',' NL '"' NL module NL '"')? */
+static void
+put_recovery_table(Out *out, const IrModule *m, uint32_t indent)
+{
+    const IrRecovery **order = malloc(m->n_recovery * sizeof(*order));
+    if (!order) {
+        out->buf->failed = true;
+        return;
+    }
+    for (uint32_t k = 0; k < m->n_recovery; k++)
+        order[k] = &m->recovery[k];
+    qsort(order, m->n_recovery, sizeof(*order), cmp_recovery);
+    PUT_LIT(out, ", origin_recovery_table={\n");
+    for (uint32_t k = 0; k < m->n_recovery; k++) {
+        put_indent(out, indent + 1);
+        put_origin_array(out, &order[k]->old);
+        PUT_LIT(out, " : ");
+        put_origin_array(out, &order[k]->now);
+        if (order[k]->module) {
+            PUT_LIT(out, ",\n");
+            put_indent(out, indent + 1);
+            PUT_LIT(out, "\"\n");
+            put_recovery_module(out, order[k]->module, indent + 1);
+            putc1(out, '\n');
+            put_indent(out, indent + 1);
+            putc1(out, '"');
+        }
+        putc1(out, '\n');
+    }
+    PUT_LIT(out, "}\n");
+    free(order);
+}
+
+/* `indent` levels of two spaces before the module's lines (recovery modules are nested). */
+static void
+put_module(Out *out, const IrModule *m, uint32_t indent)
+{
+    put_indent(out, indent);
     PUT_LIT(out, "HloModule ");
     put_str(out, sl_sym_str(m->name));
     for (uint32_t k = 0; k < m->n_header; k++) {
@@ -509,10 +614,13 @@ put_module(Out *out, const IrModule *m)
         putc1(out, '=');
         put_str(out, m->header[k].value);
     }
+    if (m->n_recovery)
+        put_recovery_table(out, m, indent);
     PUT_LIT(out, "\n\n");
     SlVec params = {0};
     for (uint32_t k = 0; k < m->n_comps; k++) {
         const IrComputation *c = m->comps[k];
+        put_indent(out, indent);
         if (c->is_entry)
             PUT_LIT(out, "ENTRY ");
         putc1(out, '%');
@@ -521,10 +629,11 @@ put_module(Out *out, const IrModule *m)
         put_signature(out, c, &params);
         PUT_LIT(out, " {\n");
         for (uint32_t j = 0; j < c->n_instrs; j++) {
-            PUT_LIT(out, "  ");
+            put_indent(out, indent + 1);
             put_instr(out, c->instrs[j]);
             putc1(out, '\n');
         }
+        put_indent(out, indent);
         putc1(out, '}');
         if (c->execution_thread.len) {
             PUT_LIT(out, ", execution_thread=");
@@ -558,6 +667,6 @@ hlo_print_module(const IrModule *m, SlBuf *buf)
 {
     Out o;
     out_init(&o, buf);
-    put_module(&o, m);
+    put_module(&o, m, 0);
     out_fini(&o);
 }

@@ -942,6 +942,96 @@ check_call(IrCheck *ck, const IrInstr *in)
     return need_root(ck, in, c, &in->shape);
 }
 
+/* `s` with dim `d` deleted (keep) or a dim of size `len` inserted at `d`, into scratch. */
+static bool
+scan_slice_shape(IrCheck *ck, const IrShape *s, uint32_t d, bool insert, int64_t len,
+                 IrShape *out)
+{
+    if (!ck_new_shape(ck, s->dtype, insert ? s->rank + 1 : s->rank - 1, out))
+        return false;
+    for (uint32_t i = 0, w = 0; i < out->rank; i++) {
+        if (insert && i == d) {
+            out->dims[i] = len;
+            continue;
+        }
+        if (!insert && w == d)
+            w++;
+        out->dims[i] = dim(s, w++);
+    }
+    return true;
+}
+
+/* scan(inputs..., inits...), dimensions={d}, num_carries=k, to_apply=body. The body takes the
+ * input slices (dim d deleted) and the carries, and returns the output slices and the new
+ * carries; the result holds the outputs (dim d of the inputs' length inserted) and the final
+ * carries, as a tuple when the body returns one. */
+static SlStatus
+check_scan(IrCheck *ck, const IrInstr *in)
+{
+    IrComputation *body;
+    const int64_t *sd;
+    int64_t k = 0;
+    SlStatus st = ck_need_called(ck, in, IR_ATTR_TO_APPLY, &body);
+    if (st)
+        return st;
+    if (ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &sd) != 1 || sd[0] < 0)
+        return ck_bad(ck, in, "expects exactly one scan dimension");
+    if (!ir_instr_int_attr(in, IR_ATTR_NUM_CARRIES, &k) || k < 0 || k >= (int64_t)in->n_operands)
+        return ck_bad(ck, in, "num_carries= must leave at least one of the %u operands as input",
+                      in->n_operands);
+    uint32_t d = (uint32_t)sd[0], nc = (uint32_t)k, ni = in->n_operands - nc;
+    if ((st = need_param_count(ck, in, body, in->n_operands)))
+        return st;
+    int64_t len = 0;
+    for (uint32_t i = 0; i < ni; i++) {
+        IrShape p;
+        if ((st = need_array(ck, in, i)))
+            return st;
+        if (d >= opnd(in, i)->rank)
+            return ck_bad(ck, in, "scan dimension %u is out of range for input %u", d, i);
+        if (i == 0)
+            len = dim(opnd(in, 0), d);
+        else if (!dim_eq(dim(opnd(in, i), d), len))
+            return ck_dims_mismatch(ck, in, 0, i);
+        if (!scan_slice_shape(ck, opnd(in, i), d, false, 0, &p))
+            return ck_nomem(ck, in);
+        if ((st = need_param(ck, in, body, i, &p)))
+            return st;
+    }
+    for (uint32_t j = ni; j < in->n_operands; j++)
+        if ((st = need_param(ck, in, body, j, opnd(in, j))))
+            return st;
+    const IrShape *root = body->root ? &body->root->shape : NULL;
+    if (!root)
+        return SL_OK;
+    bool is_tuple = ir_shape_is_tuple(root);
+    uint32_t n_res = is_tuple ? root->n_elems : 1;
+    if (n_res < nc)
+        return ck_bad(ck, in, "%%%s returns %u values, fewer than num_carries=%u",
+                      sl_sym_cstr(body->name), n_res, nc);
+    IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, n_res);
+    if (!leaves)
+        return ck_nomem(ck, in);
+    for (uint32_t r = 0; r < n_res; r++) {
+        const IrShape *e = is_tuple ? &root->elems[r] : root;
+        if (r >= n_res - nc) {
+            if ((st = need_param(ck, in, body, ni + r - (n_res - nc), e)))
+                return st;
+            leaves[r] = *e;
+            continue;
+        }
+        if (!ir_shape_is_array(e) || d > e->rank)
+            return ck_bad(ck, in, "output %u of %%%s cannot take scan dimension %u", r,
+                          sl_sym_cstr(body->name), d);
+        if (!scan_slice_shape(ck, e, d, true, len, &leaves[r]))
+            return ck_nomem(ck, in);
+    }
+    IrShape inf;
+    if (is_tuple ? !new_tuple(ck, leaves, n_res, &inf) : (inf = leaves[0], false))
+        return ck_nomem(ck, in);
+    return ck_expect(ck, in, &inf);
+}
+
 /* ---- collectives --------------------------------------------------------------------------- */
 
 /* Devices per group, following the collective's group mode (hlo-text.md §10). Empty groups
@@ -951,16 +1041,17 @@ group_size(IrCheck *ck, const IrInstr *in, int64_t *out)
 {
     const IrAttr *a = ir_instr_find_attr(in, IR_ATTR_REPLICA_GROUPS);
     int64_t size = 0;
-    if (a && a->u.groups.is_iota) {
-        if (a->u.groups.iota.n_dims != 2)
+    const IrReplicaGroups *rg = a ? a->u.groups : NULL;
+    if (rg && rg->is_iota) {
+        if (rg->iota.n_dims != 2)
             return ck_bad(ck, in, "iota replica_groups must have two dims");
-        size = a->u.groups.iota.dims[1];
-    } else if (a && a->u.groups.n_groups > 0) {
-        size = a->u.groups.group_sizes[0];
-        for (uint32_t g = 1; g < a->u.groups.n_groups; g++)
-            if (a->u.groups.group_sizes[g] != size)
+        size = rg->iota.dims[1];
+    } else if (rg && rg->n_groups > 0) {
+        size = rg->group_sizes[0];
+        for (uint32_t g = 1; g < rg->n_groups; g++)
+            if (rg->group_sizes[g] != size)
                 return ck_bad(ck, in, "replica groups have different sizes (%lld and %u)",
-                              (long long)size, a->u.groups.group_sizes[g]);
+                              (long long)size, rg->group_sizes[g]);
     }
     const IrAttr *global = ir_instr_find_attr(in, IR_ATTR_USE_GLOBAL_DEVICE_IDS);
     bool has_channel = ir_instr_find_attr(in, IR_ATTR_CHANNEL_ID) != NULL;
@@ -1096,6 +1187,8 @@ check_shape_rules(IrCheck *ck, const IrInstr *in)
         return check_conditional(ck, in);
     case IR_FAM_CALL:
         return check_call(ck, in);
+    case IR_FAM_SCAN:
+        return check_scan(ck, in);
     case IR_FAM_ALL_REDUCE:
     case IR_FAM_COLLECTIVE:
     case IR_FAM_COLLECTIVE_PERMUTE:

@@ -328,7 +328,7 @@ ir_iota_expand(const IrIota *io, int64_t *out)
 /* ---- modules ---- */
 
 /* Every instruction carries its attributes by value: keep them from growing unnoticed. */
-_Static_assert(sizeof(void *) != 8 || sizeof(IrAttr) <= 72, "IrAttr grew past 72 bytes");
+_Static_assert(sizeof(void *) != 8 || sizeof(IrAttr) <= 32, "IrAttr grew past 32 bytes");
 
 IrModule *
 ir_module_new(SlArena *arena, SlInterner *names, SlSym name)
@@ -340,14 +340,19 @@ ir_module_new(SlArena *arena, SlInterner *names, SlSym name)
     m->names = names;
     m->name = name;
     sl_map_init(&m->name_counters);
+    sl_map_init(&m->recovery_index);
     return m;
 }
 
 void
 ir_module_fini(IrModule *m)
 {
-    if (m)
-        sl_map_fini(&m->name_counters);
+    if (!m)
+        return;
+    sl_map_fini(&m->name_counters);
+    sl_map_fini(&m->recovery_index);
+    for (uint32_t k = 0; k < m->n_recovery; k++)
+        ir_module_fini(m->recovery[k].module);
 }
 
 /* Grows an arena array to hold one more element (doubling; the old block is abandoned). */
@@ -435,6 +440,64 @@ ir_module_find_computation(const IrModule *m, SlSym name)
         if (m->comps[i]->name == name)
             return m->comps[i];
     return NULL;
+}
+
+/* ---- origin recovery table ---- */
+
+bool
+ir_origin_array_equal(const IrOriginArray *a, const IrOriginArray *b)
+{
+    return sl_str_eq(a->name, b->name) && a->n_index == b->n_index &&
+           (a->n_index == 0 || !memcmp(a->index, b->index, a->n_index * sizeof(int64_t)));
+}
+
+static uint64_t
+origin_hash(const IrOriginArray *a)
+{
+    uint64_t h = sl_hash_bytes(a->name.ptr, a->name.len);
+    if (a->n_index)
+        h ^= sl_hash_bytes(a->index, a->n_index * sizeof(int64_t)) * 0x9e3779b97f4a7c15ull;
+    return h;
+}
+
+/* Keys probe linearly from the hash (distinct arrays may share one); `*free_key` is the first
+ * unused key met. Returns the matching entry's index or -1. */
+static int64_t
+recovery_probe(const IrModule *m, const IrOriginArray *old, uint64_t *free_key)
+{
+    for (uint64_t key = origin_hash(old);; key++) {
+        uint64_t v = 0;
+        if (key == SL_MAP_EMPTY)
+            continue;
+        if (!sl_map_get(&m->recovery_index, key, &v)) {
+            *free_key = key;
+            return -1;
+        }
+        if (ir_origin_array_equal(&m->recovery[v - 1].old, old))
+            return (int64_t)v - 1;
+    }
+}
+
+const IrRecovery *
+ir_module_find_recovery(const IrModule *m, const IrOriginArray *old)
+{
+    uint64_t key = 0;
+    int64_t k = recovery_probe(m, old, &key);
+    return k < 0 ? NULL : &m->recovery[k];
+}
+
+SlStatus
+ir_module_add_recovery(IrModule *m, const IrRecovery *e)
+{
+    uint64_t key = 0;
+    if (recovery_probe(m, &e->old, &key) >= 0)
+        return SL_ERR_INVALID;
+    if (!grow(m->arena, (void **)&m->recovery, m->n_recovery, &m->cap_recovery,
+              sizeof(IrRecovery), _Alignof(IrRecovery)) ||
+        !sl_map_put(&m->recovery_index, key, (uint64_t)m->n_recovery + 1))
+        return SL_ERR_NOMEM;
+    m->recovery[m->n_recovery++] = *e;
+    return SL_OK;
 }
 
 int64_t

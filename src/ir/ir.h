@@ -35,7 +35,7 @@ typedef enum IrOpFamily {
     IR_FAM_SCATTER, IR_FAM_CHOLESKY, IR_FAM_TRIANGULAR_SOLVE, IR_FAM_TUPLE,
     IR_FAM_GET_TUPLE_ELEMENT, IR_FAM_WHILE, IR_FAM_CONDITIONAL, IR_FAM_CALL, IR_FAM_CUSTOM_CALL,
     IR_FAM_ALL_REDUCE, IR_FAM_COLLECTIVE, IR_FAM_COLLECTIVE_PERMUTE, IR_FAM_SIDE_EFFECT,
-    IR_FAM_RNG, IR_FAM_RAGGED_DOT, IR_FAM_OTHER,
+    IR_FAM_RNG, IR_FAM_RAGGED_DOT, IR_FAM_SCAN, IR_FAM_OTHER,
 } IrOpFamily;
 
 typedef enum IrAttrKey {
@@ -113,7 +113,7 @@ int64_t ir_iota_count(const IrIota *io);
 /* Writes all ir_iota_count() device ids in row-major order of `dims`. */
 void ir_iota_expand(const IrIota *io, int64_t *out);
 
-typedef struct IrReplicaGroups { /* the largest IrAttr value: ordered for no padding */
+typedef struct IrReplicaGroups {
     IrIota iota;           /* when is_iota: dims = {G, M} */
     uint32_t n_groups;     /* list form: number of groups (0 = "{}", all devices) */
     bool is_iota;          /* printed as [G,M]<=[..]T(..) */
@@ -130,18 +130,20 @@ typedef struct IrMetadata {
 typedef struct IrFrontendAttr { SlSym key; SlStr value; /* verbatim, quotes included */ } IrFrontendAttr;
 
 struct IrComputation;
+/* An attribute: 32 bytes on 64-bit hosts (every instruction carries a few by value, so big
+ * values such as replica groups live behind a pointer). */
 typedef struct IrAttr {
     IrAttrKey key;
-    SlSym other_key; /* IR_ATTR_OTHER only: the attribute name */
     union {
         int64_t i;                         /* INT */
         bool b;                            /* BOOL */
         struct { uint32_t n; int64_t *v; } ints;               /* INTS */
         struct { uint32_t n; uint32_t *sizes; int64_t *v; } lists; /* INT_LISTS */
-        IrReplicaGroups groups;            /* REPLICA_GROUPS */
+        const IrReplicaGroups *groups;     /* REPLICA_GROUPS */
         struct IrComputation *comp;        /* COMP */
         struct { uint32_t n; struct IrComputation **v; } comps; /* COMPS */
         SlStr text;                        /* IDENT, STRING (quotes included), DIM_LABELS, RAW, OTHER */
+        struct { SlStr text; SlSym key; } other; /* OTHER: `text` aliases u.text; the name */
         struct { uint32_t n; IrSliceDim *v; } slice;  /* SLICE */
         struct { uint32_t n; IrPadDim *v; } pad;      /* PADDING */
         struct { uint32_t n; IrWindowDim *v; } window; /* WINDOW */
@@ -186,6 +188,22 @@ struct IrComputation {
 
 typedef struct IrHeaderAttr { SlSym key; SlStr value; /* verbatim */ } IrHeaderAttr;
 
+/* One array of an original value (`origin={...}`): the instruction of the unoptimized module
+ * that produced it and, inside a tuple, its shape index. */
+typedef struct IrOriginArray {
+    SlStr name;        /* the text between the quotes, verbatim (escapes kept) */
+    uint32_t n_index;
+    const int64_t *index; /* n_index entries; NULL when 0 */
+} IrOriginArray;
+
+/* An origin_recovery_table entry (hlo-text.md §3): `old` is gone from the module; `now` holds
+ * a value from which `module` (its entry takes `now` as parameter 0) computes `old`. `module`
+ * NULL: the two are the same value. */
+typedef struct IrRecovery {
+    IrOriginArray old, now;
+    IrModule *module; /* in the arena of the module holding the table */
+} IrRecovery;
+
 struct IrModule {
     SlArena *arena;             /* not owned */
     SlInterner *names;          /* not owned */
@@ -200,16 +218,26 @@ struct IrModule {
     bool names_pending;         /* the names in comps are not in name_counters yet: the first
                                    ir_module_unique_name puts them there (the parser defers
                                    them, since most parsed modules never need a new name) */
+    IrRecovery *recovery;       /* origin_recovery_table in insertion order (printed sorted) */
+    uint32_t n_recovery, cap_recovery;
+    SlMap recovery_index;       /* hash of `old` -> 1 + index in `recovery` (heap) */
 };
 
 IrModule *ir_module_new(SlArena *arena, SlInterner *names, SlSym name);
-void ir_module_fini(IrModule *m); /* frees the heap side tables; the arena holds the rest */
+void ir_module_fini(IrModule *m); /* frees the heap side tables (recovery modules' too); the
+                                   * arena holds the rest */
 int64_t ir_module_num_partitions(const IrModule *m); /* 1 when absent */
 int64_t ir_module_replica_count(const IrModule *m);  /* 1 when absent */
 const IrHeaderAttr *ir_module_find_header(const IrModule *m, const char *key);
 /* Sets (or appends) a header attribute with a verbatim value. */
 SlStatus ir_module_set_header(IrModule *m, const char *key, SlStr value);
 IrComputation *ir_module_find_computation(const IrModule *m, SlSym name);
+bool ir_origin_array_equal(const IrOriginArray *a, const IrOriginArray *b);
+/* The table entry whose `old` equals `old`, or NULL. */
+const IrRecovery *ir_module_find_recovery(const IrModule *m, const IrOriginArray *old);
+/* Appends an entry (copied; the arrays' text must live as long as the module); SL_ERR_INVALID
+ * when `e->old` is already in the table. ir_module_fini also finishes `e->module`. */
+SlStatus ir_module_add_recovery(IrModule *m, const IrRecovery *e);
 
 /* Returns `base` if unused in the module, else `base.N` with the next free N (XLA style). */
 SlSym ir_module_unique_name(IrModule *m, SlStr base);
@@ -251,6 +279,14 @@ bool ir_instr_int_attr(const IrInstr *i, IrAttrKey key, int64_t *out);
 /* INTS attribute as (n, values); n = 0 and values NULL when absent. */
 uint32_t ir_instr_ints_attr(const IrInstr *i, IrAttrKey key, const int64_t **values);
 IrComputation *ir_instr_called(const IrInstr *i, IrAttrKey key); /* COMP attribute or NULL */
+
+/* ---- dead code (dce.c) ---- */
+/* Removes the instructions nothing uses (not a root or parameter, no side effect; collectives
+ * are removable, as in XLA's cleanup after partitioning), then the computations nothing calls.
+ * Computations holding control-predecessors edges are left alone. Appends every removed
+ * instruction to `removed` (IrInstr *; may be NULL) and returns how many there were; temporary
+ * tables go to `scratch` and are released. The removed instructions stay valid in the arena. */
+uint32_t ir_module_remove_dead(IrModule *m, SlArena *scratch, SlVec *removed);
 
 /* ---- checking (check.c) ---- */
 /* Structural checks and shape inference for the opcodes the partitioner handles (hlo-text.md

@@ -235,10 +235,17 @@ sort_groups(int64_t *devs, int64_t total, int64_t group)
         qsort(devs + g, (size_t)group, sizeof(int64_t), cmp_i64);
 }
 
-/* The dense inverse index, when ids are non-negative and not much larger than the count. */
+/* Up to this many devices a linear search is as fast as an index, and most shardings the
+ * partitioner derives are on small meshes and looked up a few times at most. */
+#define SHD_DEV_POS_MIN_DEVICES 64
+
+/* The dense inverse index, when there are many ids, non-negative and not much larger than
+ * the count. */
 static void
 build_dev_pos(SlArena *a, ShdSharding *s, int64_t total)
 {
+    if (total <= SHD_DEV_POS_MIN_DEVICES)
+        return;
     int64_t max_id = -1;
     for (int64_t i = 0; i < total; i++) {
         if (s->devices[i] < 0)
@@ -336,7 +343,9 @@ shd_make_tiled(SlArena *a, const int64_t *dims, uint32_t n, const int64_t *devic
         if (!used[i])
             perm[np++] = i;
     int64_t total = shd_prod(dims, n);
-    int64_t *tmp = SL_NEW_ARRAY(a, int64_t, total);
+    /* The transposed array is copied by finish_tiled: small ones stay off the arena. */
+    int64_t small[SHD_DEV_POS_MIN_DEVICES];
+    int64_t *tmp = total <= SHD_DEV_POS_MIN_DEVICES ? small : SL_NEW_ARRAY(a, int64_t, total);
     if (!tmp)
         return NULL;
     shd_arr_transpose(devices, dims, n, perm, tmp, tdims);

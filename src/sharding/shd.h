@@ -18,23 +18,26 @@ typedef enum ShdKind {
 /* Types of trailing tile-assignment dims, in XLA's normalized order. */
 typedef enum ShdSubgroup { SHD_SUB_MANUAL, SHD_SUB_UNREDUCED, SHD_SUB_REPLICATED } ShdSubgroup;
 
+/* Counts and flags first, pointers after: no padding (the partitioner derives a sharding for
+ * nearly every instruction it visits). */
 typedef struct ShdSharding {
     ShdKind kind;
-    int64_t device;         /* MAXIMAL: the device */
     uint32_t n_tile_dims;   /* TILED: data dims + subgroup dims */
+    uint32_t n_subgroups;   /* TILED: trailing dims that are subgroups */
+    uint32_t n_leaves;      /* TUPLE: leaf shardings in pre-order */
+    int shard_group_kind;   /* 0 none, 1 shard_as, 2 shard_like */
+    bool has_iota;          /* TILED: `iota` describes `devices` (print as <=[..]) */
+    int64_t device;         /* MAXIMAL: the device */
     int64_t *tile_dims;     /* TILED: shards per dim */
     int64_t *devices;       /* TILED: product(tile_dims) ids, row-major */
-    bool has_iota;          /* TILED: `iota` describes `devices` (print as <=[..]) */
     IrIota iota;
-    uint32_t n_subgroups;   /* TILED: trailing dims that are subgroups */
     ShdSubgroup *subgroups; /* n_subgroups types; a lone REPLICATED = last_tile_dim_replicate */
-    uint32_t n_leaves;      /* TUPLE: leaf shardings in pre-order */
     const struct ShdSharding **leaves;
-    int shard_group_kind;   /* 0 none, 1 shard_as, 2 shard_like */
     int64_t shard_group_id;
     SlStr metadata;         /* verbatim "{...}" text after " metadata=", reprinted; may be empty */
     const int64_t *dev_pos; /* TILED, private: device id -> position in `devices` (-1: absent),
-                               n_dev_pos entries; NULL when ids are sparse (linear search) */
+                               n_dev_pos entries; NULL when ids are few or sparse (linear
+                               search) */
     int64_t n_dev_pos;
 } ShdSharding;
 

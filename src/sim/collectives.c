@@ -60,7 +60,7 @@ static SlStatus
 read_groups(SimCtx *cx, const IrInstr *ins, Groups *g, bool *is_all)
 {
     const IrAttr *a = ir_instr_find_attr(ins, IR_ATTR_REPLICA_GROUPS);
-    const IrReplicaGroups *rg = a ? &a->u.groups : NULL;
+    const IrReplicaGroups *rg = a ? a->u.groups : NULL;
     *is_all = !rg || (!rg->is_iota && rg->n_groups == 0);
     if (*is_all)
         return groups_alloc(cx, ins, g, 0, 0);

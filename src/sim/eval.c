@@ -35,7 +35,7 @@ sim_other_int_attr(const IrInstr *ins, const char *key, int64_t *out)
 {
     for (uint32_t i = 0; i < ins->n_attrs; i++) {
         const IrAttr *a = &ins->attrs[i];
-        if (a->key == IR_ATTR_OTHER && !strcmp(sl_sym_cstr(a->other_key), key)) {
+        if (a->key == IR_ATTR_OTHER && !strcmp(sl_sym_cstr(a->u.other.key), key)) {
             char buf[32];
             size_t n = a->u.text.len < sizeof buf - 1 ? a->u.text.len : sizeof buf - 1;
             memcpy(buf, a->u.text.ptr, n);
@@ -488,7 +488,8 @@ eval_op(SimCtx *cx, const IrInstr *ins, int64_t dev, SimValue *const *ops, SimVa
     case IR_FAM_TUPLE: case IR_FAM_GET_TUPLE_ELEMENT: case IR_FAM_WHILE:
     case IR_FAM_CONDITIONAL: case IR_FAM_CALL: case IR_FAM_CUSTOM_CALL: case IR_FAM_ALL_REDUCE:
     case IR_FAM_COLLECTIVE: case IR_FAM_COLLECTIVE_PERMUTE: case IR_FAM_SIDE_EFFECT:
-    case IR_FAM_RNG: case IR_FAM_OPT_BARRIER: return eval_simple(cx, ins, ops, out);
+    case IR_FAM_RNG: case IR_FAM_OPT_BARRIER:
+    case IR_FAM_SCAN: return eval_simple(cx, ins, ops, out); /* scan: sim_eval_scan above */
     }
     return eval_simple(cx, ins, ops, out);
 }

@@ -336,7 +336,7 @@ other_attr_is(const IrInstr *ins, const char *key, const char *text)
 {
     for (uint32_t i = 0; i < ins->n_attrs; i++) {
         const IrAttr *a = &ins->attrs[i];
-        if (a->key == IR_ATTR_OTHER && !strcmp(sl_sym_cstr(a->other_key), key))
+        if (a->key == IR_ATTR_OTHER && !strcmp(sl_sym_cstr(a->u.other.key), key))
             return sl_str_eq_cstr(a->u.text, text);
     }
     return false;
@@ -377,7 +377,7 @@ scan_setup(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, Scan *s)
 {
     const int64_t *dims;
     int64_t nc = 0;
-    sim_other_int_attr(ins, "num_carries", &nc);
+    ir_instr_int_attr(ins, IR_ATTR_NUM_CARRIES, &nc);
     uint32_t n_res = ins->shape.dtype == IR_DT_TUPLE ? ins->shape.n_elems : 1;
     if (ir_instr_ints_attr(ins, IR_ATTR_DIMENSIONS, &dims) != 1 || nc < 0 ||
         nc >= ins->n_operands || (uint32_t)nc > n_res)
@@ -386,7 +386,8 @@ scan_setup(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, Scan *s)
     s->n_in = ins->n_operands - s->n_carry;
     s->n_out = n_res - s->n_carry;
     s->dim = dims[0];
-    s->reverse = other_attr_is(ins, "is_reverse", "true");
+    const IrAttr *rev = ir_instr_find_attr(ins, IR_ATTR_IS_REVERSE);
+    s->reverse = rev && rev->u.b;
     for (uint32_t j = 0; j < s->n_in; j++)
         if (ops[j]->dtype == IR_DT_TUPLE || s->dim < 0 || s->dim >= ops[j]->rank ||
             ops[j]->dims[s->dim] != ops[0]->dims[s->dim])

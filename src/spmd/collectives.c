@@ -91,23 +91,22 @@ set_groups_attr(SpmdCtx *cx, const SpmdState *st, IrInstr *i, const IrReplicaGro
                 int64_t *group_size)
 {
     IrAttr *a = ir_instr_add_attr(cx->out, i, IR_ATTR_REPLICA_GROUPS);
-    if (!a)
+    IrReplicaGroups *rg = SL_NEW(cx->arena, IrReplicaGroups);
+    if (!a || !rg)
         return false;
+    a->u.groups = rg;
     if (st->n_groups == 0 && in->is_iota && in->iota.n_dims == 2) {
-        a->u.groups = *in;
-        a->u.groups.n_groups = 0;
-        a->u.groups.group_sizes = NULL;
-        a->u.groups.ids = NULL;
+        rg->is_iota = true;
+        rg->iota = in->iota;
         *group_size = in->iota.dims[1];
         return true;
     }
     Groups g = {0};
     if (!expand_groups(cx, st, in, &g) || !map_groups(cx, st, &g))
         return false;
-    memset(&a->u.groups, 0, sizeof(a->u.groups));
-    a->u.groups.n_groups = g.n;
-    a->u.groups.group_sizes = g.sizes;
-    a->u.groups.ids = g.ids;
+    rg->n_groups = g.n;
+    rg->group_sizes = g.sizes;
+    rg->ids = g.ids;
     *group_size = g.n ? g.sizes[0] : 1;
     return true;
 }

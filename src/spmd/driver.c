@@ -8,6 +8,7 @@
 
 #include "spmd/dot_int.h"
 #include "spmd/gather_int.h"
+#include "spmd/origin_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,6 +58,7 @@ static const SpmdHandler k_handlers[] = {
     [IR_FAM_SIDE_EFFECT] = spmd_handle_side_effect,
     [IR_FAM_RNG] = spmd_handle_rng,
     [IR_FAM_RAGGED_DOT] = spmd_handle_ragged_dot,
+    [IR_FAM_SCAN] = spmd_handle_scan,
     [IR_FAM_OTHER] = NULL,
 };
 
@@ -244,7 +246,7 @@ visit(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     SlStatus st = h(cx, hlo, err);
     if (st == SL_OK && !spmd_get_value(cx, hlo))
         return spmd_fail(cx, err, SL_ERR_INTERNAL, "handler produced no value");
-    return st;
+    return st == SL_OK ? spmd_record_origin(cx, hlo, err) : st;
 }
 
 SlStatus
@@ -456,6 +458,10 @@ spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink, SlA
         st = sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){NULL, 0, 0}, "out of memory");
     if (st == SL_OK)
         st = verify_order(cx.out, err);
+    /* XLA's pass ends with the same cleanup: handlers clone every source instruction and
+     * build index arithmetic eagerly, and what no fast path read is dropped here. */
+    if (st == SL_OK && opts->remove_dead_code)
+        (void)ir_module_remove_dead(cx.out, &cx.scratch, NULL);
     if (st == SL_OK && !spmd_names_sync(&cx))
         st = sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){NULL, 0, 0}, "out of memory");
     ctx_fini(&cx);

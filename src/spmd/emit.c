@@ -964,12 +964,16 @@ spmd_reducer(SpmdCtx *cx, SpmdRedKind kind, IrDtype t)
     return c;
 }
 
-/* Attributes XLA prints after `sharding=` (HloInstruction printing order). */
+/* Attributes XLA prints after `sharding=` (HloInstruction printing order, hlo-text.md). */
 static bool
-prints_after_sharding(IrAttrKey key)
+prints_after_sharding(const IrAttr *a)
 {
-    return key == IR_ATTR_FRONTEND_ATTRIBUTES || key == IR_ATTR_METADATA ||
-           key == IR_ATTR_BACKEND_CONFIG || key == IR_ATTR_CONTROL_PREDECESSORS;
+    if (a->key == IR_ATTR_OTHER) {
+        const char *k = a->u.other.key ? sl_sym_cstr(a->u.other.key) : "";
+        return !strcmp(k, "statistics") || !strcmp(k, "result_accuracy") || !strcmp(k, "origin");
+    }
+    return a->key == IR_ATTR_FRONTEND_ATTRIBUTES || a->key == IR_ATTR_METADATA ||
+           a->key == IR_ATTR_BACKEND_CONFIG || a->key == IR_ATTR_CONTROL_PREDECESSORS;
 }
 
 bool
@@ -982,7 +986,7 @@ spmd_set_sharding_attr(SpmdCtx *cx, IrInstr *i, const ShdSharding *s)
     /* move it in front of the first attribute printed after it */
     uint32_t at = (uint32_t)(a - i->attrs), to = at;
     for (uint32_t k = 0; k < at; k++)
-        if (prints_after_sharding(i->attrs[k].key)) {
+        if (prints_after_sharding(&i->attrs[k])) {
             to = k;
             break;
         }

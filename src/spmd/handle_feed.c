@@ -231,8 +231,8 @@ outfeed_shape_attr(IrInstr *i)
 {
     for (uint32_t k = 0; i && k < i->n_attrs; k++) {
         IrAttr *a = &i->attrs[k];
-        if (a->key == IR_ATTR_OTHER && a->other_key &&
-            !strcmp(sl_sym_cstr(a->other_key), "outfeed_shape"))
+        if (a->key == IR_ATTR_OTHER && a->u.other.key &&
+            !strcmp(sl_sym_cstr(a->u.other.key), "outfeed_shape"))
             return a;
     }
     return NULL;

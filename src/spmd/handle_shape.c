@@ -494,6 +494,147 @@ dus_pad(SpmdCtx *cx, const SpmdValue *x, IrInstr *pv, bool pv_zero, const IrPadD
     return SL_OK;
 }
 
+/* A reverse of local `x` over the dims set in `mask` (x itself when none). */
+static IrInstr *
+emit_reverse(SpmdCtx *cx, IrInstr *x, uint64_t mask)
+{
+    int64_t dims[SPMD_MAX_RANK];
+    uint32_t n = 0;
+    for (uint32_t d = 0; x && d < x->shape.rank; d++)
+        if (mask >> d & 1)
+            dims[n++] = d;
+    if (!x || n == 0)
+        return x;
+    IrInstr *i = ir_instr_new(cx->out, IR_OP_REVERSE, &x->shape, &x, 1);
+    IrAttr *a = i ? ir_instr_add_attr(cx->out, i, IR_ATTR_DIMENSIONS) : NULL;
+    int64_t *v = SL_DUP_ARRAY(cx->arena, int64_t, dims, n);
+    if (!a || !v)
+        return NULL;
+    a->u.ints.n = n;
+    a->u.ints.v = v;
+    return spmd_emit(cx, i, NULL);
+}
+
+/* Slice and pad (local, per dim) that place the update of a DUS on its input's shards. */
+typedef struct DusPlace {
+    int64_t start[SPMD_MAX_RANK], limit[SPMD_MAX_RANK];
+    IrPadDim pad[SPMD_MAX_RANK];
+} DusPlace;
+
+/* Where a dim of the slice's operand goes when position `ss` lands on the DUS start `ds`:
+ * what falls before 0 or past the DUS dim is sliced off, the rest is padded out (XLA's
+ * new_slice_starts / padding_config2). Sets *needs_pad when padding is needed. */
+static void
+dus_place_whole(DusPlace *pl, uint32_t d, int64_t ss, int64_t ds, int64_t operand,
+                int64_t full, bool *needs_pad)
+{
+    int64_t len = operand;
+    pl->start[d] = 0;
+    pl->limit[d] = operand;
+    pl->pad[d] = (IrPadDim){0, 0, 0};
+    if (ss > ds) {
+        pl->start[d] = ss - ds;
+        len -= pl->start[d];
+    } else {
+        pl->pad[d].lo = ds - ss;
+        *needs_pad = *needs_pad || ss != ds;
+    }
+    int64_t end = pl->pad[d].lo + len;
+    if (end > full) {
+        pl->limit[d] -= end - full;
+    } else {
+        *needs_pad = *needs_pad || end != full;
+        pl->pad[d].hi = full - end;
+    }
+}
+
+/* Sharded dim d of the communication-free placement: the slice's operand is sharded like the
+ * DUS, and either lines up with it exactly (same start, same size) or the slice and the DUS
+ * range both lie in one shard of the same index. False when neither holds. */
+static bool
+dus_place_sharded(DusPlace *pl, uint32_t d, int64_t ss, int64_t ds, int64_t size,
+                  int64_t operand, int64_t full, int64_t oss, int64_t iss)
+{
+    if (ss == ds && operand == full) {
+        pl->start[d] = 0;
+        pl->limit[d] = oss;
+        pl->pad[d] = (IrPadDim){0, 0, 0};
+        return true;
+    }
+    if (oss <= 0 || iss <= 0 || ss / oss != (ss + size - 1) / oss ||
+        ds / iss != (ds + size - 1) / iss || ss / oss != ds / iss)
+        return false;
+    pl->start[d] = ss % oss;
+    pl->limit[d] = pl->start[d] + size;
+    pl->pad[d] = (IrPadDim){ds % iss, iss - (ds % iss + size), 0};
+    return true;
+}
+
+/* ProcessUpdatePieceExtractOperand, slice leaf: when the update is a stride-1 slice (through
+ * copies and reverses of unsharded dims) of a value sharded exactly like the DUS, and every
+ * sharded dim places communication-free, the update on each shard is a local slice of that
+ * value's shard, padded to the shard shape (garbage outside the update box is masked off by
+ * the caller's select). SL_ERR_UNSUPPORTED (nothing emitted) otherwise. */
+static SlStatus
+dus_slice_update(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s, const int64_t *starts,
+                 IrInstr *zero, IrInstr **out, SlError *err)
+{
+    uint32_t r = hlo->shape.rank;
+    const IrInstr *piece = hlo->operands[1], *leaf = piece;
+    uint64_t rev = 0;
+    for (; leaf->op == IR_OP_COPY || leaf->op == IR_OP_REVERSE; leaf = leaf->operands[0]) {
+        const int64_t *rd;
+        uint32_t nr = leaf->op == IR_OP_REVERSE ? ir_instr_ints_attr(leaf, IR_ATTR_DIMENSIONS, &rd)
+                                                : 0;
+        for (uint32_t k = 0; k < nr; k++)
+            if (rd[k] >= 0 && rd[k] < (int64_t)r)
+                rev ^= UINT64_C(1) << rd[k];
+    }
+    const IrAttr *sa = leaf->op == IR_OP_SLICE ? ir_instr_find_attr(leaf, IR_ATTR_SLICE) : NULL;
+    const IrInstr *src = sa ? leaf->operands[0] : NULL;
+    const SpmdValue *rv = sa ? spmd_get_value(cx, src) : NULL;
+    if (!sa || sa->u.slice.n != r || src->shape.rank != r || !rv || !shd_equal(rv->sharding, s))
+        return SL_ERR_UNSUPPORTED;
+    DusPlace pl;
+    bool needs_pad = false;
+    IrShape in_local = spmd_local_shape(cx, &hlo->shape, s);
+    IrShape op_local = spmd_local_shape(cx, &src->shape, s);
+    if (!in_local.dims && r)
+        return spmd_nomem(cx, err);
+    for (uint32_t d = 0; d < r; d++) {
+        const IrSliceDim *sd = &sa->u.slice.v[d];
+        int64_t opd = src->shape.dims[d], ss = rev >> d & 1 ? opd - sd->limit : sd->start;
+        bool sharded = shd_dim_shards(s, d) > 1;
+        if (sd->stride != 1 || (sharded && rev >> d & 1))
+            return SL_ERR_UNSUPPORTED;
+        dus_place_whole(&pl, d, ss, starts[d], opd, hlo->shape.dims[d], &needs_pad);
+        if (sharded && !dus_place_sharded(&pl, d, ss, starts[d], piece->shape.dims[d], opd,
+                                          hlo->shape.dims[d], op_local.dims[d],
+                                          in_local.dims[d]))
+            return SL_ERR_UNSUPPORTED;
+    }
+    IrInstr *x = emit_reverse(cx, rv->hlo, rev);
+    bool local_pad = false;
+    for (uint32_t d = 0; d < r; d++)
+        local_pad = local_pad || pl.pad[d].lo > 0 || pl.pad[d].hi > 0;
+    x = spmd_emit_slice(cx, x, pl.start, pl.limit);
+    if (x && (local_pad || needs_pad))
+        x = spmd_emit_pad(cx, x, zero, pl.pad);
+    if (!x)
+        return spmd_nomem(cx, err);
+    if (SL_NEVER(!ir_shape_equal(&x->shape, &in_local, false)))
+        return spmd_fail(cx, err, SL_ERR_INTERNAL, "placed update does not fit the shard");
+    if (cx->trace->ops->decision) {
+        TraceDecision dd = {hlo, "dynamic-update-slice", "slice-update-local",
+                            "the update is a slice of a value sharded like the result: each "
+                            "shard slices and pads its own piece",
+                            NULL, 0, NULL, 0};
+        cx->trace->ops->decision(cx->trace, &dd);
+    }
+    *out = x;
+    return SL_OK;
+}
+
 /* HandleDUSAllPartitionedSliceDimsHaveConstantIndices (the general piece): no collectives.
  * A pred mask (false on the update's box, true elsewhere) and the update padded by zeros to
  * the full shape are both built shard-locally by the pad partitioner; the result selects the
@@ -525,8 +666,11 @@ dus_constant_indices(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s,
     IrInstr *mask = NULL, *padded = NULL;
     if ((st = dus_pad(cx, &zv, one, false, pads, obase, s, &mask, err)) != SL_OK)
         return st;
+    st = dus_slice_update(cx, hlo, s, starts, zero, &padded, err);
     const SpmdValue *uv = spmd_get_value(cx, hlo->operands[1]);
-    if ((st = dus_pad(cx, uv, zero, true, pads, &hlo->shape, s, &padded, err)) != SL_OK)
+    if (st == SL_ERR_UNSUPPORTED)
+        st = dus_pad(cx, uv, zero, true, pads, &hlo->shape, s, &padded, err);
+    if (st != SL_OK)
         return st;
     IrInstr *res = spmd_emit_select(cx, mask, in.hlo, padded);
     if (!res)

@@ -1,6 +1,7 @@
-/* options.c - SpmdPartitionerOptions by XLA's names (spmd.h). Owns: defaults, `KEY=VALUE`
- * parsing and the fixed-order listing. Names XLA accepts but the partitioner does not model
- * are accepted and recorded as unused (listed with "# unused"); unknown names are errors. */
+/* options.c - SpmdPartitionerOptions by XLA's names (spmd.h), and the few of shardlens's own
+ * listed last. Owns: defaults, `KEY=VALUE` parsing and the fixed-order listing. Names XLA
+ * accepts but the partitioner does not model are accepted and recorded as unused (listed with
+ * "# unused"); unknown names are errors. */
 #include "spmd/spmd.h"
 
 #include <stddef.h>
@@ -57,6 +58,8 @@ static const struct {
     {"xla_gpu_operand_bytes_threshold_for_windowed_einsum", OPT_UNUSED_INT, 0},
     {"skip_dot_windowed_einsum_check", OPT_UNUSED_BOOL, 0},
     {"use_v3_sharding", OPT_UNUSED_STR, 0},
+    /* shardlens's own */
+    {"remove_dead_code", OPT_BOOL, offsetof(SpmdOptions, remove_dead_code)},
 };
 
 void
@@ -72,6 +75,7 @@ spmd_options_init(SpmdOptions *o)
     o->cache_all_gather = true;
     o->conv_halo_exchange_always_on_lhs = true;
     o->report_instruction_count = 5;
+    o->remove_dead_code = true;
 }
 
 static bool

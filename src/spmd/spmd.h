@@ -32,6 +32,9 @@ typedef struct SpmdOptions {
     int64_t report_instruction_count;            /* 5 */
     const char *preferred_gather_partition_methods;  /* verbatim, NULL = XLA default */
     const char *preferred_scatter_partition_methods; /* verbatim, NULL = XLA default */
+    /* shardlens's own, not an XLA name: the dead-code removal XLA's partitioner pass runs
+     * after partitioning (true); false shows every instruction the handlers emitted */
+    bool remove_dead_code;
 } SpmdOptions;
 
 void spmd_options_init(SpmdOptions *o);

@@ -374,6 +374,9 @@ SlStatus spmd_handle_conditional(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_call(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_partition_id(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_rng(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
+/* handle_scan.c: scan sharded off its scan dimension (or moved off it) runs shard-local with a
+ * body rebuilt for the shard shapes; a parallel prefix when sharded on it (associative). */
+SlStatus spmd_handle_scan(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 /* handle_feed.c: infeed that does not partition evenly (a conditional per shard shape). */
 SlStatus spmd_handle_side_effect(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_all_reduce(SpmdCtx *cx, const IrInstr *hlo, SlError *err);

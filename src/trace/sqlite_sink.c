@@ -1013,7 +1013,7 @@ static bool
 replica_groups(Wr *w, const IrInstr *i, Groups *g)
 {
     const IrAttr *a = ir_instr_find_attr(i, IR_ATTR_REPLICA_GROUPS);
-    const IrReplicaGroups *rg = a ? &a->u.groups : NULL;
+    const IrReplicaGroups *rg = a ? a->u.groups : NULL;
     if (rg && rg->is_iota && rg->iota.n_dims == 2) {
         int64_t total = ir_iota_count(&rg->iota);
         int64_t n = rg->iota.dims[0];
