@@ -9,16 +9,19 @@
 -- packed, so a value may be fractional) and stored as REAL. A trip count of NULL means
 -- "unknown", never 1 by guess.
 --
--- Lists that belong to one row are JSON arrays in that row (instr.operands, decision.alternatives,
--- decision.numbers), written with the row in one insert; the views edge, decision_alt and
--- decision_number give them one row per element, for SQL.
+-- Lists that belong to one row are JSON in that row, written with the row in one insert and
+-- built by SQLite's json_array/json_object: arrays (instr.operands, decision.alternatives) and
+-- an object (decision.numbers); the views edge, decision_alt and decision_number give them one
+-- row per element, for SQL.
 --
 -- Version 2 added instr.param_number, the called_computation table, collective.max_trip_count
 -- and per-group sizes in collective_device. Version 3 made edge, decision_alt and
 -- decision_number views over the JSON columns instr.operands, decision.alternatives and
 -- decision.numbers, added run.first_instr, run.last_instr and collective_group.size, and
--- dropped the index instr_by_name.
-PRAGMA user_version = 3;
+-- dropped the index instr_by_name. Version 4 made decision.numbers an object, {"key":value,...}
+-- (it was a list of [key, value] pairs): json_each reads it with one row per number instead of
+-- json_tree's three, which is most of what loading a 100k-instruction run costs in JSON.
+PRAGMA user_version = 4;
 
 -- One partitioner invocation. created_at and duration_ms come from the caller's clock.
 CREATE TABLE run (
@@ -102,10 +105,12 @@ CREATE TABLE decision (
     reason       TEXT,
     alternatives TEXT,                 -- JSON array of the strategies considered and not
                                        -- taken, e.g. ["batch","windowed_einsum"]; NULL: none
-    numbers      TEXT                  -- JSON array of the [key, value] pairs the decision
-                                       -- compared, value a number or a string, e.g.
-                                       -- [["lhs_bytes",4096],["output_sharding","{replicated}"]];
+    numbers      TEXT                  -- JSON object of the values the decision compared, in
+                                       -- the order compared, each a number or a string, e.g.
+                                       -- {"lhs_bytes":4096,"output_sharding":"{replicated}"};
                                        -- NULL: none. A non-finite number is 9e999, -9e999 or null.
+                                       -- A key compared twice is there twice (json_each and the
+                                       -- view list both; other JSON readers may keep one).
 );
 CREATE INDEX decision_by_run ON decision(run_id);
 
@@ -115,13 +120,12 @@ SELECT d.id AS decision_id, CAST(a.key AS INTEGER) AS idx, a.value AS strategy
 FROM decision d, json_each(d.alternatives) a;
 
 -- The numbers (or strings) the decision compared, e.g. ('lhs_bytes', 4096, NULL): one row per
--- element of decision.numbers.
+-- member of decision.numbers; idx is its 0-based position (json_each's id grows in text order).
 CREATE VIEW decision_number AS
-SELECT d.id AS decision_id, CAST(n.key AS INTEGER) AS idx, json_extract(n.value, '$[0]') AS key,
-       CASE WHEN json_type(n.value, '$[1]') IN ('integer', 'real')
-            THEN CAST(json_extract(n.value, '$[1]') AS REAL) END AS num,
-       CASE WHEN json_type(n.value, '$[1]') = 'text'
-            THEN json_extract(n.value, '$[1]') END AS str
+SELECT d.id AS decision_id, row_number() OVER (PARTITION BY d.id ORDER BY n.id) - 1 AS idx,
+       n.key AS key,
+       CASE WHEN n.type IN ('integer', 'real') THEN CAST(n.atom AS REAL) END AS num,
+       CASE WHEN n.type = 'text' THEN n.atom END AS str
 FROM decision d, json_each(d.numbers) n;
 
 -- One PartitionedHlo::Reshard call.

@@ -223,13 +223,13 @@ cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
 /* ---- loading a run -------------------------------------------------------------------------- */
 
 int
-cli_run_load(CliRun *r, const char *path, int64_t run_id)
+cli_run_load(CliRun *r, const char *path, int64_t run_id, unsigned parts)
 {
     memset(r, 0, sizeof(*r));
     sl_arena_init(&r->arena);
     SlError err = {0};
     if (trace_db_open(path, TRACE_DB_READ, &r->db, &err) ||
-        trace_run_load(r->db, run_id, &r->arena, &r->run, &err))
+        trace_run_load_parts(r->db, run_id, parts, &r->arena, &r->run, &err))
         return cli_report_at(&err, path);
     return CLI_EXIT_OK;
 }

@@ -62,8 +62,9 @@ typedef struct CliRun {
     SlArena arena;
     const TraceRun *run;
 } CliRun;
-/* Opens `path` read-only and loads run `run_id` (0: the latest). Pair with cli_run_fini. */
-int cli_run_load(CliRun *r, const char *path, int64_t run_id);
+/* Opens `path` read-only and loads run `run_id` (0: the latest) with the optional `parts`
+ * (TraceLoadParts) its command needs. Pair with cli_run_fini. */
+int cli_run_load(CliRun *r, const char *path, int64_t run_id, unsigned parts);
 void cli_run_fini(CliRun *r);
 /* --run ID (CLI_OPT_RUN) as a positive integer, 0 when absent. */
 int cli_run_id(const CliArgs *a, int64_t *run_id);

@@ -135,7 +135,7 @@ static int
 report_all(const Paths *p, const ReportOptions *ro)
 {
     CliRun r;
-    int code = cli_run_load(&r, p->trace, 0);
+    int code = cli_run_load(&r, p->trace, 0, TRACE_LOAD_ALL);
     SlArena arena;
     sl_arena_init(&arena);
     Report *rep = NULL;

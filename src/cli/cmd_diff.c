@@ -44,7 +44,7 @@ load_side(Side *s, const char *path, SlArena *arena)
 {
     SlError err = {0};
     if (strcmp(path, "-") != 0 && is_sqlite(path)) {
-        int code = cli_run_load(&s->run, path, 0);
+        int code = cli_run_load(&s->run, path, 0, 0) /* the report needs no lists */;
         s->has_run = true;
         if (code != CLI_EXIT_OK)
             return code;

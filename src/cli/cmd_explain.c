@@ -15,7 +15,7 @@ run(const CliArgs *a)
     if (code != CLI_EXIT_OK)
         return code;
     CliRun r;
-    code = cli_run_load(&r, a->pos[0], run_id);
+    code = cli_run_load(&r, a->pos[0], run_id, TRACE_LOAD_ALL);
     if (code == CLI_EXIT_OK) {
         SlError err = {0};
         SlBuf text;

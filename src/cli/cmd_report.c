@@ -53,7 +53,7 @@ run(const CliArgs *a)
     if (code != CLI_EXIT_OK)
         return code;
     CliRun r;
-    code = cli_run_load(&r, a->pos[0], run_id);
+    code = cli_run_load(&r, a->pos[0], run_id, 0) /* the report needs no lists */;
     if (code == CLI_EXIT_OK)
         code = write_report(a, &r, &o);
     cli_run_fini(&r);

@@ -1,21 +1,29 @@
 /* reader.c - loads one run of a trace database into the plain structs of trace_run.h.
- * Owns: the read queries, and parsing the JSON lists the schema keeps in a row (instr.operands,
- * decision.alternatives, decision.numbers). Does not own: the cost model, which lives in the
- * schema's views and is read from them (collective_traffic, device_traffic), never recomputed
- * here. Invariant: all queries of one load run in one read transaction, so a run appended by
- * another process meanwhile cannot mix in; every string is copied into the caller's arena.
- * Each table is read once; the big ones (instr, called_computation) by key range, in key order,
- * so SQLite neither looks rows up one by one nor sorts them. */
+ * Owns: the read queries, and checking the JSON lists the schema keeps in a row (instr.operands,
+ * decision.alternatives, decision.numbers); SQLite decodes them (json_each), never C code here.
+ * Does not own: the cost model, which lives in the schema's views and is read from them
+ * (collective_traffic, device_traffic), never recomputed here. Invariant: all queries of one
+ * load run in one read transaction, so a run appended by another process meanwhile cannot mix
+ * in; every string is copied into the caller's arena. Each table is read once, plus once per
+ * JSON list it holds; the big ones (instr, called_computation) by key range, in key order, so
+ * SQLite neither looks rows up one by one nor sorts them. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "trace/trace_int.h"
 #include "trace/trace_run.h"
 
+/* One member of decision.numbers, at index `pos` of decision `decision`. */
+typedef struct NumberRow {
+    uint32_t decision, pos;
+    TraceRunNumber n;
+} NumberRow;
+
 typedef struct Rd {
     TraceDb *db;
     SlArena *arena;
     TraceRun *run;
+    unsigned parts;   /* TraceLoadParts */
     int rc;           /* first SQLite failure */
     const char *what; /* the query that failed */
     bool oom;
@@ -23,10 +31,12 @@ typedef struct Rd {
     int64_t first_instr, last_instr; /* run.first_instr, run.last_instr; 0: no instrs */
     SlVec rows;                      /* rows of the current query, copied to the arena at its end */
     SlVec instr_ids;                 /* int64_t instr.id per run->instrs entry, ascending */
-    SlVec operands;     /* int64_t operand ids of every instr, in instrs order (resolved later) */
-    SlVec alts, nums;   /* one decision's alternatives and numbers while they are parsed */
+    SlVec elems;        /* list elements (OperandRow, AltRow, NumberRow) until attached */
     uint32_t instr_cap; /* run->instrs holds this many, filled in place; 0: rows go via `rows` */
     SlMap decision_idx, reshard_idx, collective_idx;
+    bool has_last_decision; /* row_decision_idx's last answer */
+    int64_t last_decision_id;
+    uint32_t last_decision;
 } Rd;
 
 typedef bool (*RowFn)(Rd *r, sqlite3_stmt *st);
@@ -86,271 +96,6 @@ col_instr(const Rd *r, sqlite3_stmt *st, int col)
     return instr_index(r, sqlite3_column_int64(st, col));
 }
 
-/* ---- JSON lists, as schema/trace.sql writes them ---- */
-
-typedef struct Json {
-    const char *p, *end;
-} Json;
-
-static void
-json_ws(Json *j)
-{
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-        j->p++;
-}
-
-/* Consumes `c` (after white space) when it is next. */
-static bool
-json_eat(Json *j, char c)
-{
-    json_ws(j);
-    if (j->p < j->end && *j->p == c) {
-        j->p++;
-        return true;
-    }
-    return false;
-}
-
-static bool
-json_null(Json *j)
-{
-    json_ws(j);
-    if (j->end - j->p >= 4 && memcmp(j->p, "null", 4) == 0) {
-        j->p += 4;
-        return true;
-    }
-    return false;
-}
-
-static int
-hex_digit(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-/* \uXXXX after the backslash and 'u' (at j->p); -1 when malformed. */
-static int32_t
-json_u16(Json *j)
-{
-    if (j->end - j->p < 4)
-        return -1;
-    int32_t v = 0;
-    for (int k = 0; k < 4; k++) {
-        int h = hex_digit(j->p[k]);
-        if (h < 0)
-            return -1;
-        v = v * 16 + h;
-    }
-    j->p += 4;
-    return v;
-}
-
-static char *
-put_utf8(char *o, uint32_t cp)
-{
-    if (cp < 0x80) {
-        *o++ = (char)cp;
-    } else if (cp < 0x800) {
-        *o++ = (char)(0xc0 | cp >> 6);
-        *o++ = (char)(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        *o++ = (char)(0xe0 | cp >> 12);
-        *o++ = (char)(0x80 | (cp >> 6 & 0x3f));
-        *o++ = (char)(0x80 | (cp & 0x3f));
-    } else {
-        *o++ = (char)(0xf0 | cp >> 18);
-        *o++ = (char)(0x80 | (cp >> 12 & 0x3f));
-        *o++ = (char)(0x80 | (cp >> 6 & 0x3f));
-        *o++ = (char)(0x80 | (cp & 0x3f));
-    }
-    return o;
-}
-
-/* string := '"' (char | '\' escape)* '"', copied into the arena with escapes decoded. A decoded
- * string is never longer than its JSON text. \u0000 is refused: the result is a C string. */
-static bool
-json_string(Rd *r, Json *j, const char **out)
-{
-    json_ws(j);
-    if (j->p >= j->end || *j->p != '"')
-        return false;
-    const char *s = ++j->p;
-    const char *q = s;
-    while (q < j->end && *q != '"' && *q != '\\')
-        q++;
-    if (q < j->end && *q == '"') { /* no escapes: the common case */
-        char *c = sl_arena_strndup(r->arena, s, (size_t)(q - s));
-        if (!c)
-            r->oom = true;
-        *out = c ? c : "";
-        j->p = q + 1;
-        return true;
-    }
-    char *buf = sl_arena_alloc(r->arena, (size_t)(j->end - s) + 1, 1);
-    if (!buf) {
-        r->oom = true;
-        return false;
-    }
-    char *o = buf;
-    while (j->p < j->end && *j->p != '"') {
-        char ch = *j->p++;
-        if ((unsigned char)ch < 0x20)
-            return false;
-        if (ch != '\\') {
-            *o++ = ch;
-            continue;
-        }
-        if (j->p >= j->end)
-            return false;
-        ch = *j->p++;
-        switch (ch) {
-        case '"':
-        case '\\':
-        case '/':
-            *o++ = ch;
-            break;
-        case 'b':
-            *o++ = '\b';
-            break;
-        case 'f':
-            *o++ = '\f';
-            break;
-        case 'n':
-            *o++ = '\n';
-            break;
-        case 'r':
-            *o++ = '\r';
-            break;
-        case 't':
-            *o++ = '\t';
-            break;
-        case 'u': {
-            int32_t cp = json_u16(j);
-            if (cp >= 0xd800 && cp < 0xdc00) { /* a surrogate pair */
-                int32_t lo = j->end - j->p >= 2 && j->p[0] == '\\' && j->p[1] == 'u'
-                                 ? (j->p += 2, json_u16(j))
-                                 : -1;
-                if (lo < 0xdc00 || lo >= 0xe000)
-                    return false;
-                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-            } else if (cp >= 0xdc00 && cp < 0xe000) {
-                return false;
-            }
-            if (cp <= 0)
-                return false;
-            o = put_utf8(o, (uint32_t)cp);
-            break;
-        }
-        default:
-            return false;
-        }
-    }
-    if (j->p >= j->end)
-        return false;
-    j->p++;
-    *o = '\0';
-    *out = buf;
-    return true;
-}
-
-/* number := '-'? digits ('.' digits)? ([eE] [+-]? digits)? ; 9e999 reads as infinity. */
-static bool
-json_number(Json *j, double *out)
-{
-    json_ws(j);
-    const char *s = j->p, *q = s;
-    if (q < j->end && *q == '-')
-        q++;
-    const char *digits = q;
-    while (q < j->end && *q >= '0' && *q <= '9')
-        q++;
-    if (q == digits)
-        return false;
-    if (q < j->end && *q == '.') {
-        const char *f = ++q;
-        while (q < j->end && *q >= '0' && *q <= '9')
-            q++;
-        if (q == f)
-            return false;
-    }
-    if (q < j->end && (*q == 'e' || *q == 'E')) {
-        q++;
-        if (q < j->end && (*q == '+' || *q == '-'))
-            q++;
-        const char *e = q;
-        while (q < j->end && *q >= '0' && *q <= '9')
-            q++;
-        if (q == e)
-            return false;
-    }
-    char tmp[64];
-    if ((size_t)(q - s) >= sizeof(tmp))
-        return false;
-    memcpy(tmp, s, (size_t)(q - s));
-    tmp[q - s] = '\0';
-    *out = strtod(tmp, NULL);
-    j->p = q;
-    return true;
-}
-
-/* An instr id: a non-negative integer. */
-static bool
-json_id(Json *j, int64_t *out)
-{
-    json_ws(j);
-    const char *q = j->p;
-    int64_t v = 0;
-    while (q < j->end && *q >= '0' && *q <= '9' && v <= (INT64_MAX - 9) / 10)
-        v = v * 10 + (*q++ - '0');
-    if (q == j->p ||
-        (q < j->end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E')))
-        return false;
-    j->p = q;
-    *out = v;
-    return true;
-}
-
-/* The JSON text of column `col`; false for NULL (an empty list). */
-static bool
-col_json(sqlite3_stmt *st, int col, Json *j)
-{
-    const char *t = (const char *)sqlite3_column_text(st, col);
-    if (!t)
-        return false;
-    j->p = t;
-    j->end = t + sqlite3_column_bytes(st, col);
-    return true;
-}
-
-/* list := '[' (item (',' item)*)? ']' ; opens the list, false when malformed. */
-static bool
-json_open(Json *j, bool *empty)
-{
-    if (!json_eat(j, '['))
-        return false;
-    *empty = json_eat(j, ']');
-    return true;
-}
-
-/* After an item: true with *more when a ',' follows, true without it at the closing ']'. */
-static bool
-json_next(Json *j, bool *more)
-{
-    *more = json_eat(j, ',');
-    return *more || json_eat(j, ']');
-}
-
-/* Nothing but white space after the list. */
-static bool
-json_done(Json *j)
-{
-    json_ws(j);
-    return j->p == j->end;
-}
-
 static void
 put(Rd *r, SlMap *m, int64_t row, size_t idx)
 {
@@ -359,9 +104,9 @@ put(Rd *r, SlMap *m, int64_t row, size_t idx)
 }
 
 /* Runs `sql` with ?1 bound to the run id and ?2, ?3 to its first and last instr id, calling
- * `fn` per row. */
+ * `fn` per row. A failure is reported as `what` (NULL: the SQL text). */
 static void
-query(Rd *r, const char *sql, RowFn fn)
+query_what(Rd *r, const char *what, const char *sql, RowFn fn)
 {
     if (r->rc != SQLITE_OK || r->oom || r->bad)
         return;
@@ -387,8 +132,14 @@ query(Rd *r, const char *sql, RowFn fn)
         rc = rc2;
     if (rc != SQLITE_OK) {
         r->rc = rc;
-        r->what = sql;
+        r->what = what ? what : sql;
     }
+}
+
+static void
+query(Rd *r, const char *sql, RowFn fn)
+{
+    query_what(r, NULL, sql, fn);
 }
 
 /* Moves the collected rows into the arena. */
@@ -418,31 +169,6 @@ row_option(Rd *r, sqlite3_stmt *st)
     return PUSH(r, TraceRunOption, o);
 }
 
-/* instr.operands: pushes the ids to r->operands and counts them in `i`. */
-static bool
-parse_operands(Rd *r, sqlite3_stmt *st, int col, TraceRunInstr *i)
-{
-    Json j;
-    bool empty = false, more = true;
-    if (!col_json(st, col, &j))
-        return true;
-    if (!json_open(&j, &empty))
-        return false;
-    while (!empty && more) {
-        int64_t id = -1;
-        if (!json_null(&j) && !json_id(&j, &id))
-            return false;
-        if (!SL_VEC_PUSH(&r->operands, int64_t, id)) {
-            r->oom = true;
-            return true;
-        }
-        i->n_operands++;
-        if (!json_next(&j, &more))
-            return false;
-    }
-    return json_done(&j);
-}
-
 static bool
 row_instr(Rd *r, sqlite3_stmt *st)
 {
@@ -462,10 +188,6 @@ row_instr(Rd *r, sqlite3_stmt *st)
     i.source_line = sqlite3_column_int64(st, 12);
     i.derived_from = col_instr(r, st, 13); /* 'before' rows come first */
     i.param_number = sqlite3_column_type(st, 14) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 14);
-    if (!parse_operands(r, st, 15, &i)) {
-        r->bad = "instr.operands";
-        return true;
-    }
     if (!SL_VEC_PUSH(&r->instr_ids, int64_t, sqlite3_column_int64(st, 0)))
         return false;
     if (!r->instr_cap)
@@ -474,36 +196,6 @@ row_instr(Rd *r, sqlite3_stmt *st)
         return false;
     r->run->instrs[r->run->n_instrs++] = i;
     return true;
-}
-
-/* Turns the operand ids into indices, once every instr is known (an operand may come later).
- * An operand outside the run is TRACE_NONE; trailing ones are dropped. */
-static void
-attach_operands(Rd *r)
-{
-    TraceRun *run = r->run;
-    const int64_t *ids = r->operands.data;
-    uint32_t *all = r->operands.len ? SL_NEW_ARRAY(r->arena, uint32_t, r->operands.len) : NULL;
-    if (r->operands.len && !all) {
-        r->oom = true;
-        return;
-    }
-    size_t off = 0;
-    for (uint32_t k = 0; k < run->n_instrs; k++) {
-        TraceRunInstr *u = &run->instrs[k];
-        uint32_t total = u->n_operands, n = total;
-        if (off + total > r->operands.len) { /* cannot happen: the counts came with the ids */
-            r->bad = "instr.operands";
-            return;
-        }
-        for (uint32_t o = 0; o < total; o++)
-            all[off + o] = ids[off + o] < 0 ? TRACE_NONE : instr_index(r, ids[off + o]);
-        while (n > 0 && all[off + n - 1] == TRACE_NONE)
-            n--;
-        u->n_operands = n;
-        u->operands = n ? all + off : NULL;
-        off += total;
-    }
 }
 
 static bool
@@ -515,73 +207,6 @@ row_call(Rd *r, sqlite3_stmt *st)
     return PUSH(r, TraceRunCall, c);
 }
 
-/* decision.alternatives: a list of strings. */
-static bool
-parse_alternatives(Rd *r, sqlite3_stmt *st, int col, TraceRunDecision *d)
-{
-    Json j;
-    bool empty = false, more = true;
-    if (!col_json(st, col, &j))
-        return true;
-    if (!json_open(&j, &empty))
-        return false;
-    SlVec *v = &r->alts;
-    v->len = 0;
-    bool ok = true;
-    while (ok && !empty && more) {
-        const char *alt = NULL;
-        ok = json_string(r, &j, &alt) && json_next(&j, &more);
-        if (ok && !SL_VEC_PUSH(v, const char *, alt))
-            r->oom = true;
-    }
-    ok = ok && json_done(&j);
-    if (ok && v->len) {
-        d->alternatives = sl_arena_memdup(r->arena, v->data, v->len * sizeof(const char *),
-                                          _Alignof(const char *));
-        if (d->alternatives)
-            d->n_alternatives = (uint32_t)v->len;
-        else
-            r->oom = true;
-    }
-    return ok;
-}
-
-/* decision.numbers: a list of [key, value] pairs, value a number, a string or null. */
-static bool
-parse_numbers(Rd *r, sqlite3_stmt *st, int col, TraceRunDecision *d)
-{
-    Json j;
-    bool empty = false, more = true;
-    if (!col_json(st, col, &j))
-        return true;
-    if (!json_open(&j, &empty))
-        return false;
-    SlVec *v = &r->nums;
-    v->len = 0;
-    bool ok = true;
-    while (ok && !empty && more) {
-        TraceRunNumber n = {NULL, 0, NULL};
-        ok = json_eat(&j, '[') && json_string(r, &j, &n.key) && json_eat(&j, ',');
-        if (ok && !json_null(&j)) {
-            json_ws(&j);
-            ok = j.p < j.end && *j.p == '"' ? json_string(r, &j, &n.str) : json_number(&j, &n.num);
-        }
-        ok = ok && json_eat(&j, ']') && json_next(&j, &more);
-        if (ok && !SL_VEC_PUSH(v, TraceRunNumber, n))
-            r->oom = true;
-    }
-    ok = ok && json_done(&j);
-    if (ok && v->len) {
-        d->numbers = sl_arena_memdup(r->arena, v->data, v->len * sizeof(TraceRunNumber),
-                                     _Alignof(TraceRunNumber));
-        if (d->numbers)
-            d->n_numbers = (uint32_t)v->len;
-        else
-            r->oom = true;
-    }
-    return ok;
-}
-
 static bool
 row_decision(Rd *r, sqlite3_stmt *st)
 {
@@ -591,16 +216,243 @@ row_decision(Rd *r, sqlite3_stmt *st)
     d.handler = col_text(r, st, 3);
     d.strategy = col_text(r, st, 4);
     d.reason = col_text(r, st, 5);
-    if (!parse_alternatives(r, st, 6, &d)) {
-        r->bad = "decision.alternatives";
-        return true;
-    }
-    if (!parse_numbers(r, st, 7, &d)) {
-        r->bad = "decision.numbers";
-        return true;
-    }
     put(r, &r->decision_idx, sqlite3_column_int64(st, 0), r->rows.len);
     return PUSH(r, TraceRunDecision, d);
+}
+
+/* ---- the JSON lists of a row: instr.operands, decision.alternatives, decision.numbers ----
+ * SQLite decodes them: json_each gives one row per element, with its index (key), its JSON
+ * type and its SQL value (atom), and a column that is not JSON fails the query with SQLite's
+ * "malformed JSON". Here we only check that each element has the type the schema gives it
+ * and put it in its place: an array's element at the index json_each gives, an object's
+ * member (decision.numbers) after the ones before it, as json_each walks it in text order. */
+
+typedef enum JsonKind { JK_NULL, JK_INTEGER, JK_REAL, JK_TEXT, JK_ARRAY, JK_OTHER } JsonKind;
+
+/* json_each's type column: null, true, false, integer, real, text, array or object. */
+static JsonKind
+col_kind(sqlite3_stmt *st, int col)
+{
+    const char *t = (const char *)sqlite3_column_text(st, col);
+    switch (t ? t[0] : '\0') {
+    case 'n':
+        return JK_NULL;
+    case 'i':
+        return JK_INTEGER;
+    case 'r':
+        return JK_REAL;
+    case 't':
+        return t[1] == 'e' ? JK_TEXT : JK_OTHER; /* text; true */
+    case 'a':
+        return JK_ARRAY;
+    default:
+        return JK_OTHER;
+    }
+}
+
+/* json_each's key column: the element's index in its array; -1 when the value was not an
+ * array (an object's key, or NULL for a scalar). */
+static int64_t
+col_pos(sqlite3_stmt *st, int col)
+{
+    if (sqlite3_column_type(st, col) != SQLITE_INTEGER)
+        return -1;
+    int64_t k = sqlite3_column_int64(st, col);
+    return k >= 0 && k < UINT32_MAX ? k : -1;
+}
+
+/* A JSON string element, copied; NULL when it holds a NUL byte, which a C string cannot (SQLite
+ * 3.40 ends a string at \u0000 itself; a later one may not). */
+static const char *
+col_json_text(Rd *r, sqlite3_stmt *st, int col)
+{
+    const char *t = (const char *)sqlite3_column_text(st, col);
+    size_t n = (size_t)sqlite3_column_bytes(st, col);
+    if (!t || memchr(t, '\0', n))
+        return NULL;
+    char *c = sl_arena_strndup(r->arena, t, n);
+    if (!c)
+        r->oom = true;
+    return c ? c : "";
+}
+
+/* Refuses the load: `column` holds JSON that is not the list the schema describes. */
+static bool
+malformed(Rd *r, const char *column)
+{
+    r->bad = column;
+    return true;
+}
+
+typedef struct OperandRow {
+    uint32_t instr, pos; /* the user's index into run->instrs, and the operand's position */
+    int64_t id;          /* the operand's instr.id; -1: null */
+} OperandRow;
+
+/* instr.operands: [7,8], a list of instr ids or null. Runs after every instr is read. */
+static bool
+row_operand(Rd *r, sqlite3_stmt *st)
+{
+    uint32_t user = col_instr(r, st, 0);
+    int64_t pos = col_pos(st, 1);
+    JsonKind kind = col_kind(st, 2);
+    int64_t id = kind == JK_INTEGER ? sqlite3_column_int64(st, 3) : -1;
+    if (user == TRACE_NONE || pos < 0 || !(kind == JK_NULL || (kind == JK_INTEGER && id >= 0)))
+        return malformed(r, "instr.operands");
+    OperandRow o = {user, (uint32_t)pos, id};
+    return SL_VEC_PUSH(&r->elems, OperandRow, o);
+}
+
+/* Gives every instr its operands. An operand outside the run (or null) is TRACE_NONE;
+ * trailing ones are dropped. */
+static void
+attach_operands(Rd *r)
+{
+    TraceRun *run = r->run;
+    const OperandRow *o = r->elems.data;
+    for (size_t k = 0; k < r->elems.len; k++) {
+        TraceRunInstr *u = &run->instrs[o[k].instr];
+        if (u->n_operands <= o[k].pos)
+            u->n_operands = o[k].pos + 1;
+    }
+    size_t total = 0;
+    for (uint32_t k = 0; k < run->n_instrs; k++)
+        total += run->instrs[k].n_operands;
+    uint32_t *all = total ? SL_NEW_ARRAY(r->arena, uint32_t, total) : NULL;
+    if (total && !all) {
+        r->oom = true;
+        return;
+    }
+    for (size_t k = 0; k < total; k++)
+        all[k] = TRACE_NONE;
+    size_t off = 0;
+    for (uint32_t k = 0; k < run->n_instrs; k++) { /* each instr's slice, still full length */
+        run->instrs[k].operands = all + off;
+        off += run->instrs[k].n_operands;
+    }
+    for (size_t k = 0; k < r->elems.len; k++)
+        if (o[k].id >= 0)
+            run->instrs[o[k].instr].operands[o[k].pos] = instr_index(r, o[k].id);
+    for (uint32_t k = 0; k < run->n_instrs; k++) {
+        TraceRunInstr *u = &run->instrs[k];
+        while (u->n_operands > 0 && u->operands[u->n_operands - 1] == TRACE_NONE)
+            u->n_operands--;
+        if (!u->n_operands)
+            u->operands = NULL;
+    }
+    sl_vec_fini(&r->elems); /* the next list has elements of another size */
+}
+
+/* The index of the decision whose list the row of `st` is from (column 0, decision.id), or
+ * TRACE_NONE. A decision's elements come together, so the last answer is kept. */
+static uint32_t
+row_decision_idx(Rd *r, sqlite3_stmt *st)
+{
+    int64_t id = sqlite3_column_int64(st, 0);
+    if (!r->has_last_decision || id != r->last_decision_id) {
+        r->has_last_decision = true;
+        r->last_decision_id = id;
+        r->last_decision = col_idx(&r->decision_idx, st, 0);
+    }
+    return r->last_decision;
+}
+
+typedef struct AltRow {
+    uint32_t decision, pos;
+    const char *strategy;
+} AltRow;
+
+/* decision.alternatives: ["batch","windowed_einsum"], a list of strings. */
+static bool
+row_alternative(Rd *r, sqlite3_stmt *st)
+{
+    uint32_t d = row_decision_idx(r, st);
+    int64_t pos = col_pos(st, 1);
+    const char *s = col_kind(st, 2) == JK_TEXT ? col_json_text(r, st, 3) : NULL;
+    if (d == TRACE_NONE || pos < 0 || !s)
+        return malformed(r, "decision.alternatives");
+    AltRow a = {d, (uint32_t)pos, s};
+    TraceRunDecision *dec = &r->run->decisions[d];
+    if (dec->n_alternatives <= a.pos)
+        dec->n_alternatives = a.pos + 1;
+    return SL_VEC_PUSH(&r->elems, AltRow, a);
+}
+
+static void
+attach_alternatives(Rd *r)
+{
+    TraceRun *run = r->run;
+    size_t total = 0;
+    for (uint32_t k = 0; k < run->n_decisions; k++)
+        total += run->decisions[k].n_alternatives;
+    const char **all = total ? SL_NEW_ARRAY(r->arena, const char *, total) : NULL;
+    if (total && !all) {
+        r->oom = true;
+        return;
+    }
+    if (total)
+        memset(all, 0, total * sizeof(*all));
+    size_t off = 0;
+    for (uint32_t k = 0; k < run->n_decisions; k++) {
+        TraceRunDecision *d = &run->decisions[k];
+        d->alternatives = d->n_alternatives ? all + off : NULL;
+        off += d->n_alternatives;
+    }
+    const AltRow *a = r->elems.data;
+    for (size_t k = 0; k < r->elems.len; k++)
+        run->decisions[a[k].decision].alternatives[a[k].pos] = a[k].strategy;
+    for (size_t k = 0; k < total; k++) /* every index came once: a list has no holes */
+        if (!all[k])
+            r->bad = "decision.alternatives";
+    sl_vec_fini(&r->elems); /* the next list has elements of another size */
+}
+
+/* decision.numbers: {"lhs_bytes":4096,"output_sharding":"{replicated}"}, an object whose
+ * members are numbers, strings or null, in order (json_each walks it in text order). */
+static bool
+row_number(Rd *r, sqlite3_stmt *st)
+{
+    uint32_t d = row_decision_idx(r, st);
+    JsonKind kind = col_kind(st, 2);
+    NumberRow n = {.decision = d};
+    if (d == TRACE_NONE || sqlite3_column_type(st, 1) != SQLITE_TEXT) /* not an object */
+        return malformed(r, "decision.numbers");
+    if (!(n.n.key = col_json_text(r, st, 1)))
+        return malformed(r, "decision.numbers");
+    if (kind == JK_INTEGER || kind == JK_REAL) /* 9e999 and -9e999 come back as infinities */
+        n.n.num = sqlite3_column_double(st, 3);
+    else if (kind == JK_TEXT)
+        n.n.str = col_json_text(r, st, 3);
+    if (kind == JK_TEXT ? !n.n.str : kind != JK_INTEGER && kind != JK_REAL && kind != JK_NULL)
+        return malformed(r, "decision.numbers");
+    n.pos = r->run->decisions[d].n_numbers++;
+    return SL_VEC_PUSH(&r->elems, NumberRow, n);
+}
+
+static void
+attach_numbers(Rd *r)
+{
+    TraceRun *run = r->run;
+    size_t total = 0;
+    for (uint32_t k = 0; k < run->n_decisions; k++)
+        total += run->decisions[k].n_numbers;
+    TraceRunNumber *all = total ? SL_NEW_ARRAY(r->arena, TraceRunNumber, total) : NULL;
+    if (total && !all) {
+        r->oom = true;
+        return;
+    }
+    if (total)
+        memset(all, 0, total * sizeof(*all));
+    size_t off = 0;
+    for (uint32_t k = 0; k < run->n_decisions; k++) {
+        TraceRunDecision *d = &run->decisions[k];
+        d->numbers = d->n_numbers ? all + off : NULL;
+        off += d->n_numbers;
+    }
+    const NumberRow *n = r->elems.data;
+    for (size_t k = 0; k < r->elems.len; k++)
+        run->decisions[n[k].decision].numbers[n[k].pos] = n[k].n;
+    sl_vec_fini(&r->elems); /* the next list has elements of another size */
 }
 
 /* ---- decision chains (see trace_run.h) ---- */
@@ -844,25 +696,45 @@ load_tables(Rd *r)
     }
     query(r,
           "SELECT id, phase, ir_id, computation, is_root, name, opcode, shape, sharding,"
-          " size_bytes, op_name, source_file, source_line, derived_from, param_number, operands"
+          " size_bytes, op_name, source_file, source_line, derived_from, param_number"
           " FROM instr WHERE id BETWEEN ?2 AND ?3 AND +run_id = ?1 ORDER BY id",
           row_instr);
     if (!r->instr_cap)
         run->instrs = TAKE(r, TraceRunInstr, &run->n_instrs);
     while (run->n_before < run->n_instrs && run->instrs[run->n_before].phase == TRACE_BEFORE)
         run->n_before++;
-    if (r->rc == SQLITE_OK && !r->oom && !r->bad)
-        attach_operands(r);
+    if (r->parts & TRACE_LOAD_OPERANDS) {
+        query_what(r, "reading instr.operands",
+                   "SELECT i.id, o.key, o.type, o.atom FROM instr i, json_each(i.operands) o"
+                   " WHERE i.id BETWEEN ?2 AND ?3 AND +i.run_id = ?1",
+                   row_operand);
+        if (r->rc == SQLITE_OK && !r->oom && !r->bad)
+            attach_operands(r);
+    }
     query(r,
           "SELECT instr, role, computation FROM called_computation"
           " WHERE instr BETWEEN ?2 AND ?3 AND +run_id = ?1 ORDER BY instr, idx",
           row_call);
     run->calls = TAKE(r, TraceRunCall, &run->n_calls);
     query(r,
-          "SELECT id, seq, instr, handler, strategy, reason, alternatives, numbers FROM decision"
+          "SELECT id, seq, instr, handler, strategy, reason FROM decision"
           " WHERE run_id = ?1 ORDER BY id",
           row_decision);
     run->decisions = TAKE(r, TraceRunDecision, &run->n_decisions);
+    if (r->parts & TRACE_LOAD_DECISION_DETAILS) {
+        query_what(r, "reading decision.alternatives",
+                   "SELECT d.id, a.key, a.type, a.atom FROM decision d,"
+                   " json_each(d.alternatives) a WHERE d.run_id = ?1",
+                   row_alternative);
+        if (r->rc == SQLITE_OK && !r->oom && !r->bad)
+            attach_alternatives(r);
+        query_what(r, "reading decision.numbers",
+                   "SELECT d.id, n.key, n.type, n.atom FROM decision d, json_each(d.numbers) n"
+                   " WHERE d.run_id = ?1",
+                   row_number);
+        if (r->rc == SQLITE_OK && !r->oom && !r->bad)
+            attach_numbers(r);
+    }
     if (r->rc == SQLITE_OK && !r->oom && !r->bad && !chain_decisions(run))
         r->oom = true;
     query(r,
@@ -901,9 +773,16 @@ load_tables(Rd *r)
 SlStatus
 trace_run_load(TraceDb *db, int64_t run_id, SlArena *arena, const TraceRun **out, SlError *err)
 {
+    return trace_run_load_parts(db, run_id, TRACE_LOAD_ALL, arena, out, err);
+}
+
+SlStatus
+trace_run_load_parts(TraceDb *db, int64_t run_id, unsigned parts, SlArena *arena,
+                     const TraceRun **out, SlError *err)
+{
     SlSrcLoc loc = trace_db_loc(db);
     *out = NULL;
-    Rd r = {.db = db, .arena = arena, .run = SL_NEW(arena, TraceRun)};
+    Rd r = {.db = db, .arena = arena, .run = SL_NEW(arena, TraceRun), .parts = parts};
     if (!r.run)
         return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");
     sl_map_init(&r.decision_idx);
@@ -921,17 +800,18 @@ trace_run_load(TraceDb *db, int64_t run_id, SlArena *arena, const TraceRun **out
     bool found = r.run->module != NULL;
     if (found)
         load_tables(&r);
+    /* The connection's message is SQLite's reason (e.g. "malformed JSON") until the next
+     * statement: take it before the rollback. */
+    SlStatus failed = r.rc != SQLITE_OK ? trace_db_fail(db, r.rc, r.what, err) : SL_OK;
     trace_db_rollback(db); /* read-only: ending the transaction cannot lose anything */
     sl_vec_fini(&r.rows);
     sl_vec_fini(&r.instr_ids);
-    sl_vec_fini(&r.operands);
-    sl_vec_fini(&r.alts);
-    sl_vec_fini(&r.nums);
+    sl_vec_fini(&r.elems);
     sl_map_fini(&r.decision_idx);
     sl_map_fini(&r.reshard_idx);
     sl_map_fini(&r.collective_idx);
-    if (r.rc != SQLITE_OK)
-        return trace_db_fail(db, r.rc, r.what, err);
+    if (failed != SL_OK)
+        return failed;
     if (r.bad)
         return sl_fail(err, SL_ERR_DB, loc, "malformed JSON in %s of run %lld", r.bad,
                        (long long)r.run->id);

@@ -73,15 +73,16 @@ ref_of(const IrInstr *i)
     return r;
 }
 
+/* The run's copy of an event string: one per distinct text. */
 static const char *
 dup(TraceDb *db, const char *s)
 {
     if (!s)
         return NULL;
-    char *c = sl_arena_strndup(&db->events, s, strlen(s));
-    if (!c)
+    SlSym k = sl_intern_cstr(&db->strings, s);
+    if (!k)
         db->events_failed = true;
-    return c;
+    return k ? sl_sym_cstr(k) : "";
 }
 
 static const char *
@@ -89,14 +90,12 @@ sharding_text(TraceDb *db, const ShdSharding *s)
 {
     if (!s)
         return "{replicated}";
-    SlBuf b;
-    sl_buf_init(&b);
-    shd_print(s, &b);
-    const char *c = b.failed ? NULL : sl_arena_strndup(&db->events, b.data ? b.data : "", b.len);
-    if (!c)
+    sl_buf_clear(&db->text);
+    shd_print(s, &db->text);
+    SlSym k = db->text.failed ? NULL : sl_intern(&db->strings, sl_buf_str(&db->text));
+    if (!k)
         db->events_failed = true;
-    sl_buf_fini(&b);
-    return c ? c : "";
+    return k ? sl_sym_cstr(k) : "";
 }
 
 #define PUSH(db, vec, T, x)                                                                        \
@@ -209,8 +208,10 @@ clear_run(TraceDb *db)
     sl_vec_fini(&db->warnings);
     sl_map_fini(&db->last_decision);
     sl_map_init(&db->last_decision);
+    sl_interner_fini(&db->strings);
     sl_arena_fini(&db->events);
     sl_arena_init(&db->events);
+    sl_interner_init(&db->strings, &db->events);
     memset(&db->info, 0, sizeof(db->info));
     db->in = NULL;
     db->in_run = false;
@@ -262,13 +263,8 @@ static const char *const k_insert_sql[ST_COUNT] = {
     [ST_RUN] = "INSERT INTO run(module, input_hash, num_partitions, tool_version, created_at,"
                " duration_ms, first_instr, last_instr) VALUES (?,?,?,?,?,?,?,?)",
     [ST_OPTION] = "INSERT OR REPLACE INTO run_option(run_id, key, value) VALUES (?,?,?)",
-    [ST_INSTR] = "INSERT INTO instr(id, run_id, phase, ir_id, computation, is_root, name, opcode,"
-                 " shape, sharding, size_bytes, op_name, source_file, source_line, derived_from,"
-                 " param_number, operands) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_CALL] = "INSERT INTO called_computation(run_id, instr, idx, role, computation)"
                 " VALUES (?,?,?,?,?)",
-    [ST_DECISION] = "INSERT INTO decision(run_id, seq, instr, handler, strategy, reason,"
-                    " alternatives, numbers) VALUES (?,?,?,?,?,?,?,?)",
     [ST_RESHARD] = "INSERT INTO reshard(run_id, seq, requester, value, value_name, from_sharding,"
                    " to_sharding, method, result, result_name) VALUES (?,?,?,?,?,?,?,?,?,?)",
     [ST_COLLECTIVE] = "INSERT INTO collective(run_id, instr, kind, channel_id, group_size,"
@@ -280,6 +276,15 @@ static const char *const k_insert_sql[ST_COUNT] = {
                 " bytes_per_iteration) VALUES (?,?,?,?,?,?,?)",
     [ST_WARNING] = "INSERT INTO warning(run_id, instr, message) VALUES (?,?,?)",
 };
+
+/* The inserts with a JSON list column, up to it; list_stmt completes them for a length. */
+static const char k_instr_sql[] =
+    "INSERT INTO instr(id, run_id, phase, ir_id, computation, is_root, name, opcode, shape,"
+    " sharding, size_bytes, op_name, source_file, source_line, derived_from, param_number,"
+    " operands) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,";
+static const char k_decision_sql[] =
+    "INSERT INTO decision(run_id, seq, instr, handler, strategy, reason, alternatives, numbers)"
+    " VALUES (?,?,?,?,?,?,";
 
 static const char *const k_phase[] = {"before", "after"};
 enum { BEFORE, AFTER };
@@ -294,7 +299,8 @@ typedef struct Wr {
     int64_t next_instr_row; /* the row id the next instr insert takes */
     int64_t instr_rows[2];  /* the first and last instr row of the run; 0: none */
     SlBuf text;             /* scratch for shape and sharding text */
-    SlBuf json;             /* scratch for JSON lists (operands, alternatives, numbers) */
+    SlMap list_idx;         /* list_stmt key -> index into list_stmts */
+    SlVec list_stmts;       /* sqlite3_stmt *: the inserts with JSON lists, by length */
     SlArena scratch;        /* row-id arrays and device groups; freed after the attempt */
     /* Per phase (BEFORE: the input module, AFTER: the output module), by IrInstr.id: */
     const IrModule *mod[2];
@@ -372,11 +378,11 @@ bind_str_or_null(Wr *w, sqlite3_stmt *st, int i, SlStr s)
         bind_rc(w, sqlite3_bind_text(st, i, s.ptr, (int)s.len, SQLITE_STATIC), "binding a value");
 }
 
-/* Steps an INSERT, resets it for the next row, and returns the new row id (0 on failure). */
+/* Steps an INSERT, resets it for the next row, and returns the new row id (0 on failure).
+ * `what` names it in an error. */
 static int64_t
-insert(Wr *w, TraceStmt which)
+insert_stmt(Wr *w, sqlite3_stmt *st, const char *what)
 {
-    sqlite3_stmt *st = w->db->stmts[which];
     int64_t row = 0;
     if (w->rc == SQLITE_OK) {
         if (w->db->fault_rows && ++w->rows >= w->db->fault_rows) {
@@ -388,7 +394,7 @@ insert(Wr *w, TraceStmt which)
             if (rc == SQLITE_DONE)
                 row = sqlite3_last_insert_rowid(w->db->sql);
             else
-                bind_rc(w, rc, k_insert_sql[which]);
+                bind_rc(w, rc, what);
         }
     }
     /* After a failed step, reset returns the same error, already recorded. Bindings are
@@ -398,6 +404,12 @@ insert(Wr *w, TraceStmt which)
     if (w->rc == SQLITE_OK)
         bind_rc(w, rc, "clearing bindings");
     return row;
+}
+
+static int64_t
+insert(Wr *w, TraceStmt which)
+{
+    return insert_stmt(w, w->db->stmts[which], k_insert_sql[which]);
 }
 
 static sqlite3_stmt *
@@ -580,123 +592,152 @@ source_row(Wr *w, const IrInstr *i)
     return 0;
 }
 
-/* ---- JSON lists (schema/trace.sql: instr.operands, decision.alternatives, .numbers) ---- */
+/* ---- JSON lists (schema/trace.sql: instr.operands, decision.alternatives, .numbers) ----
+ * SQLite builds them: each element is a bound parameter, and the INSERT wraps them in
+ * json_array(...) or json_object(...), which quote and escape strings and spell numbers. The
+ * SQL therefore depends on the lengths: one statement per length (per pair of lengths for a
+ * decision), prepared when first needed and kept until the attempt ends (list_stmt). */
 
+enum { LIST_INSTR, LIST_DECISION };
+
+/* The JSON array of parameters ?p.. (`n` of them; *p is advanced past them); NULL when n is 0
+ * (the schema's "none"). json_array takes at most `max_args` arguments: past that, nested
+ * json_insert(..., '$[#]', x, ...) calls append the rest. */
 static void
-json_string(SlBuf *b, const char *s)
+put_array_sql(SlBuf *sql, uint32_t n, int *p, uint32_t max_args)
 {
-    static const char hex[] = "0123456789abcdef";
-    sl_buf_putc(b, '"');
-    const char *run = s; /* bytes copied as they are, up to the next one to escape */
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch >= 0x20 && ch != '"' && ch != '\\')
-            continue;
-        sl_buf_append(b, run, (size_t)(s - run));
-        run = s + 1;
-        char esc[6] = {'\\', (char)ch, 0, 0, 0, 0};
-        size_t n = 2;
-        if (ch == '\n')
-            esc[1] = 'n';
-        else if (ch == '\t')
-            esc[1] = 't';
-        else if (ch == '\r')
-            esc[1] = 'r';
-        else if (ch < 0x20) {
-            esc[1] = 'u';
-            esc[2] = esc[3] = '0';
-            esc[4] = hex[ch >> 4];
-            esc[5] = hex[ch & 15];
-            n = 6;
-        }
-        sl_buf_append(b, esc, n);
+    if (!n) {
+        sl_buf_puts(sql, "NULL");
+        return;
     }
-    sl_buf_append(b, run, (size_t)(s - run));
-    sl_buf_putc(b, '"');
+    uint32_t head = n < max_args ? n : max_args;
+    uint32_t per = (max_args - 1) / 2; /* json_insert(json, path, value, path, value, ...) */
+    uint32_t groups = (n - head + per - 1) / per;
+    for (uint32_t g = 0; g < groups; g++)
+        sl_buf_puts(sql, "json_insert(");
+    sl_buf_puts(sql, "json_array(");
+    for (uint32_t k = 0; k < head; k++)
+        sl_buf_printf(sql, k ? ",?%d" : "?%d", (*p)++);
+    sl_buf_putc(sql, ')');
+    for (uint32_t k = head; k < n; k++) {
+        sl_buf_printf(sql, ",'$[#]',?%d", (*p)++);
+        if ((k - head + 1) % per == 0 || k + 1 == n)
+            sl_buf_putc(sql, ')');
+    }
 }
 
-/* Exact: integers print as integers, anything else with 17 significant digits (which reads
- * back to the same double). JSON has no infinities or NaN: 9e999 reads back as infinity, and
- * NaN is null (SQLite stores a NaN REAL as NULL too). */
+/* A number of decision.numbers, `arg` as bind_number bound it. json_object spells integers,
+ * strings and NULL itself; a REAL is spelled here because json_object would round it to 15
+ * digits: with 15 digits when SQLite's JSON parser reads them back to the same double, else
+ * with 21 (%!.20e, which always does). JSON has no infinities: they are 9e999 and -9e999. A
+ * REAL zero is -0.0, as +0.0 is bound as an integer. */
 static void
-json_number(SlBuf *b, double v)
+put_value_sql(SlBuf *sql, const char *arg)
+{
+    static const char value[] = /* each '@' is `arg` */
+        "CASE WHEN typeof(@) <> 'real' THEN @"
+        " WHEN @ > 1.7976931348623157e308 THEN json('9e999')"
+        " WHEN @ < -1.7976931348623157e308 THEN json('-9e999')"
+        " WHEN @ = 0 THEN json('-0.0')"
+        " WHEN json_extract(printf('%!.15g', @), '$') = @ THEN json(printf('%!.15g', @))"
+        " ELSE json(printf('%!.20e', @)) END";
+    for (const char *c = value; *c; c++)
+        if (*c == '@')
+            sl_buf_puts(sql, arg);
+        else
+            sl_buf_putc(sql, *c);
+}
+
+/* The JSON object of `n` key, value parameter pairs from ?p on (*p is advanced past them);
+ * NULL when n is 0. json_object takes at most `max_args` arguments: past that, the pairs are
+ * rows of a VALUES list that json_group_object takes in order. */
+static void
+put_object_sql(SlBuf *sql, uint32_t n, int *p, uint32_t max_args)
+{
+    char arg[24];
+    if (!n) {
+        sl_buf_puts(sql, "NULL");
+        return;
+    }
+    bool is_call = 2 * n <= max_args;
+    sl_buf_puts(sql, is_call ? "json_object(" : "(SELECT json_group_object(column1, ");
+    if (!is_call) {
+        put_value_sql(sql, "column2");
+        sl_buf_puts(sql, ") FROM (VALUES ");
+    }
+    for (uint32_t k = 0; k < n; k++, *p += 2) {
+        snprintf(arg, sizeof(arg), "?%d", *p + 1);
+        sl_buf_printf(sql, is_call ? "%s?%d," : "%s(?%d,", k ? "," : "", *p);
+        if (is_call)
+            put_value_sql(sql, arg);
+        else
+            sl_buf_printf(sql, "%s)", arg);
+    }
+    sl_buf_puts(sql, is_call ? ")" : "))");
+}
+
+/* The INSERT for an instr with `n_operands` operands, or a decision with `n_alts`
+ * alternatives and `n_numbers` numbers; NULL on failure (w->rc or w->oom is set). */
+static sqlite3_stmt *
+list_stmt(Wr *w, int kind, uint32_t n1, uint32_t n2)
+{
+    uint64_t key = (uint64_t)kind << 62 | (uint64_t)n1 << 31 | n2, idx = 0;
+    if (sl_map_get(&w->list_idx, key, &idx))
+        return SL_VEC_AT(&w->list_stmts, sqlite3_stmt *, idx);
+    if (w->rc != SQLITE_OK || w->oom)
+        return NULL;
+    uint32_t max_args = (uint32_t)sqlite3_limit(w->db->sql, SQLITE_LIMIT_FUNCTION_ARG, -1);
+    SlBuf sql;
+    sl_buf_init(&sql);
+    int p = 0;
+    if (kind == LIST_INSTR) {
+        sl_buf_puts(&sql, k_instr_sql);
+        p = 17;
+        put_array_sql(&sql, n1, &p, max_args);
+    } else {
+        sl_buf_puts(&sql, k_decision_sql);
+        p = 7;
+        put_array_sql(&sql, n1, &p, max_args);
+        sl_buf_putc(&sql, ',');
+        put_object_sql(&sql, n2, &p, max_args);
+    }
+    sl_buf_putc(&sql, ')');
+    sqlite3_stmt *st = NULL;
+    if (sql.failed) {
+        w->oom = true;
+    } else {
+        bind_rc(w, sqlite3_prepare_v3(w->db->sql, sql.data, -1, 0, &st, NULL),
+                "preparing a trace insert");
+        if (st && !(SL_VEC_PUSH(&w->list_stmts, sqlite3_stmt *, st) &&
+                    sl_map_put(&w->list_idx, key, w->list_stmts.len - 1))) {
+            (void)sqlite3_finalize(st); /* not kept: nothing else would finalize it */
+            st = NULL;
+            w->oom = true;
+        }
+    }
+    sl_buf_fini(&sql);
+    return st;
+}
+
+/* A decision's number: NaN binds NULL (JSON null), an integral value an INTEGER (exact, and
+ * spelled as one), anything else a REAL (put_value_sql spells it). */
+static void
+bind_number(Wr *w, sqlite3_stmt *st, int i, double v)
 {
     if (v != v)
-        sl_buf_puts(b, "null");
-    else if (v > DBL_MAX || v < -DBL_MAX)
-        sl_buf_puts(b, v > 0 ? "9e999" : "-9e999");
-    else if (v >= -9007199254740992.0 && v <= 9007199254740992.0 && v == (double)(int64_t)v &&
-             (v != 0 || !signbit(v)))
-        sl_buf_put_i64(b, (int64_t)v);
+        bind_null(w, st, i);
+    else if (v >= -0x1p63 && v < 0x1p63 && v == (double)(int64_t)v && !(v == 0 && signbit(v)))
+        bind_i64(w, st, i, (int64_t)v);
     else
-        sl_buf_printf(b, "%.17g", v);
-}
-
-/* Binds `b` from `off` to its end as text; nothing there (an empty list) binds NULL. */
-static void
-bind_json(Wr *w, sqlite3_stmt *st, int col, const SlBuf *b, size_t off)
-{
-    if (b->failed)
-        w->oom = true;
-    else if (b->len <= off)
-        bind_null(w, st, col);
-    else if (w->rc == SQLITE_OK)
-        bind_rc(w, sqlite3_bind_text(st, col, b->data + off, (int)(b->len - off), SQLITE_STATIC),
-                "binding a value");
-}
-
-/* instr.operands: the operands' rows in operand order, null for one outside the module. */
-static void
-put_operands(Wr *w, SlBuf *b, int phase, const IrInstr *i)
-{
-    for (uint32_t o = 0; o < i->n_operands; o++) {
-        const IrInstr *op = i->operands[o];
-        int64_t row = op && op->id < w->n_ids[phase] ? w->rows_by_id[phase][op->id] : 0;
-        sl_buf_putc(b, o ? ',' : '[');
-        if (row)
-            sl_buf_put_i64(b, row);
-        else
-            sl_buf_puts(b, "null");
-    }
-    if (i->n_operands)
-        sl_buf_putc(b, ']');
-}
-
-/* decision.alternatives: ["batch","windowed_einsum"]. */
-static void
-put_alternatives(SlBuf *b, const EvDecision *d)
-{
-    for (uint32_t a = 0; a < d->n_alts; a++) {
-        sl_buf_putc(b, a ? ',' : '[');
-        json_string(b, d->alts[a] ? d->alts[a] : "");
-    }
-    if (d->n_alts)
-        sl_buf_putc(b, ']');
-}
-
-/* decision.numbers: [["lhs_bytes",4096],["output_sharding","{replicated}"]]. */
-static void
-put_numbers(SlBuf *b, const EvDecision *d)
-{
-    for (uint32_t n = 0; n < d->n_numbers; n++) {
-        const TraceKV *kv = &d->numbers[n];
-        sl_buf_puts(b, n ? ",[" : "[[");
-        json_string(b, kv->key ? kv->key : "");
-        sl_buf_putc(b, ',');
-        if (kv->str)
-            json_string(b, kv->str);
-        else
-            json_number(b, kv->num);
-        sl_buf_putc(b, ']');
-    }
-    if (d->n_numbers)
-        sl_buf_putc(b, ']');
+        bind_f64(w, st, i, v);
 }
 
 static void
 write_instr(Wr *w, int phase, const IrComputation *c, const IrInstr *i)
 {
-    sqlite3_stmt *st = stmt(w, ST_INSTR);
+    sqlite3_stmt *st = list_stmt(w, LIST_INSTR, i->n_operands, 0);
+    if (!st)
+        return;
     bind_i64(w, st, 1, w->next_instr_row++); /* the row assign_rows gave it */
     bind_i64(w, st, 2, w->run_id);
     bind_text(w, st, 3, k_phase[phase]);
@@ -735,10 +776,12 @@ write_instr(Wr *w, int phase, const IrComputation *c, const IrInstr *i)
         bind_row(w, st, 15, source_row(w, i));
     if (i->op == IR_OP_PARAMETER)
         bind_i64(w, st, 16, i->parameter_number);
-    sl_buf_clear(&w->json);
-    put_operands(w, &w->json, phase, i);
-    bind_json(w, st, 17, &w->json, 0);
-    (void)insert(w, ST_INSTR);
+    for (uint32_t o = 0; o < i->n_operands; o++) { /* null for an operand outside the module */
+        const IrInstr *op = i->operands[o];
+        bind_row(w, st, 17 + (int)o,
+                 op && op->id < w->n_ids[phase] ? w->rows_by_id[phase][op->id] : 0);
+    }
+    (void)insert_stmt(w, st, "inserting an instr row");
 }
 
 /* The called_computation role of the `k`th computation of attribute `key` ("branch_1"). */
@@ -809,25 +852,27 @@ write_decisions(Wr *w)
     const EvDecision *ev = w->db->decisions.data;
     for (size_t k = 0; k < w->db->decisions.len && w->rc == SQLITE_OK; k++) {
         const EvDecision *d = &ev[k];
-        sqlite3_stmt *st = stmt(w, ST_DECISION);
+        sqlite3_stmt *st = list_stmt(w, LIST_DECISION, d->n_alts, d->n_numbers);
+        if (!st)
+            return;
         bind_i64(w, st, 1, w->run_id);
         bind_i64(w, st, 2, d->seq);
         bind_row(w, st, 3, row_of(w, BEFORE, d->instr));
         bind_text(w, st, 4, d->handler ? d->handler : "");
         bind_text(w, st, 5, d->strategy ? d->strategy : "");
         bind_text(w, st, 6, d->reason);
-        /* Both lists share one buffer, bound once it has stopped growing. */
-        sl_buf_clear(&w->json);
-        put_numbers(&w->json, d);
-        size_t alts_at = w->json.len;
-        put_alternatives(&w->json, d);
-        if (w->json.failed)
-            w->oom = true;
-        else if (w->rc == SQLITE_OK && alts_at)
-            bind_rc(w, sqlite3_bind_text(st, 8, w->json.data, (int)alts_at, SQLITE_STATIC),
-                    "binding a value");
-        bind_json(w, st, 7, &w->json, alts_at);
-        int64_t row = insert(w, ST_DECISION);
+        int p = 7;
+        for (uint32_t a = 0; a < d->n_alts; a++)
+            bind_text(w, st, p++, d->alts[a] ? d->alts[a] : "");
+        for (uint32_t n = 0; n < d->n_numbers; n++, p += 2) {
+            const TraceKV *kv = &d->numbers[n];
+            bind_text(w, st, p, kv->key ? kv->key : "");
+            if (kv->str)
+                bind_text(w, st, p + 1, kv->str);
+            else
+                bind_number(w, st, p + 1, kv->num);
+        }
+        int64_t row = insert_stmt(w, st, "inserting a decision row");
         put(w, &w->decision_row, d->seq, (uint64_t)row);
     }
 }
@@ -1316,7 +1361,7 @@ wr_init(Wr *w, TraceDb *db)
     memset(w, 0, sizeof(*w));
     w->db = db;
     sl_buf_init(&w->text);
-    sl_buf_init(&w->json);
+    sl_map_init(&w->list_idx);
     sl_arena_init(&w->scratch);
     sl_map_init(&w->by_name[BEFORE]);
     sl_map_init(&w->by_name[AFTER]);
@@ -1330,7 +1375,10 @@ static void
 wr_fini(Wr *w)
 {
     sl_buf_fini(&w->text);
-    sl_buf_fini(&w->json);
+    for (size_t k = 0; k < w->list_stmts.len; k++) /* returns the last step's error, seen */
+        (void)sqlite3_finalize(SL_VEC_AT(&w->list_stmts, sqlite3_stmt *, k));
+    sl_vec_fini(&w->list_stmts);
+    sl_map_fini(&w->list_idx);
     sl_arena_fini(&w->scratch);
     sl_map_fini(&w->by_name[BEFORE]);
     sl_map_fini(&w->by_name[AFTER]);

@@ -12,13 +12,13 @@ extern const int trace_schema_version;
 extern const char *const trace_schema_lines[];
 extern const unsigned trace_schema_n_lines;
 
-/* Insert statements, prepared once per handle when the first run is written. */
+/* Insert statements, prepared once per handle when the first run is written. The inserts of
+ * instr and decision rows depend on the lengths of their JSON lists: sqlite_sink.c prepares
+ * those per run. */
 typedef enum TraceStmt {
     ST_RUN,
     ST_OPTION,
-    ST_INSTR,
     ST_CALL,
-    ST_DECISION,
     ST_RESHARD,
     ST_COLLECTIVE,
     ST_GROUP,
@@ -42,6 +42,9 @@ struct TraceDb {
     TraceRunInfo info; /* strings copied into `events`; input_text is not kept */
     char input_hash[2 * sizeof(uint64_t) + 1]; /* hex of sl_hash_bytes(input_text) */
     SlArena events;                            /* event strings and arrays; reset per run */
+    SlInterner strings; /* event strings, one copy each (in `events`): handlers, strategies,
+                           methods and sharding texts repeat for every instruction */
+    SlBuf text;         /* scratch for printing a sharding */
     SlVec emits, decisions, reshards, collectives, loops, warnings;
     SlMap last_decision; /* source name (SlSym) -> seq of its latest decision */
     TraceSink sink;

@@ -136,10 +136,21 @@ typedef struct TraceRun {
     uint32_t n_devices; /* by device id */
 } TraceRun;
 
+/* Optional parts of a run, for readers that need less than everything: decoding the JSON
+ * list columns is most of the load time, and the report needs none of them. */
+typedef enum TraceLoadParts {
+    TRACE_LOAD_OPERANDS = 1u << 0,         /* TraceRunInstr operands (else n_operands = 0) */
+    TRACE_LOAD_DECISION_DETAILS = 1u << 1, /* alternatives and numbers (else none; chains
+                                              keep their recording order) */
+    TRACE_LOAD_ALL = TRACE_LOAD_OPERANDS | TRACE_LOAD_DECISION_DETAILS,
+} TraceLoadParts;
+
 /* Loads run `run_id` (0: the latest run) into `arena`. No such run, or an empty file, is
- * SL_ERR_INVALID. */
+ * SL_ERR_INVALID. trace_run_load_parts loads the core tables and the `parts` asked for. */
 SlStatus trace_run_load(TraceDb *db, int64_t run_id, SlArena *arena, const TraceRun **out,
                         SlError *err);
+SlStatus trace_run_load_parts(TraceDb *db, int64_t run_id, unsigned parts, SlArena *arena,
+                              const TraceRun **out, SlError *err);
 /* The instruction named `name` in `phase`, or NULL. */
 const TraceRunInstr *trace_run_find_instr(const TraceRun *run, TracePhase phase, const char *name);
 /* Appends a plain-words account of why source instruction `name` was partitioned the way it
