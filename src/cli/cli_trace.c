@@ -184,6 +184,7 @@ cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
         if (trace_db_open(trace_path, TRACE_DB_APPEND, &db, &err) ||
             trace_db_begin_run(db, in->module, &info, &sink, &err))
             code = cli_report_at(&err, trace_path);
+        sl_file_text_release(&in->src); /* hashing it read the whole input again */
         cli_phase_end(in->phases, CLI_PHASE_TRACE, 0);
     }
     SlArena out_arena;
