@@ -914,6 +914,37 @@ test_sharding_group_manual(void **state)
     assert_grouped(a, &all, "{{0},{1},{2},{3}}", "{replicated}", "{devices=[2,2]<=[4]}", "all dims");
 }
 
+/* ---- unreduced shardings as the partitioner sees them ---- */
+
+static const struct {
+    const char *in, *want;
+} k_unreduced[] = {
+    {"{unreduced}", "{replicated}"},
+    {"{devices=[4,2]<=[2,4]T(1,0) last_tile_dims={unreduced}}",
+     "{devices=[4,2]<=[2,4]T(1,0) last_tile_dim_replicate}"},
+    /* unreduced-major merge with the replicated subgroup: devices 0..3 share tile 0 */
+    {"{devices=[2,1,2,2]<=[8] last_tile_dims={unreduced, replicated}}",
+     "{devices=[2,1,4]<=[8] last_tile_dim_replicate}"},
+    /* the same merged groups as sets: tile 0 is held by devices 0, 1, 4 and 8 */
+    {"{devices=[1,3,2,2]<=[3,4]T(1,0) last_tile_dims={replicated, unreduced}}",
+     "{devices=[1,3,4]0,1,4,8,2,5,6,9,3,7,10,11 last_tile_dim_replicate}"},
+    {"{devices=[2,2,2]<=[8] last_tile_dims={manual, unreduced}}",
+     "{devices=[2,2,2]<=[8] last_tile_dims={manual, replicated}}"},
+    {"{{devices=[2,2]<=[4] last_tile_dims={unreduced}}, {replicated}}",
+     "{{devices=[2,2]<=[4] last_tile_dim_replicate}, {replicated}}"},
+};
+
+static void
+test_sharding_unreduced_as_replicated(void **state)
+{
+    SlArena *a = *state;
+    for (size_t i = 0; i < SL_COUNTOF(k_unreduced); i++)
+        assert_prints(shd_unreduced_as_replicated(a, parse_ok(a, k_unreduced[i].in)),
+                      k_unreduced[i].want, k_unreduced[i].in);
+    const ShdSharding *plain = parse_ok(a, "{devices=[2,1,2]<=[4] last_tile_dim_replicate}");
+    assert_ptr_equal(shd_unreduced_as_replicated(a, plain), plain);
+}
+
 int
 main(void)
 {
@@ -947,6 +978,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sharding_group_replicated, arena_setup,
                                         arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_group_manual, arena_setup, arena_teardown),
+        cmocka_unit_test_setup_teardown(test_sharding_unreduced_as_replicated, arena_setup,
+                                        arena_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

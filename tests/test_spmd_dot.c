@@ -574,10 +574,12 @@ test_conv_halo_on_rhs(void **state)
     fx_done(&r);
 }
 
-/* With window dilation the rhs halos are not affine in the shard index: the lhs variant is
- * used even when conv_halo_exchange_always_on_lhs is false. */
+/* Window dilation on the rhs-halo path: halos ceil((i*(R*D - L) + (WC-1)*st - pl) / D) = 2, 1
+ * on the left and ceil(((i+1)*(L - R*D) + pl) / D) = 1, 2 on the right; shard 0's window is
+ * grown to 5 so it reaches tap 2, and the per-shard low padding 5 - i is applied by padding
+ * the lhs by 5 and dynamic-slicing. */
 static void
-test_conv_halo_on_rhs_dilated_falls_back(void **state)
+test_conv_halo_on_rhs_dilated(void **state)
 {
     (void)state;
     static const char *const sets[] = {"conv_halo_exchange_always_on_lhs=false"};
@@ -591,11 +593,17 @@ test_conv_halo_on_rhs_dilated_falls_back(void **state)
              " rhs_dilate=2x1}, dim_labels=f01b_i01o->01bf, sharding={replicated}\n"
              "}\n",
              2, 256, sets, 1);
-    fx_want(&r, "f32[2,2,8,4] collective-permute(%slice), channel_id=1, "
+    fx_want(&r, "f32[2,1,8,3] collective-permute(%slice), channel_id=1, "
              "source_target_pairs={{0,1}}");
-    fx_want(&r, "f32[5,1,4,3] convolution(%select, %rhs.1), window={size=2x8 rhs_dilate=2x1}");
+    fx_want(&r, "f32[2,1,8,3] collective-permute(%slice.1), channel_id=2, "
+             "source_target_pairs={{1,0}}");
+    fx_want(&r, "f32[2,4,8,3] concatenate(%collective-permute, %rhs.1, %collective-permute.1)");
+    fx_want(&r, "f32[2,15,8,4] pad(%select, %constant.11), padding=0_0x5_5x0_0x0_0");
+    fx_want(&r, "f32[2,5,8,3] dynamic-slice(%pad.1, ");
+    fx_want(&r, "f32[5,1,4,3] convolution(%dynamic-slice.2, %dynamic-slice.4), "
+             "window={size=5x8 pad=0_3x0_0 rhs_dilate=2x1}");
     fx_want(&r, "f32[5,1,4,3] all-reduce(%conv.1), channel_id=3, replica_groups=[1,2]<=[2]");
-    fx_want_trace(&r, "convolution conv_halo_on_lhs");
+    fx_want_trace(&r, "convolution conv_halo_on_rhs");
     fx_done(&r);
 }
 
@@ -790,6 +798,167 @@ test_dot_windowed_reduce_moved_accumulates(void **state)
     fx_done(&r);
 }
 
+/* ---- unreduced outputs and whole-role non-contracting grouping ---- */
+
+#define UNREDUCED_DOT(OUT_SHARDING)                                                            \
+    "HloModule m, num_partitions=4\n"                                                          \
+    "ENTRY e {\n"                                                                              \
+    "  x = f32[6,64] parameter(0), sharding={devices=[1,4]<=[4]}\n"                            \
+    "  y = f32[64,10] parameter(1), sharding={devices=[4,1]<=[4]}\n"                           \
+    "  d = f32[6,10] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0},"           \
+    " sharding=" OUT_SHARDING "\n"                                                             \
+    "  ROOT n = f32[6,10] negate(d), sharding=" OUT_SHARDING "\n"                              \
+    "}\n"
+
+/* K sharded four ways: a replicated output sums the partial products, an unreduced one keeps
+ * them (the local dot is tagged and its all-reduce skipped). */
+static void
+test_dot_unreduced_output_keeps_partial_sums(void **state)
+{
+    (void)state;
+    SpmdRun r;
+    fx_run(&r, UNREDUCED_DOT("{replicated}"), 4, 256);
+    want_count(&r, "all-reduce(", 1);
+    fx_want(&r, "replica_groups=[1,4]<=[4]");
+    fx_done(&r);
+
+    fx_run(&r, UNREDUCED_DOT("{unreduced}"), 4, 256);
+    fx_want_no_collectives(&r);
+    want_count(&r, "all-reduce(", 0);
+    fx_want(&r, "%d.1 = f32[6,10] dot(%x.1, %y.1)");
+    fx_want(&r, "ROOT %n.1 = f32[6,10] negate(%d.1)");
+    fx_want_trace(&r, "dot group_on_contracting");
+    fx_done(&r);
+}
+
+/* An unreduced subgroup over the devices that split K: it becomes part of the replication
+ * subgroup, the local dot is the result and nothing is resharded or reduced. */
+static void
+test_dot_unreduced_subgroup_output(void **state)
+{
+    (void)state;
+    SpmdRun r;
+    fx_run(&r,
+        "HloModule m, num_partitions=8\n"
+        "ENTRY e {\n"
+        "  x = f32[8,40] parameter(0),"
+        " sharding={devices=[2,2,2]<=[2,2,2]T(2,0,1) last_tile_dim_replicate}\n"
+        "  y = f32[40,12] parameter(1), sharding={devices=[2,2,2]<=[8] last_tile_dim_replicate}\n"
+        "  ROOT d = f32[8,12] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+        " sharding={devices=[2,2,2]<=[2,2,2]T(2,1,0) last_tile_dims={unreduced}}\n"
+        "}\n",
+        8, 256);
+    fx_want_no_collectives(&r);
+    want_count(&r, "all-reduce(", 0);
+    want_count(&r, "dynamic-slice(", 0);
+    fx_want(&r, "ROOT %d.1 = f32[4,6] dot(%x.1, %y.1)");
+    fx_done(&r);
+}
+
+#define UNREDUCED_AND_REPLICATED_DOT(OUT_SHARDING)                                             \
+    "HloModule m, num_partitions=16\n"                                                         \
+    "ENTRY e {\n"                                                                              \
+    "  x = f32[12,48] parameter(0), sharding={devices=[2,2,4]<=[16] last_tile_dim_replicate}\n" \
+    "  y = f32[20,48] parameter(1),"                                                           \
+    " sharding={devices=[2,2,4]<=[2,2,2,2]T(2,1,3,0) last_tile_dim_replicate}\n"               \
+    "  ROOT d = f32[12,20] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={1},"     \
+    " sharding=" OUT_SHARDING "\n"                                                             \
+    "}\n"
+
+/* Both operands replicate over devices that the output groups split across: each group of
+ * the nested non-contracting groupings takes its share of the replicas where they are (no
+ * gather), and only the K split is left; summed over it for a partially replicated output,
+ * kept for an unreduced subgroup next to the replicated one. */
+static void
+test_dot_replicas_assigned_to_groups(void **state)
+{
+    (void)state;
+    SpmdRun r;
+    fx_run(&r,
+           UNREDUCED_AND_REPLICATED_DOT(
+               "{devices=[2,2,4]<=[2,2,2,2]T(0,2,1,3) last_tile_dim_replicate}"),
+           16, 256);
+    want_count(&r, "all-gather(", 0);
+    want_count(&r, "collective-permute(", 0);
+    fx_want(&r, "%d.1 = f32[6,10] dot(%x.1, %y.1)");
+    want_count(&r, "all-reduce(", 1);
+    fx_want(&r, "ROOT %all-reduce = f32[6,10] all-reduce(%d.1)");
+    fx_want(&r, "replica_groups={{0,4},{1,5},{8,12},{9,13},{2,6},{3,7},{10,14},{11,15}}");
+    fx_done(&r);
+
+    fx_run(&r,
+           UNREDUCED_AND_REPLICATED_DOT(
+               "{devices=[2,2,2,2]<=[2,2,2,2]T(0,2,1,3) last_tile_dims={unreduced, replicated}}"),
+           16, 256);
+    fx_want_no_collectives(&r);
+    want_count(&r, "all-reduce(", 0);
+    fx_want(&r, "ROOT %d.1 = f32[6,10] dot(%x.1, %y.1)");
+    fx_done(&r);
+}
+
+/* Grouping on M (the lhs matches the output), the rhs replicas cannot be shared out among the
+ * M groups as they lie (each group holds one N half twice), but can once its N split and its
+ * replication swap device axes: the rhs moves there by one collective-permute instead of being
+ * gathered and sliced. */
+static void
+test_dot_other_operand_swapped_into_groups(void **state)
+{
+    (void)state;
+    SpmdRun r;
+    fx_run(&r,
+        "HloModule m, num_partitions=4\n"
+        "ENTRY e {\n"
+        "  x = f32[8,64] parameter(0), sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}\n"
+        "  y = f32[64,4] parameter(1), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n"
+        "  ROOT d = f32[8,4] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+        " sharding={devices=[2,2]<=[4]}\n"
+        "}\n",
+        4, 256);
+    want_count(&r, "collective-permute(", 1);
+    fx_want(&r, "f32[64,2] collective-permute(%y.1)");
+    fx_want(&r, "source_target_pairs={{0,0},{1,2},{2,1},{3,3}}");
+    want_count(&r, "all-gather(", 0);
+    want_count(&r, "dynamic-slice(", 0);
+    want_count(&r, "all-reduce(", 0);
+    fx_want(&r, "ROOT %d.1 = f32[4,2] dot(%x.1, %collective-permute)");
+    fx_want_trace(&r, "dot group_on_non_contracting");
+    fx_done(&r);
+}
+
+/* The rhs's free dims are split 2 ways in total like the output's, but on N2 where the output
+ * splits N1: grouping on all of them re-tiles the rhs (an all-to-all moves the split to N1);
+ * inside the groups the rhs is resharded to what the lhs implies for it (K 2 ways instead of
+ * 4: an all-gather), and the contraction stays partitioned (one all-reduce over K). */
+static void
+test_dot_non_contracting_whole_role_regroup(void **state)
+{
+    (void)state;
+    SpmdRun r;
+    fx_run(&r,
+        "HloModule m, num_partitions=8\n"
+        "ENTRY e {\n"
+        "  x = f32[16,32] parameter(0), sharding={devices=[2,2,2]<=[8] last_tile_dim_replicate}\n"
+        "  y = f32[32,8,24] parameter(1), sharding={devices=[4,1,2]<=[2,2,2]T(1,0,2)}\n"
+        "  ROOT d = f32[16,8,24] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+        " sharding={devices=[2,2,1,2]<=[2,2,2]T(0,2,1) last_tile_dim_replicate}\n"
+        "}\n",
+        8, 256);
+    want_count(&r, "all-to-all(", 1);
+    fx_want(&r, "f32[8,2,4,12] all-to-all(");
+    fx_want(&r, "replica_groups=[4,2]<=[2,2,2]T(1,0,2), dimensions={1}");
+    fx_want(&r, "f32[8,4,24] reshape(");
+    want_count(&r, "all-gather(", 1);
+    fx_want(&r, "f32[16,4,24] all-gather(");
+    fx_want(&r, "replica_groups={{0,4},{2,6},{1,5},{3,7}}, dimensions={0}");
+    fx_want(&r, "f32[8,4,24] dot(%x.1, %all-gather)");
+    want_count(&r, "all-reduce(", 1);
+    fx_want(&r, "ROOT %all-reduce = f32[8,4,24] all-reduce(");
+    fx_want(&r, "replica_groups={{0,2},{4,6},{1,3},{5,7}}");
+    want_count(&r, "collective-permute(", 0);
+    fx_want_trace(&r, "dot group_on_non_contracting");
+    fx_done(&r);
+}
+
 int
 main(void)
 {
@@ -815,13 +984,18 @@ main(void)
         cmocka_unit_test(test_conv_halo_partial_replication),
         cmocka_unit_test(test_conv_feature_group_partial),
         cmocka_unit_test(test_conv_halo_on_rhs),
-        cmocka_unit_test(test_conv_halo_on_rhs_dilated_falls_back),
+        cmocka_unit_test(test_conv_halo_on_rhs_dilated),
         cmocka_unit_test(test_dot_contracting_retile),
         cmocka_unit_test(test_conv_non_contracting_matching_dims),
         cmocka_unit_test(test_dot_contracting_sliced_output),
         cmocka_unit_test(test_dot_non_contracting_match_by_iterations),
         cmocka_unit_test(test_dot_windowed_reduce_moved_into_loop),
         cmocka_unit_test(test_dot_windowed_reduce_moved_accumulates),
+        cmocka_unit_test(test_dot_unreduced_output_keeps_partial_sums),
+        cmocka_unit_test(test_dot_unreduced_subgroup_output),
+        cmocka_unit_test(test_dot_replicas_assigned_to_groups),
+        cmocka_unit_test(test_dot_other_operand_swapped_into_groups),
+        cmocka_unit_test(test_dot_non_contracting_whole_role_regroup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -709,6 +709,115 @@ test_options(void **state)
     assert_int_equal(spmd_options_set(&o, sl_str("no_such_option=1"), &err), SL_ERR_INVALID);
 }
 
+/* ---- convolution halo strategies and variadic reduce (cv) ---- */
+
+/* part_run with one option set ("key=value"; NULL: defaults). */
+static SlStatus
+part_run_opt(PartRun *r, const char *hlo, int64_t n, const char *set)
+{
+    memset(r, 0, sizeof(*r));
+    sl_arena_init(&r->in);
+    sl_arena_init(&r->out);
+    sl_interner_init(&r->names, &r->in);
+    sl_buf_init(&r->text);
+    SpmdOptions o;
+    spmd_options_init(&o);
+    o.num_partitions = n;
+    SlStatus st = set ? spmd_options_set(&o, sl_str(set), &r->err) : SL_OK;
+    if (st == SL_OK)
+        st = hlo_parse(&r->in, &r->names, sl_str(hlo), "test.hlo", &r->src, &r->err);
+    if (st == SL_OK)
+        st = spmd_partition(r->src, &o, trace_null_sink(), &r->out, &r->dst, &r->err);
+    if (st == SL_OK)
+        hlo_print_module(r->dst, &r->text);
+    return st;
+}
+
+#define PICK                                                                                   \
+    "pick {\n  v0 = f32[] parameter(0)\n  i0 = s32[] parameter(1)\n  v1 = f32[] parameter(2)\n" \
+    "  i1 = s32[] parameter(3)\n  ge = pred[] compare(v0, v1), direction=GE\n"                 \
+    "  v = f32[] select(ge, v0, v1)\n  i = s32[] select(ge, i0, i1)\n"                         \
+    "  ROOT t = (f32[], s32[]) tuple(v, i)\n}\n\n"
+
+static const struct {
+    const char *name, *hlo, *set;
+    int64_t n;
+    const char *want;
+    const char *absent; /* must not appear; NULL = no check */
+} k_cv_cases[] = {
+    /* D.10 variadic reduce over a dim split 4 ways (18 = 4 x 5, uneven: padded with the
+     * inits): local reduce, each result reshaped to [3,1], all-gathered to [3,4] among the
+     * devices that share the kept dim, reduced again; the inputs are never gathered */
+    {"variadic_reduce_gathers_partials",
+     HDR(8) PICK "ENTRY main {\n  x = f32[6,18] parameter(0), sharding={devices=[2,4]<=[8]}\n"
+                 "  k = s32[6,18] parameter(1), sharding={devices=[2,4]<=[8]}\n"
+                 "  lo = f32[] constant(-inf)\n  z = s32[] constant(0)\n"
+                 "  ROOT r = (f32[6], s32[6]) reduce(x, k, lo, z), dimensions={1}, "
+                 "to_apply=pick, sharding={{devices=[2,4]<=[8] last_tile_dim_replicate}, "
+                 "{devices=[2,4]<=[8] last_tile_dim_replicate}}\n}\n",
+     NULL, 8,
+     "f32[3,5] select(%compare, %x.1, %broadcast.2)|"
+     "%r.1 = (f32[3], s32[3]) reduce(%select, %select.1, %lo.1, %z.1), dimensions={1}|"
+     "f32[3,1] reshape(%get-tuple-element)|s32[3,1] reshape(%get-tuple-element.1)|"
+     "f32[3,4] all-gather(%reshape.2), channel_id=1, replica_groups=[2,4]<=[8], dimensions={1}|"
+     "s32[3,4] all-gather(%reshape.3), channel_id=2, replica_groups=[2,4]<=[8], dimensions={1}|"
+     "ROOT %r.2 = (f32[3], s32[3]) reduce(%all-gather, %all-gather.1, %lo.1, %z.1)",
+     "f32[3,18]"},
+    /* F.1 rhs halos with window dilation D = 2 (L = 10, R = 5, WC = 4, pl = 1): left halo
+     * ceil(((WC-1) - pl) / D) = 1 and right halo ceil(pl / D) = 1 on every shard, the lhs shard
+     * unchanged with the constant low padding 1 * D + pl = 3; partial sums all-reduced */
+    {"conv_rhs_halo_window_dilated",
+     HDR(2) "ENTRY main {\n  a = f32[3,20,6,2] parameter(0), sharding={devices=[1,2,1,1]<=[2]}\n"
+            "  b = f32[3,10,6,5] parameter(1), sharding={devices=[1,2,1,1]<=[2]}\n"
+            "  ROOT c = f32[4,1,2,5] convolution(a, b), window={size=10x6 pad=1_1x0_0 "
+            "rhs_dilate=2x1}, dim_labels=f01b_i01o->01bf, sharding={replicated}\n}\n",
+     "conv_halo_exchange_always_on_lhs=false", 2,
+     "f32[3,1,6,5] collective-permute(%slice), channel_id=1, source_target_pairs={{0,1}}|"
+     "f32[3,1,6,5] collective-permute(%slice.1), channel_id=2, source_target_pairs={{1,0}}|"
+     "f32[3,7,6,5] concatenate(%collective-permute, %b.1, %collective-permute.1)|"
+     "f32[4,1,2,5] convolution(%a.1, %concatenate), window={size=7x6 pad=3_3x0_0 "
+     "rhs_dilate=2x1}|f32[4,1,2,5] all-reduce(%c.1), channel_id=3, replica_groups=[1,2]<=[2]",
+     "all-gather"},
+    /* F.1 after grouping on the dot-batch-like spatial dim 0 (base-dilated): no operand halo
+     * plan exists for base dilation, so the tiled output is built from lhs halos (1 left, 2
+     * right, masked past 10) and the kernel gathered inside each group */
+    {"conv_parallel_dim_tiled_output",
+     HDR(4) "ENTRY main {\n  a = f32[8,10,5,6,4] parameter(0), "
+            "sharding={devices=[2,2,1,1,1]<=[4]}\n"
+            "  b = f32[8,4,5,3,4] parameter(1), sharding={devices=[2,2,1,1,1]<=[4]}\n"
+            "  ROOT c = f32[8,7,1,6,3] convolution(a, b), window={size=8x4x5 stride=7x1x1 "
+            "lhs_dilate=8x1x1}, dim_labels=012bf_012oi->012bf, "
+            "sharding={devices=[2,2,1,1,1]<=[4]}\n}\n",
+     NULL, 4,
+     "f32[4,1,5,6,4] collective-permute(%slice), channel_id=1, source_target_pairs={{0,1},{2,3}}|"
+     "f32[4,2,5,6,4] collective-permute(%slice.1), channel_id=2, "
+     "source_target_pairs={{1,0},{3,2}}|f32[4,7,5,6,4] dynamic-slice(%concatenate, |"
+     "f32[4,4,5,3,4] all-gather(%b.1), channel_id=3, replica_groups={{0,1},{2,3}}, "
+     "dimensions={1}|ROOT %c.1 = f32[4,4,1,6,3] convolution(%select, %all-gather), "
+     "window={size=4x4x5 stride=3x1x1 lhs_dilate=4x1x1}",
+     "all-reduce"},
+};
+
+static void
+test_cv_cases(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < SL_COUNTOF(k_cv_cases); i++) {
+        PartRun r;
+        SlStatus st = part_run_opt(&r, k_cv_cases[i].hlo, k_cv_cases[i].n, k_cv_cases[i].set);
+        if (st != SL_OK)
+            fail_msg("%s: %s: %s", k_cv_cases[i].name, sl_status_name(st), r.err.msg);
+        expect_all(k_cv_cases[i].name, r.text.data, k_cv_cases[i].want);
+        if (k_cv_cases[i].absent && strstr(r.text.data, k_cv_cases[i].absent))
+            fail_msg("%s: unexpected \"%s\" in:\n%s", k_cv_cases[i].name, k_cv_cases[i].absent,
+                     r.text.data);
+        part_free(&r);
+    }
+}
+#undef PICK
+
+/* ---- end cv ---- */
+
 int
 main(void)
 {
@@ -721,6 +830,7 @@ main(void)
         cmocka_unit_test(test_origin_recovery_transposed),
         cmocka_unit_test(test_origin_recovery_cases),
         cmocka_unit_test(test_origin_recovery_table_text),
+        cmocka_unit_test(test_cv_cases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -116,14 +116,15 @@ static const struct {
      "source_target_pairs={{0,4},{2,6},{1,5},{3,7}}|f32[9,2] concatenate(|"
      "f32[5,2] dynamic-slice(%concatenate,|ROOT %c.1 = f32[5,2] copy(",
      " all-to-all(", 1},
-    /* C.9.1, a factor moving between minor ends ([8,4] -> [2,16] on the mesh 2x4x4): split
-     * dim 0 into [2, 4] and dim 1 into [4, 8] locally, one all-to-all of the 4-factor on the
-     * refined shape, merge back; no gather */
-    {"move_factor_single_all_to_all",
+    /* C.9.1 twice ([8,4] -> [2,16] on the mesh 2x4x4): dim 0 shrinks, so it splits at its
+     * target count ([2,4,4] -> [2,1,16]); there the 4 moves into dim 2 (product kept), which
+     * splits at 4; one all-to-all of the 4-factor on the refined shape, merges back; no gather */
+    {"split_merge_nested",
      MOD(32, "f32[8,32]", "{devices=[8,4]<=[2,4,4]T(0,2,1)}", "{devices=[2,16]<=[32]}"), 32,
-     "f32[1,1,1,8] reshape(%p.1)|f32[1,1,1,4,2] reshape(%reshape)|f32[1,1,1,4,2] "
-     "all-to-all(%reshape.1), channel_id=1, replica_groups=[8,4]<=[32], dimensions={3}|"
-     "f32[1,4,1,1,2] transpose(%all-to-all), dimensions={0,3,1,2,4}|f32[4,2] reshape(|"
+     "f32[1,1,8] reshape(%p.1)|f32[1,1,1,8] reshape(%reshape)|f32[1,1,1,4,2] "
+     "reshape(%reshape.1)|f32[1,1,1,4,2] all-to-all(%reshape.2), channel_id=1, "
+     "replica_groups=[8,4]<=[32], dimensions={3}|f32[1,4,1,1,2] transpose(%all-to-all), "
+     "dimensions={0,3,1,2,4}|f32[1,4,2] reshape(%reshape.3)|f32[4,2] reshape(%reshape.4)|"
      "ROOT %c.1 = f32[4,2] copy(",
      " all-gather(", 0},
     /* select-and-scatter with overlapping windows (size 3, stride 2, pad 1_1) on 11 rows in 4
@@ -163,6 +164,36 @@ static const struct {
      6, "f32[2,3,3] all-to-all(%reshape), channel_id=1, replica_groups=[3,2]<=[2,3]T(1,0), "
      "dimensions={0}|f32[3,6] reshape(%transpose)|f32[3,2] dynamic-slice(%reshape.1,",
      " all-gather(", 0},
+    /* unreduced targets reshard as their replicated form (XLA converts them before
+     * partitioning): same tiles, so nothing moves (this used to recurse without end) */
+    {"partial_to_unreduced_subgroup",
+     MOD(4, "f32[6,12]", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}",
+         "{devices=[2,1,2]<=[4] last_tile_dims={unreduced}}"),
+     4, "ROOT %c.1 = f32[3,12] copy(%p.1)", " all-", 0},
+    {"unreduced_merges_into_replication",
+     MOD(8, "f32[6,12]", "{devices=[2,1,4]<=[8] last_tile_dim_replicate}",
+         "{devices=[2,1,2,2]<=[8] last_tile_dims={unreduced, replicated}}"),
+     8, "ROOT %c.1 = f32[3,12] copy(%p.1)", " all-", 0},
+    /* C.8.2 where the target tile fits one source shard: 2 rows in 4 shards of 1 to 2 tiles;
+     * row 1 moves from device 1 to device 2 (halo), then within {0,1} and {2,3} the first
+     * device's row is broadcast by select + all-reduce instead of gathered */
+    {"tiled_to_partial_broadcast",
+     MOD(4, "f32[2,10]", "{devices=[4,1]<=[4]}", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"),
+     4, "f32[1,10] collective-permute(%p.1), channel_id=1, source_target_pairs={{1,2}}|"
+     "f32[1,10] select(%broadcast.1, %collective-permute, %p.1)|s32[2] constant({1, 0})|"
+     "f32[1,10] select(%broadcast.2, %select, %broadcast.3)|f32[1,10] all-reduce(%select.1), "
+     "channel_id=2, replica_groups={{0,1},{2,3}}|ROOT %c.1 = f32[1,10] copy(%all-reduce)",
+     " all-gather(", 0},
+    /* C.9.1 then C.9.4: [8,1,1] -> [2,2,2] splits dim 0 at 2 ([2,4,1,1] -> [2,1,2,2]); dim 0
+     * is then equal on both sides, so a copy is grouped on it and each group of 4 gathers the
+     * split dim and slices its [2,2] tile, instead of replicating everything */
+    {"split_then_group",
+     MOD(8, "f32[16,8,4]", "{devices=[8,1,1]<=[8]}", "{devices=[2,2,2]<=[8]}"), 8,
+     "f32[1,2,8,4] reshape(%p.1)|f32[1,2,8,4] copy(%reshape)|f32[1,8,8,4] all-gather(%copy), "
+     "channel_id=1, replica_groups={{0,1,2,3},{4,5,6,7}}, dimensions={1}|"
+     "s32[4] constant({0, 0, 4, 4})|s32[4] constant({0, 2, 0, 2})|"
+     "f32[1,8,4,2] dynamic-slice(%all-gather,|f32[8,4,2] reshape(%dynamic-slice.3)",
+     " all-gather(", 1},
 };
 
 static void
@@ -199,12 +230,39 @@ test_reshard_cache(void **state)
     part_free(&r);
 }
 
+/* HandleConstant: an evenly tiled constant of one repeated value becomes a constant of the
+ * shard shape, so the way back to replicated is an all-gather; another constant is sliced
+ * from the full one, whose reshard-cache entry leads straight back to it. */
+static void
+test_reshard_constants(void **state)
+{
+    (void)state;
+    PartRun r;
+    const char *hlo =
+        "HloModule t, num_partitions=4\n\nENTRY main {\n"
+        "  k = f32[4,6] constant({{2,2,2,2,2,2},{2,2,2,2,2,2},{2,2,2,2,2,2},{2,2,2,2,2,2}}), "
+        "sharding={devices=[2,2]<=[4]}\n"
+        "  j = f32[4,2] constant({{1,2},{3,4},{5,6},{7,8}}), sharding={devices=[4,1]<=[4]}\n"
+        "  a = f32[4,6] copy(k), sharding={replicated}\n"
+        "  b = f32[4,2] copy(j), sharding={replicated}\n"
+        "  ROOT t = (f32[4,6], f32[4,2]) tuple(a, b), sharding={{replicated},{replicated}}\n}\n";
+    assert_int_equal(part_run(&r, hlo, 4), SL_OK);
+    expect_all("constants", r.text.data,
+               "%k.1 = f32[2,3] constant({{2, 2, 2}, {2, 2, 2}})|"
+               "f32[2,6] all-gather(%k.1), channel_id=1, replica_groups=[2,2]<=[4], "
+               "dimensions={1}|f32[4,6] all-gather(%all-gather), channel_id=2|"
+               "%b.1 = f32[4,2] copy(%j.1)");
+    assert_int_equal(count_of(r.text.data, " all-gather("), 2);
+    part_free(&r);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reshard_rows),
         cmocka_unit_test(test_reshard_cache),
+        cmocka_unit_test(test_reshard_constants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

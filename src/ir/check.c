@@ -964,7 +964,7 @@ scan_slice_shape(IrCheck *ck, const IrShape *s, uint32_t d, bool insert, int64_t
 /* scan(inputs..., inits...), dimensions={d}, num_carries=k, to_apply=body. The body takes the
  * input slices (dim d deleted) and the carries, and returns the output slices and the new
  * carries; the result holds the outputs (dim d of the inputs' length inserted) and the final
- * carries, as a tuple when the body returns one. */
+ * carries as a tuple; a single value may also be the bare array. */
 static SlStatus
 check_scan(IrCheck *ck, const IrInstr *in)
 {
@@ -1026,8 +1026,12 @@ check_scan(IrCheck *ck, const IrInstr *in)
         if (!scan_slice_shape(ck, e, d, true, len, &leaves[r]))
             return ck_nomem(ck, in);
     }
+    /* Like XLA's verifier, the result and the body root are each read as "tuple elements or
+     * itself": a single value may be declared bare or as a 1-tuple, whatever the root is. */
     IrShape inf;
-    if (is_tuple ? !new_tuple(ck, leaves, n_res, &inf) : (inf = leaves[0], false))
+    if (n_res == 1 && !ir_shape_is_tuple(&in->shape))
+        inf = leaves[0];
+    else if (!new_tuple(ck, leaves, n_res, &inf))
         return ck_nomem(ck, in);
     return ck_expect(ck, in, &inf);
 }

@@ -25,6 +25,15 @@ is_plain_partial(const ShdSharding *s)
     return s->kind == SHD_TILED && s->n_subgroups == 1 && s->subgroups[0] == SHD_SUB_REPLICATED;
 }
 
+static bool
+has_unreduced(const ShdSharding *s)
+{
+    for (uint32_t k = 0; k < s->n_subgroups; k++)
+        if (s->subgroups[k] == SHD_SUB_UNREDUCED)
+            return true;
+    return false;
+}
+
 static ShdForm
 form_of(const ShdSharding *s)
 {
@@ -940,4 +949,35 @@ shd_all_to_all_sharding(SlArena *a, const ShdSharding *s, uint32_t src, uint32_t
     nd[src] = nb;
     nd[tgt] = na;
     return shd_with_devices(a, s, nd, n, devs);
+}
+
+/* ---- unreduced subgroups ---- */
+
+const ShdSharding *
+shd_unreduced_as_replicated(SlArena *a, const ShdSharding *s)
+{
+    if (s->kind == SHD_UNREDUCED)
+        return shd_replicated(a);
+    if (s->kind == SHD_TUPLE) {
+        const ShdSharding **leaves = SL_NEW_ARRAY(a, const ShdSharding *, s->n_leaves + 1);
+        bool changed = false;
+        if (!leaves)
+            return NULL;
+        for (uint32_t i = 0; i < s->n_leaves; i++) {
+            leaves[i] = shd_unreduced_as_replicated(a, s->leaves[i]);
+            if (!leaves[i])
+                return NULL;
+            changed = changed || leaves[i] != s->leaves[i];
+        }
+        return changed ? shd_tuple(a, leaves, s->n_leaves) : s;
+    }
+    if (s->kind != SHD_TILED || !has_unreduced(s))
+        return s;
+    /* The unreduced dim precedes the replicated one (normalized order), so retyping it and
+     * letting the constructor merge the two is XLA's reshape of [.., U, R] into [.., U*R]. */
+    ShdSubgroup sub[SHD_MAX_DIMS];
+    for (uint32_t k = 0; k < s->n_subgroups; k++)
+        sub[k] = s->subgroups[k] == SHD_SUB_UNREDUCED ? SHD_SUB_REPLICATED : s->subgroups[k];
+    return shd_make_tiled(a, s->tile_dims, s->n_tile_dims, s->devices, sub, s->n_subgroups,
+                          form_of(s));
 }

@@ -142,6 +142,11 @@ uint32_t shd_all_to_all_dims(const ShdSharding *from, const ShdSharding *to, int
                              int64_t *tgt_dims, uint32_t cap);
 const ShdSharding *shd_all_to_all_sharding(SlArena *a, const ShdSharding *s, uint32_t src,
                                            uint32_t tgt);
+/* What the partitioner works with in place of an unreduced sharding (XLA converts them before
+ * partitioning): {unreduced} becomes {replicated}, an unreduced subgroup a replicated one
+ * (merged, unreduced-major, with an existing replicated subgroup); tuples per leaf. Returns
+ * `s` itself when nothing is unreduced. */
+const ShdSharding *shd_unreduced_as_replicated(SlArena *a, const ShdSharding *s);
 
 /* ---- device groups (B.9) ---- */
 typedef struct ShdGrouped {

@@ -1,6 +1,7 @@
 /* collectives.c - the collective creator (gspmd.md G.1-G.5, B.9). Owns: every all-reduce,
- * all-gather, all-to-all, collective-permute and partition-id the partitioner emits, channel id
- * assignment, replica-group mapping out of device groups, and the partition-id table lookups.
+ * all-gather, all-to-all, collective-permute, collective-broadcast and partition-id the
+ * partitioner emits, channel id assignment, replica-group mapping out of device groups, and
+ * the partition-id table lookups.
  * Does not own: choosing a collective (reshard.c and the handlers decide).
  * Invariants: channel ids increase by one per collective in emission order; all-reduce and
  * all-gather carry use_global_device_ids=true; groups printed in iota form only when the
@@ -247,6 +248,19 @@ spmd_coll_permute(SpmdCtx *cx, const SpmdState *st, IrInstr *x, const int64_t *p
     a->u.lists.n = (uint32_t)n;
     a->u.lists.sizes = sizes;
     a->u.lists.v = cur;
+    return finish(cx, i);
+}
+
+IrInstr *
+spmd_coll_broadcast(SpmdCtx *cx, const SpmdState *st, IrInstr *x, const IrReplicaGroups *groups)
+{
+    if (!x)
+        return NULL;
+    IrShape s = ir_shape_clone(cx->arena, &x->shape);
+    IrInstr *i = ir_instr_new(cx->out, IR_OP_COLLECTIVE_BROADCAST, &s, &x, 1);
+    int64_t gs = 0;
+    if (!i || !add_channel(cx, i) || !set_groups_attr(cx, st, i, groups, &gs))
+        return NULL;
     return finish(cx, i);
 }
 

@@ -80,8 +80,10 @@ enter_group(SpmdCtx *cx, const SpmdValue *v, const ShdGrouped *g, bool replicate
         t = t && t2 && same_tiles(t, t2) ? t2 : t;
     }
     t = spmd_keep_sharding(cx, mark, t); /* everything since `mark` was arithmetic for t */
-    SpmdValue r;
-    SlStatus st = spmd_dot_reshard_to(cx, v, t, &r, err);
+    SpmdValue r = *v;
+    /* every device already holds its tile of t: upstream sorts the devices of a replication
+     * group, so such shardings compare equal there and nothing is resharded */
+    SlStatus st = t && same_tiles(t, v->sharding) ? SL_OK : spmd_dot_reshard_to(cx, v, t, &r, err);
     if (st != SL_OK)
         return st;
     const IrShape *b = replicate_group_dims ? v->base_shape : group_base(cx, v->base_shape, g);
@@ -397,35 +399,166 @@ matching_group_dims(SpmdCtx *cx, const ShdSharding *s, const ShdGrouped *og, int
     return n;
 }
 
-/* GetNonContractingPartitionGroupedShardingForOtherOperand, reduced to its three outcomes:
- * group on the replication dim, group on the tile dims whose device groups coincide with the
- * output's (FindMatchingPartitionedDimsForGrouping; then gathered along the data dims among
- * them), or replicate (false: upstream's nullopt). */
+/* PartialReplicatedGroupShardingWithAssignedDeviceGroups: `s` (partially replicated, the
+ * replication a multiple of og's group count) grouped on its replication dim into og's very
+ * device groups, which moves no data: each group must hold every tile equally often, laid out
+ * alike in every group (the in-group ids taken in og's member order). */
 static bool
-other_operand_groups(SpmdCtx *cx, const SpmdValue *o, uint32_t rank, const ShdGrouped *og,
-                     bool rm, ShdGrouped *g, bool *gather)
+assigned_replication_groups(SpmdCtx *cx, const ShdSharding *s, const ShdGrouped *og,
+                            ShdGrouped *g)
+{
+    int64_t rd = replication_dim(s), G = og->n_groups, S = og->group_size;
+    if (rd < 0 || G < 1 || shd_replication_factor(s) % G || shd_device_count(s) != G * S ||
+        s->n_tile_dims > SPMD_MAX_RANK + 1)
+        return false;
+    int64_t per = shd_replication_factor(s) / G, tiles = shd_num_tiles(s);
+    int64_t t[SPMD_MAX_RANK + 1];
+    if (tiles * per != S)
+        return false;
+    memcpy(t, s->tile_dims, (size_t)rd * sizeof(int64_t));
+    t[rd] = per;
+    const int64_t *c = tile_coords(cx, s);
+    int64_t *pos = SL_NEW_ARRAY(&cx->scratch, int64_t, tiles);
+    int64_t *devs = SL_NEW_ARRAY(&cx->scratch, int64_t, S);
+    if (!c || !pos || !devs)
+        return false;
+    static const ShdSubgroup rep = SHD_SUB_REPLICATED;
+    const ShdSharding *inner = NULL;
+    for (int64_t k = 0; k < G; k++) {
+        memset(pos, 0, (size_t)tiles * sizeof(int64_t));
+        for (int64_t m = 0; m < S; m++) {
+            int64_t dev = og->device_groups[k * S + m], li = 0;
+            for (int64_t i = 0; i < rd; i++)
+                li = li * s->tile_dims[i] + c[dev * s->n_tile_dims + i];
+            if (pos[li] == per)
+                return false;
+            devs[li * per + pos[li]++] = m;
+        }
+        const ShdSharding *gi = shd_tiled(cx->arena, t, (uint32_t)rd + 1, devs, &rep, 1);
+        if (!gi || (inner && !shd_equal(inner, gi)))
+            return false;
+        inner = gi;
+    }
+    int64_t *gd = SL_NEW_ARRAY(cx->arena, int64_t, 2);
+    if (!gd)
+        return false;
+    gd[0] = rd;
+    gd[1] = G;
+    *g = *og;
+    g->n_group_dims = 1;
+    g->group_dims = gd;
+    g->group_dim_sizes = gd + 1;
+    g->inner = inner;
+    g->data_rank = (uint32_t)rd;
+    g->subgroup_manual = false;
+    return true;
+}
+
+/* `s` (partially replicated) with the device axes of data dim `dim` and of the replication
+ * dim swapped (upstream's TransposeSharding over all tile dims); NULL on arena failure. */
+static const ShdSharding *
+swap_with_replication(SpmdCtx *cx, const ShdSharding *s, uint32_t dim)
+{
+    uint32_t nd = s->n_tile_dims, last = nd - 1;
+    int64_t t[SPMD_MAX_RANK + 1], idx[SPMD_MAX_RANK + 1], total = shd_device_count(s);
+    int64_t *devs = SL_NEW_ARRAY(cx->arena, int64_t, total);
+    if (!devs || nd > SPMD_MAX_RANK + 1)
+        return NULL;
+    memcpy(t, s->tile_dims, nd * sizeof(int64_t));
+    t[dim] = s->tile_dims[last];
+    t[last] = s->tile_dims[dim];
+    for (int64_t k = 0; k < total; k++) {
+        int64_t rest = k, src = 0;
+        for (uint32_t i = nd; i-- > 0;) {
+            idx[i] = rest % t[i];
+            rest /= t[i];
+        }
+        int64_t x = idx[dim];
+        idx[dim] = idx[last];
+        idx[last] = x;
+        for (uint32_t i = 0; i < nd; i++)
+            src = src * s->tile_dims[i] + idx[i];
+        devs[k] = s->devices[src];
+    }
+    static const ShdSubgroup rep = SHD_SUB_REPLICATED;
+    return shd_tiled(cx->arena, t, nd, devs, &rep, 1);
+}
+
+/* The first match of the replicas with the output groups, trying the replication dim and
+ * then, from the last data dim down, each dim swapped with it (the operand then moves to
+ * that swapped sharding). */
+static bool
+assigned_groups_any_dim(SpmdCtx *cx, const ShdSharding *s, const ShdGrouped *og, ShdGrouped *g)
+{
+    int64_t rd = replication_dim(s);
+    if (rd < 0 || shd_replication_factor(s) % og->n_groups)
+        return false;
+    for (int64_t i = rd; i >= 0; i--) {
+        if (s->tile_dims[i] % og->n_groups)
+            continue;
+        const ShdSharding *m = i == rd ? s : swap_with_replication(cx, s, (uint32_t)i);
+        if (m && replication_dim(m) == rd && assigned_replication_groups(cx, m, og, g))
+            return true;
+    }
+    return false;
+}
+
+/* GetNonContractingPartitionGroupedShardingForOtherOperand for an operand in sharding `s`,
+ * reduced to its three outcomes: group on the replication dim, group on the tile dims whose
+ * device groups coincide with the output's (FindMatchingPartitionedDimsForGrouping; then
+ * gathered along the data dims among them), or none (false: upstream's nullopt). */
+static bool
+other_grouping(SpmdCtx *cx, const ShdSharding *s, const ShdGrouped *og, bool rm, ShdGrouped *g,
+               bool *gather)
 {
     *gather = false;
-    int64_t rd = replication_dim(o->sharding);
+    int64_t rd = replication_dim(s);
     int64_t G = og->n_groups;
-    if (rd >= 0 && shd_replication_factor(o->sharding) % G == 0) {
-        int64_t shards = shd_replication_factor(o->sharding) / G;
+    if (assigned_groups_any_dim(cx, s, og, g))
+        return true;
+    if (rd >= 0 && shd_replication_factor(s) % G == 0) {
+        int64_t shards = shd_replication_factor(s) / G;
         bool exact;
-        ShdGrouped a = group_aligned(cx, o->sharding, &rd, 1, &shards, og, &exact);
+        ShdGrouped a = group_aligned(cx, s, &rd, 1, &shards, og, &exact);
         if (a.inner && (exact || !rm)) {
             *g = a;
             return true;
         }
     }
     int64_t dims[SPMD_MAX_RANK + 1];
-    uint32_t n = matching_group_dims(cx, o->sharding, og, dims);
-    ShdGrouped a = n ? shd_group_on_dims(cx->arena, o->sharding, dims, n, NULL) : (ShdGrouped){0};
+    uint32_t n = matching_group_dims(cx, s, og, dims);
+    ShdGrouped a = n ? shd_group_on_dims(cx->arena, s, dims, n, NULL) : (ShdGrouped){0};
     if (a.inner && a.n_groups == G) {
         *g = align_any_order(cx, &a, og);
         *gather = true;
         return true;
     }
-    *g = replicated_in_groups(cx, og, NULL, 0, rank);
+    return false;
+}
+
+/* The other operand's grouping: from its own sharding, else (not replicated, no spatial dims)
+ * from the sharding the output and the matching operand `ms` imply for it, which it is then
+ * resharded to first (*via; upstream's expected_other_sharding), else replicated in groups
+ * (false). */
+static bool
+other_operand_groups(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool lhs_match,
+                     const ShdSharding *ms, const ShdGrouped *og, bool rm, ShdGrouped *g,
+                     bool *gather, const ShdSharding **via)
+{
+    const SpmdValue *o = lhs_match ? &p->rhs : &p->lhs;
+    *via = NULL;
+    if (other_grouping(cx, o->sharding, og, rm, g, gather))
+        return true;
+    if (shd_is_tiled(o->sharding) && job->dims.n[DOT_SPATIAL] == 0) {
+        const ShdSharding *e = spmd_dot_infer_operand_with_other(
+            cx, &job->dims, p->out, ms, lhs_match ? DOT_RHS : DOT_LHS);
+        if (e && other_grouping(cx, e, og, rm, g, gather)) {
+            *via = e;
+            return true;
+        }
+    }
+    *gather = false;
+    *g = replicated_in_groups(cx, og, NULL, 0, job->dims.rank[lhs_match ? 1 : 0]);
     return false;
 }
 
@@ -438,7 +571,11 @@ typedef struct NcPlan {
     bool exact;      /* the matching operand needs no device moves */
     bool gather;     /* the other operand is gathered along its group dims */
     bool other_found; /* the other operand has a grouping (else replicated in groups) */
+    const ShdSharding *other_via; /* resharded to this before entering its groups, or NULL */
 } NcPlan;
+
+static const ShdSharding *retile_dims(SpmdCtx *cx, const ShdSharding *s, const int64_t *dims,
+                                      const int64_t *counts, uint32_t n);
 
 static bool
 nc_plan(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool lhs_match, bool rm,
@@ -446,27 +583,41 @@ nc_plan(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool lhs_match, boo
 {
     const DotDims *d = &job->dims;
     DotRole role = lhs_match ? DOT_LHS_NC : DOT_RHS_NC;
-    const SpmdValue *mv = lhs_match ? &p->lhs : &p->rhs, *ov = lhs_match ? &p->rhs : &p->lhs;
+    DotSide ms = lhs_match ? DOT_LHS : DOT_RHS;
+    const SpmdValue *mv = lhs_match ? &p->lhs : &p->rhs;
+    int64_t cnt[SPMD_MAX_RANK];
     pl->n = 0;
     if (!shd_is_tiled(mv->sharding) || !shd_is_tiled(p->out))
         return false;
+    /* when the role's partition counts agree as a whole, upstream groups on all its dims and
+     * re-tiles the operand with the output's per-dim counts (the operand then moves to
+     * match, e.g. by all-to-all); otherwise only on the dims sharded alike */
+    int64_t parts = spmd_dot_parts(mv->sharding, d, role, ms);
+    bool whole = parts > 1 && parts == spmd_dot_parts(p->out, d, role, DOT_OUT);
     for (uint32_t k = 0; k < d->n[role]; k++) {
         const DotDimMap *m = &d->role[role][k];
-        int64_t a = spmd_dot_dim(m, lhs_match ? DOT_LHS : DOT_RHS);
+        int64_t a = spmd_dot_dim(m, ms);
         int64_t t = shd_dim_shards(mv->sharding, (uint32_t)a);
-        if (t > 1 && t == shd_dim_shards(p->out, (uint32_t)m->out)) {
+        int64_t o = shd_dim_shards(p->out, (uint32_t)m->out);
+        if (whole || (t > 1 && t == o)) {
             pl->md[pl->n] = a;
+            cnt[pl->n] = o;
             pl->od[pl->n++] = m->out;
         }
     }
     pl->og = pl->n ? shd_group_on_dims(cx->arena, p->out, pl->od, pl->n, NULL) : (ShdGrouped){0};
     if (!pl->og.inner)
         return false;
-    pl->mg = group_aligned(cx, mv->sharding, pl->md, pl->n, NULL, &pl->og, &pl->exact);
+    const ShdSharding *mt = whole ? retile_dims(cx, mv->sharding, pl->md, cnt, pl->n)
+                                  : mv->sharding;
+    if (!mt)
+        return false;
+    pl->mg = group_aligned(cx, mt, pl->md, pl->n, NULL, &pl->og, &pl->exact);
     if (!pl->mg.inner)
         return false;
-    pl->other_found = other_operand_groups(cx, ov, d->rank[lhs_match ? 1 : 0], &pl->og, rm,
-                                           &pl->otg, &pl->gather);
+    pl->exact = pl->exact && shd_equal(mt, mv->sharding);
+    pl->other_found = other_operand_groups(cx, job, p, lhs_match, mv->sharding, &pl->og, rm,
+                                           &pl->otg, &pl->gather, &pl->other_via);
     return true;
 }
 
@@ -585,10 +736,23 @@ spmd_dot_group_on_non_contracting(SpmdCtx *cx, const DotJob *job, const DotProbl
                "and gather the rhs within each group"
              : "the rhs is sharded like the output on its free dims: group devices on them "
                "and gather the lhs within each group");
-    SpmdValue gm, go, gms, gos;
-    SlStatus st = enter_group_mx(cx, p, mv, &pl.mg, false, gst, &gm, &gms, err);
+    SpmdValue gm, go, gms, gos, ovia, svia;
+    DotProblem pv = *p; /* the other operand (and its scale) after the reshard to other_via */
+    SlStatus st = SL_OK;
+    if (pl.other_via) {
+        st = spmd_dot_reshard_to(cx, ov, pl.other_via, &ovia, err);
+        if (st == SL_OK)
+            st = spmd_dot_reshard_scale(cx, p, ov, pl.other_via, &svia, err);
+        if (st != SL_OK)
+            return st;
+        *(best ? &pv.rhs : &pv.lhs) = ovia;
+        if (svia.hlo)
+            *(best ? &pv.rhs_scale : &pv.lhs_scale) = svia;
+        ov = best ? &pv.rhs : &pv.lhs;
+    }
+    st = enter_group_mx(cx, p, mv, &pl.mg, false, gst, &gm, &gms, err);
     if (st == SL_OK)
-        st = enter_group_mx(cx, p, ov, &pl.otg, pl.gather, gst, &go, &gos, err);
+        st = enter_group_mx(cx, &pv, ov, &pl.otg, pl.gather, gst, &go, &gos, err);
     if (st != SL_OK)
         return st;
     return best ? recurse_in_groups(cx, job, p, &gm, &go, &gms, &gos, &pl.og, gst, out, err)
@@ -668,12 +832,11 @@ reduce_slice(SpmdCtx *cx, const DotReduceSlice *rs, IrInstr *x)
 {
     if (!x)
         return NULL;
-    IrComputation *add = spmd_reducer(cx, SPMD_RED_ADD, x->shape.dtype);
     const char *saved = cx->coll_cause;
     bool frozen = cx->cache_frozen;
     cx->coll_cause = rs->outer->handler;
     cx->cache_frozen = true;
-    x = spmd_all_reduce_along_dims(cx, rs->st, x, rs->out, rs->dims, rs->n, add);
+    x = spmd_dot_all_reduce(cx, rs->outer, rs->st, x, rs->out, rs->dims, rs->n);
     const ShdSharding *t = shd_partially_replicate_all_except(cx->arena, rs->out, rs->dims, rs->n);
     SpmdValue v = {x, x ? &x->shape : NULL, shd_replicated(cx->arena), rs->st}, r;
     SlError e;
@@ -681,7 +844,7 @@ reduce_slice(SpmdCtx *cx, const DotReduceSlice *rs, IrInstr *x)
     x = x && t && spmd_reshard(cx, &v, t, NULL, &r, &e) == SL_OK ? r.hlo : NULL;
     if (x && rs->reduce_replication) {
         int64_t rd = shd_data_rank(rs->out);
-        x = spmd_all_reduce_along_dims(cx, rs->st, x, rs->out, &rd, 1, add);
+        x = spmd_dot_all_reduce(cx, rs->outer, rs->st, x, rs->out, &rd, 1);
     }
     cx->cache_frozen = frozen;
     cx->coll_cause = saved;
@@ -848,11 +1011,7 @@ contracting_recurse(SpmdCtx *cx, const DotJob *job, const DotProblem *p, const D
     SlStatus st = spmd_partition_dot(cx, &ij, in, &dot, err);
     if (st != SL_OK || co->slice)
         return st == SL_OK ? spmd_dot_to_out(cx, p, dot, co->full, out, err) : st;
-    const char *saved = cx->coll_cause;
-    cx->coll_cause = job->handler;
-    IrInstr *ar = spmd_all_reduce_along_dims(cx, p->st, dot, shd_ungroup(cx->arena, lg), ld, n,
-                                             spmd_reducer(cx, SPMD_RED_ADD, dot->shape.dtype));
-    cx->coll_cause = saved;
+    IrInstr *ar = spmd_dot_all_reduce(cx, job, p->st, dot, shd_ungroup(cx->arena, lg), ld, n);
     return spmd_dot_to_out(cx, p, ar, co->full, out, err);
 }
 

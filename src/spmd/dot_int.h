@@ -68,6 +68,8 @@ struct DotJob {
                                       * 2 and 3 of `hlo` are the lhs and rhs scales */
     struct DotReduceSlice *reduce_slice; /* dot_group.c: the wrapped job of a sliced
                                           * group-on-contracting output, else NULL */
+    bool unreduced_out;      /* the source's output sharding is unreduced (or has an unreduced
+                              * subgroup): its local ops keep their partial sums */
 };
 
 /* A group-on-contracting level whose inner creator all-reduces each local product over the
@@ -117,6 +119,12 @@ SlStatus spmd_dot_dims_of(SpmdCtx *cx, const IrInstr *dot, DotDims *d);
  * from the operand moved into replication, contracting dims unsharded). */
 const ShdSharding *spmd_dot_infer_operand(SpmdCtx *cx, const DotDims *d, const ShdSharding *o,
                                           DotSide side);
+/* InferDotOperandSharding with consider_other_operand and may_combine_partial_sharding: the
+ * sharding implied by the output, merged with (or replaced by the more specific) one implied
+ * by the other operand's sharding `other` on the shared batch and contracting dims. */
+const ShdSharding *spmd_dot_infer_operand_with_other(SpmdCtx *cx, const DotDims *d,
+                                                     const ShdSharding *o,
+                                                     const ShdSharding *other, DotSide side);
 
 /* Strategies in the order PartitionDot tries them; a decision lists the earlier ones as the
  * alternatives that were considered and not taken. */
@@ -147,6 +155,11 @@ SlStatus spmd_dot_reshard_scale(SpmdCtx *cx, const DotProblem *p, const SpmdValu
 /* Reshards local `hlo` (in sharding `s`, state p->st) to the problem's output sharding. */
 SlStatus spmd_dot_to_out(SpmdCtx *cx, const DotProblem *p, IrInstr *hlo, const ShdSharding *s,
                          IrInstr **out, SlError *err);
+/* spmd_all_reduce_along_dims for the dot engine: `x` itself when it is a local op of a source
+ * whose output is unreduced (upstream tags such clones `xla.sdy.has_unreduced_axes` and its
+ * AllReduceAlongShardingDims leaves tagged operands alone). Sets the collective cause. */
+IrInstr *spmd_dot_all_reduce(SpmdCtx *cx, const DotJob *job, const SpmdState *st, IrInstr *x,
+                             const ShdSharding *s, const int64_t *dims, uint32_t n);
 /* spmd_reshard with a NULL target treated as out of memory. */
 SlStatus spmd_dot_reshard_to(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *t,
                              SpmdValue *out, SlError *err);

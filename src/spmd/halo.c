@@ -15,21 +15,6 @@
 
 #include <string.h>
 
-/* (ordinal * m + o) / d with C's truncating division (MultiplyAddDivideOffsetCalculation). */
-typedef struct Mad {
-    int64_t m, o, d; /* d > 0 */
-} Mad;
-
-#define CALC_MAX_TERMS 4
-
-/* A sum of Mad terms times integer coefficients (OffsetCalculation, including its products
- * of a Mad and a constant); terms with d == 1 are merged. */
-typedef struct Calc {
-    uint32_t n;
-    Mad t[CALC_MAX_TERMS];
-    int64_t coef[CALC_MAX_TERMS]; /* +1 or -1 in window plans */
-} Calc;
-
 /* The plan of one sharded, non-trivially windowed dim. Shards that hold no useful input may be
  * trimmed away (on the right, and a middle range), and so may useless data inside the only
  * useful shard; `n`, `S`, `el` and `ex_base` then describe the trimmed exchange. */
@@ -37,7 +22,7 @@ typedef struct DimPlan {
     int64_t n;          /* shards taking part in the exchange (after trimming) */
     int64_t S;          /* input shard size (after an in-shard trim) */
     int64_t el;         /* explicit left padding on the full shape (may be negative) */
-    Mad start, limit;   /* [start, limit) on the left-padded, undilated input, per ordinal */
+    SpmdMad start, limit;   /* [start, limit) on the left-padded, undilated input, per ordinal */
     int64_t shard_size; /* local size with halos: max(limit - start) */
     int64_t padded;     /* limit(n - 1): the padded full size */
     bool ds_out;        /* the local result needs a dynamic-slice (base dilation) */
@@ -72,53 +57,53 @@ min64(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
-static Mad
-mad(int64_t m, int64_t o, int64_t d)
+SpmdMad
+spmd_mad(int64_t m, int64_t o, int64_t d)
 {
     if (d != 1 && m % d == 0 && (o % d == 0 || o * m > 0)) {
         m /= d;
         o /= d;
         d = 1;
     }
-    return (Mad){m, o, d};
+    return (SpmdMad){m, o, d};
 }
 
 static int64_t
-mad_eval(Mad f, int64_t i)
+mad_eval(SpmdMad f, int64_t i)
 {
     return (i * f.m + f.o) / f.d;
 }
 
-static void
-calc_add(Calc *c, int64_t coef, Mad f)
+void
+spmd_calc_add(SpmdCalc *c, int64_t coef, SpmdMad f)
 {
     if (f.d == 1) {
         for (uint32_t k = 0; k < c->n; k++)
             if (c->t[k].d == 1) {
                 int64_t m = c->coef[k] * c->t[k].m + coef * f.m;
                 int64_t o = c->coef[k] * c->t[k].o + coef * f.o;
-                c->t[k] = (Mad){m, o, 1};
+                c->t[k] = (SpmdMad){m, o, 1};
                 c->coef[k] = 1;
                 return;
             }
     }
-    if (c->n < CALC_MAX_TERMS) {
+    if (c->n < SPMD_CALC_MAX_TERMS) {
         c->t[c->n] = f;
         c->coef[c->n++] = coef;
     }
 }
 
-static Calc
-calc_diff(Mad a, Mad b)
+static SpmdCalc
+calc_diff(SpmdMad a, SpmdMad b)
 {
-    Calc c = {0};
-    calc_add(&c, 1, a);
-    calc_add(&c, -1, b);
+    SpmdCalc c = {0};
+    spmd_calc_add(&c, 1, a);
+    spmd_calc_add(&c, -1, b);
     return c;
 }
 
-static int64_t
-calc_eval(const Calc *c, int64_t i)
+int64_t
+spmd_calc_eval(const SpmdCalc *c, int64_t i)
 {
     int64_t v = 0;
     for (uint32_t k = 0; k < c->n; k++)
@@ -126,26 +111,26 @@ calc_eval(const Calc *c, int64_t i)
     return v;
 }
 
-static int64_t
-calc_max(const Calc *c, int64_t lo, int64_t hi)
+int64_t
+spmd_calc_max(const SpmdCalc *c, int64_t lo, int64_t hi)
 {
-    int64_t m = calc_eval(c, lo);
+    int64_t m = spmd_calc_eval(c, lo);
     for (int64_t i = lo + 1; i < hi; i++)
-        m = max64(m, calc_eval(c, i));
+        m = max64(m, spmd_calc_eval(c, i));
     return m;
 }
 
 static bool
-calc_is_constant(const Calc *c, int64_t n)
+calc_is_constant(const SpmdCalc *c, int64_t n)
 {
     for (int64_t i = 1; i < n; i++)
-        if (calc_eval(c, i) != calc_eval(c, 0))
+        if (spmd_calc_eval(c, i) != spmd_calc_eval(c, 0))
             return false;
     return true;
 }
 
 static IrInstr *
-mad_emit(SpmdCtx *cx, Mad f, IrInstr *ordinal)
+mad_emit(SpmdCtx *cx, SpmdMad f, IrInstr *ordinal)
 {
     if (f.m == 0)
         return spmd_emit_constant_scalar(cx, IR_DT_S32, f.o / f.d);
@@ -161,8 +146,8 @@ mad_emit(SpmdCtx *cx, Mad f, IrInstr *ordinal)
     return r;
 }
 
-static IrInstr *
-calc_emit(SpmdCtx *cx, const Calc *c, IrInstr *ordinal)
+IrInstr *
+spmd_calc_emit(SpmdCtx *cx, const SpmdCalc *c, IrInstr *ordinal)
 {
     IrInstr *r = NULL;
     for (int pass = 0; pass < 2; pass++) /* positive terms first */
@@ -310,9 +295,9 @@ plan_dim(const IrWindowDim *wd, int64_t D, int64_t n, int64_t S, bool trim, IrWi
         return false;
     if (st != 1 && (st * p->W) % bd != 0)
         return false;
-    p->start = mad(st * p->W, bd - 1 - swd->pad_lo, bd);
+    p->start = spmd_mad(st * p->W, bd - 1 - swd->pad_lo, bd);
     int64_t dss = st * (p->W - 1) + dilated;
-    p->limit = mad(st * p->W, dss + bd - 1 - swd->pad_lo, bd);
+    p->limit = spmd_mad(st * p->W, dss + bd - 1 - swd->pad_lo, bd);
     for (int64_t k = 0; k < p->n; k++)
         p->shard_size = max64(p->shard_size, mad_eval(p->limit, k) - mad_eval(p->start, k));
     p->padded = mad_eval(p->limit, p->n - 1);
@@ -324,7 +309,7 @@ plan_dim(const IrWindowDim *wd, int64_t D, int64_t n, int64_t S, bool trim, IrWi
 /* ---- halo exchange along one dim ---- */
 
 typedef struct Halo {
-    Calc left, right;   /* per-ordinal halo sizes */
+    SpmdCalc left, right;   /* per-ordinal halo sizes */
     int64_t max_l, max_r; /* over ordinals [1, n) and [0, n - 1) */
     int64_t lb, rb;     /* useful region [lb, rb) relative to the own shard */
     bool compact;       /* halos far beyond the neighbours: ExchangeHaloCompact */
@@ -335,34 +320,42 @@ typedef struct Halo {
 static bool
 halo_fits(Halo *h, int64_t n, int64_t S)
 {
-    h->max_l = calc_max(&h->left, 1, n);
-    h->max_r = calc_max(&h->right, 0, n - 1);
+    h->max_l = spmd_calc_max(&h->left, 1, n);
+    h->max_r = spmd_calc_max(&h->right, 0, n - 1);
     if (h->max_l + h->max_r + S >= S * n && (h->max_l > S || h->max_r > S))
         return false;
-    h->lb = -calc_max(&h->left, 0, n);
-    h->rb = S + calc_max(&h->right, 0, n);
+    h->lb = -spmd_calc_max(&h->left, 0, n);
+    h->rb = S + spmd_calc_max(&h->right, 0, n);
     return h->lb < h->rb;
 }
 
-/* Halo sizes of plan p, and whether ExchangeHalo (non-compact) can build them. */
+/* Whether the halos h->left/right of plan p can be exchanged (between neighbours, or with
+ * the compact exchange, which h->compact then selects). */
 static bool
-halo_of(const DimPlan *p, Halo *h)
+halo_feasible(const DimPlan *p, Halo *h)
 {
     int64_t n = p->n, S = p->S;
     h->compact = false;
-    h->left = calc_diff(mad(S, p->el, 1), p->start);
-    h->right = calc_diff(p->limit, mad(S, S + p->el, 1));
-    if (p->el == calc_eval(&h->left, 0)) { /* ExchangeHaloCompact territory */
-        int64_t max_halo = max64(calc_max(&h->left, 0, n), calc_max(&h->right, 0, n));
-        int64_t max_lr = calc_eval(&h->left, 0) + calc_eval(&h->right, 0);
+    if (p->el == spmd_calc_eval(&h->left, 0)) { /* ExchangeHaloCompact territory */
+        int64_t max_halo = max64(spmd_calc_max(&h->left, 0, n), spmd_calc_max(&h->right, 0, n));
+        int64_t max_lr = spmd_calc_eval(&h->left, 0) + spmd_calc_eval(&h->right, 0);
         for (int64_t i = 1; i < n; i++)
-            max_lr = max64(max_lr, calc_eval(&h->left, i) + calc_eval(&h->right, i));
+            max_lr = max64(max_lr, spmd_calc_eval(&h->left, i) + spmd_calc_eval(&h->right, i));
         if (S + max_lr == p->shard_size && max_halo > 2 * p->shard_size) {
             h->compact = true; /* unless replicating is simpler */
             return p->shard_size * 2 < n * S;
         }
     }
     return halo_fits(h, n, S);
+}
+
+/* Halo sizes of plan p, and whether they can be exchanged. */
+static bool
+halo_of(const DimPlan *p, Halo *h)
+{
+    h->left = calc_diff(spmd_mad(p->S, p->el, 1), p->start);
+    h->right = calc_diff(p->limit, spmd_mad(p->S, p->S + p->el, 1));
+    return halo_feasible(p, h);
 }
 
 /* Slice [lo, hi) of x along dim (x itself when that is everything). */
@@ -482,8 +475,8 @@ exchange_compact(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_
     if (!lr)
         return NULL;
     for (int64_t k = 0; k < p->n; k++) {
-        lr[k] = calc_eval(&h->left, k);
-        lr[p->n + k] = calc_eval(&h->right, k);
+        lr[k] = spmd_calc_eval(&h->left, k);
+        lr[p->n + k] = spmd_calc_eval(&h->right, k);
     }
     return spmd_halo_exchange_compact(cx, st, s, dim, x, p->ex_base, lr, lr + p->n,
                                       mask ? pad : NULL, mask, ordinal);
@@ -495,7 +488,7 @@ exchange_compact(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_
 static IrInstr *
 exchange_valid(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_t dim,
                IrInstr *x, const DimPlan *p, const Halo *h, IrInstr *ordinal, IrInstr *pad,
-               bool mask, bool force_mask_compact, const Calc *mask_off)
+               bool mask, bool force_mask_compact, const SpmdCalc *mask_off)
 {
     if (h->compact)
         return exchange_compact(cx, st, s, dim, x, p, h, ordinal, pad,
@@ -503,20 +496,20 @@ exchange_valid(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_t 
     IrInstr *cat = exchange(cx, st, s, dim, x, h, p->S);
     if (!cat)
         return NULL;
-    int64_t n = p->n, max_l = calc_max(&h->left, 1, n);
+    int64_t n = p->n, max_l = spmd_calc_max(&h->left, 1, n);
     /* window plans: shard 0's left halo is the explicit padding el; select-and-scatter: it is
      * left(0) itself (windows before the first, or a crop below el) */
-    int64_t max_lp = max64(max_l, p->scatter ? calc_eval(&h->left, 0) : p->el);
-    Calc off = {0}; /* max_lp - left(i): where shard i starts in the padded concat */
-    calc_add(&off, 1, mad(0, max_lp, 1));
+    int64_t max_lp = max64(max_l, p->scatter ? spmd_calc_eval(&h->left, 0) : p->el);
+    SpmdCalc off = {0}; /* max_lp - left(i): where shard i starts in the padded concat */
+    spmd_calc_add(&off, 1, spmd_mad(0, max_lp, 1));
     for (uint32_t k = 0; k < h->left.n; k++)
-        calc_add(&off, -h->left.coef[k], h->left.t[k]);
+        spmd_calc_add(&off, -h->left.coef[k], h->left.t[k]);
     int64_t xl = max64(0, max_lp - max64(0, max_l));
-    int64_t xr = max64(0, calc_max(&off, 0, n) + p->shard_size - cat->shape.dims[dim] - xl);
+    int64_t xr = max64(0, spmd_calc_max(&off, 0, n) + p->shard_size - cat->shape.dims[dim] - xl);
     if (xl > 0 || xr > 0)
         cat = pad_dim(cx, cat, dim, xl, xr, pad);
     if (cat && cat->shape.dims[dim] != p->shard_size) {
-        if (calc_is_constant(&h->left, n) && calc_eval(&h->left, 0) == p->el) {
+        if (calc_is_constant(&h->left, n) && spmd_calc_eval(&h->left, 0) == p->el) {
             cat = slice_dim(cx, cat, dim, 0, p->shard_size);
         } else {
             IrInstr *offs[SPMD_MAX_RANK];
@@ -526,15 +519,58 @@ exchange_valid(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_t 
                 offs[d] = zero;
                 sizes[d] = cat->shape.dims[d];
             }
-            offs[dim] = calc_emit(cx, &off, ordinal);
+            offs[dim] = spmd_calc_emit(cx, &off, ordinal);
             sizes[dim] = p->shard_size;
             cat = spmd_emit_dynamic_slice(cx, cat, offs, sizes);
         }
     }
     if (!mask)
         return cat;
-    IrInstr *moff = mask_off ? calc_emit(cx, mask_off, ordinal) : mad_emit(cx, p->start, ordinal);
+    IrInstr *moff = mask_off ? spmd_calc_emit(cx, mask_off, ordinal)
+                             : mad_emit(cx, p->start, ordinal);
     return mask_dim(cx, cat, dim, p, p->ex_base, moff, pad);
+}
+
+/* The exchange plan of spmd_halo_exchange_valid; false when it is not feasible. */
+static bool
+plan_valid(int64_t n, int64_t S, int64_t base_size, const SpmdCalc *left, const SpmdCalc *right,
+           int64_t el, int64_t size, DimPlan *p, Halo *h)
+{
+    if (n < 2 || S < 1 || size < 1)
+        return false;
+    /* the window of shard k starts at S * k + el - left(k) on the padded full shape */
+    SpmdCalc start = {0};
+    spmd_calc_add(&start, 1, spmd_mad(S, el, 1));
+    for (uint32_t k = 0; k < left->n; k++)
+        spmd_calc_add(&start, -left->coef[k], left->t[k]);
+    *p = (DimPlan){.n = n, .S = S, .el = el, .shard_size = size, .ex_base = base_size,
+                   .pre_hi = S, .padded = spmd_calc_eval(&start, n - 1) + size};
+    *h = (Halo){.left = *left, .right = *right};
+    return halo_feasible(p, h);
+}
+
+bool
+spmd_halo_can_exchange(int64_t n, int64_t S, int64_t base_size, const SpmdCalc *left,
+                       const SpmdCalc *right, int64_t el, int64_t size)
+{
+    DimPlan p;
+    Halo h;
+    return plan_valid(n, S, base_size, left, right, el, size, &p, &h);
+}
+
+IrInstr *
+spmd_halo_exchange_valid(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s, uint32_t dim,
+                         IrInstr *x, int64_t base_size, const SpmdCalc *left,
+                         const SpmdCalc *right, int64_t el, int64_t size, IrInstr *ordinal)
+{
+    DimPlan p;
+    Halo h;
+    if (!x || !ordinal ||
+        !plan_valid(shd_dim_shards(s, dim), x->shape.dims[dim], base_size, left, right, el, size,
+                    &p, &h))
+        return NULL;
+    IrInstr *zero = spmd_emit_constant_scalar(cx, x->shape.dtype, 0);
+    return exchange_valid(cx, st, s, dim, x, &p, &h, ordinal, zero, false, false, NULL);
 }
 
 /* ---- the reshard ---- */
@@ -637,9 +673,9 @@ output_offsets(SpmdCtx *cx, const SpmdState *st, const ShdSharding *t, const Win
         if (!wp->windowed[d] || !p->ds_out)
             continue;
         IrInstr *ord = spmd_partition_ordinal(cx, st, t, d);
-        IrInstr *first = mad_emit(cx, mad(p->bd, p->pl0 - p->max_pl, 1),
+        IrInstr *first = mad_emit(cx, spmd_mad(p->bd, p->pl0 - p->max_pl, 1),
                                   mad_emit(cx, p->start, ord));
-        o[d] = spmd_emit_binary(cx, IR_OP_SUBTRACT, mad_emit(cx, mad(p->W, 0, 1), ord), first);
+        o[d] = spmd_emit_binary(cx, IR_OP_SUBTRACT, mad_emit(cx, spmd_mad(p->W, 0, 1), ord), first);
     }
     return o;
 }
@@ -666,7 +702,7 @@ pad_and_slice(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *t, const WinPl
         } else if (n > 1 && repl) {
             int64_t S = wp->shard_shape[d];
             pads[d] = (IrPadDim){0, S * n - base->dims[d], 0};
-            offs[d] = mad_emit(cx, mad(S, 0, 1), spmd_partition_ordinal(cx, v->state, t, d));
+            offs[d] = mad_emit(cx, spmd_mad(S, 0, 1), spmd_partition_ordinal(cx, v->state, t, d));
         }
     }
     IrInstr *x = spmd_emit_pad(cx, v->hlo, pad, pads);
@@ -832,8 +868,8 @@ spmd_reshard_as_windowed_input_ex(SpmdCtx *cx, const SpmdValue *v, const IrWindo
  * and the operand exchange halos so that shard k holds those windows and the data they
  * cover. */
 typedef struct ScatterDim {
-    Calc win_first; /* first(k) */
-    Calc data_off;  /* stride * first(k): the data window's start on the padded operand */
+    SpmdCalc win_first; /* first(k) */
+    SpmdCalc data_off;  /* stride * first(k): the data window's start on the padded operand */
     DimPlan sp, dp; /* exchange shapes of the source and of the operand */
     Halo sh, dh;
 } ScatterDim;
@@ -847,10 +883,10 @@ scatter_plan(const IrWindowDim *wd, int64_t D, int64_t Ds, int64_t n, ScatterDim
     /* a stride beyond the size leaves gaps, which the output keeps: widen the window */
     int64_t st = wd->stride, size = max64(wd->size, st), pl = wd->pad_lo;
     int64_t Sd = ceil_of(D, n), Ss = ceil_of(Ds, n);
-    Mad first = mad(Sd, pl - size + st, st), limit = mad(Sd, Sd + pl + st - 1, st);
+    SpmdMad first = spmd_mad(Sd, pl - size + st, st), limit = spmd_mad(Sd, Sd + pl + st - 1, st);
     memset(q, 0, sizeof(*q));
-    calc_add(&q->win_first, 1, first);
-    calc_add(&q->data_off, st, first);
+    spmd_calc_add(&q->win_first, 1, first);
+    spmd_calc_add(&q->data_off, st, first);
     int64_t max_windows = 0;
     for (int64_t k = 0; k < n; k++)
         max_windows = max64(max_windows, mad_eval(limit, k) - mad_eval(first, k));
@@ -867,12 +903,12 @@ scatter_plan(const IrWindowDim *wd, int64_t D, int64_t Ds, int64_t n, ScatterDim
     q->dp = (DimPlan){.n = n, .S = Sd, .el = pl, .shard_size = (max_windows - 1) * st + size,
                       .padded = (last - 1) * st + size, .ex_base = D, .pre_hi = Sd,
                       .scatter = true, .mask_lo = before};
-    q->sh.left = calc_diff(mad(Ss, 0, 1), first);
-    q->sh.right = calc_diff(limit, mad(Ss, Ss, 1));
-    calc_add(&q->dh.left, 1, mad(Sd, pl, 1));
-    calc_add(&q->dh.left, -st, first);
-    calc_add(&q->dh.right, st, limit);
-    calc_add(&q->dh.right, -1, mad(Sd, Sd + st + pl - size, 1));
+    q->sh.left = calc_diff(spmd_mad(Ss, 0, 1), first);
+    q->sh.right = calc_diff(limit, spmd_mad(Ss, Ss, 1));
+    spmd_calc_add(&q->dh.left, 1, spmd_mad(Sd, pl, 1));
+    spmd_calc_add(&q->dh.left, -st, first);
+    spmd_calc_add(&q->dh.right, st, limit);
+    spmd_calc_add(&q->dh.right, -1, spmd_mad(Sd, Sd + st + pl - size, 1));
     return halo_fits(&q->sh, n, Ss) && halo_fits(&q->dh, n, Sd);
 }
 
@@ -910,7 +946,7 @@ spmd_halo_select_and_scatter(SpmdCtx *cx, const SpmdState *st, const ShdSharding
          * 0's window starts at the padded position stride * first(0), so its left halo is the
          * low padding plus any windows before the first (upstream uses the low padding there,
          * which is off by those windows) */
-        io->offs[d] = calc_emit(cx, &q[d].dh.left, ord);
+        io->offs[d] = spmd_calc_emit(cx, &q[d].dh.left, ord);
         if (!io->offs[d])
             return spmd_nomem(cx, err);
     }

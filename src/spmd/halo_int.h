@@ -6,6 +6,43 @@
 
 #include "spmd/spmd_int.h"
 
+/* (ordinal * m + o) / d with C's truncating division (MultiplyAddDivideOffsetCalculation). */
+typedef struct SpmdMad {
+    int64_t m, o, d; /* d > 0 */
+} SpmdMad;
+
+#define SPMD_CALC_MAX_TERMS 4
+
+/* A sum of SpmdMad terms times integer coefficients (OffsetCalculation, including its
+ * products of a Mad and a constant); terms with d == 1 are merged. */
+typedef struct SpmdCalc {
+    uint32_t n;
+    SpmdMad t[SPMD_CALC_MAX_TERMS];
+    int64_t coef[SPMD_CALC_MAX_TERMS];
+} SpmdCalc;
+
+/* m, o, d with the division folded away when it is exact for every ordinal >= 0. */
+SpmdMad spmd_mad(int64_t m, int64_t o, int64_t d);
+/* Adds coef * f to c (merged into its d == 1 term when f has d == 1). */
+void spmd_calc_add(SpmdCalc *c, int64_t coef, SpmdMad f);
+int64_t spmd_calc_eval(const SpmdCalc *c, int64_t ordinal);
+/* max over ordinals [lo, hi) (hi > lo) */
+int64_t spmd_calc_max(const SpmdCalc *c, int64_t lo, int64_t hi);
+/* the value as s32[] arithmetic on `ordinal` (positive terms first, then subtractions) */
+IrInstr *spmd_calc_emit(SpmdCtx *cx, const SpmdCalc *c, IrInstr *ordinal);
+
+/* ExchangeHaloAndGetValidData along tile dim `dim` of `s` (n shards of S = x's size in
+ * `dim`, full size `base_size`), unmasked: shard k gets left(k) elements before its own data
+ * and right(k) after it (out-of-range positions hold zero or garbage) and keeps `size`
+ * elements from where its left halo starts; shard 0 starts at `el` on the padded shape.
+ * returns: NULL when spmd_halo_can_exchange is false (nothing emitted) or the arena failed */
+bool spmd_halo_can_exchange(int64_t n, int64_t S, int64_t base_size, const SpmdCalc *left,
+                            const SpmdCalc *right, int64_t el, int64_t size);
+IrInstr *spmd_halo_exchange_valid(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s,
+                                  uint32_t dim, IrInstr *x, int64_t base_size,
+                                  const SpmdCalc *left, const SpmdCalc *right, int64_t el,
+                                  int64_t size, IrInstr *ordinal);
+
 /* ExchangeHaloCompact along tile dim `dim` of `s` (n = s->tile_dims[dim] shards, local size
  * S = x's size in `dim`): shard k needs the elements [k*S - left[k], (k+1)*S + right[k]) of
  * the dim of full size `base_size`; halos may come from any shard, not only neighbours.

@@ -27,12 +27,90 @@ spmd_handle_parameter(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     return SL_OK;
 }
 
+/* The next scalar of a literal's text (braces, commas, blanks and comments skipped); false at
+ * the end. */
+static bool
+next_scalar(const char **p, const char *e, SlStr *tok)
+{
+    const char *s = *p;
+    while (s < e) {
+        if (*s == '/' && s + 1 < e && s[1] == '*') {
+            const char *c = s + 2;
+            while (c + 1 < e && !(c[0] == '*' && c[1] == '/'))
+                c++;
+            s = c + 2 <= e ? c + 2 : e;
+        } else if (*s == '{' || *s == '}' || *s == ',' || *s == ' ' || *s == '\n' || *s == '\t' ||
+                   *s == '\r') {
+            s++;
+        } else {
+            break;
+        }
+    }
+    const char *b = s;
+    while (s < e && !strchr("{},/ \n\t\r", *s))
+        s++;
+    *p = s;
+    *tok = (SlStr){b, (size_t)(s - b)};
+    return s > b;
+}
+
+/* Literal::IsAllFirst on the text: every scalar spelled like the first (a value written two
+ * ways counts as different, which only costs the shortcut). */
+static bool
+literal_all_first(SlStr lit, SlStr *first)
+{
+    const char *p = lit.ptr, *e = lit.ptr + lit.len;
+    SlStr tok;
+    if (!next_scalar(&p, e, first))
+        return false;
+    while (next_scalar(&p, e, &tok))
+        if (!sl_str_eq(tok, *first))
+            return false;
+    return true;
+}
+
+static void
+put_filled(SlBuf *b, const int64_t *dims, uint32_t rank, SlStr value)
+{
+    sl_buf_putc(b, '{');
+    for (int64_t k = 0; k < dims[0]; k++) {
+        if (k)
+            sl_buf_puts(b, ", ");
+        if (rank > 1)
+            put_filled(b, dims + 1, rank - 1, value);
+        else
+            sl_buf_put_str(b, value);
+    }
+    sl_buf_putc(b, '}');
+}
+
+/* HandleConstant: replicated constants are cloned; an evenly tiled one whose elements are all
+ * equal becomes a local constant of the shard shape (no reshard, so nothing in the reshard
+ * cache leads back to the full constant); anything else is sliced from the replicated one. */
 SlStatus
 spmd_handle_constant(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
 {
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
-    if (shd_is_tiled(s))
-        return spmd_handle_default(cx, hlo, err);
+    SlStr first;
+    if (shd_is_tiled(s)) {
+        if (!ir_shape_is_array(&hlo->shape) || hlo->shape.rank == 0 ||
+            !shd_evenly_partitions(s, &hlo->shape) || !literal_all_first(hlo->literal, &first))
+            return spmd_handle_default(cx, hlo, err);
+        IrShape ls = spmd_local_shape(cx, &hlo->shape, s);
+        SlBuf b;
+        sl_buf_init(&b);
+        put_filled(&b, ls.dims, ls.rank, first);
+        char *text = b.failed ? NULL : sl_arena_strndup(cx->arena, b.data, b.len);
+        size_t len = b.len;
+        sl_buf_fini(&b);
+        IrInstr *c = text ? spmd_emit_clone(cx, hlo, &ls, NULL, 0) : NULL;
+        if (!c)
+            return spmd_nomem(cx, err);
+        c->literal = (SlStr){text, len};
+        SpmdValue v = spmd_value(cx, c, &hlo->shape, s);
+        spmd_set_result(cx, hlo, &v);
+        return SL_OK;
+    }
     IrShape ls = ir_shape_clone(cx->arena, &hlo->shape);
     IrInstr *c = spmd_emit_clone(cx, hlo, &ls, NULL, 0);
     if (!c)

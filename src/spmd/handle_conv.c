@@ -2,11 +2,12 @@
  * HandleConvolution, ParseConvolutionDimsInfo, create_sharded_conv). Owns: classifying the
  * convolution's dims into dot roles (batch/feature dims and dot-like spatial dims), the
  * create-sharded-conv callback that rewrites the window from local sizes, and case 0
- * (PartitionConvolution: group-count alignment, both operands spatially tiled with lhs halos
- * and an all-reduce, output spatially tiled; then the grouped-dims recursion).
+ * (PartitionConvolution: group-count alignment, both operands spatially tiled with lhs or rhs
+ * halos and an all-reduce, output spatially tiled; then the grouped-dims recursion).
  * Does not own: the dot strategies (handle_dot.c) or the halo exchange (halo.c).
  * Invariant: every local convolution is built by create_conv. */
 #include "spmd/dot_int.h"
+#include "spmd/halo_int.h"
 
 #include <string.h>
 
@@ -313,7 +314,8 @@ group_count_aligned(SpmdCtx *cx, const DotJob *job, const DotProblem *p, bool fe
 /* The operand shardings of the spatial halo exchange: the smaller operand is aligned to the
  * larger (kernel spatial <-> input spatial with reversed dims in reversed device order,
  * kernel output feature <-> input batch, kernel input feature <-> input feature). False when
- * batch / output feature dims would be sharded or a sharded dim is base-dilated. */
+ * batch / output feature dims would be sharded or any spatial dim is base-dilated (upstream
+ * has no halo plan for base dilation, not even on a parallel dim left unsharded). */
 static bool
 halo_operands(SpmdCtx *cx, const DotProblem *p, const ConvLabels *L, const int64_t *rev,
               uint32_t nrev, const ShdSharding **lt, const ShdSharding **rt)
@@ -333,8 +335,8 @@ halo_operands(SpmdCtx *cx, const DotProblem *p, const ConvLabels *L, const int64
         return false;
     if (L->feature_groups > 1 && shards(*lt, L->if_) > 1)
         return false;
-    for (uint32_t k = 0; k < L->n_spatial; k++)
-        if (shards(*lt, L->is[k]) > 1 && p->window[k].lhs_dilate != 1)
+    for (uint32_t k = 0; k < L->n_spatial; k++) /* even unsharded (dot-batch-like) dims */
+        if (p->window[k].lhs_dilate != 1)
             return false;
     return true;
 }
@@ -477,37 +479,139 @@ halo_on_lhs(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **out, 
     return sum_partials(cx, job, p, lt, c, out, err);
 }
 
-/* The rhs-halo windows (window dilation 1): lhs shard i (size L) meets output window w at
- * kernel taps [i*L + pl - (WC-1)*st, (i+1)*L + pl), so the rhs is read through a window of
- * size (WC-1)*st + L, stride L and low padding (WC-1)*st - pl, one window per shard; the
- * local convolution slides that kernel piece over the lhs shard with (WC-1)*st low and
- * WC*st - 1 high padding. False when a dim is base-dilated, reversed or window-dilated
- * (upstream's halos are then not affine in the shard index; see halo_on_lhs). */
+/* One spatial dim of the rhs-halo variant. With lhs shards of L, rhs shards of R, WC
+ * output windows, stride st, window dilation D and low padding pl, lhs shard i meets the
+ * kernel taps [(i*L + pl - (WC-1)*st) / D, (i*L + L + pl) / D) (rounded outwards), so the
+ * rhs shard [i*R, (i+1)*R) needs the halos
+ *   left(i)  = ceil((i*(R*D - L) + (WC-1)*st - pl) / D)
+ *   right(i) = ceil(((i+1)*(L - R*D) + pl) / D)
+ * and the local convolution slides that kernel piece over the lhs shard from the low padding
+ * left(i)*D - i*(R*D - L) + pl. When that padding differs between shards, the lhs is padded
+ * by its maximum on both sides and each shard dynamic-slices its own start. */
+typedef struct RhsHaloDim {
+    int64_t n;             /* shards of the dim (1: not exchanged) */
+    SpmdCalc left, right;  /* halo sizes on the rhs, per shard */
+    int64_t size;          /* rhs shard size with halos (the local window size) */
+    SpmdCalc pad_lo;       /* the local low padding, per shard */
+    int64_t pad_lo_max;    /* its maximum over the shards */
+    int64_t lhs_size;      /* L */
+} RhsHaloDim;
+
+static SpmdCalc
+calc_of(int64_t m, int64_t o, int64_t d)
+{
+    SpmdCalc c = {0};
+    spmd_calc_add(&c, 1, spmd_mad(m, o, d));
+    return c;
+}
+
 static bool
-rhs_halo_windows(const DotProblem *p, const ConvLabels *L, const ShdSharding *rt,
-                 IrWindowDim *full, IrWindowDim *lw)
+varies(const SpmdCalc *c, int64_t n)
+{
+    for (int64_t i = 1; i < n; i++)
+        if (spmd_calc_eval(c, i) != spmd_calc_eval(c, 0))
+            return true;
+    return false;
+}
+
+/* The local window size: upstream's R + max left + max right, grown where it would not
+ * reach the last kernel tap a shard meets. The halos are rounded outwards, so shard 0's left
+ * halo (taken as explicit padding) may exceed what it needs and push its window short of
+ * its right halo (window dilation with L > R*D); upstream would then drop those taps. */
+static int64_t
+rhs_halo_cover(const RhsHaloDim *h, int64_t n, int64_t l, int64_t r, int64_t rhs_size,
+               const IrWindowDim *wd)
+{
+    int64_t size = h->size, d = wd->rhs_dilate;
+    for (int64_t i = 0; i < n; i++) {
+        /* last tap t with some output window w in [0, wc) reading lhs (i+1)*l - 1 or less:
+         * t*d <= (i+1)*l - 1 + pl (w = 0); taps past the kernel hold zeros */
+        int64_t num = (i + 1) * l - 1 + wd->pad_lo;
+        int64_t last = num >= 0 ? num / d : -1;
+        last = last < rhs_size - 1 ? last : rhs_size - 1;
+        int64_t first = i * r - spmd_calc_eval(&h->left, i); /* where the window starts */
+        if (last - first + 1 > size)
+            size = last - first + 1;
+    }
+    return size;
+}
+
+/* Fills hd[] and the local conv window lw[]; false when upstream has no rhs-halo plan (base
+ * dilation or reversal on any spatial dim) or a halo reaches beyond what the exchange builds. */
+static bool
+rhs_halo_plan(const DotProblem *p, const ConvLabels *L, const ShdSharding *rt, RhsHaloDim *hd,
+              IrWindowDim *lw)
 {
     const IrShape *ls = p->lhs.base_shape, *rs = p->rhs.base_shape;
-    for (uint32_t i = 0; i < rs->rank; i++)
-        full[i] = (IrWindowDim){1, 1, 0, 0, 1, 1, false};
     for (uint32_t k = 0; k < L->n_spatial; k++) {
         const IrWindowDim *wd = &p->window[k];
-        int64_t d = L->ks[k], n = shards(rt, d), base = ls->dims[L->is[k]];
+        int64_t n = shards(rt, L->ks[k]), base = ls->dims[L->is[k]];
         lw[k] = *wd;
+        hd[k] = (RhsHaloDim){.n = n};
         if (wd->lhs_dilate != 1 || wd->reversal)
             return false;
         if (n == 1)
             continue;
-        int64_t l = ceil_div(base, n), wc = out_size(base, wd), st = wd->stride;
-        if (wd->rhs_dilate != 1 || wc < 1 || st < 1)
+        int64_t l = ceil_div(base, n), r = ceil_div(rs->dims[L->ks[k]], n);
+        int64_t wc = out_size(base, wd), st = wd->stride, d = wd->rhs_dilate, pl = wd->pad_lo;
+        if (wc < 1 || st < 1 || d < 1)
             return false;
-        int64_t span = (wc - 1) * st + l, lo = (wc - 1) * st - wd->pad_lo;
-        full[d] = (IrWindowDim){span, l, lo, (n - 1) * l + span - rs->dims[d] - lo, 1, 1, false};
-        lw[k].size = span;
-        lw[k].pad_lo = (wc - 1) * st;
-        lw[k].pad_hi = wc * st + span - 1 - lw[k].pad_lo - l;
+        RhsHaloDim *h = &hd[k];
+        h->lhs_size = l;
+        h->left = calc_of(r * d - l, (wc - 1) * st - pl + d - 1, d);
+        h->right = calc_of(l - r * d, l - r * d + pl + d - 1, d);
+        h->size = r + spmd_calc_max(&h->left, 1, n) + spmd_calc_max(&h->right, 0, n - 1);
+        h->size = rhs_halo_cover(h, n, l, r, rs->dims[L->ks[k]], wd);
+        for (uint32_t t = 0; t < h->left.n; t++)
+            spmd_calc_add(&h->pad_lo, d * h->left.coef[t], h->left.t[t]);
+        spmd_calc_add(&h->pad_lo, -1, spmd_mad(r * d - l, -pl, 1));
+        h->pad_lo_max = spmd_calc_max(&h->pad_lo, 0, n);
+        lw[k].size = h->size;
+        lw[k].pad_lo = varies(&h->pad_lo, n) ? 0 : h->pad_lo_max;
+        lw[k].pad_hi = wc * st + (h->size - 1) * d - h->pad_lo_max - l;
+        if (!spmd_halo_can_exchange(n, r, rs->dims[L->ks[k]], &h->left, &h->right,
+                                    spmd_calc_eval(&h->left, 0), h->size))
+            return false;
     }
     return true;
+}
+/* The lhs of the rhs-halo variant: where the local low padding varies between shards, pad
+ * by its maximum on both sides and dynamic-slice from maximum - padding(i). */
+static IrInstr *
+rhs_halo_lhs(SpmdCtx *cx, const DotProblem *p, const ConvLabels *L, const ShdSharding *lt,
+             const RhsHaloDim *hd, IrInstr *x)
+{
+    IrPadDim pads[SPMD_MAX_RANK];
+    IrInstr *offs[SPMD_MAX_RANK];
+    int64_t sizes[SPMD_MAX_RANK];
+    bool any = false;
+    IrInstr *zero = NULL;
+    for (uint32_t d = 0; d < x->shape.rank; d++) {
+        pads[d] = (IrPadDim){0, 0, 0};
+        sizes[d] = x->shape.dims[d];
+    }
+    for (uint32_t k = 0; k < L->n_spatial; k++) {
+        const RhsHaloDim *h = &hd[k];
+        if (h->n == 1 || !varies(&h->pad_lo, h->n))
+            continue;
+        int64_t d = L->is[k];
+        SpmdCalc start = calc_of(0, h->pad_lo_max, 1);
+        for (uint32_t t = 0; t < h->pad_lo.n; t++)
+            spmd_calc_add(&start, -h->pad_lo.coef[t], h->pad_lo.t[t]);
+        if (!zero) {
+            zero = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
+            for (uint32_t i = 0; i < x->shape.rank; i++)
+                offs[i] = zero;
+        }
+        pads[d] = (IrPadDim){h->pad_lo_max, h->pad_lo_max, 0};
+        sizes[d] = h->lhs_size + h->pad_lo_max;
+        offs[d] = spmd_calc_emit(cx, &start, spmd_partition_ordinal(cx, p->st, lt, (uint32_t)d));
+        any = true;
+    }
+    if (!any)
+        return x;
+    IrInstr *padded = spmd_emit_pad(cx, x, spmd_emit_constant_scalar(cx, x->shape.dtype, 0), pads);
+    return spmd_emit_dynamic_slice(cx, padded, offs, sizes);
 }
 
 /* PartitionConvolutionWithSpatialDimensionHaloExchangeOnRHS (conv_halo_exchange_always_on_lhs
@@ -518,20 +622,12 @@ halo_on_rhs(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **out, 
 {
     const ConvLabels *L = &((const ConvPriv *)job->conv)->labels;
     const ShdSharding *lt, *rt;
-    IrWindowDim *full = SL_NEW_ARRAY(cx->arena, IrWindowDim, p->rhs.base_shape->rank);
+    RhsHaloDim *hd = SL_NEW_ARRAY(cx->arena, RhsHaloDim, L->n_spatial ? L->n_spatial : 1);
     IrWindowDim *lw = SL_NEW_ARRAY(cx->arena, IrWindowDim, L->n_spatial ? L->n_spatial : 1);
-    if (!full || !lw)
+    if (!hd || !lw)
         return spmd_nomem(cx, err);
-    if (!halo_operands(cx, p, L, NULL, 0, &lt, &rt) || !rhs_halo_windows(p, L, rt, full, lw))
+    if (!halo_operands(cx, p, L, NULL, 0, &lt, &rt) || !rhs_halo_plan(p, L, rt, hd, lw))
         return SL_OK;
-    bool uneven = !shd_evenly_partitions(rt, p->rhs.base_shape);
-    SpmdWindowedInput wi;
-    SlStatus st = spmd_reshard_as_windowed_input_ex(cx, &p->rhs, full, rt, NULL, uneven, true,
-                                                    &wi, err);
-    if (st == SL_ERR_UNSUPPORTED)
-        return SL_OK;
-    if (st != SL_OK)
-        return st;
     TraceKV nums[] = {{"lhs_bytes", (double)ir_shape_byte_size(p->lhs.base_shape), NULL},
                       {"rhs_bytes", (double)ir_shape_byte_size(p->rhs.base_shape), NULL}};
     spmd_dot_decide(cx, job, "conv_halo_on_rhs",
@@ -540,12 +636,25 @@ halo_on_rhs(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **out, 
                     "exchange rhs halos so each device convolves its input shard with the "
                     "kernel taps it meets, and sum the partial results with an all-reduce",
                     NULL, 0, nums, SL_COUNTOF(nums));
-    SpmdValue l;
-    st = spmd_reshard(cx, &p->lhs, lt, NULL, &l, err);
+    SpmdValue l, r;
+    SlStatus st = spmd_reshard(cx, &p->lhs, lt, NULL, &l, err);
+    if (st == SL_OK)
+        st = spmd_reshard(cx, &p->rhs, rt, NULL, &r, err);
     if (st != SL_OK)
         return st;
     IrInstr *lh = spmd_pad_with_value(cx, &l, NULL, 0);
-    IrInstr *c = lh ? job->create(cx, job, lh, wi.sharded_input, lw) : NULL;
+    IrInstr *rh = spmd_pad_with_value(cx, &r, NULL, 0);
+    lh = lh ? rhs_halo_lhs(cx, p, L, lt, hd, lh) : NULL;
+    for (uint32_t k = 0; k < L->n_spatial && rh; k++) {
+        const RhsHaloDim *h = &hd[k];
+        uint32_t d = (uint32_t)L->ks[k];
+        if (h->n == 1)
+            continue;
+        IrInstr *ord = spmd_partition_ordinal(cx, p->st, rt, d);
+        rh = spmd_halo_exchange_valid(cx, p->st, rt, d, rh, p->rhs.base_shape->dims[d], &h->left,
+                                      &h->right, spmd_calc_eval(&h->left, 0), h->size, ord);
+    }
+    IrInstr *c = lh && rh ? job->create(cx, job, lh, rh, lw) : NULL;
     if (!c)
         return spmd_nomem(cx, err);
     return sum_partials(cx, job, p, lt, c, out, err);
@@ -607,18 +716,6 @@ output_spatial(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrInstr **ou
     return c ? SL_OK : spmd_nomem(cx, err);
 }
 
-/* Window dilation on any spatial dim: the rhs-halo sizes are then not affine in the shard
- * index (they need a per-shard table halo.c does not take), so the lhs variant is used. */
-static bool
-window_dilated(const DotJob *job, const DotProblem *p)
-{
-    const ConvLabels *L = &((const ConvPriv *)job->conv)->labels;
-    for (uint32_t k = 0; k < L->n_spatial; k++)
-        if (p->window[k].rhs_dilate != 1)
-            return true;
-    return false;
-}
-
 /* PartitionConvolution: group-count alignment, both operands tiled (halo exchange), output
  * tiled; *out stays NULL when none applies. */
 static SlStatus
@@ -629,7 +726,7 @@ partition_convolution(SpmdCtx *cx, const DotJob *job, const DotProblem *p, IrIns
     if (st == SL_OK && !*out)
         st = group_count_aligned(cx, job, p, true, out, err);
     bool tiled = shd_is_tiled(p->lhs.sharding) && shd_is_tiled(p->rhs.sharding);
-    bool on_lhs = cx->opts->conv_halo_exchange_always_on_lhs || window_dilated(job, p);
+    bool on_lhs = cx->opts->conv_halo_exchange_always_on_lhs;
     if (st == SL_OK && !*out && tiled && !on_lhs)
         st = halo_on_rhs(cx, job, p, out, err);
     else if (st == SL_OK && !*out && tiled)

@@ -209,6 +209,23 @@ spmd_dot_reshard_to(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *t, SpmdV
     return spmd_reshard(cx, v, t, NULL, out, err);
 }
 
+IrInstr *
+spmd_dot_all_reduce(SpmdCtx *cx, const DotJob *job, const SpmdState *st, IrInstr *x,
+                    const ShdSharding *s, const int64_t *dims, uint32_t n)
+{
+    if (!x)
+        return NULL;
+    /* the tag travels only to emitted instructions of the source's own opcode */
+    if (job->unreduced_out && x->op == job->hlo->op && x->derived_from == job->hlo)
+        return x;
+    const char *saved = cx->coll_cause;
+    cx->coll_cause = job->handler;
+    x = spmd_all_reduce_along_dims(cx, st, x, s, dims, n,
+                                   spmd_reducer(cx, SPMD_RED_ADD, x->shape.dtype));
+    cx->coll_cause = saved;
+    return x;
+}
+
 /* ---- base case before partial match (E.4) ---- */
 
 /* E.4 rules 2 and 4: output batch-partitioned like one operand; reshard the other one. */
@@ -370,11 +387,7 @@ replicated_out_contracting(SpmdCtx *cx, const DotJob *job, const DotProblem *p,
                             : local_op_mx(cx, job, p, mm, om, &ms2, &os2);
         if (!dot)
             return spmd_nomem(cx, err);
-        const char *saved = cx->coll_cause;
-        cx->coll_cause = job->handler;
-        IrInstr *ar = spmd_all_reduce_along_dims(
-            cx, p->st, dot, me->sharding, cd, n, spmd_reducer(cx, SPMD_RED_ADD, dot->shape.dtype));
-        cx->coll_cause = saved;
+        IrInstr *ar = spmd_dot_all_reduce(cx, job, p->st, dot, me->sharding, cd, n);
         return spmd_dot_to_out(cx, p, ar, shd_replicated(cx->arena), out, err);
     }
     return SL_OK;
@@ -504,6 +517,42 @@ spmd_dot_infer_operand(SpmdCtx *cx, const DotDims *d, const ShdSharding *o, DotS
     return t ? spmd_dot_seen_from(cx, d, t, DOT_OUT, side) : NULL;
 }
 
+/* IsLeafShardingMoreSpecific for non-manual shardings. */
+static bool
+more_specific(const ShdSharding *a, const ShdSharding *b)
+{
+    if (shd_is_tiled(b))
+        return shd_is_tiled(a) && shd_num_tiles(a) > shd_num_tiles(b);
+    return b->kind == SHD_REPLICATED ? a->kind != SHD_REPLICATED : shd_is_tiled(a);
+}
+
+const ShdSharding *
+spmd_dot_infer_operand_with_other(SpmdCtx *cx, const DotDims *d, const ShdSharding *o,
+                                  const ShdSharding *other, DotSide side)
+{
+    const ShdSharding *from_out = spmd_dot_infer_operand(cx, d, o, side);
+    if (!from_out || !other || !shd_is_tiled(other))
+        return from_out;
+    DotSide os = side == DOT_LHS ? DOT_RHS : DOT_LHS;
+    int64_t drop[SPMD_MAX_RANK];
+    uint32_t n = spmd_dot_role_dims(d, os == DOT_LHS ? DOT_LHS_NC : DOT_RHS_NC, os, drop);
+    const ShdSharding *t = shd_partially_replicate_dims(cx->arena, other, drop, n);
+    const ShdSharding *from_other = t ? spmd_dot_seen_from(cx, d, t, os, side) : NULL;
+    if (!from_other)
+        return from_out;
+    /* MergeSharding(from_out, &from_other, may_combine_partial_sharding = true) */
+    if (is_partial(from_out) && is_partial(from_other) &&
+        shd_device_count(from_out) == shd_device_count(from_other)) {
+        int64_t tiles = shd_num_tiles(from_out) > shd_num_tiles(from_other)
+                            ? shd_num_tiles(from_out)
+                            : shd_num_tiles(from_other);
+        const ShdSharding *m = shd_merge_if_compatible(cx->arena, from_out, from_other, tiles + 1);
+        if (m)
+            return m;
+    }
+    return more_specific(from_other, from_out) ? from_other : from_out;
+}
+
 SlStatus
 spmd_partition_dot(SpmdCtx *cx, const DotJob *job, const DotProblem *p0, IrInstr **out,
                    SlError *err)
@@ -562,12 +611,13 @@ attach_scales(SpmdCtx *cx, const DotJob *job, DotProblem *p, SlError *err)
 }
 
 SlStatus
-spmd_dot_helper(SpmdCtx *cx, const DotJob *job, SlError *err)
+spmd_dot_helper(SpmdCtx *cx, const DotJob *job0, SlError *err)
 {
-    const IrInstr *hlo = job->hlo;
+    const IrInstr *hlo = job0->hlo;
     const SpmdValue *l = spmd_get_value(cx, hlo->operands[0]);
     const SpmdValue *r = spmd_get_value(cx, hlo->operands[1]);
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    DotJob job1 = *job0, *job = &job1;
     if (SL_NEVER(!l || !r || !s))
         return spmd_fail(cx, err, SL_ERR_INTERNAL, "operands not partitioned");
     if (s->kind == SHD_TUPLE && s->n_leaves == 1)
@@ -581,7 +631,14 @@ spmd_dot_helper(SpmdCtx *cx, const DotJob *job, SlError *err)
                         NULL, 0);
         return spmd_handle_default(cx, hlo, err);
     }
-    DotProblem p = {*l, *r, &hlo->shape, s, cx->state, job->window, {0}, {0}};
+    /* upstream converts unreduced shardings before partitioning ({unreduced} to replicated,
+     * an unreduced subgroup into the replication subgroup) and tags the instruction, so that
+     * its local ops keep their partial sums (spmd_dot_all_reduce) */
+    const ShdSharding *o = shd_unreduced_as_replicated(cx->arena, s);
+    if (!o)
+        return spmd_nomem(cx, err);
+    job->unreduced_out = o != s;
+    DotProblem p = {*l, *r, &hlo->shape, o, cx->state, job->window, {0}, {0}};
     p.lhs.state = p.rhs.state = cx->state;
     IrInstr *local = NULL;
     SlStatus st = attach_scales(cx, job, &p, err);
@@ -589,7 +646,7 @@ spmd_dot_helper(SpmdCtx *cx, const DotJob *job, SlError *err)
         st = spmd_partition_dot(cx, job, &p, &local, err);
     if (st != SL_OK)
         return st;
-    return spmd_finish(cx, hlo, local, s, err);
+    return spmd_finish(cx, hlo, local, o, err); /* o to s: no data moves (reshard.c) */
 }
 
 /* create-sharded-dot: the only place a local dot is built (dims from the local operands). */

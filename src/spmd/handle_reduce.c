@@ -1,9 +1,56 @@
 /* handle_reduce.c - reduce (variadic too) and sort (gspmd.md D.10, D.13). Owns: choosing the
  * input sharding, masking uneven reduced dims with the init value, and the all-reduce over the
- * groups that share a reduced sharded dim (with the reduce's own computation). */
+ * groups that share a reduced sharded dim (with the reduce's own computation); for variadic
+ * reduces, the all-gather of the partial results and a second reduce instead. */
 #include "spmd/spmd_int.h"
 
 #include <string.h>
+
+/* A variadic reduce over sharded dims cannot all-reduce its tuple: every device keeps its
+ * partial results with the reduced dims as size 1, all-gathers them along those dims (the
+ * devices that share the kept dims) and reduces the gathered partials again (upstream
+ * HandleReduce's tuple branch). ops[] holds the local inputs and then the inits. */
+static SlStatus
+combine_partials(SpmdCtx *cx, const IrInstr *hlo, IrInstr *local, IrInstr *const *ops,
+                 const ShdSharding *in_s, const IrShape *ls, IrInstr **out, SlError *err)
+{
+    uint32_t n_in = hlo->n_operands / 2;
+    const int64_t *rd;
+    uint32_t nr = ir_instr_ints_attr(hlo, IR_ATTR_DIMENSIONS, &rd);
+    if (ops[0]->shape.rank > SPMD_MAX_RANK)
+        return spmd_fail(cx, err, SL_ERR_UNSUPPORTED, "variadic reduce of rank %u",
+                         ops[0]->shape.rank);
+    const ShdSharding *gathered = shd_partially_replicate_dims(cx->arena, in_s, rd, nr);
+    IrInstr **next = SL_NEW_ARRAY(cx->arena, IrInstr *, hlo->n_operands);
+    if (!gathered || !next)
+        return spmd_nomem(cx, err);
+    for (uint32_t i = 0; i < n_in; i++) {
+        const IrShape *in = &ops[i]->shape;
+        int64_t local_dims[SPMD_MAX_RANK], base_dims[SPMD_MAX_RANK];
+        for (uint32_t d = 0; d < in->rank; d++)
+            local_dims[d] = base_dims[d] = in->dims[d];
+        for (uint32_t k = 0; k < nr; k++) {
+            local_dims[rd[k]] = 1;
+            base_dims[rd[k]] = shd_dim_shards(in_s, (uint32_t)rd[k]);
+        }
+        IrInstr *part = spmd_emit_reshape(cx, spmd_emit_gte(cx, local, i), local_dims, in->rank);
+        IrShape *base = SL_NEW(cx->arena, IrShape);
+        if (!part || !base)
+            return spmd_nomem(cx, err);
+        *base = ir_shape_with_dims(cx->arena, &part->shape, base_dims);
+        SpmdValue v = {part, base, in_s, cx->state}, g;
+        const char *saved = cx->coll_cause;
+        cx->coll_cause = "reduce";
+        SlStatus st = spmd_reshard(cx, &v, gathered, NULL, &g, err);
+        cx->coll_cause = saved;
+        if (st != SL_OK)
+            return st;
+        next[i] = g.hlo;
+        next[n_in + i] = ops[n_in + i];
+    }
+    *out = spmd_emit_clone(cx, hlo, ls, next, hlo->n_operands);
+    return *out ? SL_OK : spmd_nomem(cx, err);
+}
 
 SlStatus
 spmd_handle_reduce(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
@@ -27,12 +74,6 @@ spmd_handle_reduce(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     for (uint32_t k = 0; k < nr; k++)
         if (shd_is_tiled(in_s) && shd_dim_shards(in_s, (uint32_t)rd[k]) > 1)
             sharded[n_sharded++] = rd[k];
-    if (variadic && n_sharded) { /* replicate the reduced dims first (no cross-device combine) */
-        in_s = shd_partially_replicate_dims(cx->arena, in_s, sharded, n_sharded);
-        n_sharded = 0;
-    }
-    if (!in_s)
-        return spmd_nomem(cx, err);
     IrInstr **ops = SL_NEW_ARRAY(cx->arena, IrInstr *, hlo->n_operands);
     if (!ops)
         return spmd_nomem(cx, err);
@@ -84,7 +125,11 @@ spmd_handle_reduce(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     IrInstr *local = spmd_emit_clone(cx, hlo, &ls, ops, hlo->n_operands);
     if (!local)
         return spmd_nomem(cx, err);
-    if (n_sharded) {
+    if (n_sharded && variadic) {
+        SlStatus st = combine_partials(cx, hlo, local, ops, in_s, &ls, &local, err);
+        if (st != SL_OK)
+            return st;
+    } else if (n_sharded) {
         IrComputation *red = spmd_output_computation(cx, ir_instr_called(hlo, IR_ATTR_TO_APPLY));
         const char *saved = cx->coll_cause;
         cx->coll_cause = "reduce";

@@ -2,9 +2,13 @@
  * transpose, slice, pad, reverse, dynamic-slice, dynamic-update-slice. Decides operand
  * shardings and local attributes; reshards through handle_common.c / spmd_reshard().
  * Slice, pad and reverse go through the windowed-input reshard (halo.c) and fall back to
- * DefaultAction only when it has no plan. Reshape (D.3) is in handle_reshape.c. */
+ * DefaultAction only when it has no plan. A replicated dynamic-slice of one row may instead be
+ * broadcast by the row's owner (enable_dynamic_slice_collective_broadcast). Reshape (D.3) is
+ * in handle_reshape.c. */
 #include "spmd/spmd_int.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 SlStatus
@@ -269,10 +273,161 @@ spmd_handle_reverse(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     return spmd_finish(cx, hlo, local, s, err);
 }
 
+/* ---- dynamic-slice by collective-broadcast ---------------------------------------------- */
+
+/* The one dim a replicated dynamic-slice takes a single row of, its owners (owner[i]: the
+ * device holding row block i) and the operand's local value, when XLA's option applies: the
+ * operand tiled only on that dim, one tile per partition (no replication, at most the option's
+ * limit), evenly, and that dim's index an s32 scalar. */
+typedef struct DsBroadcast {
+    uint32_t dim;
+    int64_t n;      /* tiles on `dim` == partitions */
+    int64_t *owner; /* n device ids, by tile index */
+    const SpmdValue *in;
+} DsBroadcast;
+
+static bool
+ds_broadcast_plan(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s, DsBroadcast *p)
+{
+    const IrShape *in = &hlo->operands[0]->shape;
+    uint32_t r = in->rank, ns = 0;
+    if (!cx->opts->enable_dynamic_slice_collective_broadcast || !shd_is_replicated(s) ||
+        !ir_shape_is_array(&hlo->shape) || !ir_shape_is_array(in) || hlo->n_operands != r + 1 ||
+        r > SPMD_MAX_RANK)
+        return false;
+    for (uint32_t d = 0; d < r; d++)
+        if (hlo->shape.dims[d] != in->dims[d]) {
+            p->dim = d;
+            ns++;
+        }
+    if (ns != 1 || hlo->shape.dims[p->dim] != 1)
+        return false;
+    const IrShape *ix = &hlo->operands[p->dim + 1]->shape;
+    p->in = spmd_get_value(cx, hlo->operands[0]);
+    if (!ir_shape_is_array(ix) || ix->rank != 0 || ix->dtype != IR_DT_S32 || !p->in)
+        return false;
+    const ShdSharding *is = p->in->sharding;
+    int64_t np = cx->state->num_partitions, len = in->dims[p->dim];
+    if (!shd_is_tiled(is) || is->n_subgroups != 0 || shd_device_count(is) != np || len > INT32_MAX)
+        return false;
+    p->n = shd_dim_shards(is, p->dim);
+    if (p->n <= 1 || p->n != np ||
+        p->n > cx->opts->max_dynamic_slice_collective_broadcast_partitions || len % p->n != 0)
+        return false;
+    p->owner = SL_NEW_ARRAY(cx->arena, int64_t, p->n);
+    if (!p->owner)
+        return false;
+    for (int64_t t = 0; t < p->n; t++)
+        p->owner[t] = -1;
+    for (int64_t dev = 0; dev < np; dev++) { /* other dims unsharded: index[d] says it all */
+        int64_t idx[SPMD_MAX_RANK];
+        if (!shd_tile_index(is, dev, idx) || idx[p->dim] < 0 || idx[p->dim] >= p->n ||
+            p->owner[idx[p->dim]] != -1)
+            return false;
+        p->owner[idx[p->dim]] = dev;
+    }
+    return true;
+}
+
+/* Branch `k` of the conditional: parameter "operand" (the local slice), root a
+ * collective-broadcast from owner[k] to every other partition. */
+static IrComputation *
+ds_broadcast_branch(SpmdCtx *cx, const DsBroadcast *p, int64_t k, const IrShape *slice)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "dynamic_slice_collective_broadcast_owner_%lld", (long long)k);
+    SlSym nm = spmd_unique_name(cx, sl_str(name));
+    IrComputation *c = nm ? ir_computation_new(cx->out, nm) : NULL;
+    IrShape ps = ir_shape_clone(cx->arena, slice);
+    IrInstr *pi = c ? ir_instr_new(cx->out, IR_OP_PARAMETER, &ps, NULL, 0) : NULL;
+    IrReplicaGroups *g = SL_NEW(cx->arena, IrReplicaGroups);
+    uint32_t *size = SL_NEW(cx->arena, uint32_t);
+    int64_t *ids = SL_NEW_ARRAY(cx->arena, int64_t, p->n);
+    if (!pi || !g || !size || !ids)
+        return NULL;
+    ids[0] = p->owner[k];
+    for (int64_t t = 0, w = 1; t < p->n; t++)
+        if (t != k)
+            ids[w++] = p->owner[t];
+    *size = (uint32_t)p->n;
+    *g = (IrReplicaGroups){.n_groups = 1, .group_sizes = size, .ids = ids};
+    pi->parameter_number = 0;
+    IrComputation *saved = cx->comp;
+    cx->comp = c;
+    IrInstr *param = spmd_emit(cx, pi, "operand");
+    const char *cause = cx->coll_cause;
+    cx->coll_cause = "dynamic-slice";
+    c->root = param ? spmd_coll_broadcast(cx, cx->state, param, g) : NULL;
+    cx->coll_cause = cause;
+    cx->comp = saved;
+    return c->root && ir_module_add_computation(cx->out, c) == SL_OK ? c : NULL;
+}
+
+/* XLA's TryDynamicSliceWithCollectiveBroadcast: each partition slices its own block at the
+ * clamped index's offset within the owning block, and a conditional on the owner's block
+ * index runs the branch in which that owner broadcasts its row to everyone. */
+static SlStatus
+ds_broadcast(SpmdCtx *cx, const IrInstr *hlo, const DsBroadcast *p, SlError *err)
+{
+    const IrShape *in = &hlo->operands[0]->shape;
+    uint32_t r = in->rank, d = p->dim;
+    int64_t len = in->dims[d];
+    SpmdValue v;
+    SlStatus st = spmd_operand(cx, hlo, d + 1, shd_replicated(cx->arena), &v, err);
+    if (st != SL_OK)
+        return st;
+    IrInstr *zero = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
+    IrInstr *last = spmd_emit_constant_scalar(cx, IR_DT_S32, len - 1);
+    IrInstr *cl[3] = {zero, v.hlo, last};
+    IrInstr *idx = zero && last ? spmd_emit_op(cx, IR_OP_CLAMP, &v.hlo->shape, cl, 3) : NULL;
+    IrInstr *block = spmd_emit_constant_scalar(cx, IR_DT_S32, len / p->n);
+    IrInstr *owner = spmd_emit_binary(cx, IR_OP_DIVIDE, idx, block);
+    IrInstr *start = spmd_emit_binary(cx, IR_OP_MULTIPLY, owner, block);
+    IrInstr *local = spmd_emit_binary(cx, IR_OP_SUBTRACT, idx, start);
+    IrInstr *starts[SPMD_MAX_RANK];
+    for (uint32_t k = 0; k < r; k++)
+        starts[k] = k == d ? local : zero;
+    IrInstr *slice =
+        local ? spmd_emit_dynamic_slice(cx, p->in->hlo, starts, hlo->shape.dims) : NULL;
+    IrComputation **br = SL_NEW_ARRAY(cx->arena, IrComputation *, p->n);
+    IrInstr **ops = SL_NEW_ARRAY(cx->arena, IrInstr *, p->n + 1);
+    if (!slice || !br || !ops)
+        return spmd_nomem(cx, err);
+    ops[0] = owner;
+    for (int64_t k = 0; k < p->n; k++) {
+        if (!(br[k] = ds_broadcast_branch(cx, p, k, &slice->shape)))
+            return spmd_nomem(cx, err);
+        ops[k + 1] = slice;
+    }
+    IrShape cs = ir_shape_clone(cx->arena, &hlo->shape);
+    IrInstr *c = ir_instr_new(cx->out, IR_OP_CONDITIONAL, &cs, ops, (uint32_t)p->n + 1);
+    IrAttr *a = c ? ir_instr_add_attr(cx->out, c, IR_ATTR_BRANCH_COMPUTATIONS) : NULL;
+    if (!a)
+        return spmd_nomem(cx, err);
+    a->u.comps.n = (uint32_t)p->n;
+    a->u.comps.v = br;
+    IrInstr *res = spmd_emit(cx, c, NULL);
+    if (!res)
+        return spmd_nomem(cx, err);
+    if (cx->trace->ops->decision) {
+        static const char *const alt[] = {"all-gather"};
+        TraceKV nums[] = {{"branches", (double)p->n, NULL}};
+        TraceDecision dd = {hlo, "dynamic-slice", "collective-broadcast",
+                            "replicated row of an operand tiled one block per partition: the "
+                            "block's owner broadcasts the row instead of all-gathering the operand",
+                            alt, 1, nums, 1};
+        cx->trace->ops->decision(cx->trace, &dd);
+    }
+    return spmd_finish(cx, hlo, res, shd_replicated(cx->arena), err);
+}
+
 SlStatus
 spmd_handle_dynamic_slice(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
 {
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    DsBroadcast bp = {0};
+    if (ds_broadcast_plan(cx, hlo, s, &bp))
+        return ds_broadcast(cx, hlo, &bp, err);
     if (!shd_is_tiled(s))
         return spmd_handle_default(cx, hlo, err);
     const IrShape *in = &hlo->operands[0]->shape;

@@ -49,10 +49,12 @@ static const struct {
      offsetof(SpmdOptions, preferred_gather_partition_methods)},
     {"preferred_scatter_partition_methods", OPT_STR,
      offsetof(SpmdOptions, preferred_scatter_partition_methods)},
-    /* accepted, recorded, not modelled */
     {"enable_enzyme_opt", OPT_BOOL, offsetof(SpmdOptions, enable_enzyme_opt)},
-    {"enable_dynamic_slice_collective_broadcast", OPT_UNUSED_BOOL, 0},
-    {"max_dynamic_slice_collective_broadcast_partitions", OPT_UNUSED_INT, 0},
+    {"enable_dynamic_slice_collective_broadcast", OPT_BOOL,
+     offsetof(SpmdOptions, enable_dynamic_slice_collective_broadcast)},
+    {"max_dynamic_slice_collective_broadcast_partitions", OPT_INT,
+     offsetof(SpmdOptions, max_dynamic_slice_collective_broadcast_partitions)},
+    /* accepted, recorded, not modelled */
     {"speculative_windowed_einsum", OPT_UNUSED_BOOL, 0},
     {"enable_full_replicated_partition_tiling", OPT_UNUSED_BOOL, 0},
     {"xla_gpu_operand_bytes_threshold_for_windowed_einsum", OPT_UNUSED_INT, 0},
@@ -75,6 +77,7 @@ spmd_options_init(SpmdOptions *o)
     o->cache_all_gather = true;
     o->conv_halo_exchange_always_on_lhs = true;
     o->report_instruction_count = 5;
+    o->max_dynamic_slice_collective_broadcast_partitions = 32;
     o->remove_dead_code = true;
 }
 

@@ -2,8 +2,9 @@
  * sharding. Owns: the reshard cache, the decision order of C.2, replication (C.4), the
  * replicated -> sharded slicing (C.3), device reorders (C.6), all-to-all chains (C.7, uneven
  * dims re-laid out in the padded base shape first: spmd_halo_rewindow), the
- * partial-replication transitions (C.8), grouping on equal dims (C.9.4) and masking (C.10).
- * Does not own: the complex patterns tried before grouping (C.9.1-C.9.3, reshard_complex.c),
+ * partial-replication transitions (C.8), grouping on equal dims (C.9.4), masking (C.10),
+ * unreduced shardings (resharded in their replicated form) and the depth guard that turns a
+ * pattern making no progress into replication instead of endless recursion. Does not own: the complex patterns tried before grouping (C.9.1-C.9.3, reshard_complex.c),
  * building collectives (collectives.c) or sharding arithmetic (src/sharding).
  * Invariants: every call emits one `reshard` trace event (cache hits included); collectives are
  * attributed to the reshard being built through cx->cur_reshard. */
@@ -93,17 +94,22 @@ trace_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *to, const char
     cx->trace->ops->reshard(cx->trace, &ev);
 }
 
-SlStatus
-spmd_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *target, IrInstr *pad_value,
-             SpmdValue *out, SlError *err)
+static SlStatus
+reshard_at(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *target, IrInstr *pad_value,
+           uint32_t depth, SpmdValue *out, SlError *err)
 {
     if (!target || shd_equal(v->sharding, target)) {
         *out = *v;
         return SL_OK;
     }
     uint32_t seq = ++cx->reshard_seq;
+    /* a gather to fewer tiles consults and fills the cache only with cache_all_gather; the
+     * way back from the result is always recorded (PartitionedHlo::Reshard) */
+    bool fewer_tiles =
+        ir_shape_is_array(v->base_shape) && shd_num_tiles(target) < shd_num_tiles(v->sharding);
+    bool use_cache = !fewer_tiles || cx->opts->cache_all_gather;
     /* a pad value asks for a fresh reshard that then replaces the cached one (upstream) */
-    if (!pad_value && cache_find(cx, v->hlo, v->base_shape, target, out)) {
+    if (!pad_value && use_cache && cache_find(cx, v->hlo, v->base_shape, target, out)) {
         trace_reshard(cx, v, target, "cache-hit", out->hlo, seq);
         return SL_OK;
     }
@@ -111,7 +117,7 @@ spmd_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *target, IrInstr
     const char *saved_cause = cx->coll_cause;
     cx->cur_reshard = seq;
     cx->coll_cause = "reshard";
-    SpmdPlan plan = {"copy"};
+    SpmdPlan plan = {.method = "copy", .depth = depth};
     SlStatus st = spmd_reshard_no_cache(cx, v, target, pad_value, out, &plan, err);
     cx->cur_reshard = saved;
     cx->coll_cause = saved_cause;
@@ -120,13 +126,27 @@ spmd_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *target, IrInstr
     if (!out->hlo)
         return spmd_nomem(cx, err);
     out->sharding = target;
-    bool fewer_tiles = shd_num_tiles(target) < shd_num_tiles(v->sharding);
-    if (!cx->cache_frozen && (cx->opts->cache_all_gather || !fewer_tiles)) {
-        cache_put(cx, v->hlo, v->base_shape, target, out);
+    if (!cx->cache_frozen) {
         cache_put(cx, out->hlo, v->base_shape, v->sharding, v);
+        if (use_cache)
+            cache_put(cx, v->hlo, v->base_shape, target, out);
     }
     trace_reshard(cx, v, target, plan.method, out->hlo, seq);
     return SL_OK;
+}
+
+SlStatus
+spmd_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *target, IrInstr *pad_value,
+             SpmdValue *out, SlError *err)
+{
+    return reshard_at(cx, v, target, pad_value, 0, out, err);
+}
+
+SlStatus
+spmd_reshard_nested(SpmdCtx *cx, const SpmdPlan *parent, const SpmdValue *v, const ShdSharding *y,
+                    SpmdValue *out, SlError *err)
+{
+    return reshard_at(cx, v, y, NULL, parent->depth, out, err);
 }
 
 /* ---- masking (C.10) ---- */
@@ -766,7 +786,8 @@ partial_to_tiled(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValu
     return permute(cx, &mid, y, out, err);
 }
 
-/* C.8.2 step 3: all-gather each replicated dim within its groups, trimming padding. */
+/* C.8.2 step 3 when every replicated dim is gathered: all-gather each within its groups,
+ * trimming padding (in the root state, so the groups keep their iota form). */
 static IrInstr *
 gather_to_partial(SpmdCtx *cx, const SpmdValue *v, IrInstr *x, const ShdSharding *yc,
                   const ShdSharding *y, SlError *err)
@@ -799,8 +820,11 @@ gather_to_partial(SpmdCtx *cx, const SpmdValue *v, IrInstr *x, const ShdSharding
     return x;
 }
 
-/* C.8.2: gather within the groups that share one target tile; uneven dims first shift data
- * so that dropping the gathered tail is safe (TileToPartialReplicateHaloExchange). */
+/* C.8.2 (ReshardToPartialReplicateWithAllGather): a halo exchange for uneven dims
+ * (TileToPartialReplicateHaloExchange), then ReplicatePartial of the replicated dims in groups
+ * of the devices sharing one target tile, over the target tile as base shape: a dim the
+ * target holds in the first shard alone is broadcast from it, a short one all-reduced, the
+ * rest all-gathered (gather_to_partial when that is all). */
 static SlStatus
 tiled_to_partial(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out,
                  SlError *err)
@@ -808,15 +832,27 @@ tiled_to_partial(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValu
     const ShdSharding *yc = shd_partial_replicate_reshard_compatible(cx->arena, y, v->sharding);
     if (!yc)
         return SL_ERR_UNSUPPORTED;
+    int64_t rd[SPMD_MAX_RANK], rf[SPMD_MAX_RANK];
+    uint32_t nr = 0;
+    bool gather_only = true;
     for (uint32_t d = 0; d < v->base_shape->rank; d++) {
         int64_t ny = shd_dim_shards(y, d), nc = shd_dim_shards(yc, d);
         if (ny == 0 || nc % ny != 0)
             return SL_ERR_UNSUPPORTED;
+        if (nc / ny == 1)
+            continue;
+        rd[nr] = d;
+        rf[nr++] = nc / ny;
+        int64_t tile = ceil_div(v->base_shape->dims[d], ny);
+        gather_only = gather_only && tile != ceil_div(tile, nc / ny) && tile > nc / ny / 2;
     }
+    ShdGrouped g = shd_group_on_dims(cx->arena, yc, rd, nr, rf);
+    if (!g.inner || !g.device_groups)
+        return SL_ERR_UNSUPPORTED;
+    if (!shd_equal(v->sharding, yc) && !shd_can_reshard_with_collective_permute(v->sharding, yc))
+        return SL_ERR_UNSUPPORTED;
     SpmdValue cur = *v;
     if (!shd_equal(v->sharding, yc)) {
-        if (!shd_can_reshard_with_collective_permute(v->sharding, yc))
-            return SL_ERR_UNSUPPORTED;
         SlStatus st = permute(cx, v, yc, &cur, err);
         if (st != SL_OK)
             return st;
@@ -824,10 +860,24 @@ tiled_to_partial(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValu
     IrInstr *x = spmd_halo_tile_to_partial(cx, v->state, cur.hlo, v->base_shape, yc, y);
     if (!x)
         return spmd_nomem(cx, err);
-    x = gather_to_partial(cx, v, x, yc, y, err);
-    if (!x)
-        return sl_arena_failed(cx->arena) ? spmd_nomem(cx, err) : SL_ERR_INVALID;
-    *out = with(v, x, y);
+    if (gather_only) {
+        x = gather_to_partial(cx, v, x, yc, y, err);
+        if (!x)
+            return sl_arena_failed(cx->arena) ? spmd_nomem(cx, err) : SL_ERR_INVALID;
+        *out = with(v, x, y);
+        return SL_OK;
+    }
+    const SpmdState *gs =
+        spmd_state_grouped(cx, v->state, g.device_groups, g.n_groups, g.group_size);
+    IrShape *tile = SL_NEW(cx->arena, IrShape);
+    if (!gs || !tile)
+        return spmd_nomem(cx, err);
+    *tile = spmd_local_shape(cx, v->base_shape, y);
+    SpmdValue gv = {x, tile, g.inner, gs}, res;
+    SlStatus st = replicate_dims(cx, &gv, rd, nr, &res, err);
+    if (st != SL_OK)
+        return st;
+    *out = with(v, res.hlo, y);
     return SL_OK;
 }
 
@@ -853,6 +903,9 @@ group_on_equal_dims(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdV
     ShdGrouped gy = shd_align_groups_with(cx->arena, &gy0, &gx);
     if (!gy.inner || !gy.device_groups)
         return SL_ERR_UNSUPPORTED;
+    const ShdSharding *ys = shd_ungroup(cx->arena, &gy);
+    if (!ys || shd_equal(ys, s)) /* the groups would hand back the source: no progress */
+        return SL_ERR_UNSUPPORTED;
     const SpmdState *gs =
         spmd_state_grouped(cx, v->state, gx.device_groups, gx.n_groups, gx.group_size);
     if (!gs)
@@ -865,22 +918,26 @@ group_on_equal_dims(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdV
     if (!gbp)
         return spmd_nomem(cx, err);
     *gbp = gb;
-    SpmdValue inner = {v->hlo, gbp, gx.inner, gs};
-    SpmdValue res;
+    /* the grouped value is a copy of v (upstream), and the reshards below may replicate even
+     * inside a trial: only the trial's own level is held back from full replication */
+    IrInstr *copy = spmd_emit_copy(cx, v->hlo);
+    if (!copy)
+        return spmd_nomem(cx, err);
+    bool allow = cx->allow_full_replication;
+    cx->allow_full_replication = true;
+    SpmdValue inner = {copy, gbp, gx.inner, gs}, res;
     SlStatus st = spmd_reshard_no_cache(cx, &inner, gy.inner, NULL, &res, plan, err);
-    if (st != SL_OK)
-        return st;
-    const ShdSharding *ys = shd_ungroup(cx->arena, &gy);
-    if (!ys)
-        return SL_ERR_UNSUPPORTED;
-    SpmdValue mid = with(v, res.hlo, ys);
-    if (shd_equal(ys, y)) {
-        *out = mid;
-        return SL_OK;
+    if (st == SL_OK) {
+        SpmdValue mid = with(v, res.hlo, ys);
+        if (shd_equal(ys, y))
+            *out = mid;
+        else if (shd_can_reshard_with_collective_permute(ys, y))
+            st = permute(cx, &mid, y, out, err);
+        else
+            st = spmd_reshard_no_cache(cx, &mid, y, NULL, out, plan, err);
     }
-    if (shd_can_reshard_with_collective_permute(ys, y))
-        return permute(cx, &mid, y, out, err);
-    return spmd_reshard_no_cache(cx, &mid, y, NULL, out, plan, err);
+    cx->allow_full_replication = allow;
+    return st;
 }
 
 /* ---- manual subgroups (C.11) ---- */
@@ -1023,26 +1080,62 @@ partial_all_to_all(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdVa
         if (n == 0)
             return SL_ERR_UNSUPPORTED;
         SlStatus st = all_to_all_chain(cx, v, tmp, srcs, tgts, n, &m, plan, err);
-        return st == SL_OK ? spmd_reshard(cx, &m, y, NULL, out, err) : st;
+        return st == SL_OK ? spmd_reshard_nested(cx, plan, &m, y, out, err) : st;
     }
     uint32_t n = shd_all_to_all_dims(tmp, y, srcs, tgts, SPMD_MAX_RANK);
     if (n == 0)
         return SL_ERR_UNSUPPORTED;
-    SlStatus st = spmd_reshard(cx, v, tmp, NULL, &m, err);
+    SlStatus st = spmd_reshard_nested(cx, plan, v, tmp, &m, err);
     return st == SL_OK ? all_to_all_chain(cx, &m, y, srcs, tgts, n, out, plan, err) : st;
 }
 
 /* ---- the decision order (C.2) ---- */
 
+/* Replicated (or maximal) v to y without going back through the decision order. */
+static SlStatus
+from_replicated(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, SpmdValue *out,
+                SpmdPlan *plan, SlError *err)
+{
+    if (is_repl_like(y) || y->kind == SHD_MAXIMAL) {
+        plan->method = "copy";
+        IrInstr *c = y->kind == SHD_MAXIMAL ? spmd_emit_copy(cx, v->hlo) : v->hlo;
+        if (!c)
+            return spmd_nomem(cx, err);
+        *out = with(v, c, y);
+        return SL_OK;
+    }
+    if (!shd_is_tiled(y)) {
+        *out = with(v, v->hlo, y);
+        return SL_OK;
+    }
+    plan->method = "dynamic-slice";
+    return slice_from_replicated(cx, v, y, pad, out, err);
+}
+
+/* The guard against patterns that hand back a reshard no closer to its target: past the
+ * depth limit, replicate and slice (a trial, which must not replicate, fails instead). */
+static SlStatus
+give_up(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, SpmdValue *out,
+        SpmdPlan *plan, SlError *err)
+{
+    spmd_warn(cx, "reshard: no progress within the depth limit, replicating");
+    if (!cx->allow_full_replication)
+        return SL_ERR_UNSUPPORTED;
+    SpmdValue rep;
+    SlStatus st = replicate_no_cache(cx, v, &rep, plan, err);
+    return st == SL_OK ? from_replicated(cx, &rep, y, pad, out, plan, err) : st;
+}
+
+static SlStatus decide(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad,
+                       SpmdValue *out, SpmdPlan *plan, SlError *err);
+
 SlStatus
 spmd_reshard_no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad,
                       SpmdValue *out, SpmdPlan *plan, SlError *err)
 {
-    const ShdSharding *x = v->sharding;
     const IrShape *base = v->base_shape;
-    SlStatus st;
     if (base->dtype == IR_DT_TOKEN || !ir_shape_is_array(base)) {
-        if (ir_shape_is_tuple(base)) {
+        if (ir_shape_is_tuple(base)) { /* bounded by the shape's nesting: no depth check */
             plan->method = "tuple";
             return reshard_tuple(cx, v, y, out, err);
         }
@@ -1050,9 +1143,37 @@ spmd_reshard_no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrI
         plan->method = "none";
         return SL_OK;
     }
+    if (plan->depth >= SPMD_RESHARD_MAX_DEPTH)
+        return give_up(cx, v, y, pad, out, plan, err);
+    plan->depth++;
+    SlStatus st = decide(cx, v, y, pad, out, plan, err);
+    plan->depth--;
+    return st;
+}
+
+static SlStatus
+decide(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, SpmdValue *out,
+       SpmdPlan *plan, SlError *err)
+{
+    const ShdSharding *x = v->sharding;
+    const IrShape *base = v->base_shape;
+    SlStatus st;
     if (shd_equal(x, y)) {
         *out = *v;
         return SL_OK;
+    }
+    /* unreduced data is resharded as if replicated (XLA rewrites these shardings before
+     * partitioning); this also keeps the patterns below from chasing the subgroup type */
+    const ShdSharding *xr = shd_unreduced_as_replicated(cx->arena, x);
+    const ShdSharding *yr = shd_unreduced_as_replicated(cx->arena, y);
+    if (!xr || !yr)
+        return spmd_nomem(cx, err);
+    if (xr != x || yr != y) {
+        SpmdValue rv = with(v, v->hlo, xr);
+        st = spmd_reshard_no_cache(cx, &rv, yr, pad, out, plan, err);
+        if (st == SL_OK)
+            out->sharding = y;
+        return st;
     }
     if (x->kind == SHD_TUPLE || y->kind == SHD_TUPLE) {
         /* an array with a one-leaf tuple sharding */
@@ -1068,6 +1189,14 @@ spmd_reshard_no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrI
         st = manual_subgroups(cx, v, y, out, plan, err);
         if (st != SL_ERR_UNSUPPORTED)
             return st;
+    }
+    if (y->kind == SHD_MANUAL && x->kind != SHD_MANUAL && v->hlo->op == IR_OP_CONSTANT) {
+        /* constants never get manual shardings from propagation: enter manual replicated */
+        SpmdValue rep;
+        st = replicate_no_cache(cx, v, &rep, plan, err);
+        if (st == SL_OK)
+            *out = with(v, rep.hlo, y);
+        return st;
     }
     if (x->kind == SHD_MANUAL || y->kind == SHD_MANUAL) {
         plan->method = "manual";
@@ -1137,7 +1266,7 @@ spmd_reshard_no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrI
     if (!is_repl_like(x)) {
         /* 10: replicate, then slice to the target */
         SpmdValue rep;
-        SpmdPlan sub = {"all-gather"};
+        SpmdPlan sub = {.method = "all-gather", .depth = plan->depth};
         if (x->kind == SHD_MAXIMAL && y->kind != SHD_MAXIMAL && v->state->n_groups == 0)
             sub.method = "broadcast";
         else if (x_tiled && y_tiled)
@@ -1152,14 +1281,5 @@ spmd_reshard_no_cache(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrI
         }
         return spmd_reshard_no_cache(cx, &rep, y, pad, out, plan, err);
     }
-    if (is_repl_like(y) || y->kind == SHD_MAXIMAL) {
-        plan->method = "copy";
-        IrInstr *c = y->kind == SHD_MAXIMAL ? spmd_emit_copy(cx, v->hlo) : v->hlo;
-        if (!c)
-            return spmd_nomem(cx, err);
-        *out = with(v, c, y);
-        return SL_OK;
-    }
-    plan->method = "dynamic-slice";
-    return slice_from_replicated(cx, v, y, pad, out, err);
+    return from_replicated(cx, v, y, pad, out, plan, err);
 }

@@ -2,8 +2,7 @@
  * tried between two tiled shardings before grouping on equal dims, each as a trial that is
  * undone when it would need full replication. Owns: trials (rolling back emitted
  * instructions, channel ids and partition-id memos), the split/merge pattern
- * (PatternMatchMergeOrSplitSharding with its split/merge reshape helpers), the single
- * all-to-all moving a tile factor between two dims on a refined mesh, and the partially
+ * (PatternMatchMergeOrSplitSharding with its split/merge reshape helpers) and the partially
  * replicated intermediates (patterns 2 and 3). Does not own: the decision order and the
  * reshard cache (reshard.c), the all-to-all itself (spmd_reshard_all_to_all_one).
  * Invariants: a pattern that returns SL_ERR_UNSUPPORTED leaves the output module, the channel
@@ -57,77 +56,51 @@ trial_end(SpmdCtx *cx, Trial *t, SlStatus st)
     return st;
 }
 
-/* C.9.1 (PatternMatchMergeOrSplitSharding): X, Y differ on dims i, j with
- * [X, Y] <-> [X*Y, 1] or [X*Y, Z] <-> [X, Y*Z]. Fills the split source sharding, the target
- * expressed on the split shape and i. */
+/* C.9.1 (PatternMatchMergeOrSplitSharding): the dims where X and Y differ either with a 1 on
+ * one side (d1) or with counts dividing each other over an evenly split dim (d2). Split a d2
+ * dim i at the smaller count when some d1 dim j keeps the product ([.., X, .., Y, ..] <->
+ * [.., X*Y, .., 1, ..]), else split the first d2 dim that shrinks at its target count. Fills
+ * both shardings split at i and i. */
 static bool
-match_merge_split(SpmdCtx *cx, const IrShape *local, const IrShape *base, const ShdSharding *x,
-                  const ShdSharding *y, const ShdSharding **before, const ShdSharding **after,
-                  uint32_t *dim)
+match_merge_split(SpmdCtx *cx, const IrShape *base, const ShdSharding *x, const ShdSharding *y,
+                  const ShdSharding **before, const ShdSharding **after, uint32_t *dim)
 {
-    uint32_t r = shd_data_rank(x), diff[SPMD_MAX_RANK], nd = 0;
-    if (r != shd_data_rank(y) || !spmd_has_plain_subgroups(x) || !spmd_has_plain_subgroups(y) ||
-        shd_replication_factor(x) != shd_replication_factor(y) ||
-        shd_has_partial_replication(x) != shd_has_partial_replication(y))
+    uint32_t r = shd_data_rank(x), d1[SPMD_MAX_RANK], d2[SPMD_MAX_RANK], n1 = 0, n2 = 0;
+    if (r != shd_data_rank(y) || r > SPMD_MAX_RANK || !spmd_has_plain_subgroups(x) ||
+        !spmd_has_plain_subgroups(y) ||
+        shd_has_partial_replication(x) != shd_has_partial_replication(y) ||
+        shd_replication_factor(x) != shd_replication_factor(y))
         return false;
-    for (uint32_t d = 0; d < r; d++)
-        if (x->tile_dims[d] != y->tile_dims[d])
-            diff[nd++] = d;
-    for (uint32_t a = 0; a < nd; a++)
-        for (uint32_t b = a + 1; b < nd; b++) {
-            uint32_t i = diff[a], j = diff[b];
-            int64_t xi = x->tile_dims[i], xj = x->tile_dims[j], yi = y->tile_dims[i],
-                    yj = y->tile_dims[j], nsz;
-            int ones = (xi == 1) + (xj == 1) + (yi == 1) + (yj == 1);
-            if (ones == 1) {
-                if (xi * xj != yi * yj)
-                    continue;
-                if (xi == 1 || yi == 1) {
-                    uint32_t t = i;
-                    i = j;
-                    j = t;
-                }
-                if (y->tile_dims[j] == 1) {
-                    if (local->dims[i] % x->tile_dims[j] != 0)
-                        continue;
-                    nsz = x->tile_dims[i];
-                } else {
-                    if (base->dims[i] % x->tile_dims[i] != 0)
-                        continue;
-                    nsz = y->tile_dims[i];
-                }
-            } else if (ones == 0) {
-                if (xi < yi) {
-                    uint32_t t = i;
-                    i = j;
-                    j = t;
-                }
-                if (x->tile_dims[i] != y->tile_dims[i] * y->tile_dims[j] ||
-                    base->dims[i] % x->tile_dims[i] != 0)
-                    continue;
-                nsz = y->tile_dims[i];
-            } else {
-                continue;
-            }
-            const ShdSharding *bs = shd_split_dim(cx->arena, x, i, nsz);
-            if (!bs)
-                continue;
-            int64_t dims[SPMD_MAX_RANK + 4];
-            memcpy(dims, bs->tile_dims, bs->n_tile_dims * sizeof(dims[0]));
-            uint32_t jj = j + (j > i ? 1 : 0);
-            int64_t t = dims[i + 1];
-            dims[i + 1] = dims[jj];
-            dims[jj] = t;
-            const ShdSharding *as = shd_tiled(cx->arena, dims, bs->n_tile_dims, y->devices,
-                                              x->subgroups, x->n_subgroups);
-            if (!as)
-                continue;
-            *before = bs;
-            *after = as;
-            *dim = i;
-            return true;
+    for (uint32_t d = 0; d < r; d++) {
+        int64_t sx = x->tile_dims[d], sy = y->tile_dims[d];
+        int64_t lo = sx < sy ? sx : sy, hi = sx < sy ? sy : sx;
+        if (sx == sy)
+            continue;
+        if (lo == 1)
+            d1[n1++] = d;
+        else if (hi % lo == 0 && (base->dims[d] + lo - 1) / lo * lo % hi == 0)
+            d2[n2++] = d;
+    }
+    int64_t size = 0;
+    uint32_t i = 0;
+    for (uint32_t a = 0; a < n2 && !size; a++)
+        for (uint32_t b = 0; b < n1 && !size; b++) {
+            i = d2[a];
+            uint32_t j = d1[b];
+            if (x->tile_dims[i] * x->tile_dims[j] == y->tile_dims[i] * y->tile_dims[j])
+                size = x->tile_dims[i] < y->tile_dims[i] ? x->tile_dims[i] : y->tile_dims[i];
         }
-    return false;
+    for (uint32_t a = 0; a < n2 && !size; a++) {
+        i = d2[a];
+        if (x->tile_dims[i] > y->tile_dims[i])
+            size = y->tile_dims[i];
+    }
+    if (!size)
+        return false;
+    *before = shd_split_dim(cx->arena, x, i, size);
+    *after = shd_split_dim(cx->arena, y, i, size);
+    *dim = i;
+    return *before && *after;
 }
 
 /* Local reshape splitting dim i into [L_i / size, size] (SplitReshapeHelper). */
@@ -258,95 +231,6 @@ complex_intermediate(SpmdCtx *cx, const ShdSharding *x, const ShdSharding *y)
     return NULL;
 }
 
-/* Splits tile dims p and q of s into [major, minor] pairs (the higher dim first, so that the
- * lower index holds): minor k_p after p, k_q after q. */
-static const ShdSharding *
-split_two(SlArena *a, const ShdSharding *s, uint32_t p, int64_t k_p, uint32_t q, int64_t k_q)
-{
-    uint32_t hi = p > q ? p : q, lo = p > q ? q : p;
-    int64_t k_hi = hi == p ? k_p : k_q, k_lo = hi == p ? k_q : k_p;
-    const ShdSharding *t = shd_split_dim(a, s, hi, s->tile_dims[hi] / k_hi);
-    return t ? shd_split_dim(a, t, lo, t->tile_dims[lo] / k_lo) : NULL;
-}
-
-/* Local reshape of v to `dims` (rank n) with the given base dims and sharding. */
-static SpmdValue
-reshape_to(SpmdCtx *cx, const SpmdValue *v, const int64_t *dims, const int64_t *base_dims,
-           uint32_t n, const ShdSharding *s)
-{
-    IrShape *nb = SL_NEW(cx->arena, IrShape);
-    if (nb)
-        *nb = ir_shape_make(cx->arena, v->base_shape->dtype, base_dims, n);
-    SpmdValue out = {spmd_emit_reshape(cx, v->hlo, dims, n), nb, s, v->state};
-    return out;
-}
-
-/* A factor k moving between the minor ends of two dims, [.., A*k, .., B, ..] -> [.., A, ..,
- * B*k, ..], as one all-to-all on the refined mesh: split dim p (base [A, k*L_p]) and dim q
- * (base [B, L_q]) so that k is a tile dim of its own on both sides, swap it from p's minor
- * half to q's, merge back. Only when the swap lands exactly on Y (no device reorder) and both
- * dims divide evenly. */
-static SlStatus
-move_factor(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out, SpmdPlan *plan,
-            SlError *err)
-{
-    const ShdSharding *x = v->sharding;
-    const IrShape *base = v->base_shape;
-    uint32_t r = shd_data_rank(x), p = UINT32_MAX, q = UINT32_MAX, nd = 0;
-    if (r != shd_data_rank(y) || r + 2 > SPMD_MAX_RANK || x->n_subgroups != y->n_subgroups ||
-        !spmd_has_plain_subgroups(x) || !spmd_has_plain_subgroups(y) ||
-        shd_replication_factor(x) != shd_replication_factor(y) ||
-        shd_device_count(x) != shd_device_count(y) || v->hlo->shape.rank != r)
-        return SL_ERR_UNSUPPORTED;
-    for (uint32_t d = 0; d < r; d++) {
-        if (x->tile_dims[d] == y->tile_dims[d])
-            continue;
-        nd++;
-        if (x->tile_dims[d] > y->tile_dims[d])
-            p = d;
-        else
-            q = d;
-    }
-    if (nd != 2 || p == UINT32_MAX || q == UINT32_MAX || x->tile_dims[p] % y->tile_dims[p])
-        return SL_ERR_UNSUPPORTED;
-    int64_t k = x->tile_dims[p] / y->tile_dims[p];
-    if (k < 2 || y->tile_dims[q] != x->tile_dims[q] * k || base->dims[p] % x->tile_dims[p] ||
-        base->dims[q] % y->tile_dims[q])
-        return SL_ERR_UNSUPPORTED;
-    const ShdSharding *xs = split_two(cx->arena, x, p, k, q, 1);
-    const ShdSharding *ys = split_two(cx->arena, y, p, 1, q, k);
-    uint32_t pm = p + 1 + (q < p), qm = q + 1 + (p < q); /* the minor halves */
-    const ShdSharding *swapped = xs ? shd_all_to_all_sharding(cx->arena, xs, pm, qm) : NULL;
-    if (!ys || !swapped || !shd_equal(swapped, ys))
-        return SL_ERR_UNSUPPORTED;
-    int64_t ld[SPMD_MAX_RANK], bd[SPMD_MAX_RANK];
-    uint32_t w = 0;
-    for (uint32_t d = 0; d < r; d++) {
-        int64_t L = v->hlo->shape.dims[d];
-        if (d == p || d == q) {
-            int64_t major = x->tile_dims[d] / (d == p ? k : 1);
-            ld[w] = 1;
-            bd[w++] = major;
-            ld[w] = L;
-            bd[w++] = base->dims[d] / major;
-        } else {
-            ld[w] = L;
-            bd[w++] = base->dims[d];
-        }
-    }
-    SpmdValue sv = reshape_to(cx, v, ld, bd, r + 2, xs), mv;
-    if (!sv.hlo || !sv.base_shape)
-        return spmd_nomem(cx, err);
-    plan->method = "refined-all-to-all";
-    SlStatus st = spmd_reshard_all_to_all_one(cx, &sv, pm, qm, &mv, err);
-    if (st != SL_OK)
-        return st;
-    IrShape ls = spmd_local_shape(cx, base, y);
-    *out = reshape_to(cx, &mv, ls.dims, base->dims, r, y);
-    out->base_shape = base;
-    return out->hlo ? SL_OK : spmd_nomem(cx, err);
-}
-
 /* TryComplexReshardHandling (C.9.1-C.9.3), each pattern undone when it would replicate. */
 SlStatus
 spmd_reshard_complex(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out,
@@ -355,23 +239,18 @@ spmd_reshard_complex(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, Spmd
     const ShdSharding *before, *after;
     uint32_t i;
     Trial t;
-    if (match_merge_split(cx, &v->hlo->shape, v->base_shape, v->sharding, y, &before, &after,
-                          &i)) {
+    if (match_merge_split(cx, v->base_shape, v->sharding, y, &before, &after, &i)) {
         plan->method = "split-merge";
         trial_begin(cx, v->state, &t);
         return trial_end(cx, &t, merge_split(cx, v, y, before, after, i, out, plan, err));
     }
-    trial_begin(cx, v->state, &t);
-    SlStatus mst = trial_end(cx, &t, move_factor(cx, v, y, out, plan, err));
-    if (mst != SL_ERR_UNSUPPORTED)
-        return mst;
     const ShdSharding *mid = complex_intermediate(cx, v->sharding, y);
     if (!mid || shd_equal(mid, v->sharding))
         return SL_ERR_UNSUPPORTED;
     trial_begin(cx, v->state, &t);
     SpmdValue m;
     cx->allow_full_replication = t.allow; /* the intermediate is a full Reshard */
-    SlStatus st = spmd_reshard(cx, v, mid, NULL, &m, err);
+    SlStatus st = spmd_reshard_nested(cx, plan, v, mid, &m, err);
     cx->allow_full_replication = false;
     if (st == SL_OK)
         st = spmd_reshard_no_cache(cx, &m, y, NULL, out, plan, err);

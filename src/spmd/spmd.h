@@ -30,6 +30,9 @@ typedef struct SpmdOptions {
     bool conv_halo_exchange_always_on_lhs;       /* true */
     bool enable_enzyme_opt; /* XLA's xla_enable_enzyme_comms_opt: DUS with constant starts stays local */
     int64_t report_instruction_count;            /* 5 */
+    /* a replicated dynamic-slice of one row of a sharded operand: the owner broadcasts it */
+    bool enable_dynamic_slice_collective_broadcast;         /* false */
+    int64_t max_dynamic_slice_collective_broadcast_partitions; /* 32: one branch each */
     const char *preferred_gather_partition_methods;  /* verbatim, NULL = XLA default */
     const char *preferred_scatter_partition_methods; /* verbatim, NULL = XLA default */
     /* shardlens's own, not an XLA name: the dead-code removal XLA's partitioner pass runs

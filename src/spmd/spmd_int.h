@@ -222,6 +222,9 @@ IrInstr *spmd_coll_all_to_all(SpmdCtx *cx, const SpmdState *st, IrInstr *x,
 /* pairs: n_pairs (source, target) couples, flattened. */
 IrInstr *spmd_coll_permute(SpmdCtx *cx, const SpmdState *st, IrInstr *x, const int64_t *pairs,
                            uint32_t n_pairs);
+/* collective-broadcast: the first id of each group sends `x` to the others of its group. */
+IrInstr *spmd_coll_broadcast(SpmdCtx *cx, const SpmdState *st, IrInstr *x,
+                             const IrReplicaGroups *groups);
 /* u32[] partition id of `st` in the current computation (in-group index when grouped). */
 IrInstr *spmd_partition_id(SpmdCtx *cx, const SpmdState *st);
 /* Groups of `st`'s ids that differ only on the tile dims `dims` of `s` (G.3). */
@@ -389,6 +392,10 @@ SlStatus spmd_handle_topk(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
  * _MultiPad (target without quotes); SL_ERR_UNSUPPORTED (nothing emitted) for other targets. */
 SlStatus spmd_handle_internal_custom_call(SpmdCtx *cx, const IrInstr *hlo, const char *target,
                                           SlError *err);
+/* RotateRight of source `src`'s value by `amount` along dim `d`, registered as hlo's result
+ * (hlo's shape and tiled sharding); the concatenate handler's rotate-right pattern uses it. */
+SlStatus spmd_rotate_right(SpmdCtx *cx, const IrInstr *hlo, const IrInstr *src, uint32_t d,
+                           int64_t amount, SlError *err);
 
 /* driver.c: partitions source computation `c` into a new output computation whose root is
  * resharded to `root_sharding` (NULL: the root's own). Parameters take `param_shardings[i]`

@@ -1,0 +1,268 @@
+/* test_spmd_features.c - partitioner features behind an operand form or an option: the
+ * array-shaped scan (one output, no carries: checked, then run replicated) and the replicated
+ * dynamic-slice of one row of a sharded operand by collective-broadcast (the
+ * enable_dynamic_slice_collective_broadcast option). Each module is partitioned end to end;
+ * asserts the shapes, collectives and replica groups, then runs both modules in the simulator
+ * (sim_verify) and expects the same numbers. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "hlo/hlo.h"
+#include "sim/sim.h"
+#include "spmd/spmd.h"
+#include "trace/trace.h"
+
+#include "spmd_fixture.h"
+
+/* Runs the source and the partitioned module of `r` on n simulated devices (three seeded
+ * input sets) and fails unless every output agrees. */
+static void
+want_same_numbers(const SpmdRun *r, int64_t n)
+{
+    SimVerifyOptions opt;
+    SimVerifyReport rep;
+    SlError err = {0};
+    sim_verify_options_init(&opt);
+    opt.trials = 3;
+    if (sim_verify(r->src, r->dst, n, &opt, &rep, &err) != SL_OK)
+        fail_msg("verify failed: %s", err.msg);
+    if (!rep.ok)
+        fail_msg("verify: %s\n%s", rep.detail, r->text.data);
+    assert_int_equal(rep.trials_run, 3);
+}
+
+/* ---- scan with an array-shaped result -------------------------------------------------- */
+
+#define CUMEXP_BODY(root_shape, root)                                                              \
+    "cumexp {\n  v = f32[5] parameter(0)\n  e = f32[5] exponential(v)\n"                           \
+    "  ROOT r = " root_shape " " root "\n}\n\n"
+
+/* The checker reads the scan's result and the body root as "tuple elements or itself": one
+ * output may be declared bare or as a 1-tuple, whichever form the body returns. */
+static void
+test_scan_array_result_check(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *text;
+        SlStatus want;
+        const char *msg;
+    } k_cases[] = {
+        {"bare_result_tuple_root",
+         "HloModule m\n\n" CUMEXP_BODY("(f32[5])", "tuple(e)") "ENTRY e {\n"
+         "  a = f32[9,5] parameter(0)\n"
+         "  ROOT s = f32[9,5] scan(a), dimensions={0}, num_carries=0, to_apply=cumexp\n}\n",
+         SL_OK, ""},
+        {"tuple_result_bare_root",
+         "HloModule m\n\n" CUMEXP_BODY("f32[5]", "copy(e)") "ENTRY e {\n"
+         "  a = f32[9,5] parameter(0)\n"
+         "  ROOT s = (f32[9,5]) scan(a), dimensions={0}, num_carries=0, to_apply=cumexp\n}\n",
+         SL_OK, ""},
+        {"bare_result_bare_root",
+         "HloModule m\n\n" CUMEXP_BODY("f32[5]", "copy(e)") "ENTRY e {\n"
+         "  a = f32[5,9] parameter(0)\n"
+         "  ROOT s = f32[5,9] scan(a), dimensions={1}, num_carries=0, to_apply=cumexp\n}\n",
+         SL_OK, ""},
+        {"bare_result_wrong_length",
+         "HloModule m\n\n" CUMEXP_BODY("(f32[5])", "tuple(e)") "ENTRY e {\n"
+         "  a = f32[9,5] parameter(0)\n"
+         "  ROOT s = f32[8,5] scan(a), dimensions={0}, num_carries=0, to_apply=cumexp\n}\n",
+         SL_ERR_INVALID, "declared shape f32[8,5] but inferred f32[9,5]"},
+        {"bare_result_two_values",
+         "HloModule m\n\n" CUMEXP_BODY("(f32[5], f32[5])", "tuple(e, v)") "ENTRY e {\n"
+         "  a = f32[9,5] parameter(0)\n"
+         "  ROOT s = f32[9,5] scan(a), dimensions={0}, num_carries=0, to_apply=cumexp\n}\n",
+         SL_ERR_INVALID, "inferred (f32[9,5], f32[9,5])"},
+    };
+    for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i++) {
+        SlArena a;
+        SlInterner names;
+        IrModule *m = NULL;
+        SlError err = {0};
+        sl_arena_init(&a);
+        sl_interner_init(&names, &a);
+        SlStatus st = hlo_parse(&a, &names, sl_str(k_cases[i].text), "t.hlo", &m, &err);
+        if (st == SL_OK)
+            st = ir_module_check(m, "t.hlo", &err);
+        if (st != k_cases[i].want || !strstr(err.msg, k_cases[i].msg))
+            fail_msg("%s: got %s '%s'", k_cases[i].name, sl_status_name(st), err.msg);
+        ir_module_fini(m);
+        sl_interner_fini(&names);
+        sl_arena_fini(&a);
+    }
+}
+
+/* Sharded on the scan dimension, but array-shaped: XLA's HandleScan leaves it to
+ * DefaultAction, so the operand is all-gathered and the scan runs whole on every device. */
+static void
+test_scan_array_result_replicated(void **state)
+{
+    (void)state;
+    SpmdRun r;
+    fx_run(&r,
+           "HloModule m, num_partitions=4\n\n" CUMEXP_BODY("(f32[5])", "tuple(e)")
+           "ENTRY e {\n"
+           "  a = f32[12,5] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+           "  ROOT s = f32[12,5] scan(a), dimensions={0}, num_carries=0, is_associative=false,"
+           " to_apply=cumexp, sharding={devices=[4,1]<=[4]}\n}\n",
+           4, 256);
+    fx_want(&r, "f32[3,5] parameter(0)");
+    fx_want(&r, "f32[12,5] all-gather(%a.1)");
+    fx_want(&r, "replica_groups=[1,4]<=[4], dimensions={0}");
+    fx_want(&r, "f32[12,5] scan(%all-gather), dimensions={0}, num_carries=0");
+    fx_want(&r, "f32[3,5] dynamic-slice(%s.1,");
+    assert_int_equal(fx_count(r.text.data, "all-gather("), 1);
+    want_same_numbers(&r, 4);
+    fx_done(&r);
+}
+
+/* ---- dynamic-slice by collective-broadcast --------------------------------------------- */
+
+static const char *const k_ds_on[] = {"enable_dynamic_slice_collective_broadcast=true"};
+
+/* Rows of t are spread over four devices in the order 2,0,3,1: the owner of row block k is
+ * the first id of branch k's single replica group, the others follow in tile order. */
+#define ROW_OF(tshard, index)                                                                      \
+    "HloModule m, num_partitions=4\n\nENTRY e {\n"                                                 \
+    "  t = f32[3,12,2] parameter(0), sharding=" tshard "\n"                                        \
+    "  " index "\n  z = s32[] constant(0)\n"                                                       \
+    "  ROOT r = f32[3,1,2] dynamic-slice(t, z, i, z), dynamic_slice_sizes={3,1,2},"               \
+    " sharding={replicated}\n}\n"
+#define BY_ROWS "{devices=[1,4,1]2,0,3,1}"
+#define INDEX_PARAM "i = s32[] parameter(1), sharding={replicated}"
+
+static void
+test_ds_broadcast(void **state)
+{
+    (void)state;
+    SpmdRun r;
+    fx_run_with(&r, ROW_OF(BY_ROWS, INDEX_PARAM), 4, 256, k_ds_on, 1);
+    fx_want(&r, "f32[3,3,2] parameter(0)");
+    fx_want(&r, "s32[] clamp(%constant, %i.1, %constant.1)"); /* [0, 11] */
+    fx_want(&r, "%constant.1 = s32[] constant(11)");
+    fx_want(&r, "%constant.2 = s32[] constant(3)"); /* rows per block */
+    fx_want(&r, "%divide = s32[] divide(%clamp, %constant.2)");
+    fx_want(&r, "f32[3,1,2] dynamic-slice(%t.1, %constant, %subtract, %constant),"
+                " dynamic_slice_sizes={3,1,2}");
+    fx_want(&r, "ROOT %conditional = f32[3,1,2] conditional(%divide, %dynamic-slice,"
+                " %dynamic-slice, %dynamic-slice, %dynamic-slice)");
+    assert_int_equal(fx_count(r.text.data, "collective-broadcast("), 4);
+    fx_want(&r, "collective-broadcast(%operand), channel_id=1, replica_groups={{2,0,3,1}}");
+    fx_want(&r, "collective-broadcast(%operand.1), channel_id=2, replica_groups={{0,2,3,1}}");
+    fx_want(&r, "collective-broadcast(%operand.2), channel_id=3, replica_groups={{3,2,0,1}}");
+    fx_want(&r, "collective-broadcast(%operand.3), channel_id=4, replica_groups={{1,2,0,3}}");
+    fx_want_none(&r, "all-gather(");
+    fx_want_trace(&r, "dynamic-slice collective-broadcast");
+    want_same_numbers(&r, 4);
+    fx_done(&r);
+}
+
+/* Indices outside [0, 11] are clamped as dynamic-slice clamps them: the last and first row. */
+static void
+test_ds_broadcast_clamped(void **state)
+{
+    (void)state;
+    static const char *const k_index[] = {"i = s32[] constant(17)", "i = s32[] constant(-4)",
+                                          "i = s32[] constant(7)"};
+    for (size_t k = 0; k < sizeof(k_index) / sizeof(k_index[0]); k++) {
+        char text[1024];
+        snprintf(text, sizeof(text), ROW_OF(BY_ROWS, "%s"), k_index[k]);
+        SpmdRun r;
+        fx_run_with(&r, text, 4, 256, k_ds_on, 1);
+        assert_int_equal(fx_count(r.text.data, "collective-broadcast("), 4);
+        want_same_numbers(&r, 4);
+        fx_done(&r);
+    }
+}
+
+/* Where the option does not apply, the dynamic-slice is partitioned as before (all-gather of
+ * the operand, then a local dynamic-slice): option off, limit below the partition count,
+ * replicated tiles, two sliced dims, a row count the devices do not divide. */
+static void
+test_ds_broadcast_not_applied(void **state)
+{
+    (void)state;
+    static const char *const k_limit[] = {"enable_dynamic_slice_collective_broadcast=true",
+                                          "max_dynamic_slice_collective_broadcast_partitions=2"};
+    static const struct {
+        const char *name, *text;
+        const char *const *sets;
+        size_t n_sets;
+    } k_cases[] = {
+        {"option_off", ROW_OF(BY_ROWS, INDEX_PARAM), NULL, 0},
+        {"over_limit", ROW_OF(BY_ROWS, INDEX_PARAM), k_limit, 2},
+        {"partially_replicated",
+         ROW_OF("{devices=[1,2,1,2]<=[4] last_tile_dim_replicate}", INDEX_PARAM), k_ds_on, 1},
+        {"two_dims_sharded", ROW_OF("{devices=[2,2,1]<=[4]}", INDEX_PARAM), k_ds_on, 1},
+        {"two_sliced_dims",
+         "HloModule m, num_partitions=4\n\nENTRY e {\n"
+         "  t = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+         "  i = s32[] parameter(1), sharding={replicated}\n"
+         "  ROOT r = f32[1,3] dynamic-slice(t, i, i), dynamic_slice_sizes={1,3},"
+         " sharding={replicated}\n}\n",
+         k_ds_on, 1},
+        {"uneven_rows",
+         "HloModule m, num_partitions=4\n\nENTRY e {\n"
+         "  t = f32[10,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+         "  i = s32[] parameter(1), sharding={replicated}\n  z = s32[] constant(0)\n"
+         "  ROOT r = f32[1,6] dynamic-slice(t, i, z), dynamic_slice_sizes={1,6},"
+         " sharding={replicated}\n}\n",
+         k_ds_on, 1},
+    };
+    for (size_t k = 0; k < sizeof(k_cases) / sizeof(k_cases[0]); k++) {
+        SpmdRun r;
+        fx_run_with(&r, k_cases[k].text, 4, 256, k_cases[k].sets, k_cases[k].n_sets);
+        if (fx_count(r.text.data, "collective-broadcast(") != 0 ||
+            fx_count(r.text.data, "all-gather(") == 0)
+            fail_msg("%s:\n%s", k_cases[k].name, r.text.data);
+        want_same_numbers(&r, 4);
+        fx_done(&r);
+    }
+}
+
+/* Both options are real fields now: listed with their values, not as unused. */
+static void
+test_ds_broadcast_options(void **state)
+{
+    (void)state;
+    SpmdOptions o;
+    SlError err = {0};
+    SlBuf b;
+    spmd_options_init(&o);
+    assert_false(o.enable_dynamic_slice_collective_broadcast);
+    assert_int_equal(o.max_dynamic_slice_collective_broadcast_partitions, 32);
+    assert_int_equal(spmd_options_set(&o, sl_str("max_dynamic_slice_collective_broadcast_"
+                                                 "partitions=8"),
+                                      &err),
+                     SL_OK);
+    assert_int_equal(spmd_options_set(&o, sl_str("enable_dynamic_slice_collective_broadcast=1"),
+                                      &err),
+                     SL_OK);
+    assert_int_equal(spmd_options_set(&o, sl_str("enable_dynamic_slice_collective_broadcast=2"),
+                                      &err),
+                     SL_ERR_INVALID);
+    sl_buf_init(&b);
+    spmd_options_print(&o, &b);
+    sl_buf_putc(&b, '\0');
+    assert_non_null(strstr(b.data, "\nenable_dynamic_slice_collective_broadcast=true\n"));
+    assert_non_null(strstr(b.data, "\nmax_dynamic_slice_collective_broadcast_partitions=8\n"));
+    sl_buf_fini(&b);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scan_array_result_check),
+        cmocka_unit_test(test_scan_array_result_replicated),
+        cmocka_unit_test(test_ds_broadcast),
+        cmocka_unit_test(test_ds_broadcast_clamped),
+        cmocka_unit_test(test_ds_broadcast_not_applied),
+        cmocka_unit_test(test_ds_broadcast_options),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
