@@ -607,6 +607,25 @@ static const char k_part_uneven[] =
     " n = f32[2] negate(p)\n g = f32[8] all-gather(n), channel_id=1, replica_groups={{0,1,2,3}},"
     " dimensions={0}, use_global_device_ids=true\n ROOT s = f32[7] slice(g), slice={[0:7]}\n}\n";
 
+/* Unreduced results: each device holds a partial sum, and the value is their sum over the
+ * unreduced devices (all of them, or the devices of one tile along an unreduced subgroup). */
+static const char k_orig_unreduced[] =
+    V_HDR "ENTRY e {\n p = f32[8,4] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+    " z = f32[] constant(0)\n"
+    " ROOT r = f32[4] reduce(p, z), dimensions={0}, to_apply=add, sharding={unreduced}\n}\n";
+#define PART_UNREDUCED(tail)                                                                       \
+    V_HDR "ENTRY e {\n p = f32[2,4] parameter(0), sharding={devices=[4,1]<=[4]}\n"                 \
+    " z = f32[] constant(0)\n " tail "\n}\n"
+#define UNREDUCED_COLS "sharding={devices=[2,2]<=[2,2]T(1,0) last_tile_dims={unreduced}}"
+static const char k_orig_unreduced_cols[] =
+    V_HDR "ENTRY e {\n p = f32[8,4] parameter(0), sharding={devices=[2,2]<=[4]}\n"
+    " z = f32[] constant(0)\n"
+    " ROOT r = f32[4] reduce(p, z), dimensions={0}, to_apply=add, " UNREDUCED_COLS "\n}\n";
+static const char k_part_unreduced_cols[] =
+    V_HDR "ENTRY e {\n p = f32[4,2] parameter(0), sharding={devices=[2,2]<=[4]}\n"
+    " z = f32[] constant(0)\n"
+    " ROOT r = f32[2] reduce(p, z), dimensions={0}, to_apply=add, " UNREDUCED_COLS "\n}\n";
+
 static void
 test_verify_pairs(void **state)
 {
@@ -622,6 +641,16 @@ test_verify_pairs(void **state)
         {"wrong_dynamic_slice_offset", k_orig_copy, PART_DS("{0, 2, 4, 5}"), false,
          "on device 3"},
         {"uneven_padded", k_orig_uneven, k_part_uneven, true, ""},
+        {"unreduced_partials", k_orig_unreduced,
+         PART_UNREDUCED("ROOT r = f32[4] reduce(p, z), dimensions={0}, to_apply=add, "
+                        "sharding={unreduced}"), true, ""},
+        /* all-reduced already: the sum over the four devices is four times the value */
+        {"unreduced_but_reduced", k_orig_unreduced,
+         PART_UNREDUCED("r = f32[4] reduce(p, z), dimensions={0}, to_apply=add\n"
+                        " ROOT a = f32[4] all-reduce(r), channel_id=1, replica_groups={{0,1,2,3}}, "
+                        "use_global_device_ids=true, to_apply=add, sharding={unreduced}"),
+         false, "differs"},
+        {"unreduced_subgroup", k_orig_unreduced_cols, k_part_unreduced_cols, true, ""},
     };
     for (size_t i = 0; i < SL_COUNTOF(k_pairs); i++) {
         IrModule *o = parse(fx, k_pairs[i].orig), *p = parse(fx, k_pairs[i].part);

@@ -250,9 +250,46 @@ not_comparable(const IrInstr *ins)
     }
 }
 
+static bool
+leaf_is_unreduced(const ShdSharding *s)
+{
+    if (s && s->kind == SHD_UNREDUCED)
+        return true;
+    for (uint32_t k = 0; s && s->kind == SHD_TILED && k < s->n_subgroups; k++)
+        if (s->subgroups[k] == SHD_SUB_UNREDUCED)
+            return true;
+    return false;
+}
+
+/* Whether any leaf of `i` (under its sharding) is, or is not, unreduced. */
+static bool
+any_leaf(const IrInstr *i, bool unreduced)
+{
+    const ShdSharding *s = ir_instr_sharding(i);
+    uint32_t n = ir_shape_leaf_count(&i->shape);
+    for (uint32_t L = 0; L < (n ? n : 1); L++)
+        if (leaf_is_unreduced(s ? shd_leaf(s, L) : NULL) == unreduced)
+            return true;
+    return false;
+}
+
 static SlStatus
 check_comparable(const IrModule *m, SlError *err)
 {
+    /* An unreduced input is a sum of per-device partial values; an output not annotated
+     * unreduced that derives from it has no meaning a single device can reproduce (the
+     * partitioner leaves partial values partial). */
+    const IrComputation *e = m->entry;
+    const IrInstr *root = e && e->n_instrs ? (e->root ? e->root : e->instrs[e->n_instrs - 1])
+                                           : NULL;
+    for (uint32_t k = 0; root && k < e->n_params; k++) {
+        const IrInstr *p = e->params[k];
+        if (p && any_leaf(p, true) && any_leaf(root, false))
+            return sl_fail(err, SL_ERR_UNSUPPORTED, (SlSrcLoc){NULL, p->src_line, p->src_col},
+                           "outputs are not comparable: parameter %%%s is unreduced (partial "
+                           "values per device) and an output is not annotated unreduced",
+                           sl_sym_cstr(p->name));
+    }
     for (uint32_t c = 0; c < m->n_comps; c++) {
         for (uint32_t i = 0; i < m->comps[c]->n_instrs; i++) {
             const IrInstr *ins = m->comps[c]->instrs[i];
@@ -310,12 +347,65 @@ is_whole(const ShdSharding *s)
            s->kind == SHD_UNREDUCED || s->kind == SHD_MANUAL;
 }
 
-/* Device `dev`'s shard of `full` with the local shape `local`. */
+/* The devices whose values sum to device `dev`'s part of an unreduced leaf (partial sums the
+ * partitioner leaves unreduced on purpose): every device for {unreduced}, else the devices of
+ * `dev`'s tile along the unreduced subgroup dim. Writes them to `out` (n_dev entries of room)
+ * and returns how many; 0 when the leaf is not unreduced. Partial values combine by addition:
+ * the sharding does not keep the reduction kind Shardy's text may name (`unreduced=max{..}`). */
+static int64_t
+unreduced_group(const ShdSharding *s, int64_t dev, int64_t n_dev, int64_t *out)
+{
+    if (s && s->kind == SHD_UNREDUCED) {
+        for (int64_t d = 0; d < n_dev; d++)
+            out[d] = d;
+        return n_dev;
+    }
+    if (!s || s->kind != SHD_TILED)
+        return 0;
+    int64_t pos = -1, count = shd_device_count(s);
+    for (int64_t q = 0; q < count && pos < 0; q++)
+        if (s->devices[q] == dev)
+            pos = q;
+    for (uint32_t k = 0; pos >= 0 && k < s->n_subgroups; k++) {
+        if (s->subgroups[k] != SHD_SUB_UNREDUCED)
+            continue;
+        uint32_t u = s->n_tile_dims - s->n_subgroups + k;
+        int64_t stride = 1;
+        for (uint32_t t = u + 1; t < s->n_tile_dims; t++)
+            stride *= s->tile_dims[t];
+        int64_t base = pos - (pos / stride) % s->tile_dims[u] * stride;
+        for (int64_t j = 0; j < s->tile_dims[u] && j < n_dev; j++)
+            out[j] = s->devices[base + j * stride];
+        return s->tile_dims[u] < n_dev ? s->tile_dims[u] : n_dev;
+    }
+    return 0;
+}
+
+/* Device `dev`'s shard of `full` with the local shape `local`. An unreduced leaf is a sum of
+ * partial values: the first device of each unreduced group holds the value, the others zeros. */
 static SlStatus
 cut_leaf(const SimValue *full, const IrShape *fshape, const ShdSharding *s, const IrShape *local,
          int64_t dev, SimValue **out, SlError *err)
 {
     SlSrcLoc nowhere = {0};
+    int64_t first = -1;
+    if (s && (s->kind == SHD_UNREDUCED || s->kind == SHD_TILED)) {
+        int64_t *group = calloc((size_t)shd_device_count(s) + (size_t)dev + 1, sizeof *group);
+        if (!group)
+            return sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+        if (unreduced_group(s, dev, s->kind == SHD_UNREDUCED ? dev + 1 : shd_device_count(s),
+                            group) > 0)
+            first = group[0];
+        free(group);
+    }
+    if (first >= 0 && first != dev) {
+        if (local->dtype != full->dtype || local->rank != full->rank)
+            return sl_fail(err, SL_ERR_INVALID, nowhere, "partitioned parameter shape does not "
+                           "match the parameter's sharding");
+        if (!(*out = sim_value_new(local)))
+            return sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+        return SL_OK;
+    }
     bool same = local->rank == full->rank && local->dtype == full->dtype;
     for (uint32_t d = 0; same && d < local->rank; d++)
         same = local->dims[d] == full->dims[d];
@@ -525,8 +615,38 @@ cmp_leaf(Cmp *c, const SimValue *ref, const IrShape *fshape, const ShdSharding *
     return SL_OK;
 }
 
+/* The sum of leaf `L` over `group`'s devices, shaped like device group[0]'s leaf. */
+static SimValue *
+sum_leaf(SimValue *const *outs, const int64_t *group, int64_t n, uint32_t L, uint32_t n_leaves)
+{
+    SimValue **gl = calloc((size_t)n_leaves + 1, sizeof *gl), *sum = NULL;
+    for (int64_t k = 0; gl && k < n; k++) {
+        uint32_t got = 0;
+        leaves_of(outs[group[k]], gl, &got, n_leaves);
+        const SimValue *v = got == n_leaves ? gl[L] : NULL;
+        if (!v || (sum && (v->n != sum->n || v->dtype != sum->dtype))) {
+            sim_value_unref(sum);
+            sum = NULL;
+            break;
+        }
+        if (!sum && !(sum = sim_value_new_array(v->dtype, v->dims, v->rank)))
+            break;
+        bool is_float = sim_is_float(v->dtype);
+        for (int64_t i = 0; i < v->n; i++) { /* rounded per add, as an all-reduce would */
+            if (is_float)
+                sum->data[i].f += v->data[i].f;
+            else
+                sum->data[i].i += v->data[i].i;
+            sum->data[i] = sim_fix(v->dtype, sum->data[i]);
+        }
+    }
+    free(gl);
+    return sum;
+}
+
 /* Compares every device's result with the reference (refs[d], or refs[0] when n_ref is 1),
- * leaf by leaf (tuples in pre-order). */
+ * leaf by leaf (tuples in pre-order). An unreduced leaf is compared as the sum of its partial
+ * values over its unreduced group. */
 static SlStatus
 cmp_outputs(Cmp *c, const IrInstr *root, SimValue *const *refs, int64_t n_ref,
             SimValue *const *outs, int64_t n_dev, SlError *err)
@@ -536,7 +656,8 @@ cmp_outputs(Cmp *c, const IrInstr *root, SimValue *const *refs, int64_t n_ref,
     SimValue **rl = calloc((size_t)n_leaves + 1, sizeof *rl), **gl = calloc((size_t)n_leaves + 1,
                                                                              sizeof *gl);
     double *scale = calloc((size_t)n_leaves + 1, sizeof *scale);
-    SlStatus st = rl && gl && scale ? SL_OK
+    int64_t *group = calloc((size_t)n_dev + 1, sizeof *group);
+    SlStatus st = rl && gl && scale && group ? SL_OK
                                     : sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");
     c->rep->n_outputs = n_leaves;
     for (int64_t d = 0; !st && d < n_dev; d++) {
@@ -555,13 +676,23 @@ cmp_outputs(Cmp *c, const IrInstr *root, SimValue *const *refs, int64_t n_ref,
             c->output = L;
             if (d == 0 || n_ref > 1)
                 scale[L] = ref_scale(rl[L]);
-            st = cmp_leaf(c, rl[L], ir_shape_leaf(&root->shape, L), s ? shd_leaf(s, L) : NULL,
-                          gl[L], d, scale[L], err);
+            const ShdSharding *ls = s ? shd_leaf(s, L) : NULL;
+            int64_t n_group = group ? unreduced_group(ls, d, n_dev, group) : 0;
+            SimValue *sum = n_group ? sum_leaf(outs, group, n_group, L, n_leaves) : NULL;
+            if (n_group && !sum)
+                st = sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0}, "output %u: the unreduced "
+                             "partial values of device %" PRId64 "'s group differ in shape",
+                             L, d);
+            if (!st)
+                st = cmp_leaf(c, rl[L], ir_shape_leaf(&root->shape, L), ls, sum ? sum : gl[L], d,
+                              scale[L], err);
+            sim_value_unref(sum);
         }
     }
     free(rl);
     free(gl);
     free(scale);
+    free(group);
     return st;
 }
 
