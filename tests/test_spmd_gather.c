@@ -129,7 +129,8 @@ test_gather_trivial_sliced(void **state)
               NULL);
     expect_text(fx, "table.1 = f32[8,8] parameter(0)", 1);
     expect_text(fx, "= f32[6,8] gather(%table.1, %subtract.1)", 1);
-    expect_text(fx, " clamp(", 2);
+    expect_text(fx, "%subtract.1 = s32[6,1] subtract(%clamp, ", 1);
+    expect_text(fx, " clamp(", 1);
     expect_text(fx, " subtract(", 2);
     expect_text(fx, "= pred[6] reduce(", 1);
     expect_text(fx, "= f32[6,8] select(", 1);
@@ -649,6 +650,206 @@ test_scatter_parallel_dim_while_not_invariant(void **state)
     expect_text(fx, "all-gather(", 0);
 }
 
+/* ---- gs: passthrough merge, constant iotas, dry-run costs, bitcast-convert, rotate ---- */
+
+/* Strategies of gather `g` in decision order (post-order: the innermost level first). */
+static void
+expect_gather_levels(Fixture *fx, const char *const *strategies, size_t n)
+{
+    char *log = sl_arena_strndup(&fx->in, fx->trace.log.data, fx->trace.log.len);
+    const char *at = log;
+    for (size_t k = 0; at && k < n; k++) {
+        char needle[96];
+        snprintf(needle, sizeof(needle), "decision g gather %s alts=", strategies[k]);
+        const char *hit = strstr(at, needle);
+        if (!hit)
+            fail_msg("level %zu: no \"%s\" after the previous level in:\n%s", k, needle, log);
+        at = hit + strlen(needle);
+    }
+}
+
+/* One "replica_groups=" with the groups in iota form `iota` or listed as `list` (the printer
+ * may choose either for the same groups). */
+static void
+expect_groups(Fixture *fx, const char *iota, const char *list)
+{
+    char a[256], b[256];
+    snprintf(a, sizeof(a), "replica_groups=%s", iota);
+    snprintf(b, sizeof(b), "replica_groups=%s", list);
+    if (count(fx->text.data, a) + count(fx->text.data, b) != 1)
+        fail_msg("expected one \"%s\" or \"%s\" in:\n%s", a, b, fx->text.data);
+}
+
+/* Operand sharded on the passthrough dim, indices on their batch dim, the output on both:
+ * the output sharding refines the passthrough one, so the recursion partitions the indices'
+ * dim too and the local gather is already in the output sharding (no all-gather back). */
+static void
+test_gather_operand_passthrough_refined_by_output(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule m, num_partitions=4\n\n"
+              "ENTRY e {\n"
+              "  table = f32[5,8] parameter(0),"
+              " sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n"
+              "  ids = s32[12,2] parameter(1),"
+              " sharding={devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}\n"
+              "  ROOT g = f32[12,1,8] gather(table, ids), offset_dims={1,2},"
+              " collapsed_slice_dims={}, start_index_map={0,1}, index_vector_dim=1,"
+              " slice_sizes={1,8}, sharding={devices=[2,1,2]<=[2,2]T(1,0)}\n"
+              "}\n",
+              NULL);
+    expect_text(fx, "ROOT %g.1 = f32[6,1,4] gather(%table.1, %ids.1)", 1);
+    expect_text(fx, "slice_sizes={1,4}", 1);
+    expect_text(fx, "all-", 0);
+    expect_text(fx, "collective-permute", 0);
+    expect_text(fx, "dynamic-slice", 0);
+    static const char *const levels[] = {"index-passthrough", "operand-passthrough"};
+    expect_gather_levels(fx, levels, SL_COUNTOF(levels));
+}
+
+/* A rank-2 constant counting along dim 0 ({{0},{1},...}) is an iota: the gather is
+ * index-parallel on operand dim 0, then trivially sliced on dim 1 (all-reduce over it only). */
+static void
+test_gather_constant_iota_index_parallel(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule m, num_partitions=8\n\n"
+              "ENTRY e {\n"
+              "  table = s32[6,16] parameter(0),"
+              " sharding={devices=[2,2,2]<=[8] last_tile_dim_replicate}\n"
+              "  rows = s32[6,1] constant({ {0}, {1}, {2}, {3}, {4}, {5} }),"
+              " sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}\n"
+              "  cols = s32[6] parameter(1),"
+              " sharding={devices=[2,4]<=[8] last_tile_dim_replicate}\n"
+              "  c2 = s32[6,1] reshape(cols),"
+              " sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}\n"
+              "  idx = s32[6,2] concatenate(rows, c2), dimensions={1},"
+              " sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}\n"
+              "  ROOT g = s32[6] gather(table, idx), offset_dims={}, collapsed_slice_dims={0,1},"
+              " start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,1},"
+              " sharding={devices=[2,4]<=[8] last_tile_dim_replicate}\n"
+              "}\n",
+              NULL);
+    expect_text(fx, "%g.1 = s32[3] gather(%table.1, %subtract.2)", 1);
+    expect_text(fx, "%subtract = s32[3,2] subtract(%idx.1, %broadcast)", 1);
+    expect_text(fx, "= s32[3] select(%broadcast.6, %broadcast.7, %g.1)", 1);
+    expect_text(fx, "ROOT %all-reduce = s32[3] all-reduce(%select), channel_id=1,", 1);
+    expect_groups(fx, "[4,2]<=[2,2,2]T(0,2,1)", "{{0,2},{1,3},{4,6},{5,7}}");
+    expect_text(fx, "collective-permute", 0);
+    expect_text(fx, "all-gather", 0);
+    static const char *const levels[] = {"trivial-sliced-operand", "index-parallel"};
+    expect_gather_levels(fx, levels, SL_COUNTOF(levels));
+}
+
+/* Costs as upstream's dry run measures them: operand passthrough would reshard its
+ * f32[4,12,6] result to the output with an all-to-all (both buffers live), which outweighs
+ * index passthrough's full operand; inside, operand passthrough (an all-gather of the result
+ * within the group) beats the trivially sliced gather with its full output. The indices are
+ * clamped where they are (no collective-permute) and the result is all-gathered at the end. */
+static void
+test_gather_dry_run_cost_order(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule m, num_partitions=32\n\n"
+              "ENTRY e {\n"
+              "  table = f32[8,24] parameter(0), sharding={devices=[8,4]<=[4,8]T(1,0)}\n"
+              "  ids = s32[4,12,1] parameter(1),"
+              " sharding={devices=[4,1,1,8]<=[32] last_tile_dim_replicate}\n"
+              "  ROOT g = f32[4,12,24] gather(table, ids), offset_dims={2},"
+              " collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2,"
+              " slice_sizes={1,24}, sharding={devices=[4,1,1,8]<=[32] last_tile_dim_replicate}\n"
+              "}\n",
+              "preferred_gather_partition_methods=kIndexParallel");
+    expect_text(fx, "%clamp = s32[1,12,1] clamp(%broadcast, %ids.1, %subtract)", 1);
+    expect_text(fx, "%subtract.1 = s32[1,12,1] subtract(%clamp, %broadcast.3)", 1);
+    expect_text(fx, "= f32[1,12,6] gather(%all-gather, %subtract.1)", 1);
+    expect_text(fx, "= f32[4,6] all-gather(%collective-permute)", 1);
+    expect_text(fx, "collective-permute(%table.1)", 1);
+    expect_text(fx, "collective-permute(%ids.1)", 0);
+    expect_text(fx, "= f32[1,12,6] all-reduce(%select), channel_id=3,", 1);
+    expect_groups(fx, "[16,2]<=[4,2,4]T(0,2,1), use_global_device_ids=true, to_apply",
+                  "{{0,4},{1,5},{2,6},{3,7},{8,12},{9,13},{10,14},{11,15},{16,20},{17,21},"
+                  "{18,22},{19,23},{24,28},{25,29},{26,30},{27,31}}, use_global_device_ids=true,"
+                  " to_apply");
+    expect_text(fx, "ROOT %all-gather.1 = f32[1,12,24] all-gather(%all-reduce), channel_id=4,", 1);
+    expect_groups(fx, "[8,4]<=[32], dimensions={2}",
+                  "{{0,1,2,3},{4,5,6,7},{8,9,10,11},{12,13,14,15},{16,17,18,19},{20,21,22,23},"
+                  "{24,25,26,27},{28,29,30,31}}, dimensions={2}");
+    expect_text(fx, "all-to-all", 0);
+    static const char *const levels[] = {"replicate", "trivial-sliced-operand",
+                                         "operand-passthrough", "index-passthrough"};
+    expect_gather_levels(fx, levels, SL_COUNTOF(levels));
+}
+
+/* bitcast-convert dropping the input's trailing dim: that dim is replicated on the operand's
+ * own sharding (an all-gather of it), and the result moves to the output sharding after. */
+static void
+test_bitcast_convert_narrowing_keeps_operand_sharding(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule m, num_partitions=4\n\n"
+              "ENTRY e {\n"
+              "  p = s32[8,2] parameter(0), sharding={devices=[2,2]<=[4]}\n"
+              "  ROOT b = f64[8] bitcast-convert(p),"
+              " sharding={devices=[2,2]<=[2,2]T(1,0) last_tile_dim_replicate}\n"
+              "}\n",
+              NULL);
+    expect_text(fx, "%all-gather = s32[4,2] all-gather(%p.1), channel_id=1,", 1);
+    expect_groups(fx, "[2,2]<=[4], dimensions={1}", "{{0,1},{2,3}}, dimensions={1}");
+    expect_text(fx, "%b.1 = f64[4] bitcast-convert(%all-gather)", 1);
+    expect_text(fx, "ROOT %collective-permute = f64[4] collective-permute(%b.1), channel_id=2,"
+                    " source_target_pairs={{0,0},{1,2},{2,1},{3,3}}", 1);
+}
+
+/* concat(slice [12:16], slice [0:12]) of a value sharded like the result is a rotation by one
+ * whole shard: a single collective-permute of the operand. With 14 rows (shards of 4, two
+ * padding rows) the rotation by 5 takes the rows that wrap around from a second rotation
+ * that skips the padding, chosen by an iota compare; a copy between slice and concat is
+ * looked through. */
+static void
+test_concat_of_slices_is_rotate_right(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule m, num_partitions=4\n\n"
+              "ENTRY e {\n"
+              "  x = f32[16,3] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+              "  hi = f32[4,3] slice(x), slice={[12:16], [0:3]}, sharding={devices=[4,1]<=[4]}\n"
+              "  lo = f32[12,3] slice(x), slice={[0:12], [0:3]}, sharding={devices=[4,1]<=[4]}\n"
+              "  ROOT r = f32[16,3] concatenate(hi, lo), dimensions={0},"
+              " sharding={devices=[4,1]<=[4]}\n"
+              "}\n",
+              NULL);
+    expect_text(fx, "ROOT %collective-permute.4 = f32[4,3] collective-permute(%x.1), channel_id=5,"
+                    " source_target_pairs={{0,1},{1,2},{2,3},{3,0}}", 1);
+    expect_text(fx, "concatenate", 0);
+    expect_text(fx, "dynamic-slice", 0);
+    partition(fx,
+              "HloModule m, num_partitions=4\n\n"
+              "ENTRY e {\n"
+              "  x = f32[14] parameter(0), sharding={devices=[4]<=[4]}\n"
+              "  hi = f32[5] slice(x), slice={[9:14]}, sharding={devices=[4]<=[4]}\n"
+              "  c = f32[5] copy(hi), sharding={devices=[4]<=[4]}\n"
+              "  lo = f32[9] slice(x), slice={[0:9]}, sharding={devices=[4]<=[4]}\n"
+              "  ROOT r = f32[14] concatenate(c, lo), dimensions={0}, sharding={devices=[4]<=[4]}\n"
+              "}\n",
+              NULL);
+    expect_text(fx, "= f32[1] collective-permute(%slice.5), channel_id=5,"
+                    " source_target_pairs={{0,2},{1,3},{2,0},{3,1}}", 1);
+    expect_text(fx, "= f32[3] collective-permute(%slice.6), channel_id=6,"
+                    " source_target_pairs={{0,1},{1,2},{2,3},{3,0}}", 1);
+    expect_text(fx, "%constant.14 = s32[] constant(5)", 1);
+    expect_text(fx, "ROOT %select.1 = f32[4] select(%compare.1, %concatenate.3, %concatenate.2)",
+                1);
+    expect_text(fx, "all-gather", 0);
+}
+
+/* ---- end gs ---- */
+
 int
 main(void)
 {
@@ -692,6 +893,16 @@ main(void)
         cmocka_unit_test_setup_teardown(test_dus_slice_update_aligned, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_dus_slice_update_single_shard, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_operand_passthrough_refined_by_output,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_constant_iota_index_parallel, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_dry_run_cost_order, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_bitcast_convert_narrowing_keeps_operand_sharding,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_concat_of_slices_is_rotate_right, fixture_setup,
                                         fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,9 @@
 /* handle_elementwise.c - the elementwise family (gspmd.md D.1, D.6, D.18): unary/binary/ternary
  * ops, compare, select, clamp, convert, map, copy, opt-barrier, bitcast-convert, and the
  * "elementwise with dims to replicate" variant for concatenate, cholesky, triangular-solve.
- * Decides target shardings only; handle_common.c does the work. */
+ * Decides target shardings only; handle_common.c does the work. A concatenate of two slices
+ * that rotates a value along its sharded dim (upstream's preprocessing turns it into
+ * _SPMDInternalOp_RotateRight) is handed to spmd_rotate_right (handle_internal.c). */
 #include "spmd/spmd_int.h"
 
 SlStatus
@@ -65,6 +67,65 @@ spmd_handle_elementwise_dims_to_replicate(SpmdCtx *cx, const IrInstr *hlo, const
     return spmd_handle_with_shardings(cx, hlo, targets, s, err);
 }
 
+/* Distinct instructions of x's computation that take x as an operand. */
+static uint32_t
+user_count(const IrInstr *x)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; x->parent && k < x->parent->n_instrs; k++) {
+        const IrInstr *u = x->parent->instrs[k];
+        for (uint32_t j = 0; j < u->n_operands; j++)
+            if (u->operands[j] == x) {
+                n++;
+                break;
+            }
+    }
+    return n;
+}
+
+/* x without its chain of single-use copies; NULL when what remains has other users. */
+static const IrInstr *
+skip_copies(const IrInstr *x)
+{
+    while (x->op == IR_OP_COPY && x->n_operands == 1 && user_count(x) == 1)
+        x = x->operands[0];
+    return user_count(x) == 1 ? x : NULL;
+}
+
+static const IrSliceDim *
+slice_dims(const IrInstr *x)
+{
+    const IrAttr *a = x && x->op == IR_OP_SLICE ? ir_instr_find_attr(x, IR_ATTR_SLICE) : NULL;
+    return a && a->u.slice.n == x->shape.rank ? a->u.slice.v : NULL;
+}
+
+/* The rotate-right pattern of upstream's preprocessing: concat(slice(x)[k:n], slice(x)[0:k])
+ * along a sharded dim, x shaped and sharded like the result. Returns the amount n - k, or -1. */
+static int64_t
+rotate_right_amount(SpmdCtx *cx, const IrInstr *hlo, uint32_t dim, const IrInstr **src)
+{
+    if (hlo->n_operands != 2)
+        return -1;
+    const IrInstr *lhs = hlo->operands[0], *rhs = hlo->operands[1];
+    while (lhs->op == IR_OP_COPY && lhs->n_operands == 1)
+        lhs = lhs->operands[0];
+    while (rhs->op == IR_OP_COPY && rhs->n_operands == 1)
+        rhs = rhs->operands[0];
+    const IrSliceDim *ls = slice_dims(lhs), *rs = slice_dims(rhs);
+    if (!ls || !rs || lhs->operands[0] != rhs->operands[0])
+        return -1;
+    const IrInstr *x = lhs->operands[0];
+    if (!ir_shape_equal(&x->shape, &hlo->shape, false) ||
+        !shd_equal(spmd_sharding_of(cx, x), spmd_sharding_of(cx, hlo)) ||
+        ls[dim].stride != 1 || rs[dim].stride != 1 || ls[dim].start != rs[dim].limit)
+        return -1;
+    /* the use counts (a scan of the computation) only once everything else matched */
+    if (skip_copies(hlo->operands[0]) != lhs || skip_copies(hlo->operands[1]) != rhs)
+        return -1;
+    *src = x;
+    return lhs->shape.dims[dim];
+}
+
 SlStatus
 spmd_handle_concatenate(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
 {
@@ -72,6 +133,14 @@ spmd_handle_concatenate(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     uint32_t n = ir_instr_ints_attr(hlo, IR_ATTR_DIMENSIONS, &dims);
     if (n != 1)
         return spmd_handle_default(cx, hlo, err);
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    const IrInstr *src = NULL;
+    if (shd_is_tiled(s) && dims[0] >= 0 && (uint32_t)dims[0] < hlo->shape.rank &&
+        shd_dim_shards(s, (uint32_t)dims[0]) > 1) {
+        int64_t amount = rotate_right_amount(cx, hlo, (uint32_t)dims[0], &src);
+        if (amount >= 0)
+            return spmd_rotate_right(cx, hlo, src, (uint32_t)dims[0], amount, err);
+    }
     return spmd_handle_elementwise_dims_to_replicate(cx, hlo, dims, 1, err);
 }
 
@@ -100,10 +169,18 @@ spmd_handle_bitcast_convert(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         int64_t last = ro - 1;
         out_s = shd_partially_replicate_dims(cx->arena, s, &last, 1);
         in_s = out_s && shd_is_tiled(out_s) ? shd_remove_dims(cx->arena, out_s, &last, 1) : out_s;
-    } else if (ri == ro + 1) { /* the input's trailing dim disappears */
+    } else if (ri == ro + 1) {
+        /* The input's trailing dim disappears: it is replicated on the operand's own
+         * sharding, the result keeps the operand's other dims and is resharded after. */
         int64_t pos = ri - 1;
-        out_s = s;
-        in_s = shd_insert_dims(cx->arena, s, &pos, 1);
+        const SpmdValue *ov = spmd_get_value(cx, hlo->operands[0]);
+        if (!ov || !shd_is_tiled(ov->sharding)) {
+            in_s = out_s = shd_replicated(cx->arena);
+        } else {
+            in_s = shd_partially_replicate_dims(cx->arena, ov->sharding, &pos, 1);
+            out_s = in_s && shd_is_tiled(in_s) ? shd_remove_dims(cx->arena, in_s, &pos, 1)
+                                               : in_s;
+        }
     } else {
         return spmd_handle_default(cx, hlo, err);
     }

@@ -181,7 +181,51 @@ sole_caller(const IrModule *m, const IrComputation *c)
     return found;
 }
 
-/* Iota dim of a source index value: iota, a rank-1 0..n-1 constant, broadcasts of those, and
+/* First dim (of size > 1) along which every element of an s32 constant equals its own
+ * index on that dim; -1 when none or when the literal is not a plain list of integers. The
+ * literal lists elements in row-major order, so a running multi-index tracks each value. */
+static int64_t
+constant_iota_dim(const IrInstr *i)
+{
+    uint32_t r = i->shape.rank;
+    int64_t at[GS_R] = {0}, count = 0, total = 1;
+    bool is_iota[GS_R];
+    if (r == 0 || r > GS_R)
+        return -1;
+    for (uint32_t d = 0; d < r; d++) {
+        is_iota[d] = true;
+        total *= i->shape.dims[d];
+    }
+    const char *s = i->literal.ptr, *e = s + i->literal.len;
+    while (s < e) {
+        bool neg = *s == '-';
+        if (!neg && (*s < '0' || *s > '9')) {
+            if (!strchr("{}, \t\r\n", *s))
+                return -1;
+            s++;
+            continue;
+        }
+        s += neg;
+        int64_t v = 0;
+        while (s < e && *s >= '0' && *s <= '9' && v < INT64_MAX / 10)
+            v = v * 10 + (*s++ - '0');
+        if (count++ >= total)
+            return -1;
+        for (uint32_t d = 0; d < r; d++)
+            is_iota[d] = is_iota[d] && !neg && v == at[d];
+        for (uint32_t d = r; d-- > 0;)
+            if (++at[d] < i->shape.dims[d])
+                break;
+            else
+                at[d] = 0;
+    }
+    for (uint32_t d = 0; count == total && d < r; d++)
+        if (is_iota[d] && i->shape.dims[d] > 1)
+            return d;
+    return -1;
+}
+
+/* Iota dim of a source index value: iota, an s32 constant counting along a dim, broadcasts, and
  * (GetDimensionForIota) element k of a loop body's or branch's parameter when the caller's
  * tuple operand carries such a value at k and, for a while, the body passes element k on
  * unchanged. */
@@ -223,25 +267,9 @@ iota_dim(const IrModule *m, const IrInstr *i, uint32_t depth)
         int64_t d = iota_dim(m, i->operands[0], depth + 1);
         return d >= 0 && (uint32_t)d < n ? bd[d] : -1;
     }
-    if (i->op != IR_OP_CONSTANT || i->shape.dtype != IR_DT_S32 || i->shape.rank != 1 ||
-        i->shape.dims[0] < 2)
+    if (i->op != IR_OP_CONSTANT || i->shape.dtype != IR_DT_S32)
         return -1;
-    const char *s = i->literal.ptr, *e = s + i->literal.len;
-    int64_t want = 0;
-    while (s < e) {
-        if (*s >= '0' && *s <= '9') {
-            int64_t v = 0;
-            while (s < e && *s >= '0' && *s <= '9')
-                v = v * 10 + (*s++ - '0');
-            if (v != want++)
-                return -1;
-        } else if (*s == '-') {
-            return -1;
-        } else {
-            s++;
-        }
-    }
-    return want == i->shape.dims[0] ? 0 : -1;
+    return constant_iota_dim(i);
 }
 
 /* Index-parallel dims (GetGatherScatterBatchParallelDims) from the source indices producer. */
@@ -807,6 +835,39 @@ recurse(SpmdCtx *cx, const Gs *p, const ShdGrouped *gop, const ShdGrouped *gidx,
 
 /* ---- the methods (each: *out = NULL when it does not apply, checked before emitting) ---- */
 
+/* Output (scatter: updates) sharding of the parallel methods: the indices' sharding on every
+ * index dim but the index vector dim (GatherOutputShardingFromIndex), refined where compatible
+ * by the operand's passthrough dims with its parallel dims replicated, so the recursion can
+ * work on the operand as it is instead of aligning groups. */
+static const ShdSharding *
+parallel_window(SpmdCtx *cx, const Gs *p, const ShdSharding *os, const ShdSharding *is,
+                const GsPairs *pd, uint32_t wr)
+{
+    int64_t id[GS_R], od[GS_R];
+    uint32_t n = 0;
+    for (uint32_t d = 0; d < p->idx.base_shape->rank && n < GS_R; d++) {
+        int64_t o = (int64_t)d == p->dn.ivd ? -1 : out_dim_of_idx(&p->dn, d, wr);
+        if (o >= 0) {
+            id[n] = d;
+            od[n++] = o;
+        }
+    }
+    const ShdSharding *ws = prop_dims(cx, is, id, od, n, wr);
+    if (!ws || !shd_is_tiled(ws))
+        return prop_dims(cx, is, pd->idx, pd->out, pd->n, wr);
+    GsPairs pp;
+    operand_passthrough_dims(p, &pp);
+    const ShdSharding *po =
+        pp.n ? shd_partially_replicate_dims(cx->arena, os, pd->op, pd->n) : NULL;
+    const ShdSharding *pass = po && shd_is_tiled(po) ? prop_dims(cx, po, pp.op, pp.out, pp.n, wr)
+                                                    : NULL;
+    const ShdSharding *m =
+        pass && shd_is_tiled(pass) && tiles_on(pass, pp.out, pp.n) > 1
+            ? shd_merge_if_compatible(cx->arena, pass, ws, shd_num_tiles(ws) + 1)
+            : NULL;
+    return m && shd_is_tiled(m) ? m : ws;
+}
+
 /* Explicit-batch and index-parallel: operand and indices sharded alike on the parallel dims,
  * indices shifted by the operand offsets (index-parallel only), grouped, recursed. */
 static SlStatus
@@ -818,7 +879,7 @@ method_parallel(SpmdCtx *cx, const Gs *p, const GsPairs *pd, bool need_offset, I
     if (!parallel_targets(cx, p, pd, &os, &is))
         return SL_OK;
     uint32_t wr = window_rank(p);
-    const ShdSharding *ws = prop_dims(cx, is, pd->idx, pd->out, pd->n, wr);
+    const ShdSharding *ws = parallel_window(cx, p, os, is, pd, wr);
     ShdGrouped gi = shd_group_on_dims(cx->arena, is, pd->idx, pd->n, NULL);
     if (!ws || !shd_is_tiled(ws) || !gi.inner)
         return SL_OK;
@@ -852,6 +913,19 @@ method_parallel(SpmdCtx *cx, const Gs *p, const GsPairs *pd, bool need_offset, I
     return finish_level(cx, p, res, shd_ungroup(cx->arena, gout), out, err);
 }
 
+/* The output (scatter: updates) sharding merged into the operand passthrough one `ws` where
+ * compatible, so its other sharded dims are partitioned by the recursion instead of resharded
+ * after; `ws` itself otherwise. */
+static const ShdSharding *
+refine_window(SpmdCtx *cx, const Gs *p, const ShdSharding *ws)
+{
+    const ShdSharding *ref = p->is_scatter ? p->upd[0].sharding : p->out_s;
+    const ShdSharding *m = shd_is_tiled(ref) && shd_is_tiled(ws)
+                               ? shd_merge_if_compatible(cx->arena, ref, ws, shd_num_tiles(ws) + 1)
+                               : NULL;
+    return m && shd_is_tiled(m) ? m : ws;
+}
+
 /* Operand passthrough: the output (scatter: updates) follows the operand on the dims the
  * slice spans whole; indices grouped on their replication or replicated per group. */
 static SlStatus
@@ -875,6 +949,7 @@ method_operand_passthrough(SpmdCtx *cx, const Gs *p, IrInstr **out, SlError *err
             wdims[nw++] = d;
     for (uint32_t i = 0; slice && i < pp.n; i++)
         slice[pp.op[i]] = p->ops[0].hlo->shape.dims[pp.op[i]];
+    ws = refine_window(cx, p, ws);
     ShdGrouped gw = shd_group_on_dims(cx->arena, ws, wdims, nw, NULL);
     ShdGrouped g0 = shd_group_on_dims(cx->arena, os, pp.op, pp.n, NULL);
     ShdGrouped gop = align(cx, &g0, &gw);
@@ -994,9 +1069,10 @@ method_trivial_sliced(SpmdCtx *cx, const Gs *p, IrInstr **out, SlError *err)
     if (!idx.hlo || !index_bounds(cx, p, &p->ops[0], dims, n, idx.hlo, &lo,
                                   p->is_scatter ? NULL : &hi))
         return spmd_nomem(cx, err);
+    /* the shifted indices need no second clamp: the local gather clamps its start indices
+     * into the shard, and those rows are masked below */
     SpmdValue adj = idx;
-    adj.hlo = p->is_scatter ? idx.hlo : emit_clamp(cx, lo, idx.hlo, hi);
-    adj.hlo = adj.hlo ? spmd_emit_binary(cx, IR_OP_SUBTRACT, adj.hlo, lo) : NULL;
+    adj.hlo = spmd_emit_binary(cx, IR_OP_SUBTRACT, idx.hlo, lo);
     if (!adj.hlo)
         return spmd_nomem(cx, err);
     const ShdGrouped *gout = p->is_scatter ? &gop : &gw;
@@ -1199,6 +1275,34 @@ local_bytes(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *s)
     return ir_shape_byte_size(&l);
 }
 
+/* Bytes of `base` per group when grouped on `dims` of `s` (GetPerGroupBaseShape). */
+static int64_t
+group_bytes(SpmdCtx *cx, const IrShape *base, const ShdSharding *s, const int64_t *dims,
+            uint32_t n)
+{
+    IrShape g = ir_shape_clone(cx->arena, base);
+    for (uint32_t i = 0; shd_is_tiled(s) && i < n; i++) {
+        int64_t d = dims[i], k = shd_dim_shards(s, (uint32_t)d);
+        if (d >= 0 && (uint32_t)d < g.rank && k > 1)
+            g.dims[d] = (g.dims[d] + k - 1) / k;
+    }
+    return ir_shape_byte_size(&g);
+}
+
+/* Memory and communication of resharding a gather result of base `base` from `from` to `to`:
+ * both buffers live at once (all-to-all, all-gather), the source crosses the wire. */
+static void
+result_reshard_cost(SpmdCtx *cx, const IrShape *base, const ShdSharding *from,
+                    const ShdSharding *to, int64_t *mem, int64_t *comm)
+{
+    *mem = *comm = 0;
+    if (!from || !to || shd_equal(from, to))
+        return;
+    IrShape lf = spmd_local_shape(cx, base, from), lt = spmd_local_shape(cx, base, to);
+    *mem = ir_shape_byte_size(&lf) + ir_shape_byte_size(&lt);
+    *comm = ir_shape_byte_size(&lf);
+}
+
 /* Bytes the updates must gather to follow the operand on its passthrough dims. */
 static int64_t
 window_reshard_bytes(SpmdCtx *cx, const Gs *p, const GsPairs *pp)
@@ -1244,25 +1348,54 @@ method_cost(SpmdCtx *cx, const Gs *p, GsMethod m, int64_t *mem, int64_t *comm)
     case GS_OPERAND_PASSTHROUGH:
         operand_passthrough_dims(p, &pr);
         g = tiles_on(op->sharding, pr.op, pr.n);
-        if (g > 1) {
+        if (g > 1 && p->is_scatter) {
             *mem = op_loc + idx_full + win_full / g;
-            *comm = idx_full > idx_loc ? idx_full - idx_loc : 0;
-            if (p->is_scatter)
-                *comm += window_reshard_bytes(cx, p, &pr);
+            *comm = (idx_full > idx_loc ? idx_full - idx_loc : 0) +
+                    window_reshard_bytes(cx, p, &pr);
+        } else if (g > 1) {
+            /* upstream's dry run: the per-group gather on the operand's group and the full
+             * indices, then the result resharded from the passthrough sharding */
+            const ShdSharding *ws =
+                prop_dims(cx, op->sharding, pr.op, pr.out, pr.n, window_rank(p));
+            int64_t rm, rc;
+            result_reshard_cost(cx, p->out_base, refine_window(cx, p, ws), p->out_s, &rm, &rc);
+            *mem = group_bytes(cx, op->base_shape, op->sharding, pr.op, pr.n) + idx_full +
+                   group_bytes(cx, p->out_base, ws, pr.out, pr.n);
+            *mem = rm > *mem ? rm : *mem;
+            *comm = (idx_full > idx_loc ? idx_full - idx_loc : 0) + rc;
         }
         return;
-    case GS_TRIVIAL_SLICED:
-        if (trivial_sliced_dims(p, dims) > 0) {
+    case GS_TRIVIAL_SLICED: {
+        uint32_t nd = trivial_sliced_dims(p, dims);
+        if (nd > 0 && p->is_scatter) {
             *mem = op_loc + idx_full + win_full;
-            *comm = p->is_scatter ? idx_full - idx_loc : win_full;
+            *comm = idx_full - idx_loc;
+        } else if (nd > 0) {
+            /* the operand's group, full indices and output; the result all-reduced */
+            IrShape lo = spmd_local_shape(cx, p->out_base, p->out_s);
+            int64_t ar = ir_shape_byte_size(&lo);
+            *mem = group_bytes(cx, op->base_shape, op->sharding, dims, nd) + idx_full + win_full;
+            *mem = ar > *mem ? ar : *mem;
+            *comm = win_full;
         }
         return;
+    }
     case GS_INDEX_PASSTHROUGH:
         index_passthrough_dims(p, window_rank(p), &pr);
         g = tiles_on(p->idx.sharding, pr.idx, pr.n);
-        if (g > 1) {
+        if (g > 1 && p->is_scatter) {
             *mem = op_full + idx_loc + win_full / g;
-            *comm = (op_full - op_loc) + (p->is_scatter ? op_full : 0);
+            *comm = (op_full - op_loc) + op_full;
+        } else if (g > 1) {
+            /* the full operand, the indices' group, the result resharded from the indices' */
+            const ShdSharding *pass =
+                prop_dims(cx, p->idx.sharding, pr.idx, pr.out, pr.n, window_rank(p));
+            int64_t rm, rc;
+            result_reshard_cost(cx, p->out_base, pass, p->out_s, &rm, &rc);
+            *mem = op_full + group_bytes(cx, p->idx.base_shape, p->idx.sharding, pr.idx, pr.n) +
+                   group_bytes(cx, p->out_base, pass, pr.out, pr.n);
+            *mem = rm > *mem ? rm : *mem;
+            *comm = (op_full - op_loc) + rc;
         }
         return;
     case GS_METHOD_COUNT:

@@ -146,7 +146,7 @@ ring_permute(SpmdCtx *cx, const ShdSharding *s, uint32_t dim, int64_t p, int64_t
     return spmd_coll_permute(cx, cx->state, x, pairs, np);
 }
 
-/* ---- RotateRight ---- */
+/* ---- RotateRight (the custom call, and the concatenate handler's rotate-right pattern) ---- */
 
 /* Rotates the padded data right by `amount` elements, whole pieces moving between shards. */
 static IrInstr *
@@ -169,20 +169,19 @@ rotate_padded(SpmdCtx *cx, const ShdSharding *s, IrInstr *x, uint32_t dim, int64
     return spmd_emit_concatenate(cx, pieces, n, dim);
 }
 
-static SlStatus
-rotate_right(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+SlStatus
+spmd_rotate_right(SpmdCtx *cx, const IrInstr *hlo, const IrInstr *src, uint32_t d,
+                  int64_t amount, SlError *err)
 {
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
-    int64_t dim, amount;
-    if (!config_int(hlo, "dimension", 0, &dim) || !config_int(hlo, "amount", 0, &amount) ||
-        amount < 0 || dim < 0 || (uint32_t)dim >= hlo->shape.rank || !shd_is_tiled(s) ||
-        hlo->n_operands != 1)
-        return spmd_handle_default(cx, hlo, err);
+    const SpmdValue *v = spmd_get_value(cx, src);
+    if (SL_NEVER(!v))
+        return spmd_fail(cx, err, SL_ERR_INTERNAL, "rotated value %s was not partitioned",
+                         sl_sym_cstr(src->name));
     SpmdValue in;
-    SlStatus st = spmd_operand(cx, hlo, 0, s, &in, err);
+    SlStatus st = spmd_reshard(cx, v, s, NULL, &in, err);
     if (st != SL_OK)
         return st;
-    uint32_t d = (uint32_t)dim;
     int64_t full = hlo->shape.dims[d], shard = in.hlo->shape.dims[d];
     int64_t p = ceil_ratio(full, shard), right_padding = p * shard - full;
     amount %= full;
@@ -202,6 +201,18 @@ rotate_right(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     IrInstr *pred = spmd_emit_compare(cx, iota, spmd_emit_broadcast(cx, bound, &is, NULL, 0),
                                       "LT");
     return spmd_finish(cx, hlo, spmd_emit_select(cx, pred, r1, r0), s, err);
+}
+
+static SlStatus
+rotate_right(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
+{
+    const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    int64_t dim, amount;
+    if (!config_int(hlo, "dimension", 0, &dim) || !config_int(hlo, "amount", 0, &amount) ||
+        amount < 0 || dim < 0 || (uint32_t)dim >= hlo->shape.rank || !shd_is_tiled(s) ||
+        hlo->n_operands != 1)
+        return spmd_handle_default(cx, hlo, err);
+    return spmd_rotate_right(cx, hlo, hlo->operands[0], (uint32_t)dim, amount, err);
 }
 
 /* ---- the super shard (ConstructHaloExchangeSuperShard) ---- */
