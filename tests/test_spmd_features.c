@@ -253,6 +253,41 @@ test_ds_broadcast_options(void **state)
     sl_buf_fini(&b);
 }
 
+/* ---- unreduced results keep their partial values -------------------------------------- */
+
+/* A reduce over the sharded dim whose result is {unreduced}, then one with an unreduced
+ * subgroup: each device keeps its partial sum (no all-reduce), and the simulator, summing the
+ * partials over the unreduced devices, agrees with the original. */
+static void
+test_unreduced_reduce_keeps_partials(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *in_sharding, *out_sharding, *local;
+    } k_cases[] = {
+        {"all_unreduced", "{devices=[4,1]<=[4]}", "{unreduced}", "f32[6] reduce("},
+        {"unreduced_subgroup", "{devices=[2,2]<=[4]}",
+         "{devices=[2,2]<=[2,2]T(1,0) last_tile_dims={unreduced}}", "f32[3] reduce("},
+    };
+    for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i++) {
+        char text[1024];
+        snprintf(text, sizeof(text),
+                 "HloModule m, num_partitions=4\n\n"
+                 "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+                 "  ROOT s = f32[] add(a, b)\n}\n\n"
+                 "ENTRY e {\n  p = f32[8,6] parameter(0), sharding=%s\n"
+                 "  z = f32[] constant(0)\n"
+                 "  ROOT r = f32[6] reduce(p, z), dimensions={0}, to_apply=sum, sharding=%s\n}\n",
+                 k_cases[i].in_sharding, k_cases[i].out_sharding);
+        SpmdRun r;
+        fx_run(&r, text, 4, 256);
+        if (fx_count(r.text.data, "all-reduce(") != 0 || !strstr(r.text.data, k_cases[i].local))
+            fail_msg("%s:\n%s", k_cases[i].name, r.text.data);
+        want_same_numbers(&r, 4);
+        fx_done(&r);
+    }
+}
+
 int
 main(void)
 {
@@ -263,6 +298,7 @@ main(void)
         cmocka_unit_test(test_ds_broadcast_clamped),
         cmocka_unit_test(test_ds_broadcast_not_applied),
         cmocka_unit_test(test_ds_broadcast_options),
+        cmocka_unit_test(test_unreduced_reduce_keeps_partials),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

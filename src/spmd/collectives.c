@@ -385,10 +385,30 @@ spmd_groups_for_dims(SpmdCtx *cx, const ShdSharding *s, const int64_t *dims, uin
     return SL_OK;
 }
 
+/* XLA partitions an instruction with an unreduced sharding as replicated and tags its local
+ * op: the all-reduce that would sum the partial values is skipped for that op (the tag
+ * travels only to emitted instructions of the source's own opcode). */
+static bool
+keeps_partial_values(const SpmdCtx *cx, const IrInstr *x)
+{
+    const IrInstr *src = cx->visiting;
+    if (!src || x->derived_from != src || x->op != src->op)
+        return false;
+    const ShdSharding *s = ir_instr_sharding(src);
+    if (s && s->kind == SHD_UNREDUCED)
+        return true;
+    for (uint32_t k = 0; s && s->kind == SHD_TILED && k < s->n_subgroups; k++)
+        if (s->subgroups[k] == SHD_SUB_UNREDUCED)
+            return true;
+    return false;
+}
+
 IrInstr *
 spmd_all_reduce_along_dims(SpmdCtx *cx, const SpmdState *st, IrInstr *x, const ShdSharding *s,
                            const int64_t *dims, uint32_t n, IrComputation *reducer)
 {
+    if (x && keeps_partial_values(cx, x))
+        return x;
     /* upstream's base partitioner (per_dim_ar = true): one all-reduce per sharded dim, last
      * listed dim first, each over the devices that differ only in that dim */
     for (uint32_t k = n; k-- > 0 && x;) {
