@@ -512,6 +512,12 @@ shd_is_manual_subgroup(const ShdSharding *s)
 }
 
 bool
+shd_is_unreduced(const ShdSharding *s)
+{
+    return s && (s->kind == SHD_UNREDUCED || has_subgroup(s, SHD_SUB_UNREDUCED));
+}
+
+bool
 shd_unique_device(const ShdSharding *s, int64_t *device)
 {
     if (s->kind == SHD_MAXIMAL) {

@@ -76,6 +76,8 @@ bool shd_is_tile_maximal(const ShdSharding *s); /* replicated or maximal (or man
 bool shd_is_tiled(const ShdSharding *s);        /* TILED incl. partial and subgroups */
 bool shd_has_partial_replication(const ShdSharding *s);
 bool shd_is_manual_subgroup(const ShdSharding *s);
+/* {unreduced}, or tiled with an unreduced subgroup: devices hold partial values. NULL: no. */
+bool shd_is_unreduced(const ShdSharding *s);
 bool shd_unique_device(const ShdSharding *s, int64_t *device); /* maximal (tuples: all same) */
 
 /* ---- queries on tiled shardings ---- */

@@ -250,17 +250,6 @@ not_comparable(const IrInstr *ins)
     }
 }
 
-static bool
-leaf_is_unreduced(const ShdSharding *s)
-{
-    if (s && s->kind == SHD_UNREDUCED)
-        return true;
-    for (uint32_t k = 0; s && s->kind == SHD_TILED && k < s->n_subgroups; k++)
-        if (s->subgroups[k] == SHD_SUB_UNREDUCED)
-            return true;
-    return false;
-}
-
 /* Whether any leaf of `i` (under its sharding) is, or is not, unreduced. */
 static bool
 any_leaf(const IrInstr *i, bool unreduced)
@@ -268,7 +257,7 @@ any_leaf(const IrInstr *i, bool unreduced)
     const ShdSharding *s = ir_instr_sharding(i);
     uint32_t n = ir_shape_leaf_count(&i->shape);
     for (uint32_t L = 0; L < (n ? n : 1); L++)
-        if (leaf_is_unreduced(s ? shd_leaf(s, L) : NULL) == unreduced)
+        if (shd_is_unreduced(s ? shd_leaf(s, L) : NULL) == unreduced)
             return true;
     return false;
 }

@@ -394,13 +394,7 @@ keeps_partial_values(const SpmdCtx *cx, const IrInstr *x)
     const IrInstr *src = cx->visiting;
     if (!src || x->derived_from != src || x->op != src->op)
         return false;
-    const ShdSharding *s = ir_instr_sharding(src);
-    if (s && s->kind == SHD_UNREDUCED)
-        return true;
-    for (uint32_t k = 0; s && s->kind == SHD_TILED && k < s->n_subgroups; k++)
-        if (s->subgroups[k] == SHD_SUB_UNREDUCED)
-            return true;
-    return false;
+    return shd_is_unreduced(ir_instr_sharding(src));
 }
 
 IrInstr *
