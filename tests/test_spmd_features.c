@@ -288,6 +288,46 @@ test_unreduced_reduce_keeps_partials(void **state)
     }
 }
 
+/* ---- slice of a pad: one merged pad ------------------------------------------------------ */
+
+/* slice(copy(pad(x))) shifting a sharded vector right by one is, as XLA's preprocessing merges
+ * it, a single pad of x by (1, -1): one halo exchange (a collective-permute), no all-gather,
+ * and the simulator agrees. With the pad used twice the merge does not apply. */
+static void
+test_pad_then_slice_merged(void **state)
+{
+    (void)state;
+    static const char *const k_text[] = {
+        "HloModule m, num_partitions=4\n\nENTRY e {\n"
+        "  x = f32[16] parameter(0), sharding={devices=[4]<=[4]}\n"
+        "  z = f32[] constant(0)\n"
+        "  p = f32[18] pad(x, z), padding=1_1, sharding={devices=[4]<=[4]}\n"
+        "  c = f32[18] copy(p), sharding={devices=[4]<=[4]}\n"
+        "  ROOT s = f32[16] slice(c), slice={[0:16]}, sharding={devices=[4]<=[4]}\n}\n",
+        "HloModule m, num_partitions=4\n\nENTRY e {\n"
+        "  x = f32[16] parameter(0), sharding={devices=[4]<=[4]}\n"
+        "  z = f32[] constant(0)\n"
+        "  p = f32[18] pad(x, z), padding=1_1, sharding={devices=[4]<=[4]}\n"
+        "  s = f32[16] slice(p), slice={[0:16]}, sharding={devices=[4]<=[4]}\n"
+        "  t = f32[16] slice(p), slice={[2:18]}, sharding={devices=[4]<=[4]}\n"
+        "  ROOT a = f32[16] add(s, t), sharding={devices=[4]<=[4]}\n}\n",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        SpmdRun r;
+        fx_run(&r, k_text[i], 4, 256);
+        bool merged = i == 0;
+        if (merged && (fx_count(r.text.data, "collective-permute(") != 1 ||
+                       fx_count(r.text.data, "all-gather(") != 0 ||
+                       fx_count(r.text.data, "f32[4] pad(") + fx_count(r.text.data, "f32[5] pad(") +
+                               fx_count(r.text.data, "f32[6] pad(") != 0))
+            fail_msg("merged pad+slice:\n%s", r.text.data);
+        if (!merged && fx_count(r.text.data, "collective-permute(") < 2)
+            fail_msg("two slices of one pad:\n%s", r.text.data);
+        want_same_numbers(&r, 4);
+        fx_done(&r);
+    }
+}
+
 int
 main(void)
 {
@@ -299,6 +339,7 @@ main(void)
         cmocka_unit_test(test_ds_broadcast_not_applied),
         cmocka_unit_test(test_ds_broadcast_options),
         cmocka_unit_test(test_unreduced_reduce_keeps_partials),
+        cmocka_unit_test(test_pad_then_slice_merged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -720,6 +720,21 @@ ir_instr_new(IrModule *m, IrOp op, const IrShape *shape, IrInstr *const *operand
     return i;
 }
 
+uint32_t
+ir_instr_user_count(const IrInstr *i)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; i->parent && k < i->parent->n_instrs; k++) {
+        const IrInstr *u = i->parent->instrs[k];
+        for (uint32_t j = 0; j < u->n_operands; j++)
+            if (u->operands[j] == i) {
+                n++;
+                break;
+            }
+    }
+    return n;
+}
+
 IrAttr *
 ir_instr_add_attr(IrModule *m, IrInstr *i, IrAttrKey key)
 {

@@ -279,6 +279,9 @@ bool ir_instr_int_attr(const IrInstr *i, IrAttrKey key, int64_t *out);
 /* INTS attribute as (n, values); n = 0 and values NULL when absent. */
 uint32_t ir_instr_ints_attr(const IrInstr *i, IrAttrKey key, const int64_t **values);
 IrComputation *ir_instr_called(const IrInstr *i, IrAttrKey key); /* COMP attribute or NULL */
+/* Distinct instructions of i's computation that take i as an operand. Scans the computation:
+ * for pattern checks that already matched everything else, not for every instruction. */
+uint32_t ir_instr_user_count(const IrInstr *i);
 
 /* ---- dead code (dce.c) ---- */
 /* Removes the instructions nothing uses (not a root or parameter, no side effect; collectives

@@ -67,29 +67,13 @@ spmd_handle_elementwise_dims_to_replicate(SpmdCtx *cx, const IrInstr *hlo, const
     return spmd_handle_with_shardings(cx, hlo, targets, s, err);
 }
 
-/* Distinct instructions of x's computation that take x as an operand. */
-static uint32_t
-user_count(const IrInstr *x)
-{
-    uint32_t n = 0;
-    for (uint32_t k = 0; x->parent && k < x->parent->n_instrs; k++) {
-        const IrInstr *u = x->parent->instrs[k];
-        for (uint32_t j = 0; j < u->n_operands; j++)
-            if (u->operands[j] == x) {
-                n++;
-                break;
-            }
-    }
-    return n;
-}
-
 /* x without its chain of single-use copies; NULL when what remains has other users. */
 static const IrInstr *
 skip_copies(const IrInstr *x)
 {
-    while (x->op == IR_OP_COPY && x->n_operands == 1 && user_count(x) == 1)
+    while (x->op == IR_OP_COPY && x->n_operands == 1 && ir_instr_user_count(x) == 1)
         x = x->operands[0];
-    return user_count(x) == 1 ? x : NULL;
+    return ir_instr_user_count(x) == 1 ? x : NULL;
 }
 
 static const IrSliceDim *

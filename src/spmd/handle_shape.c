@@ -106,10 +106,18 @@ slice_from_window(SpmdCtx *cx, const SpmdWindowedInput *wi, const IrSliceDim *sd
     return spmd_emit_slice_strided(cx, x, lo, hi, stride);
 }
 
+static SlStatus merged_pad_slice(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s,
+                                 SlError *err);
+
 SlStatus
 spmd_handle_slice(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
 {
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
+    if (shd_is_tiled(s)) {
+        SlStatus mst = merged_pad_slice(cx, hlo, s, err);
+        if (mst != SL_ERR_UNSUPPORTED)
+            return mst;
+    }
     const IrAttr *a = ir_instr_find_attr(hlo, IR_ATTR_SLICE);
     const IrShape *in = &hlo->operands[0]->shape;
     uint32_t r = in->rank;
@@ -193,6 +201,63 @@ pad_helper(SpmdCtx *cx, const SpmdValue *op, IrInstr *pv, bool pv_zero, const Ir
     }
     *local = x;
     return x ? SL_OK : spmd_nomem(cx, err);
+}
+
+/* Upstream's preprocessing merges slice(copy*(pad(x))) into one pad of x when the pad and
+ * the slice would each exchange halos on a sharded dim: the merged edge padding is the pad's
+ * minus the slice's start (low) and the slice's limit past the padded data (high), either may
+ * be negative. SL_ERR_UNSUPPORTED (nothing emitted) when the pattern does not apply. */
+static SlStatus
+merged_pad_slice(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s, SlError *err)
+{
+    const IrInstr *pad = hlo->operands[0];
+    while (pad->op == IR_OP_COPY && pad->n_operands == 1)
+        pad = pad->operands[0];
+    const IrAttr *sa = ir_instr_find_attr(hlo, IR_ATTR_SLICE);
+    const IrAttr *pa = pad->op == IR_OP_PAD ? ir_instr_find_attr(pad, IR_ATTR_PADDING) : NULL;
+    uint32_t r = hlo->shape.rank;
+    if (!sa || !pa || r == 0 || r > SPMD_MAX_RANK ||
+        sa->u.slice.n != r || pa->u.pad.n != r ||
+        !shd_equal(spmd_sharding_of(cx, pad), s) ||
+        !shd_equal(spmd_sharding_of(cx, pad->operands[0]), s))
+        return SL_ERR_UNSUPPORTED;
+    IrPadDim merged[SPMD_MAX_RANK];
+    bool multi_halo = false;
+    for (uint32_t d = 0; d < r; d++) {
+        IrPadDim p = pa->u.pad.v[d];
+        IrSliceDim sd = sa->u.slice.v[d];
+        if (p.interior != 0 || sd.stride != 1)
+            return SL_ERR_UNSUPPORTED;
+        multi_halo = multi_halo || (shd_dim_shards(s, d) != 1 && (p.lo != 0 || p.hi != 0) &&
+                                    hlo->shape.dims[d] != pad->shape.dims[d]);
+        merged[d] = (IrPadDim){p.lo - sd.start, sd.limit - (pad->shape.dims[d] - p.hi), 0};
+    }
+    if (!multi_halo)
+        return SL_ERR_UNSUPPORTED;
+    /* the use counts (a scan of the computation) only once everything else matched: the pad
+     * and each copy on the way must feed this slice alone */
+    for (const IrInstr *x = hlo->operands[0];; x = x->operands[0]) {
+        if (ir_instr_user_count(x) != 1)
+            return SL_ERR_UNSUPPORTED;
+        if (x == pad)
+            break;
+    }
+    const SpmdValue *op = spmd_get_value(cx, pad->operands[0]);
+    const SpmdValue *pv0 = spmd_get_value(cx, pad->operands[1]);
+    if (!op || !pv0)
+        return SL_ERR_UNSUPPORTED;
+    SpmdValue pv;
+    SlStatus st = spmd_reshard(cx, pv0, shd_replicated(cx->arena), NULL, &pv, err);
+    if (st != SL_OK)
+        return st;
+    IrInstr *local = NULL;
+    st = pad_helper(cx, op, pv.hlo, is_zero_constant(pad->operands[1]), merged, &hlo->shape, s,
+                    &local, err);
+    if (st != SL_OK)
+        return st;
+    if (local == op->hlo)
+        local = spmd_emit_copy(cx, local);
+    return local ? spmd_finish(cx, hlo, local, s, err) : spmd_nomem(cx, err);
 }
 
 SlStatus
