@@ -509,23 +509,11 @@ put_indent(Out *out, uint32_t levels)
         PUT_LIT(out, "  ");
 }
 
-/* original_array := '{' '"' NAME '"' (' {' INT (',' INT)* '}')? '}' */
 static void
 put_origin_array(Out *out, const IrOriginArray *a)
 {
-    PUT_LIT(out, "{\"");
-    put_str(out, a->name);
-    putc1(out, '"');
-    if (a->n_index) {
-        PUT_LIT(out, " {");
-        for (uint32_t k = 0; k < a->n_index; k++) {
-            if (k)
-                putc1(out, ',');
-            put_i64(out, a->index[k]);
-        }
-        putc1(out, '}');
-    }
-    putc1(out, '}');
+    flush(out); /* the text goes straight to the buffer: keep the order */
+    ir_origin_array_print(a, out->buf);
 }
 
 /* XLA's order: by name, then shape index (both lexicographic). */

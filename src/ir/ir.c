@@ -451,6 +451,24 @@ ir_origin_array_equal(const IrOriginArray *a, const IrOriginArray *b)
            (a->n_index == 0 || !memcmp(a->index, b->index, a->n_index * sizeof(int64_t)));
 }
 
+void
+ir_origin_array_print(const IrOriginArray *a, SlBuf *b)
+{
+    sl_buf_puts(b, "{\"");
+    sl_buf_put_str(b, a->name);
+    sl_buf_putc(b, '"');
+    if (a->n_index) {
+        sl_buf_puts(b, " {");
+        for (uint32_t k = 0; k < a->n_index; k++) {
+            if (k)
+                sl_buf_putc(b, ',');
+            sl_buf_put_i64(b, a->index[k]);
+        }
+        sl_buf_putc(b, '}');
+    }
+    sl_buf_putc(b, '}');
+}
+
 static uint64_t
 origin_hash(const IrOriginArray *a)
 {
@@ -718,6 +736,21 @@ ir_instr_new(IrModule *m, IrOp op, const IrShape *shape, IrInstr *const *operand
     }
     i->n_operands = n_operands;
     return i;
+}
+
+IrAttr *
+ir_instr_place_attr(IrInstr *i, IrAttr *a, bool (*prints_after)(const IrAttr *))
+{
+    uint32_t at = (uint32_t)(a - i->attrs), to = at;
+    for (uint32_t k = 0; k < at; k++)
+        if (prints_after(&i->attrs[k])) {
+            to = k;
+            break;
+        }
+    IrAttr moved = *a;
+    memmove(&i->attrs[to + 1], &i->attrs[to], (size_t)(at - to) * sizeof(IrAttr));
+    i->attrs[to] = moved;
+    return &i->attrs[to];
 }
 
 uint32_t

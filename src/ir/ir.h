@@ -233,6 +233,8 @@ const IrHeaderAttr *ir_module_find_header(const IrModule *m, const char *key);
 SlStatus ir_module_set_header(IrModule *m, const char *key, SlStr value);
 IrComputation *ir_module_find_computation(const IrModule *m, SlSym name);
 bool ir_origin_array_equal(const IrOriginArray *a, const IrOriginArray *b);
+/* original_array := '{' '"' NAME '"' (' {' INT (',' INT)* '}')? '}'   (as XLA prints it) */
+void ir_origin_array_print(const IrOriginArray *a, SlBuf *out);
 /* The table entry whose `old` equals `old`, or NULL. */
 const IrRecovery *ir_module_find_recovery(const IrModule *m, const IrOriginArray *old);
 /* Appends an entry (copied; the arrays' text must live as long as the module); SL_ERR_INVALID
@@ -272,6 +274,10 @@ bool ir_instr_reserve_attrs(IrModule *m, IrInstr *i, uint32_t n);
 const IrAttr *ir_instr_find_attr(const IrInstr *i, IrAttrKey key);
 IrAttr *ir_instr_find_attr_mut(IrInstr *i, IrAttrKey key);
 void ir_instr_remove_attr(IrInstr *i, IrAttrKey key);
+/* Moves attribute `a` of `i` in front of the first attribute before it for which
+ * `prints_after` holds (keeping the others' order), so that it prints in XLA's order; returns
+ * its new address. */
+IrAttr *ir_instr_place_attr(IrInstr *i, IrAttr *a, bool (*prints_after)(const IrAttr *));
 /* Shorthands over find_attr. */
 const struct ShdSharding *ir_instr_sharding(const IrInstr *i); /* NULL when none */
 const IrMetadata *ir_instr_metadata(const IrInstr *i);        /* NULL when none */

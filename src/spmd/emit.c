@@ -983,15 +983,6 @@ spmd_set_sharding_attr(SpmdCtx *cx, IrInstr *i, const ShdSharding *s)
     if (!a && !(a = ir_instr_add_attr(cx->out, i, IR_ATTR_SHARDING)))
         return false;
     a->u.sharding = s;
-    /* move it in front of the first attribute printed after it */
-    uint32_t at = (uint32_t)(a - i->attrs), to = at;
-    for (uint32_t k = 0; k < at; k++)
-        if (prints_after_sharding(&i->attrs[k])) {
-            to = k;
-            break;
-        }
-    IrAttr moved = *a;
-    memmove(&i->attrs[to + 1], &i->attrs[to], (size_t)(at - to) * sizeof(IrAttr));
-    i->attrs[to] = moved;
+    ir_instr_place_attr(i, a, prints_after_sharding);
     return true;
 }

@@ -177,24 +177,6 @@ origin_read(SlArena *a, SlStr t, Origin *o)
     }
 }
 
-static void
-put_array(SlBuf *b, const IrOriginArray *a)
-{
-    sl_buf_puts(b, "{\"");
-    sl_buf_put_str(b, a->name);
-    sl_buf_putc(b, '"');
-    if (a->n_index) {
-        sl_buf_puts(b, " {");
-        for (uint32_t k = 0; k < a->n_index; k++) {
-            if (k)
-                sl_buf_putc(b, ',');
-            sl_buf_put_i64(b, a->index[k]);
-        }
-        sl_buf_putc(b, '}');
-    }
-    sl_buf_putc(b, '}');
-}
-
 /* node := '(' (node (', ' node)*)? ')' | '{' array? '}'    (XLA's OriginalValue::ToString) */
 static void
 put_node(SlBuf *b, const IrShape *s, const Origin *o, uint32_t *leaf)
@@ -211,7 +193,7 @@ put_node(SlBuf *b, const IrShape *s, const Origin *o, uint32_t *leaf)
     }
     const Leaf *l = &o->leaves[(*leaf)++];
     if (l->has)
-        put_array(b, &l->array);
+        ir_origin_array_print(&l->array, b);
     else
         sl_buf_puts(b, "{}");
 }
@@ -226,6 +208,13 @@ origin_attr(const IrInstr *i)
             sl_str_eq_cstr(sl_sym_str(i->attrs[k].u.other.key), k_origin_key))
             return &i->attrs[k];
     return NULL;
+}
+
+/* XLA prints origin= just before metadata= and backend_config=. */
+static bool
+prints_after_origin(const IrAttr *a)
+{
+    return a->key == IR_ATTR_METADATA || a->key == IR_ATTR_BACKEND_CONFIG;
 }
 
 static void
@@ -265,15 +254,7 @@ set_origin(SpmdCtx *cx, IrInstr *i, const Origin *o)
         return false;
     a->u.other.key = key;
     a->u.other.text = value;
-    uint32_t at = (uint32_t)(a - i->attrs), to = at;
-    for (uint32_t k = 0; k < at; k++)
-        if (i->attrs[k].key == IR_ATTR_METADATA || i->attrs[k].key == IR_ATTR_BACKEND_CONFIG) {
-            to = k;
-            break;
-        }
-    IrAttr moved = *a;
-    memmove(&i->attrs[to + 1], &i->attrs[to], (size_t)(at - to) * sizeof(IrAttr));
-    i->attrs[to] = moved;
+    ir_instr_place_attr(i, a, prints_after_origin);
     return true;
 }
 
