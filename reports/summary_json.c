@@ -182,6 +182,16 @@ put_body(Js *js, cJSON *root, const Report *r)
         num(js, o, "iterations", (double)r->loops[k].iterations);
         num(js, o, "bytes_per_iteration", (double)r->loops[k].bytes_per_iteration);
     }
+    cJSON *w = chk(js, cJSON_AddArrayToObject(root, "warnings"));
+    for (uint32_t k = 0; w && k < r->n_warnings; k++) {
+        cJSON *o = add_object(js, w);
+        if (!o)
+            break;
+        str(js, o, "kind", r->warnings[k].kind);
+        str(js, o, "instr", r->warnings[k].instr);
+        str(js, o, "op_name", r->warnings[k].op_name);
+        str(js, o, "message", r->warnings[k].message);
+    }
 }
 
 SlStatus

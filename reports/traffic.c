@@ -364,6 +364,39 @@ device_count(const TraceRun *run)
     return (uint32_t)n;
 }
 
+/* The run's warnings grouped by kind, kinds in order of first appearance. */
+static void
+take_warnings(Build *b)
+{
+    const TraceRun *run = b->run;
+    Report *r = b->r;
+    if (!run->n_warnings)
+        return;
+    r->warnings = SL_NEW_ARRAY(b->arena, ReportWarning, run->n_warnings);
+    bool *taken = calloc(run->n_warnings, sizeof(bool));
+    if (!r->warnings || !taken) {
+        free(taken);
+        b->oom = true;
+        return;
+    }
+    for (uint32_t k = 0; k < run->n_warnings; k++) {
+        if (taken[k])
+            continue;
+        const char *kind = run->warnings[k].kind ? run->warnings[k].kind : "other";
+        for (uint32_t j = k; j < run->n_warnings; j++) {
+            const TraceRunWarning *w = &run->warnings[j];
+            if (taken[j] || strcmp(w->kind ? w->kind : "other", kind) != 0)
+                continue;
+            taken[j] = true;
+            const TraceRunInstr *i = w->instr < run->n_instrs ? &run->instrs[w->instr] : NULL;
+            ReportWarning x = {kind, i ? i->name : NULL, i ? i->op_name : NULL,
+                               w->message ? w->message : ""};
+            r->warnings[r->n_warnings++] = x;
+        }
+    }
+    free(taken);
+}
+
 static void
 finish(Build *b)
 {
@@ -390,6 +423,7 @@ finish(Build *b)
                         l->bytes_per_iteration};
         r->loops[r->n_loops++] = x;
     }
+    take_warnings(b);
 }
 
 void

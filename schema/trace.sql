@@ -21,7 +21,8 @@
 -- dropped the index instr_by_name. Version 4 made decision.numbers an object, {"key":value,...}
 -- (it was a list of [key, value] pairs): json_each reads it with one row per number instead of
 -- json_tree's three, which is most of what loading a 100k-instruction run costs in JSON.
-PRAGMA user_version = 4;
+-- Version 5 added warning.kind.
+PRAGMA user_version = 5;
 
 -- One partitioner invocation. created_at and duration_ms come from the caller's clock.
 CREATE TABLE run (
@@ -195,11 +196,16 @@ CREATE TABLE windowed_loop (
 );
 CREATE INDEX windowed_loop_by_run ON windowed_loop(run_id);
 
--- Partitioner warnings (e.g. an opcode without a handler, partitioned as replicated).
+-- Partitioner warnings: what in the input is not what it seems, and the fallbacks taken.
 CREATE TABLE warning (
     id      INTEGER PRIMARY KEY,
     run_id  INTEGER NOT NULL REFERENCES run(id),
     instr   INTEGER REFERENCES instr(id),  -- 'before'; NULL when not about one instruction
+    kind    TEXT    NOT NULL,  -- 'unannotated' (instructions without a sharding),
+                               -- 'already-partitioned' (collectives, partition-id outside
+                               -- manual regions, already-local shapes), 'custom-call-fallback',
+                               -- 'full-remat' (involuntary full rematerialization),
+                               -- 'no-handler' (an opcode without a handler), 'other'
     message TEXT    NOT NULL
 );
 CREATE INDEX warning_by_run ON warning(run_id);

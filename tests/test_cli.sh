@@ -236,11 +236,12 @@ run report 0 report "$TMP/t.db" --mesh data=2,model=2
 has report "$TMP/report.out" "shardlens report: module jit_mlp_megatron, 4 devices"
 has report "$TMP/report.out" "nccl-tests bus bandwidth"
 has report "$TMP/report.out" "link 100 Gbit/s (default; --link-gbps), latency 5 us per step (default; --latency-us)"
-has report "$TMP/report.out" "  bytes sent       3072 B (3.0 KiB), summed over devices"
+has report "$TMP/report.out" "  bytes sent       3.00 KiB, summed over devices"
 has report "$TMP/report.out" "  busiest device   0: 768 B sent, 768 B received"
-has report "$TMP/report.out" "  all-reduce      1        3072      30.06              0"
-has report "$TMP/report.out" "  %dot.8  dot               1        3072  jit(mlp)/jit(main)/dot_general"
-has report "$TMP/report.out" "  %all-reduce  all-reduce  data,model     1x4    512      1              768      30.06  %dot.8 (dot)"
+has report "$TMP/report.out" "  all-reduce      1    3.00 KiB  30.1 us              0"
+has report "$TMP/report.out" "  %dot.8  dot               1    3.00 KiB  jit(mlp)/jit(main)/dot_general"
+has report "$TMP/report.out" "  %all-reduce  all-reduce  data,model     1x4  512 B      1            768 B    3.00 KiB     30.1 us  %dot.8 (dot)"
+has report "$TMP/report.out" "  0-3           768 B           768 B            1"
 run report_run1 0 report "$TMP/t.db" --run 1
 cmp -s "$TMP/report_run1.out" "$TMP/report_run2.out" || fail "report: runs 1 and 2 of one module differ"
 run report_model 0 report "$TMP/t.db" --link-gbps 800 --latency-us 0 --devices-per-node 2 \
@@ -273,7 +274,7 @@ run analyze 0 analyze "$SAMPLE" --out "$TMP/an"
 for f in partitioned.hlo trace.db summary.json report.txt; do
     [ -s "$TMP/an/$f" ] || fail "analyze: no $f"
 done
-has analyze "$TMP/analyze.out" "1 collective, 3072 B sent summed over devices, busiest device 0 (768 B sent, 768 B received)"
+has analyze "$TMP/analyze.out" "1 collective, 3.00 KiB sent summed over devices, busiest device 0 (768 B sent, 768 B received), estimated 30.1 us"
 cmp -s "$TMP/part.hlo" "$TMP/an/partitioned.hlo" || fail "analyze: partitioned.hlo differs from partition's"
 run analyze_again 0 analyze "$SAMPLE" --out "$TMP/an2/nested/"
 cmp -s "$TMP/an/summary.json" "$TMP/an2/nested/summary.json" || fail "analyze: summary.json is not deterministic"

@@ -153,7 +153,7 @@ feed_dot_events(TraceFx *fx, TraceSink *s, const IrModule *in, const IrModule *o
     s->ops->reshard(s, &r2);
     TraceCollective c = {ar, dot, 0, "dot"};
     s->ops->collective(s, &c);
-    s->ops->warning(s, lhs, "test warning");
+    s->ops->warning(s, lhs, TRACE_WARN_OTHER, "test warning");
 }
 
 /* Begins a run of the dot module with k_info and feeds its events; end or abort it next. */

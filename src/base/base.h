@@ -170,6 +170,12 @@ void sl_buf_put_str(SlBuf *b, SlStr s);
 void sl_buf_put_i64(SlBuf *b, int64_t v);
 void sl_buf_printf(SlBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sl_buf_vprintf(SlBuf *b, const char *fmt, va_list ap);
+/* Numbers for people. Bytes: whole bytes below 1 KiB ("512 B"), else three significant digits
+ * in KiB/MiB/GiB/TiB/PiB ("1.50 KiB", "15.0 MiB", "150 GiB"). Microseconds: three significant
+ * digits in us, ms or s ("0.12 us", "30.1 us", "1.23 ms", "4.56 s"). Negative values keep
+ * their sign. Exact figures belong in JSON and SQL, not here. */
+void sl_buf_put_size(SlBuf *b, double bytes);
+void sl_buf_put_duration_us(SlBuf *b, double us);
 /* For writers that only append (never look back at b->data): with a spill function set and at
  * least SL_BUF_SPILL_BYTES held (any amount when `all`), hands the bytes on and empties b. */
 void sl_buf_spill(SlBuf *b, bool all);

@@ -4,6 +4,7 @@
 #include "base_int.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -152,6 +153,72 @@ void
 sl_buf_put_str(SlBuf *b, SlStr s)
 {
     sl_buf_append(b, s.ptr, s.len);
+}
+
+/* Three significant digits of 0 <= v < 10000 without an exponent (10000 and up stay whole). */
+static void
+put_3sig(SlBuf *b, double v)
+{
+    if (v < 9.995)
+        sl_buf_printf(b, "%.2f", v);
+    else if (v < 99.95)
+        sl_buf_printf(b, "%.1f", v);
+    else
+        sl_buf_printf(b, "%.0f", v);
+}
+
+void
+sl_buf_put_size(SlBuf *b, double bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (bytes != bytes) { /* NaN: never from a cost model, but never print garbage */
+        sl_buf_puts(b, "? B");
+        return;
+    }
+    if (bytes < 0)
+        sl_buf_putc(b, '-');
+    double v = fabs(bytes);
+    size_t u = 0;
+    /* 1023.6 B rounds to 1024 B: that is 1.00 KiB, so compare after rounding */
+    while (u + 1 < SL_COUNTOF(units) && (u == 0 ? floor(v + 0.5) : v) >= 1024.0) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u > 0 && v >= 1023.5 && u + 1 < SL_COUNTOF(units)) { /* 1023.7 KiB prints as 1.00 MiB */
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        sl_buf_printf(b, "%.0f B", floor(v + 0.5));
+    else {
+        put_3sig(b, v);
+        sl_buf_printf(b, " %s", units[u]);
+    }
+}
+
+void
+sl_buf_put_duration_us(SlBuf *b, double us)
+{
+    if (us != us) {
+        sl_buf_puts(b, "? us");
+        return;
+    }
+    if (us < 0)
+        sl_buf_putc(b, '-');
+    double v = fabs(us);
+    const char *unit = "us";
+    if (v >= 999.5 * 1000) {
+        v /= 1e6;
+        unit = "s";
+    } else if (v >= 999.5) {
+        v /= 1e3;
+        unit = "ms";
+    }
+    if (v == 0)
+        sl_buf_puts(b, "0");
+    else
+        put_3sig(b, v);
+    sl_buf_printf(b, " %s", unit);
 }
 
 void

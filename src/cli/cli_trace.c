@@ -74,6 +74,12 @@ cli_report_options(const CliArgs *a, ReportOptions *o)
         o->is_default_inter = false;
     }
     o->mesh = cli_args_value(a, CLI_OPT_MESH);
+    int64_t top = 0;
+    if ((v = cli_args_value(a, CLI_OPT_TOP))) {
+        if (!cli_parse_count(cmd, "--top", v, &top))
+            return CLI_EXIT_BAD_INPUT;
+        o->top = top > UINT32_MAX ? UINT32_MAX : (uint32_t)top;
+    }
     return CLI_EXIT_OK;
 }
 

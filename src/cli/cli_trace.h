@@ -20,6 +20,7 @@ enum {
     CLI_OPT_MESH,
     CLI_OPT_DEVICES_PER_NODE,
     CLI_OPT_INTER_NODE_GBPS,
+    CLI_OPT_TOP,
 };
 
 /* The model options' rows, for a command's CliOpt table. */
@@ -32,6 +33,8 @@ enum {
      false},                                                                                         \
         {CLI_OPT_LATENCY_US, 0, "latency-us", "L", "latency per algorithm step (default 5)", false}, \
         {CLI_OPT_MESH, 0, "mesh", "AXES", "name mesh axes over the devices: data=2,model=4", false}, \
+        {CLI_OPT_TOP, 0, "top", "K", "rows of each ranked table of the text report (default 10)",   \
+         false},                                                                                     \
         {CLI_OPT_DEVICES_PER_NODE,                                                                   \
          0,                                                                                          \
          "devices-per-node",                                                                         \

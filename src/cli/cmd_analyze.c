@@ -159,6 +159,16 @@ report_all(const Paths *p, const ReportOptions *ro)
         sl_buf_clear(&text);
         report_print_summary_line(rep, &text);
         printf("%.*s", (int)text.len, text.data ? text.data : "");
+        sl_buf_clear(&text);
+        report_print_warning_lines(rep, &text); /* one line per kind; report.txt has more */
+        fflush(stdout);
+        for (size_t i = 0; i < text.len;) {
+            size_t j = i;
+            while (j < text.len && text.data[j] != '\n')
+                j++;
+            fprintf(stderr, "analyze: %.*s\n", (int)(j - i), text.data + i);
+            i = j + 1;
+        }
     }
     sl_buf_fini(&json);
     sl_buf_fini(&text);
@@ -217,8 +227,8 @@ run(const CliArgs *a)
 
 const CliCommand cmd_analyze = {
     .name = "analyze",
-    .usage = "IN.hlo [-n N] --out DIR [--set KEY=VALUE]... [--mesh AXES] [--link-gbps G] "
-             "[--latency-us L]",
+    .usage = "IN.hlo [-n|--num-partitions N] --out DIR [--set KEY=VALUE]... [--link-gbps G] "
+             "[--latency-us L] [--mesh AXES] [--devices-per-node K --inter-node-gbps G] [--top K]",
     .summary = "partition, trace, report and draw into one directory",
     .description =
         "Partitions IN.hlo with a trace and writes into DIR (created when missing):\n"
@@ -229,7 +239,10 @@ const CliCommand cmd_analyze = {
         "  before.svg       the input graph, nodes coloured by sharding (when built with viz)\n"
         "  after.svg        the partitioned graph, collectives highlighted (when built with viz)\n"
         "Each file is written atomically; the paths are printed as they are written, then\n"
-        "the totals. The model options are report's.\n",
+        "the totals. The model options and --top are report's. Warnings (input without\n"
+        "shardings, input already partitioned, custom calls partitioned by fallback, full\n"
+        "rematerializations, opcodes without a handler) go to standard error, one line per\n"
+        "kind; report.txt lists the first few of each and summary.json all of them.\n",
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

@@ -221,10 +221,10 @@ spmd_fail(SpmdCtx *cx, SlError *err, SlStatus st, const char *fmt, ...)
 }
 
 void
-spmd_warn(SpmdCtx *cx, const char *message)
+spmd_warn(SpmdCtx *cx, TraceWarnKind kind, const char *message)
 {
     if (cx->trace->ops->warning)
-        cx->trace->ops->warning(cx->trace, cx->visiting, message);
+        cx->trace->ops->warning(cx->trace, cx->visiting, kind, message);
 }
 
 /* ---- visiting ---- */
@@ -237,12 +237,13 @@ visit(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         char msg[128];
         snprintf(msg, sizeof(msg), "no handler for %s: partitioned as replicated",
                  ir_op_name(hlo->op));
-        spmd_warn(cx, msg);
+        spmd_warn(cx, TRACE_WARN_NO_HANDLER, msg);
         h = spmd_handle_default;
     }
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
     if (!s)
         return spmd_nomem(cx, err);
+    spmd_check_partitioned_op(cx, hlo, s);
     SlStatus st = h(cx, hlo, err);
     if (st == SL_OK && !spmd_get_value(cx, hlo))
         return spmd_fail(cx, err, SL_ERR_INTERNAL, "handler produced no value");
@@ -447,6 +448,8 @@ spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink, SlA
     if (st == SL_OK && !spmd_names_init(&cx))
         st = sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){NULL, 0, 0}, "out of memory");
     IrComputation *entry = NULL;
+    if (st == SL_OK)
+        spmd_check_input(&cx);
     if (st == SL_OK)
         st = spmd_partition_computation(&cx, in->entry, NULL, 0, NULL, &entry, err);
     if (st == SL_OK) {

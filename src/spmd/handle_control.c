@@ -300,8 +300,7 @@ SlStatus
 spmd_handle_partition_id(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
 {
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
-    if (!shd_is_manual(s))
-        spmd_warn(cx, "partition-id outside manual sharding");
+    /* outside manual sharding the driver warns (spmd_check_partitioned_op) */
     IrShape ls = ir_shape_clone(cx->arena, &hlo->shape);
     IrInstr *p = spmd_emit_clone(cx, hlo, &ls, NULL, 0);
     if (!p)

@@ -728,7 +728,7 @@ spmd_handle_dot(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     if (st == SL_ERR_NOMEM)
         return spmd_nomem(cx, err);
     if (st != SL_OK) {
-        spmd_warn(cx, "dot with unsupported dimension numbers: partitioned as replicated");
+        spmd_warn(cx, TRACE_WARN_OTHER, "dot with unsupported dimension numbers: partitioned as replicated");
         return spmd_handle_default(cx, hlo, err);
     }
     return spmd_dot_helper(cx, &job, err);

@@ -432,6 +432,6 @@ spmd_handle_side_effect(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     char msg[128];
     snprintf(msg, sizeof(msg), "no handler for %s: partitioned as replicated",
              ir_op_name(hlo->op));
-    spmd_warn(cx, msg);
+    spmd_warn(cx, TRACE_WARN_NO_HANDLER, msg);
     return spmd_handle_default(cx, hlo, err);
 }

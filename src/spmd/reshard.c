@@ -1118,7 +1118,7 @@ static SlStatus
 give_up(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, SpmdValue *out,
         SpmdPlan *plan, SlError *err)
 {
-    spmd_warn(cx, "reshard: no progress within the depth limit, replicating");
+    spmd_warn(cx, TRACE_WARN_OTHER, "reshard: no progress within the depth limit, replicating");
     if (!cx->allow_full_replication)
         return SL_ERR_UNSUPPORTED;
     SpmdValue rep;
@@ -1270,7 +1270,9 @@ decide(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, Spmd
         if (x->kind == SHD_MAXIMAL && y->kind != SHD_MAXIMAL && v->state->n_groups == 0)
             sub.method = "broadcast";
         else if (x_tiled && y_tiled)
-            spmd_warn(cx, "involuntary full rematerialization");
+            spmd_warn(cx, TRACE_WARN_FULL_REMAT, "involuntary full rematerialization: the value is "
+                                                         "replicated on every device, then "
+                                                         "sliced to its new sharding");
         st = replicate_no_cache(cx, v, &rep, &sub, err);
         if (st != SL_OK)
             return st;

@@ -321,7 +321,13 @@ SpmdValue spmd_value(SpmdCtx *cx, IrInstr *hlo, const IrShape *base, const ShdSh
 SlStatus spmd_nomem(SpmdCtx *cx, SlError *err);
 SlStatus spmd_fail(SpmdCtx *cx, SlError *err, SlStatus st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void spmd_warn(SpmdCtx *cx, const char *message);
+void spmd_warn(SpmdCtx *cx, TraceWarnKind kind, const char *message);
+/* input_check.c: warnings about the whole input (instructions without a sharding, entry
+ * parameters whose shape is already local), recorded before anything is partitioned. */
+void spmd_check_input(SpmdCtx *cx);
+/* input_check.c: warns when `hlo` (sharding `s`) is a collective or partition-id outside a
+ * manual region, a sign that the input is already partitioned. */
+void spmd_check_partitioned_op(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s);
 
 /* ---- handlers --------------------------------------------------------------------------- */
 

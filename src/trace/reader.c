@@ -647,7 +647,7 @@ row_loop(Rd *r, sqlite3_stmt *st)
 static bool
 row_warning(Rd *r, sqlite3_stmt *st)
 {
-    TraceRunWarning w = {col_instr(r, st, 0), col_text(r, st, 1)};
+    TraceRunWarning w = {col_instr(r, st, 0), col_text(r, st, 1), col_text(r, st, 2)};
     return PUSH(r, TraceRunWarning, w);
 }
 
@@ -761,7 +761,7 @@ load_tables(Rd *r)
           " FROM windowed_loop WHERE run_id = ?1 ORDER BY id",
           row_loop);
     run->loops = TAKE(r, TraceRunLoop, &run->n_loops);
-    query(r, "SELECT instr, message FROM warning WHERE run_id = ?1 ORDER BY id", row_warning);
+    query(r, "SELECT instr, kind, message FROM warning WHERE run_id = ?1 ORDER BY id", row_warning);
     run->warnings = TAKE(r, TraceRunWarning, &run->n_warnings);
     query(r,
           "SELECT device, send_bytes, recv_bytes, collectives, unknown_trip_collectives"

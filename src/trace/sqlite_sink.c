@@ -57,6 +57,7 @@ typedef struct EvLoop {
 
 typedef struct EvWarning {
     Ref source;
+    TraceWarnKind kind;
     const char *message;
 } EvWarning;
 
@@ -191,10 +192,10 @@ on_windowed_loop(TraceSink *s, const TraceWindowedLoop *w)
 }
 
 static void
-on_warning(TraceSink *s, const IrInstr *source, const char *message)
+on_warning(TraceSink *s, const IrInstr *source, TraceWarnKind kind, const char *message)
 {
     TraceDb *db = db_of(s);
-    EvWarning e = {ref_of(source), dup(db, message ? message : "")};
+    EvWarning e = {ref_of(source), kind, dup(db, message ? message : "")};
     PUSH(db, warnings, EvWarning, e);
 }
 
@@ -278,7 +279,7 @@ static const char *const k_insert_sql[ST_COUNT] = {
                  " VALUES (?,?,?,?,?)",
     [ST_LOOP] = "INSERT INTO windowed_loop(run_id, dot, loop, loop_name, variant, iterations,"
                 " bytes_per_iteration) VALUES (?,?,?,?,?,?,?)",
-    [ST_WARNING] = "INSERT INTO warning(run_id, instr, message) VALUES (?,?,?)",
+    [ST_WARNING] = "INSERT INTO warning(run_id, instr, kind, message) VALUES (?,?,?,?)",
 };
 
 /* The inserts with a JSON list column, up to it; list_stmt completes them for a length. */
@@ -959,7 +960,8 @@ write_warnings(Wr *w)
     for (size_t k = 0; k < w->db->warnings.len && w->rc == SQLITE_OK; k++) {
         bind_i64(w, st, 1, w->run_id);
         bind_row(w, st, 2, row_of(w, BEFORE, ev[k].source));
-        bind_text(w, st, 3, ev[k].message);
+        bind_text(w, st, 3, trace_warn_kind_name(ev[k].kind));
+        bind_text(w, st, 4, ev[k].message);
         (void)insert(w, ST_WARNING);
     }
 }

@@ -60,6 +60,18 @@ typedef struct TraceWindowedLoop {
     int64_t true_branch_runs;
 } TraceWindowedLoop;
 
+/* What a warning is about (trace `warning.kind`, summary.json `warnings[].kind`). */
+typedef enum TraceWarnKind {
+    TRACE_WARN_UNANNOTATED,    /* "unannotated": instructions without a sharding */
+    TRACE_WARN_PARTITIONED,    /* "already-partitioned": the input looks partitioned already */
+    TRACE_WARN_CUSTOM_CALL,    /* "custom-call-fallback": a custom call replicated by fallback */
+    TRACE_WARN_FULL_REMAT,     /* "full-remat": involuntary full rematerialization */
+    TRACE_WARN_NO_HANDLER,     /* "no-handler": an opcode without a handler */
+    TRACE_WARN_OTHER,          /* "other": any other fallback */
+    TRACE_WARN_KIND_COUNT
+} TraceWarnKind;
+const char *trace_warn_kind_name(TraceWarnKind kind);
+
 typedef struct TraceSink TraceSink;
 typedef struct TraceSinkOps {
     void (*emit)(TraceSink *s, const IrInstr *out, const IrInstr *source);
@@ -67,7 +79,8 @@ typedef struct TraceSinkOps {
     void (*reshard)(TraceSink *s, const TraceReshard *r);
     void (*collective)(TraceSink *s, const TraceCollective *c);
     void (*windowed_loop)(TraceSink *s, const TraceWindowedLoop *w);
-    void (*warning)(TraceSink *s, const IrInstr *source, const char *message);
+    /* source: the input instruction it is about, NULL for the whole module */
+    void (*warning)(TraceSink *s, const IrInstr *source, TraceWarnKind kind, const char *message);
 } TraceSinkOps;
 
 struct TraceSink {
@@ -84,7 +97,7 @@ TraceSink *trace_null_sink(void);
  *   reshard #SEQ REQUESTER VALUE FROM -> TO METHOD RESULT
  *   collective OUT SOURCE cause=CAUSE reshard=SEQ
  *   windowed-loop DOT LOOP VARIANT ITERATIONS BYTES [true-branch=RUNS]
- *   warning SOURCE MESSAGE
+ *   warning SOURCE KIND MESSAGE
  * Names print as "-" when absent. */
 typedef struct TraceMemSink {
     TraceSink sink; /* pass &m->sink to the partitioner */

@@ -78,11 +78,12 @@ on_windowed_loop(TraceSink *s, const TraceWindowedLoop *w)
 }
 
 static void
-on_warning(TraceSink *s, const IrInstr *source, const char *message)
+on_warning(TraceSink *s, const IrInstr *source, TraceWarnKind kind, const char *message)
 {
     TraceMemSink *m = mem_of(s);
     m->n_warnings++;
-    sl_buf_printf(&m->log, "warning %s %s\n", name(source), message ? message : "");
+    sl_buf_printf(&m->log, "warning %s %s %s\n", name(source), trace_warn_kind_name(kind),
+                  message ? message : "");
 }
 
 static const TraceSinkOps k_mem_ops = {on_emit,       on_decision,      on_reshard,

@@ -96,7 +96,8 @@ typedef struct TraceRunCall {
 } TraceRunCall;
 
 typedef struct TraceRunWarning {
-    uint32_t instr; /* 'before' */
+    uint32_t instr;   /* 'before'; TRACE_NONE: about the whole module */
+    const char *kind; /* trace_warn_kind_name() */
     const char *message;
 } TraceRunWarning;
 
