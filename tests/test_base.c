@@ -108,6 +108,52 @@ test_buf_formatting(void **state)
     sl_buf_fini(&b);
 }
 
+/* Numbers for people: whole bytes below 1 KiB, three significant digits above; times in
+ * us/ms/s with three significant digits; rounding that reaches the next unit moves to it. */
+static void
+test_buf_sizes_and_durations(void **state)
+{
+    (void)state;
+    static const struct {
+        double v;
+        const char *bytes, *time;
+    } cases[] = {
+        {0,             "0 B",      "0 us"   },
+        {4.5,           "5 B",      "4.50 us"},
+        {768,           "768 B",    "768 us" },
+        {1023.4,        "1023 B",   "1.02 ms"},
+        {1023.6,        "1.00 KiB", "1.02 ms"},
+        {1536,          "1.50 KiB", "1.54 ms"},
+        {15.5 * 1024,   "15.5 KiB", "15.9 ms"},
+        {150 * 1024,    "150 KiB",  "154 ms" },
+        {1048575,       "1.00 MiB", "1.05 s" },
+        {3.0 * (1 << 30), "3.00 GiB", "3221 s"}, /* past 1000 s: whole seconds */
+        {0.12,          "0 B",      "0.12 us"},
+        {30.06,         "30 B",     "30.1 us"},
+        {999.4,         "999 B",    "999 us" },
+        {999.6,         "1000 B",   "1.00 ms"},
+    };
+    SlBuf b;
+    sl_buf_init(&b);
+    for (size_t k = 0; k < SL_COUNTOF(cases); k++) {
+        sl_buf_clear(&b);
+        sl_buf_put_size(&b, cases[k].v);
+        if (strcmp(b.data, cases[k].bytes) != 0)
+            fail_msg("size %.17g: got '%s', want '%s'", cases[k].v, b.data, cases[k].bytes);
+        sl_buf_clear(&b);
+        sl_buf_put_duration_us(&b, cases[k].v);
+        if (strcmp(b.data, cases[k].time) != 0)
+            fail_msg("time %.17g: got '%s', want '%s'", cases[k].v, b.data, cases[k].time);
+    }
+    sl_buf_clear(&b);
+    sl_buf_put_size(&b, -1536);
+    assert_string_equal(b.data, "-1.50 KiB");
+    sl_buf_clear(&b);
+    sl_buf_put_size(&b, 5.0 * 1024 * 1024 * 1024 * 1024 * 1024 * 1024); /* past PiB: stays PiB */
+    assert_string_equal(b.data, "5120 PiB");
+    sl_buf_fini(&b);
+}
+
 static void
 test_map_put_get(void **state)
 {
@@ -552,6 +598,7 @@ main(void)
         cmocka_unit_test(test_arena_overflow_is_sticky),
         cmocka_unit_test(test_intern_identity),
         cmocka_unit_test(test_buf_formatting),
+        cmocka_unit_test(test_buf_sizes_and_durations),
         cmocka_unit_test(test_map_put_get),
         cmocka_unit_test(test_first_error_wins),
         cmocka_unit_test(test_atomic_write_keeps_devices),

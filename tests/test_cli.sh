@@ -158,8 +158,9 @@ has partition_recheck "$TMP/partition_recheck.out" "num_partitions=4"
 run partition_unknown_set 2 partition "$SAMPLE" --set no_such_option=1 -o "$TMP/p.hlo"
 has partition_unknown_set "$TMP/partition_unknown_set.err" "no_such_option"
 [ ! -e "$TMP/p.hlo" ] || fail "partition: a failed run left an output file"
-run partition_no_count 2 partition "$TMP/no_header_n.hlo"
-has partition_no_count "$TMP/partition_no_count.err" "no partition count"
+printf 'HloModule m\n\nENTRY main {\n  p = f32[8] parameter(0), sharding={replicated}\n  ROOT n = f32[8] negate(p)\n}\n' >"$TMP/no_count.hlo"
+run partition_no_count 2 partition "$TMP/no_count.hlo" # no sharding names a device
+has partition_no_count "$TMP/partition_no_count.err" "no partition count: pass -n N or put num_partitions=N in the module header (no sharding names devices)"
 run partition_device_out_of_range 2 partition -n 2 "$SAMPLE"
 has partition_device_out_of_range "$TMP/partition_device_out_of_range.err" "does not fit 2 partitions"
 run partition_trace 0 partition "$SAMPLE" --trace "$TMP/t.db" -o "$TMP/traced.hlo"
@@ -311,6 +312,87 @@ has diff_broken "$TMP/diff_broken.err" "$TMP/broken.json: error: not a shardlens
 printf '{"schema_version": 1,\n  "devices": [}\n' >"$TMP/notjson.json"
 run diff_notjson 2 diff "$TMP/notjson.json" "$TMP/an/summary.json"
 has diff_notjson "$TMP/diff_notjson.err" "$TMP/notjson.json:2:15: error: not valid JSON"
+
+# ---- warnings, partition counts from shardings, MLIR input, help, --top, --time-phases ---------
+# analyze: one line per kind of warning on stderr (the sample's constant has no sharding)
+same analyze_warnings "$TMP/analyze.err" "analyze: warning: unannotated: 1, first %constant.5: 1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"
+has analyze_warnings "$TMP/an/report.txt" "    %constant.5: 1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"
+has analyze_warnings "$TMP/an/summary.json" '"message":	"1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"'
+# a module already partitioned: its collective is named, on stderr and in the report
+printf 'HloModule done, num_partitions=2\n\nsum {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\nENTRY e {\n  p = f32[4] parameter(0), sharding={replicated}\n  ROOT ar = f32[4] all-reduce(p), channel_id=1, replica_groups={{0,1}}, to_apply=sum, sharding={replicated}\n}\n' >"$TMP/done.hlo"
+run analyze_partitioned 0 analyze "$TMP/done.hlo" --out "$TMP/done"
+has analyze_partitioned "$TMP/analyze_partitioned.err" "analyze: warning: already-partitioned: 1, first %ar: all-reduce outside a manual region: the input looks already partitioned"
+has analyze_partitioned "$TMP/done/report.txt" "  already-partitioned      1"
+has analyze_partitioned "$TMP/done/summary.json" '"kind":	"already-partitioned"'
+
+# no num_partitions and no -n: the count all shardings agree on, said on stderr
+sed 's/, num_partitions=4//' "$SAMPLE" >"$TMP/nonum.hlo"
+run nonum 0 partition "$TMP/nonum.hlo" -o "$TMP/nonum.out.hlo"
+same nonum "$TMP/nonum.err" "shardlens partition: $TMP/nonum.hlo: no num_partitions in the header and no -n: partitioning for 4 devices, the count all the shardings agree on"
+run nonum_n 0 partition "$TMP/nonum.hlo" -n 4 -o "$TMP/nonum_n.out.hlo"
+cmp -s "$TMP/nonum.out.hlo" "$TMP/nonum_n.out.hlo" || fail "nonum: differs from partition -n 4"
+has nonum "$TMP/nonum.out.hlo" "num_partitions=4"
+run nonum_check 0 check "$TMP/nonum.hlo"
+has nonum_check "$TMP/nonum_check.out" "num_partitions=4 (from shardings)"
+printf 'HloModule m\n\nENTRY main {\n  p0 = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n  p1 = f32[8] parameter(1), sharding={devices=[2]<=[2]}\n  ROOT r = f32[8] add(p0, p1), sharding={devices=[4]<=[4]}\n}\n' >"$TMP/disagree.hlo"
+for cmd in partition check; do
+    run "disagree_$cmd" 2 "$cmd" "$TMP/disagree.hlo"
+    same "disagree_$cmd" "$TMP/disagree_$cmd.err" "$TMP/disagree.hlo:5:3: error: no num_partitions and the shardings disagree on the device count: 4 (%p0 first), 2 (%p1 first); pass -n N
+  p1 = f32[8] parameter(1), sharding={devices=[2]<=[2]}
+  ^"
+done
+run disagree_given 2 partition "$TMP/disagree.hlo" -n 4 -o "$TMP/disagree.out" # -n decides
+has disagree_given "$TMP/disagree_given.err" "sharding of %p1 in %main does not fit 4 partitions"
+run disagree_analyze 2 analyze "$TMP/disagree.hlo" --out "$TMP/dis"
+[ ! -e "$TMP/dis/summary.json" ] || fail "analyze: disagreeing shardings wrote a summary"
+
+# MLIR (StableHLO) input: named, with how to export HLO text
+printf 'module @jit_f attributes {mhlo.num_partitions = 4 : i32} {\n  func.func public @main(%%arg0: tensor<8xf32>) -> tensor<8xf32> {\n    return %%arg0 : tensor<8xf32>\n  }\n}\n' >"$TMP/f.mlir"
+for cmd in check partition analyze; do
+    if [ "$cmd" = analyze ]; then run "mlir_$cmd" 2 "$cmd" "$TMP/f.mlir" --out "$TMP/mlir"; else run "mlir_$cmd" 2 "$cmd" "$TMP/f.mlir"; fi
+    has "mlir_$cmd" "$TMP/mlir_$cmd.err" "$TMP/f.mlir:1:1: error: this is MLIR text (StableHLO or MHLO), not HLO text"
+    has "mlir_$cmd" "$TMP/mlir_$cmd.err" 'jax.jit(f).lower(*args).as_text(dialect="hlo")'
+    has "mlir_$cmd" "$TMP/mlir_$cmd.err" "compiler_ir('hlo')"
+done
+printf 'func.func @main(%%a: tensor<8xf32>) -> tensor<8xf32> {\n  return %%a : tensor<8xf32>\n}\n' >"$TMP/g.mlir"
+run mlir_func 2 check "$TMP/g.mlir"
+has mlir_func "$TMP/mlir_func.err" "error: this is MLIR text"
+printf 'HloModule m\n\nmodule {\n  ROOT p = f32[8] parameter(0)\n}\n' >"$TMP/named_module.hlo"
+run named_module 0 check "$TMP/named_module.hlo" # a computation may be called module
+
+# usage lines list every option of the command
+for cmd in analyze report partition; do
+    usage=$(head -n 1 "$TMP/help_$cmd.out")
+    for opt in $(grep -oE '^  (-[a-z], )?--[a-z-]+' "$TMP/help_$cmd.out" | grep -oE -- '--[a-z-]+'); do
+        case $opt in --help | --time-phases) continue ;; esac
+        case $usage in *"$opt"*) ;; *) fail "help_$cmd: usage line lacks $opt: $usage" ;; esac
+    done
+done
+# partition --help lists only the --set options the partitioner reads
+has help_partition "$TMP/help_partition.out" "  threshold_for_windowed_einsum_mib=256"
+has help_partition "$TMP/help_partition.out" "  remove_dead_code=true"
+for gone in speculative_windowed_einsum use_v3_sharding report_instruction_count allow_module_signature_change "num_partitions=" "# unused"; do
+    grep -qF -- "$gone" <(sed -n '/partitioner options for --set/,$p' "$TMP/help_partition.out" | grep '^  ') &&
+        fail "help_partition: lists $gone"
+done
+run set_unused_accepted 0 partition "$SAMPLE" --set speculative_windowed_einsum=true -o "$TMP/su.hlo"
+
+# --top K: the K costliest collectives, the costliest first
+run analyze_we 0 analyze samples/windowed_einsum.hlo --out "$TMP/we" --top 1
+has analyze_we "$TMP/we/report.txt" "collectives (the 1 costliest of 2: bytes sent over the run)"
+has analyze_we "$TMP/we/report.txt" "  %all-reduce  all-reduce  -        1x4  128 KiB      1          192 KiB     768 KiB     45.7 us  %dot.down (dot)"
+has analyze_we "$TMP/we/report.txt" "  ... 1 more in summary.json (--top K shows K)"
+run report_top 0 report "$TMP/we/trace.db"
+has report_top "$TMP/report_top.out" "  %all-gather  all-gather  -        1x4  128 KiB      1         96.0 KiB     384 KiB     22.9 us  %dot.up (reshard)"
+run report_top_bad 2 report "$TMP/we/trace.db" --top 0
+has report_top_bad "$TMP/report_top_bad.err" "--top expects a positive integer, got '0'"
+
+# --time-phases: a peak is never below the RSS beside it
+run phases 0 partition "$SAMPLE" --time-phases -o "$TMP/ph.hlo"
+awk '/^time-phases:/ { for (i = 1; i < NF; i++) { if ($i == "RSS") r = $(i + 1); if ($i == "peak") p = $(i + 1) }
+     n++; if (p + 0 < r + 0) { print "peak " p " below RSS " r ": " $0; bad = 1 } }
+     END { if (n < 3) { print "only " n " phase lines"; bad = 1 } exit bad }' "$TMP/phases.err" >"$TMP/phases.chk" ||
+    fail "phases: $(cat "$TMP/phases.chk")"
 
 # ---- verify: simulate the partitioned module on N devices (exit 0 agree, 1 mismatch, 3 unsupported)
 run verify 0 verify "$SAMPLE" --seed 7 --trials 2

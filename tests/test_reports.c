@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "reports/report.h"
+#include "reports/report_int.h"
 #include "trace_fixture.h"
 
 /* ---- reports of recorded runs ---------------------------------------------------------- */
@@ -461,6 +462,13 @@ validate(const cJSON *schema, const cJSON *defs, const cJSON *v, const char *whe
     const cJSON *c = cJSON_GetObjectItem(schema, "const");
     if (c && !cJSON_Compare(c, v, true))
         fail_msg("%s: not the constant the schema fixes", where);
+    const cJSON *en = cJSON_GetObjectItem(schema, "enum");
+    if (en) {
+        bool found = false;
+        cJSON_ArrayForEach(s, en) found = found || cJSON_Compare(s, v, true);
+        if (!found)
+            fail_msg("%s: not one of the values the schema lists", where);
+    }
     const cJSON *req = cJSON_GetObjectItem(schema, "required");
     cJSON_ArrayForEach(s, req) if (!cJSON_GetObjectItem(v, s->valuestring))
         fail_msg("%s: required '%s' missing", where, s->valuestring);
@@ -668,6 +676,315 @@ test_diff_budget_edge(void **state)
     sl_buf_fini(&out);
 }
 
+/* ---- text for people: folded devices, ranked collectives, --top, exact bytes ------------- */
+
+static void
+test_text_ranked_and_folded(void **state)
+{
+    (void)state;
+    /* devices 0-1 and 4-7 move the same bytes, 2-3 others */
+    ReportDevice dev[8];
+    memset(dev, 0, sizeof(dev));
+    for (int k = 0; k < 8; k++) {
+        dev[k].device = k;
+        dev[k].t.send_bytes = dev[k].t.recv_bytes = (k == 2 || k == 3) ? 3 * 1024 : 1536;
+        dev[k].t.collectives = 2;
+    }
+    ReportCollective c[3];
+    memset(c, 0, sizeof(c));
+    const char *names[] = {"small", "big-once", "looped"};
+    const double per_exec[] = {512, 4096, 1024};
+    const int64_t trips[] = {1, 1, 8}; /* looped: 8 KiB over the run, the costliest */
+    for (int k = 0; k < 3; k++) {
+        c[k].name = names[k];
+        c[k].kind = "all-reduce";
+        c[k].source = "dot";
+        c[k].group_size = 8;
+        c[k].n_groups = 1;
+        c[k].bytes = per_exec[k];
+        c[k].send_bytes = c[k].recv_bytes = per_exec[k];
+        c[k].max_device_send_bytes = per_exec[k] / 8;
+        c[k].trip_count = trips[k];
+        c[k].max_trip_count = -1;
+        c[k].time_us = 10;
+    }
+    Report r;
+    memset(&r, 0, sizeof(r));
+    report_options_init(&r.model);
+    r.module = "m";
+    r.num_partitions = 8;
+    r.devices = dev;
+    r.n_devices = 8;
+    r.collectives = c;
+    r.n_collectives = 3;
+    r.bottleneck_device = 2;
+    SlBuf text;
+    sl_buf_init(&text);
+    report_print_text(&r, &text);
+    if (!strstr(text.data, "  devices  bytes sent  bytes received  collectives\n"
+                           "  0-1,4-7    1.50 KiB        1.50 KiB            2\n"
+                           "  2-3        3.00 KiB        3.00 KiB            2\n"))
+        fail_msg("devices not folded:\n%s", strstr(text.data, "\nper device"));
+    const char *looped = strstr(text.data, "  %looped "), *big = strstr(text.data, "  %big-once ");
+    const char *small = strstr(text.data, "  %small ");
+    if (!looped || !big || !small || !(looped < big && big < small))
+        fail_msg("collectives not by cost over the run:\n%s", text.data);
+    if (!strstr(looped, "8.00 KiB") || !strstr(looped, "80.0 us"))
+        fail_msg("looped: no total over its 8 trips:\n%s", looped);
+    r.model.top = 2;
+    sl_buf_clear(&text);
+    report_print_text(&r, &text);
+    if (!strstr(text.data, "collectives (the 2 costliest of 3: bytes sent over the run)") ||
+        strstr(text.data, "  %small ") ||
+        !strstr(text.data, "  ... 1 more in summary.json (--top K shows K)"))
+        fail_msg("--top 2 not applied:\n%s", text.data);
+    sl_buf_fini(&text);
+
+    /* exact bytes (diff, JSON-like text): integers whole, fractions to three places, and a
+     * huge value that is not an integer never overruns the formatting buffer */
+    SlBuf b;
+    sl_buf_init(&b);
+    report_put_bytes(&b, 1536);
+    sl_buf_putc(&b, ' ');
+    report_put_bytes(&b, 4.5);
+    assert_string_equal(b.data, "1536 4.5");
+    sl_buf_clear(&b);
+    report_put_bytes(&b, -1e300);
+    assert_true(b.len < 32);
+    assert_true(strtod(b.data, NULL) == -1e300);
+    sl_buf_fini(&b);
+}
+
+/* ---- warnings: every kind in report.txt and summary.json ----------------------------------- */
+
+static const char k_warn_unannotated[] =
+    "HloModule unann, num_partitions=4\n\n"
+    "sum {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\n"
+    "ENTRY main {\n"
+    "  p = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n"
+    "  q = f32[8] parameter(1)\n"
+    "  a = f32[8] add(p, q), metadata={op_name=\"jit(f)/add\"}\n"
+    "  z = f32[] constant(0)\n"
+    "  ROOT r = f32[] reduce(a, z), dimensions={0}, to_apply=sum\n"
+    "}\n";
+
+/* every instruction but the reducer's is sharded but one: counted, no how-to */
+static const char k_warn_mostly_annotated[] =
+    "HloModule most, num_partitions=4\n\n"
+    "ENTRY main {\n"
+    "  p = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n"
+    "  q = f32[8] parameter(1), sharding={devices=[4]<=[4]}\n"
+    "  a = f32[8] add(p, q), sharding={devices=[4]<=[4]}\n"
+    "  ROOT n = f32[8] negate(a), metadata={op_name=\"jit(f)/neg\"}\n"
+    "}\n";
+
+/* collectives and partition-id outside manual regions, and a parameter whose shape is a
+ * shard's; the all-reduce inside the manual region is no sign of anything */
+static const char k_warn_partitioned[] =
+    "HloModule part, num_partitions=4\n\n"
+    "sum {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\n"
+    "ENTRY main {\n"
+    "  p = f32[1,8] parameter(0), sharding={devices=[4,1]<=[4]}, metadata={op_name=\"jit(f)/x\"}\n"
+    "  m = f32[1,8] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", "
+    "sharding={manual}\n"
+    "  arm = f32[1,8] all-reduce(m), channel_id=2, replica_groups=[1,4]<=[4], "
+    "use_global_device_ids=true, to_apply=sum, sharding={manual}\n"
+    "  ar = f32[1,8] all-reduce(p), channel_id=1, replica_groups=[1,4]<=[4], "
+    "use_global_device_ids=true, to_apply=sum, sharding={replicated}, "
+    "metadata={op_name=\"jit(f)/psum\"}\n"
+    "  pid = u32[] partition-id(), sharding={replicated}\n"
+    "  ROOT t = (f32[1,8], u32[], f32[1,8]) tuple(ar, pid, arm), "
+    "sharding={{replicated}, {replicated}, {manual}}\n"
+    "}\n";
+
+/* a custom call without a rule on sharded data (and one on replicated data, which costs
+ * nothing and is not warned about), and an opcode without a handler */
+static const char k_warn_fallbacks[] =
+    "HloModule cc, num_partitions=4\n\n"
+    "ENTRY main {\n"
+    "  p = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+    "  q = f32[8,16] parameter(1), sharding={replicated}\n"
+    "  c = f32[8,16] custom-call(p), custom_call_target=\"CustomSPMDPartitioning\", "
+    "sharding={devices=[4,1]<=[4]}, metadata={op_name=\"jit(f)/custom_partitioning\"}\n"
+    "  d = f32[8,16] custom-call(q), custom_call_target=\"my_op\", sharding={replicated}\n"
+    "  b = f32[8,16] bitcast(p), sharding={devices=[4,1]<=[4]}, "
+    "metadata={op_name=\"jit(f)/bitcast\"}\n"
+    "  ROOT t = (f32[8,16], f32[8,16], f32[8,16]) tuple(c, d, b), "
+    "sharding={{devices=[4,1]<=[4]}, {replicated}, {devices=[4,1]<=[4]}}\n"
+    "}\n";
+
+/* rows split 4 ways to columns split 2 ways (replicated twice): no collective does it, so the
+ * value is gathered whole first */
+static const char k_warn_remat[] =
+    "HloModule remat, num_partitions=4\n\n"
+    "ENTRY main {\n"
+    "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+    "  ROOT c = f32[8,12] copy(p), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}, "
+    "metadata={op_name=\"jit(f)/copy\"}\n"
+    "}\n";
+
+static const char k_howto[] =
+    "partition the module XLA partitions instead, dumped by running with "
+    "XLA_FLAGS=--xla_dump_to=DIR --xla_dump_hlo_pass_re=spmd-partitioning (take the file whose "
+    "name ends in .before_spmd-partitioning.txt, the module before spmd-partitioning)";
+
+typedef struct WantWarning {
+    const char *kind, *instr, *op_name, *message;
+} WantWarning;
+
+/* The run of `hlo` warns exactly `want` (in order): the text report's warnings section counts
+ * them by kind (`counts`, its exact lines) and names each, summary.json lists each with
+ * kind, instr, op_name and message, and analyze's lines name the first of each kind. */
+static void
+check_warnings(TraceFx *fx, const char *hlo, const char *counts, const WantWarning *want,
+               uint32_t n_want)
+{
+    const Report *r = build(fx, tfx_traced(fx, hlo, 4, NULL), NULL);
+    assert_int_equal(r->n_warnings, n_want);
+    SlBuf text, line;
+    sl_buf_init(&text);
+    sl_buf_init(&line);
+    report_print_text(r, &text);
+    const char *sec = strstr(text.data, "\nwarnings\n");
+    if (!sec || !strstr(sec, counts))
+        fail_msg("no warnings section with\n%s\nin:\n%s", counts, text.data);
+    char *json = json_of(r);
+    cJSON *doc = cJSON_Parse(json);
+    cJSON *schema = load_schema();
+    validate(schema, cJSON_GetObjectItem(schema, "$defs"), doc, "warnings");
+    const cJSON *arr = cJSON_GetObjectItem(doc, "warnings");
+    assert_int_equal(cJSON_GetArraySize(arr), n_want);
+    for (uint32_t k = 0; k < n_want; k++) {
+        sl_buf_clear(&line);
+        sl_buf_printf(&line, "    %%%s%s%s%s: %s\n", want[k].instr, want[k].op_name ? " (" : "",
+                      want[k].op_name ? want[k].op_name : "", want[k].op_name ? ")" : "",
+                      want[k].message);
+        if (!strstr(sec, line.data))
+            fail_msg("warning %u not in the text:\n%s\nin:\n%s", k, line.data, sec);
+        const cJSON *w = cJSON_GetArrayItem(arr, (int)k);
+        assert_string_equal(cJSON_GetObjectItem(w, "kind")->valuestring, want[k].kind);
+        assert_string_equal(cJSON_GetObjectItem(w, "instr")->valuestring, want[k].instr);
+        const cJSON *op = cJSON_GetObjectItem(w, "op_name");
+        if (want[k].op_name)
+            assert_string_equal(op->valuestring, want[k].op_name);
+        else
+            assert_true(cJSON_IsNull(op));
+        assert_string_equal(cJSON_GetObjectItem(w, "message")->valuestring, want[k].message);
+    }
+    sl_buf_clear(&line);
+    report_print_warning_lines(r, &line);
+    sl_buf_clear(&text);
+    sl_buf_printf(&text, "warning: %s: ", want[0].kind);
+    if (strncmp(line.data, text.data, text.len) != 0)
+        fail_msg("the one-line summary does not start with '%s':\n%s", text.data, line.data);
+    cJSON_Delete(schema);
+    cJSON_Delete(doc);
+    free(json);
+    sl_buf_fini(&line);
+    sl_buf_fini(&text);
+}
+
+static void
+test_warning_unannotated(void **state)
+{
+    TraceFx *fx = *state;
+    char msg[1024];
+    /* the reducer's three instructions are not counted: 4 of the entry's 5 lack a sharding */
+    snprintf(msg, sizeof(msg),
+             "4 of 5 instructions carry no sharding and are partitioned as replicated, this one "
+             "first; the module looks like it has not been through sharding propagation: %s",
+             k_howto);
+    WantWarning w[] = {{"unannotated", "q", NULL, msg}};
+    check_warnings(fx, k_warn_unannotated, "  kind         count\n  unannotated      1\n", w, 1);
+    WantWarning few[] = {{"unannotated", "n", "jit(f)/neg",
+                          "1 of 4 instructions carry no sharding and are partitioned as "
+                          "replicated, this one first"}};
+    check_warnings(fx, k_warn_mostly_annotated, "  unannotated      1\n", few, 1);
+}
+
+static void
+test_warning_already_partitioned(void **state)
+{
+    TraceFx *fx = *state;
+    WantWarning w[] = {
+        {"already-partitioned", "p", "jit(f)/x",
+         "parameter dimension 0 has 1 element but its sharding splits it 4 ways: the shape "
+         "looks already local (the input already partitioned); partition the module before "
+         "spmd-partitioning"},
+        {"already-partitioned", "ar", "jit(f)/psum",
+         "all-reduce outside a manual region: the input looks already partitioned, and is "
+         "partitioned a second time (partition the module before spmd-partitioning)"},
+        {"already-partitioned", "pid", NULL,
+         "partition-id outside a manual region: the input looks already partitioned, and is "
+         "partitioned a second time (partition the module before spmd-partitioning)"},
+    };
+    check_warnings(fx, k_warn_partitioned, "  kind                 count\n"
+                                           "  already-partitioned      3\n",
+                   w, SL_COUNTOF(w));
+}
+
+static void
+test_warning_fallbacks(void **state)
+{
+    TraceFx *fx = *state;
+    WantWarning w[] = {
+        {"custom-call-fallback", "c", "jit(f)/custom_partitioning",
+         "custom-call \"CustomSPMDPartitioning\" has no partitioning rule here: partitioned by "
+         "fallback, its operands replicated (all-gathered) and the full call run on every "
+         "device"},
+        {"no-handler", "b", "jit(f)/bitcast", "no handler for bitcast: partitioned as replicated"},
+    };
+    check_warnings(fx, k_warn_fallbacks,
+                   "  kind                  count\n"
+                   "  custom-call-fallback      1\n"
+                   "  no-handler                1\n",
+                   w, SL_COUNTOF(w));
+}
+
+static void
+test_warning_full_remat(void **state)
+{
+    TraceFx *fx = *state;
+    WantWarning w[] = {{"full-remat", "c", "jit(f)/copy",
+                        "involuntary full rematerialization: the value is replicated on every "
+                        "device, then sliced to its new sharding"}};
+    check_warnings(fx, k_warn_remat, "  kind        count\n  full-remat      1\n", w, 1);
+}
+
+/* More than three of a kind: the text shows three and points at summary.json for the rest. */
+static void
+test_warning_first_few(void **state)
+{
+    TraceFx *fx = *state;
+    SlBuf hlo;
+    sl_buf_init(&hlo);
+    sl_buf_puts(&hlo, "HloModule many, num_partitions=4\n\nENTRY main {\n"
+                      "  p = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n");
+    for (int k = 0; k < 5; k++)
+        sl_buf_printf(&hlo, "  b%d = f32[8,16] bitcast(p), sharding={devices=[4,1]<=[4]}\n", k);
+    sl_buf_puts(&hlo, "  ROOT t = (f32[8,16], f32[8,16], f32[8,16], f32[8,16], f32[8,16]) "
+                      "tuple(b0, b1, b2, b3, b4), sharding={{devices=[4,1]<=[4]}, "
+                      "{devices=[4,1]<=[4]}, {devices=[4,1]<=[4]}, {devices=[4,1]<=[4]}, "
+                      "{devices=[4,1]<=[4]}}\n}\n");
+    const Report *r = build(fx, tfx_traced(fx, hlo.data, 4, NULL), NULL);
+    SlBuf text;
+    sl_buf_init(&text);
+    report_print_text(r, &text);
+    const char *sec = strstr(text.data, "\nwarnings\n");
+    assert_non_null(sec);
+    if (!strstr(sec, "  no-handler      5\n") ||
+        !strstr(sec, "    %b2: no handler for bitcast: partitioned as replicated\n"
+                     "    ... 2 more in summary.json\n") ||
+        strstr(sec, "%b3"))
+        fail_msg("%s", sec);
+    sl_buf_clear(&text);
+    report_print_warning_lines(r, &text);
+    assert_string_equal(text.data, "warning: no-handler: 5, first %b0: no handler for bitcast: "
+                                   "partitioned as replicated\n");
+    sl_buf_fini(&text);
+    sl_buf_fini(&hlo);
+}
+
 /* ---- every sample: the report agrees with the database's own view ------------------------ */
 
 static void
@@ -726,6 +1043,13 @@ main(void)
         cmocka_unit_test_setup_teardown(test_summary_json, tfx_setup, tfx_teardown),
         cmocka_unit_test(test_diff_budget_edge),
         cmocka_unit_test_setup_teardown(test_samples_against_view, tfx_setup, tfx_teardown),
+        cmocka_unit_test(test_text_ranked_and_folded),
+        cmocka_unit_test_setup_teardown(test_warning_unannotated, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_warning_already_partitioned, tfx_setup,
+                                        tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_warning_fallbacks, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_warning_full_remat, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_warning_first_few, tfx_setup, tfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

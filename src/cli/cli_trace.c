@@ -84,8 +84,9 @@ cli_report_options(const CliArgs *a, ReportOptions *o)
 }
 
 int
-cli_spmd_options(const CliArgs *a, int n_id, int set_id, const IrModule *m, SpmdOptions *o)
+cli_spmd_options(const CliArgs *a, int n_id, int set_id, const CliInput *in, SpmdOptions *o)
 {
+    const IrModule *m = in->module;
     spmd_options_init(o);
     const char *n_text = cli_args_value(a, n_id);
     int64_t n = 0;
@@ -93,9 +94,19 @@ cli_spmd_options(const CliArgs *a, int n_id, int set_id, const IrModule *m, Spmd
         return CLI_EXIT_BAD_INPUT;
     if (!n && ir_module_find_header(m, "num_partitions"))
         n = ir_module_num_partitions(m);
+    if (!n) {
+        SlError err = {0};
+        if (cli_devices_from_shardings(m, in->display, &n, &err))
+            return cli_report(&err, in);
+        if (n > 0)
+            fprintf(stderr,
+                    "shardlens %s: %s: no num_partitions in the header and no -n: partitioning "
+                    "for %lld devices, the count all the shardings agree on\n",
+                    a->cmd->name, in->display, (long long)n);
+    }
     if (n < 1)
         return cli_usage_error(a->cmd, "no partition count: pass -n N or put num_partitions=N "
-                                       "in the module header");
+                                       "in the module header (no sharding names devices)");
     for (uint32_t i = 0; i < a->n_opts; i++) {
         if (a->opts[i].opt->id != set_id)
             continue;

@@ -49,8 +49,10 @@ enum {
 /* ReportOptions from CLI_REPORT_MODEL_OPTS; usage errors print and return CLI_EXIT_BAD_INPUT. */
 int cli_report_options(const CliArgs *a, ReportOptions *o);
 
-/* SpmdOptions from -n (option `n_id`), else the module header, and every --set (`set_id`). */
-int cli_spmd_options(const CliArgs *a, int n_id, int set_id, const IrModule *m, SpmdOptions *o);
+/* SpmdOptions from -n (option `n_id`), else the module header, else the device count all the
+ * shardings agree on (said on stderr; shardings that disagree are an error naming the counts),
+ * and every --set (`set_id`). */
+int cli_spmd_options(const CliArgs *a, int n_id, int set_id, const CliInput *in, SpmdOptions *o);
 
 /* Checks the shardings against N, partitions `in` (recording the run into `trace_path`, opened
  * for appending, when not NULL), checks the result and prints it into `text`. On success

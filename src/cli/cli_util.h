@@ -150,6 +150,12 @@ void cli_output_init(CliOutput *o, const char *path, CliPhases *phases);
 int cli_output_finish(CliOutput *o, const CliInput *in);
 void cli_output_fini(CliOutput *o);
 
+/* The device count all shardings of `m` agree on, for a module without num_partitions: the
+ * device count of every tiled sharding (maximal ones must name a device below it), else one
+ * more than the largest maximal device, else 0 (no sharding names devices). Tiled shardings
+ * of different counts are SL_ERR_INVALID naming the counts, located at the first instruction
+ * that disagrees. */
+SlStatus cli_devices_from_shardings(const IrModule *m, const char *path, int64_t *n, SlError *err);
 /* Checks every sharding in `m` against its instruction's shape and `n` devices (shd_check),
  * naming the instruction; locations are the instructions' positions in `path`. */
 SlStatus cli_check_shardings(const IrModule *m, const char *path, int64_t n, SlError *err);

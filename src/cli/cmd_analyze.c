@@ -17,7 +17,7 @@
 enum { OPT_N, OPT_OUT, OPT_SET };
 
 static const CliOpt k_opts[] = {
-    {OPT_N,   'n', "num-partitions", "N",         "partition for N devices (default: the header's)",   false},
+    {OPT_N,   'n', "num-partitions", "N",         "partition for N devices (default: the header's, else the shardings')",   false},
     {OPT_OUT, 0,   "out",            "DIR",       "directory for every output (created when missing)", false},
     {OPT_SET, 0,   "set",            "KEY=VALUE", "set a partitioner option by its XLA name",          true },
     CLI_REPORT_MODEL_OPTS,
@@ -198,7 +198,7 @@ run(const CliArgs *a)
     if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err))
         code = cli_report(&err, &in);
     else
-        code = cli_spmd_options(a, OPT_N, OPT_SET, in.module, &o);
+        code = cli_spmd_options(a, OPT_N, OPT_SET, &in, &o);
     if (code == CLI_EXIT_OK && make_dir(dir, &err))
         code = cli_report(&err, NULL);
     if (code == CLI_EXIT_OK) {

@@ -14,7 +14,7 @@ enum { OPT_NUM_PARTITIONS, OPT_OUTPUT, OPT_TRACE, OPT_SET };
 
 static const CliOpt k_opts[] = {
     {OPT_NUM_PARTITIONS, 'n', "num-partitions", "N",
-     "partition for N devices (default: the header's num_partitions=)",                                             false},
+     "partition for N devices (default: the header's num_partitions=, else the shardings')",                                             false},
     {OPT_OUTPUT,         'o', "output",         "OUT.hlo",   "write the partitioned module here (default: stdout)",
      false                                                                                                               },
     {OPT_TRACE,          0,   "trace",          "TRACE.db",  "append this run to a SQLite trace",    false},
@@ -28,7 +28,7 @@ help_extra(FILE *out)
     SlBuf b;
     spmd_options_init(&o);
     sl_buf_init(&b);
-    spmd_options_print(&o, &b);
+    spmd_options_print_modelled(&o, &b);
     fputs("\npartitioner options for --set, with their defaults (XLA's SpmdPartitionerOptions):\n",
           out);
     SlStr s = sl_buf_str(&b);
@@ -39,6 +39,9 @@ help_extra(FILE *out)
         fprintf(out, "  %.*s\n", (int)(j - i), s.ptr + i);
         i = j + 1;
     }
+    fputs("remove_dead_code is shardlens's own; XLA's other option names are accepted and have\n"
+          "no effect (the trace records them).\n",
+          out);
     sl_buf_fini(&b);
 }
 
@@ -53,7 +56,7 @@ run(const CliArgs *a)
     cli_output_init(&out, cli_args_value(a, OPT_OUTPUT), a->phases);
     if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err))
         code = cli_report(&err, &in);
-    else if ((code = cli_spmd_options(a, OPT_NUM_PARTITIONS, OPT_SET, in.module, &o)) ==
+    else if ((code = cli_spmd_options(a, OPT_NUM_PARTITIONS, OPT_SET, &in, &o)) ==
              CLI_EXIT_OK)
         code = cli_partition_traced(&in, &o, cli_args_value(a, OPT_TRACE), &out.text, NULL);
     /* The text streams out only while printing, the last step; the file is committed only
@@ -75,7 +78,8 @@ const CliCommand cmd_partition = {
         "N devices, and partitions the module the way XLA's SPMD partitioner does: local\n"
         "shapes, collectives with their replica groups, the same dot strategies. Prints the\n"
         "partitioned module in HLO text; -o writes it atomically (no file on failure).\n"
-        "N is -n, else the header's num_partitions=; giving neither is an error.\n"
+        "N is -n, else the header's num_partitions=, else the device count all the\n"
+        "shardings agree on (said on stderr; shardings that disagree are an error).\n"
         "Unknown --set names are errors (exit 2); constructs the partitioner does not\n"
         "support are named in the message (exit 3).\n"
         "--trace appends the run (every decision, reshard, collective and windowed loop)\n"

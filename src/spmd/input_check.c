@@ -30,6 +30,27 @@ mark_applied(const IrModule *m, bool *applied)
     }
 }
 
+static bool is_manual_like(const ShdSharding *s);
+
+/* A collective or partition-id outside manual regions, in a partitioned computation. */
+static bool
+has_collectives(const IrModule *m, const bool *applied)
+{
+    for (uint32_t k = 0; k < m->n_comps; k++) {
+        const IrComputation *c = m->comps[k];
+        if (c->id < m->next_comp_id && applied[c->id])
+            continue;
+        for (uint32_t i = 0; i < c->n_instrs; i++) {
+            IrOpFamily fam = ir_op_family(c->instrs[i]->op);
+            if ((fam == IR_FAM_ALL_REDUCE || fam == IR_FAM_COLLECTIVE ||
+                 fam == IR_FAM_COLLECTIVE_PERMUTE || fam == IR_FAM_PARTITION_ID) &&
+                !is_manual_like(ir_instr_sharding(c->instrs[i])))
+                return true;
+        }
+    }
+    return false;
+}
+
 static bool
 is_unannotated(const IrInstr *hlo)
 {
@@ -63,9 +84,12 @@ check_annotated(SpmdCtx *cx)
                 first = c->instrs[i];
         }
     }
-    free(applied);
-    if (!missing)
+    if (!missing) {
+        free(applied);
         return;
+    }
+    bool partitioned = has_collectives(m, applied);
+    free(applied);
     char msg[640];
     int n = snprintf(msg, sizeof(msg),
                      "%u of %u instructions carry no sharding and are partitioned as "
@@ -73,11 +97,14 @@ check_annotated(SpmdCtx *cx)
                      missing, total);
     if (n > 0 && (size_t)n < sizeof(msg) && 2 * (uint64_t)missing > total)
         snprintf(msg + n, sizeof(msg) - (size_t)n,
-                 "; the module looks like it has not been through sharding propagation: "
-                 "partition the module XLA partitions instead, dumped by running with "
+                 "; the module looks %s: partition the module XLA partitions instead, dumped by "
+                 "running with "
                  "XLA_FLAGS=--xla_dump_to=DIR --xla_dump_hlo_pass_re=spmd-partitioning "
                  "(take the file whose name ends in .before_spmd-partitioning.txt, the module "
-                 "before spmd-partitioning)");
+                 "before spmd-partitioning)",
+                 partitioned ? "already partitioned (it holds collectives outside manual "
+                               "regions)"
+                             : "like it has not been through sharding propagation");
     const IrInstr *saved = cx->visiting;
     cx->visiting = first;
     spmd_warn(cx, TRACE_WARN_UNANNOTATED, msg);
@@ -102,10 +129,11 @@ check_local_params(SpmdCtx *cx)
                 continue;
             char msg[256];
             snprintf(msg, sizeof(msg),
-                     "parameter dimension %u has %lld elements but its sharding splits it %lld "
+                     "parameter dimension %u has %lld element%s but its sharding splits it %lld "
                      "ways: the shape looks already local (the input already partitioned); "
                      "partition the module before spmd-partitioning",
-                     d, (long long)hlo->shape.dims[d], (long long)s->tile_dims[d]);
+                     d, (long long)hlo->shape.dims[d], hlo->shape.dims[d] == 1 ? "" : "s",
+                     (long long)s->tile_dims[d]);
             const IrInstr *saved = cx->visiting;
             cx->visiting = hlo;
             spmd_warn(cx, TRACE_WARN_PARTITIONED, msg);
