@@ -1106,6 +1106,92 @@ test_explain_decision_chain(void **state)
     trace_db_close(db);
 }
 
+/* What the alternatives would have cost: the rhs already matches the output on its free dim,
+ * so the dot all-gathers the lhs x (f32[256,128] = 128 KiB; 3/4 of it per device = 96 KiB).
+ * Making the lhs match instead, like replicating both, also all-gathers w (f32[128,512] =
+ * 256 KiB; 192 KiB per device): 288 KiB, 192 KiB more. */
+static const char k_alt_dot[] =
+    "HloModule alt, num_partitions=4\n\n"
+    "ENTRY main {\n"
+    "  x = f32[256,128] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+    "  w = f32[128,512] parameter(1), sharding={devices=[1,4]<=[4]}\n"
+    "  ROOT dot = f32[256,512] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+    "sharding={devices=[1,4]<=[4]}\n"
+    "}\n";
+
+/* The same x alone, gathered for real: a replicated dot of x and a replicated w takes the
+ * output's shardings (replicated), so x's all-gather is what the model priced above. */
+static const char k_alt_gathered[] =
+    "HloModule gathered, num_partitions=4\n\n"
+    "ENTRY main {\n"
+    "  x = f32[256,128] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+    "  w = f32[128,512] parameter(1), sharding={replicated}\n"
+    "  ROOT dot = f32[256,512] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+    "sharding={replicated}\n"
+    "}\n";
+
+static void
+test_explain_alternatives_priced(void **state)
+{
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_alt_dot, 4, NULL);
+    SlBuf b;
+    SlError err = {0};
+    sl_buf_init(&b);
+    assert_int_equal(trace_explain(run, "dot", &b, &err), SL_OK);
+    static const char *const want[] = {
+        "the dot handler chose \"rhs_matches_output_replicate_lhs\"",
+        "  alternatives (bytes each device would send, ring model; the chosen strategy's "
+        "collectives send 96.0 KiB):\n",
+        "    batch_parallel: does not apply: it needs both operands split alike on batch dims "
+        "only, over all 4 devices\n",
+        "    lhs_matches_output_replicate_rhs: 288 KiB (all-gather of %x over 4: 96.0 KiB; "
+        "all-gather of %w over 4: 192 KiB); lost: it needs the lhs split like the output on its "
+        "free dims over all 4 devices (4 and 1 ways here), and making it apply sends 192 KiB "
+        "more per device\n",
+        "    replicate: 288 KiB (all-gather of %x over 4: 96.0 KiB; all-gather of %w over 4: "
+        "192 KiB); lost: the last resort, taken only when no strategy applies, and making it "
+        "apply sends 192 KiB more per device\n",
+        "busiest device sends 96.0 KiB (ring (g-1)/g x S, x1 executions)",
+    };
+    for (size_t k = 0; k < SL_COUNTOF(want); k++)
+        if (!strstr(b.data, want[k]))
+            fail_msg("explain lacks \"%s\":\n%s", want[k], b.data);
+    /* the chosen strategy is not among its alternatives, and the numbers are in the trace */
+    const TraceRunDecision *d = &run->decisions[0];
+    assert_string_equal(d->strategy, "rhs_matches_output_replicate_lhs");
+    bool priced = false;
+    for (uint32_t k = 0; k < d->n_alternatives; k++)
+        assert_string_not_equal(d->alternatives[k], d->strategy);
+    for (uint32_t k = 0; k < d->n_numbers; k++) {
+        if (strncmp(d->numbers[k].key, "alt.rhs_matches_output_replicate_lhs.", 37) == 0)
+            fail_msg("the chosen strategy is priced as an alternative: %s", d->numbers[k].key);
+        if (strcmp(d->numbers[k].key, "alt.replicate.device_bytes") == 0) {
+            assert_true(d->numbers[k].num == 3.0 / 4 * 131072 + 3.0 / 4 * 262144);
+            priced = true;
+        }
+    }
+    assert_true(priced);
+
+    /* the model's all-gather of x is what the partitioner emits when it gathers x */
+    const TraceRun *g = tfx_traced(fx, k_alt_gathered, 4, NULL);
+    double sent = 0;
+    for (uint32_t k = 0; k < g->n_collectives; k++)
+        sent += g->collectives[k].max_device_send_bytes;
+    assert_int_equal(g->n_collectives, 1);
+    assert_string_equal(g->collectives[0].kind, "all-gather");
+    assert_true(sent == 3.0 / 4 * 131072);
+
+    /* a windowed loop: its configuration decision lists the other variants only */
+    const TraceRun *w = tfx_traced(fx, k_alt_dot, 4, "threshold_for_windowed_einsum_mib=0");
+    assert_true(w->n_decisions >= 1);
+    assert_string_equal(w->decisions[0].strategy, "windowed_all_gather");
+    assert_int_equal(w->decisions[0].n_alternatives, 2);
+    assert_string_equal(w->decisions[0].alternatives[0], "windowed_reduce_scatter");
+    assert_string_equal(w->decisions[0].alternatives[1], "no_windowed_einsum");
+    sl_buf_fini(&b);
+}
+
 /* ---- lists kept as JSON in a row: exact both ways, and refused when malformed ---- */
 
 /* Every number reads back bit for bit (from the reader and from the decision_number view);
@@ -1420,6 +1506,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_load_parts, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_explain_contracting_dot, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_explain_decision_chain, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_explain_alternatives_priced, tfx_setup,
+                                        tfx_teardown),
         cmocka_unit_test_setup_teardown(test_decision_lists_round_trip, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_long_lists_round_trip, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_run_instr_range, tfx_setup, tfx_teardown),

@@ -10,20 +10,7 @@
 static void
 put_bytes(SlBuf *b, double bytes)
 {
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
-    double v = bytes;
-    int u = -1;
-    while (fabs(v) >= 1024.0 && u + 1 < (int)SL_COUNTOF(units)) {
-        v /= 1024.0;
-        u++;
-    }
-    bool whole = bytes == floor(bytes) && fabs(bytes) < 9.0e15;
-    if (u < 0)
-        sl_buf_printf(b, whole ? "%.0f B" : "%.1f B", bytes);
-    else if (whole)
-        sl_buf_printf(b, "%.1f %s (%.0f B)", v, units[u], bytes);
-    else
-        sl_buf_printf(b, "%.1f %s (%.1f B)", v, units[u], bytes);
+    sl_buf_put_size(b, bytes);
 }
 
 static const char *
@@ -74,8 +61,76 @@ put_header(const TraceRun *run, const TraceRunInstr *i, SlBuf *out)
     }
 }
 
+static bool
+is_alt_key(const char *key)
+{
+    return strncmp(key, "alt.", 4) == 0;
+}
+
+/* The number `alt.NAME.FIELD` of decision `d`, or NULL. */
+static const TraceRunNumber *
+alt_number(const TraceRunDecision *d, const char *name, const char *field)
+{
+    size_t nl = strlen(name), fl = strlen(field);
+    for (uint32_t k = 0; k < d->n_numbers; k++) {
+        const char *key = d->numbers[k].key;
+        if (is_alt_key(key) && strncmp(key + 4, name, nl) == 0 && key[4 + nl] == '.' &&
+            strncmp(key + 5 + nl, field, fl) == 0 && key[5 + nl + fl] == '\0')
+            return &d->numbers[k];
+    }
+    return NULL;
+}
+
+/* Each alternative with what it would have cost and why it lost, against `chosen_bytes`, what
+ * the chosen strategy's collectives make the busiest device send (trip counts applied). */
 static void
-put_decision(const TraceRunDecision *d, SlBuf *out)
+put_alternatives(const TraceRunDecision *d, double chosen_bytes, SlBuf *out)
+{
+    sl_buf_puts(out, "  alternatives (bytes each device would send, ring model; the chosen "
+                     "strategy's collectives send ");
+    put_bytes(out, chosen_bytes);
+    sl_buf_puts(out, "):\n");
+    for (uint32_t k = 0; k < d->n_alternatives; k++) {
+        const char *name = d->alternatives[k];
+        const TraceRunNumber *b = alt_number(d, name, "device_bytes");
+        const TraceRunNumber *plan = alt_number(d, name, "plan");
+        const TraceRunNumber *needs = alt_number(d, name, "needs");
+        const char *why = needs && needs->str ? needs->str : "?";
+        sl_buf_printf(out, "    %s: ", name);
+        if (!b || b->num < 0) {
+            sl_buf_printf(out, "does not apply: it needs %s\n", why);
+            continue;
+        }
+        put_bytes(out, b->num);
+        if (plan && plan->str)
+            sl_buf_printf(out, " (%s)", plan->str);
+        if (strcmp(name, "replicate") == 0)
+            sl_buf_puts(out, "; lost: the last resort, taken only when no strategy applies");
+        else
+            sl_buf_printf(out, "; lost: it needs %s", why);
+        if (b->num > chosen_bytes) {
+            sl_buf_puts(out, ", and making it apply sends ");
+            put_bytes(out, b->num - chosen_bytes);
+            sl_buf_puts(out, " more per device");
+        } else {
+            sl_buf_puts(out, " (it would send no more, but the dot handler takes the first "
+                             "strategy that applies, in GSPMD's order)");
+        }
+        sl_buf_putc(out, '\n');
+    }
+}
+
+static bool
+has_alt_numbers(const TraceRunDecision *d)
+{
+    for (uint32_t k = 0; k < d->n_numbers; k++)
+        if (is_alt_key(d->numbers[k].key))
+            return true;
+    return false;
+}
+
+static void
+put_decision(const TraceRunDecision *d, double chosen_bytes, SlBuf *out)
 {
     if (d->chain_length <= 1)
         sl_buf_puts(out, "Decision: ");
@@ -87,7 +142,9 @@ put_decision(const TraceRunDecision *d, SlBuf *out)
     sl_buf_printf(out, "the %s handler chose \"%s\".\n", d->handler, d->strategy);
     if (d->reason && *d->reason)
         sl_buf_printf(out, "  why: %s\n", d->reason);
-    if (d->n_alternatives) {
+    if (d->n_alternatives && has_alt_numbers(d)) {
+        put_alternatives(d, chosen_bytes, out);
+    } else if (d->n_alternatives) {
         sl_buf_puts(out, "  also considered:");
         for (uint32_t k = 0; k < d->n_alternatives; k++)
             sl_buf_printf(out, "%s %s", k ? "," : "", d->alternatives[k]);
@@ -95,6 +152,8 @@ put_decision(const TraceRunDecision *d, SlBuf *out)
     }
     for (uint32_t k = 0; k < d->n_numbers; k++) {
         const TraceRunNumber *n = &d->numbers[k];
+        if (is_alt_key(n->key))
+            continue;
         if (n->str)
             sl_buf_printf(out, "  compared %s = %s\n", n->key, n->str);
         else if (n->num == floor(n->num) && fabs(n->num) < 9.0e15)
@@ -163,7 +222,8 @@ tally(const TraceRun *run, uint32_t src)
 
 /* The instruction's decisions at `level`, in recording order (one per level in practice). */
 static void
-put_level(const TraceRun *run, uint32_t src, uint32_t level, SlBuf *out, bool as_summary)
+put_level(const TraceRun *run, uint32_t src, uint32_t level, double chosen_bytes, SlBuf *out,
+          bool as_summary)
 {
     for (uint32_t k = 0; k < run->n_decisions; k++) {
         const TraceRunDecision *d = &run->decisions[k];
@@ -172,7 +232,7 @@ put_level(const TraceRun *run, uint32_t src, uint32_t level, SlBuf *out, bool as
         if (as_summary)
             sl_buf_printf(out, "%s\"%s\"", level == 2 ? " (then " : ", then ", d->strategy);
         else
-            put_decision(d, out);
+            put_decision(d, chosen_bytes, out);
     }
 }
 
@@ -184,7 +244,7 @@ put_summary(const TraceRun *run, uint32_t src, const Tally *t, SlBuf *out)
         sl_buf_printf(out, "%s was partitioned by the %s handler with strategy \"%s\"", i->name,
                       t->top->handler, t->top->strategy);
         for (uint32_t level = 2; level <= t->top->chain_length; level++)
-            put_level(run, src, level, out, true);
+            put_level(run, src, level, t->max_device_bytes, out, true);
         if (t->top->chain_length > 1)
             sl_buf_putc(out, ')');
     } else
@@ -209,7 +269,7 @@ explain_source(const TraceRun *run, uint32_t src, SlBuf *out)
     put_summary(run, src, &t, out);
     put_header(run, i, out);
     for (uint32_t level = 1; t.top && level <= t.top->chain_length; level++)
-        put_level(run, src, level, out, false);
+        put_level(run, src, level, t.max_device_bytes, out, false);
     if (!t.decisions)
         sl_buf_puts(out, "Decision: none recorded (the partitioner kept its sharding as is).\n");
     sl_buf_printf(out, "Reshards requested: %u\n", t.reshards);
