@@ -201,7 +201,7 @@ test_golden_mlp(void **state)
     want(&dot, "all-reduce %");
     want(&dot, "groups 2x2 {0,1},... over model");
     want(&dot, "S 256 B, sends 256 B/device"); /* f32[4,16]; 2(g-1)/g S with g = 2 */
-    want(&dot, "label=\"1 KiB\"");             /* an edge: %w1 is f32[16,16] locally */
+    want(&dot, "label=\"1.00 KiB\"");             /* an edge: %w1 is f32[16,16] locally */
     want(&dot, "from %y (dot)");               /* the dot and its all-reduce, grouped */
     want_not(&dot, "f32[4,16]\\ndim0/2");      /* shardings are for the before view */
     want(&dot, "<b>collectives</b>");

@@ -154,8 +154,14 @@ put_decision(const TraceRunDecision *d, double chosen_bytes, SlBuf *out)
         const TraceRunNumber *n = &d->numbers[k];
         if (is_alt_key(n->key))
             continue;
+        size_t kl = strlen(n->key);
         if (n->str)
             sl_buf_printf(out, "  compared %s = %s\n", n->key, n->str);
+        else if (kl > 6 && strcmp(n->key + kl - 6, "_bytes") == 0 && n->num >= 0) {
+            sl_buf_printf(out, "  compared %s = ", n->key);
+            put_bytes(out, n->num);
+            sl_buf_putc(out, '\n');
+        }
         else if (n->num == floor(n->num) && fabs(n->num) < 9.0e15)
             sl_buf_printf(out, "  compared %s = %.0f\n", n->key, n->num);
         else
