@@ -537,6 +537,7 @@ report_print_text(const Report *r, SlBuf *out)
                   r->input_hash ? r->input_hash : "?", r->tool_version ? r->tool_version : "?");
     print_model(r, out);
     print_totals(r, out);
+    print_warnings(r, out); /* beside the totals: what they can be trusted for */
     print_kinds(r, out);
     print_devices(r, out);
     print_rows("top source ops (bytes sent, summed over devices)", r->sources, r->n_sources, true,
@@ -544,7 +545,6 @@ report_print_text(const Report *r, SlBuf *out)
     print_rows("per op_name", r->op_names, r->n_op_names, false, top_of(r), out);
     print_collectives(r, out);
     print_loops(r, out);
-    print_warnings(r, out);
 }
 
 void

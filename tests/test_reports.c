@@ -845,7 +845,10 @@ check_warnings(TraceFx *fx, const char *hlo, const char *counts, const WantWarni
     sl_buf_init(&text);
     sl_buf_init(&line);
     report_print_text(r, &text);
-    const char *sec = strstr(text.data, "\nwarnings\n");
+    char *sec = strstr(text.data, "\nwarnings\n");
+    char *sec_end = sec ? strstr(sec + 1, "\n\n") : NULL;
+    if (sec_end)
+        sec_end[1] = '\0'; /* the section alone */
     if (!sec || !strstr(sec, counts))
         fail_msg("no warnings section with\n%s\nin:\n%s", counts, text.data);
     char *json = json_of(r);
@@ -970,8 +973,11 @@ test_warning_first_few(void **state)
     SlBuf text;
     sl_buf_init(&text);
     report_print_text(r, &text);
-    const char *sec = strstr(text.data, "\nwarnings\n");
+    char *sec = strstr(text.data, "\nwarnings\n");
     assert_non_null(sec);
+    char *sec_end = strstr(sec + 1, "\n\n");
+    assert_non_null(sec_end);
+    sec_end[1] = '\0'; /* the section alone */
     if (!strstr(sec, "  no-handler      5\n") ||
         !strstr(sec, "    %b2: no handler for bitcast: partitioned as replicated\n"
                      "    ... 2 more in summary.json\n") ||
