@@ -47,7 +47,7 @@ const char *report_mesh_axes_of(const ReportAxis *axes, uint32_t n_axes,
 /* Exact byte counts: integers as integers, fractions (packed sub-byte types) with up to
  * three decimals, deterministically. */
 void report_put_bytes(SlBuf *b, double v);
-/* "1.5 MiB" style, for people. */
-void report_put_human(SlBuf *b, double v);
+/* For people, text output uses sl_buf_put_size (base.h): "1.50 MiB", three significant
+ * digits, whole bytes below 1 KiB; report_put_bytes is for exact figures only. */
 
 #endif

@@ -32,12 +32,6 @@ report_put_bytes(SlBuf *b, double v)
     sl_buf_append(b, tmp, (size_t)n);
 }
 
-void
-report_put_human(SlBuf *b, double v)
-{
-    sl_buf_put_size(b, v);
-}
-
 /* ---- a small aligned table ---------------------------------------------------------------- */
 
 typedef struct Table {

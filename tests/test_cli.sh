@@ -265,6 +265,11 @@ run explain 0 explain "$TMP/t.db" dot.8
 has explain "$TMP/explain.out" "group_on_contracting"
 has explain "$TMP/explain.out" "all-reduce"
 has explain "$TMP/explain.out" "768 B"
+# the alternatives, priced: maximum.7 f32[8,32] (1 KiB) and Arg_2.3 f32[32,16] (2 KiB) gathered
+# over 4 devices send 3/4 of each, 2.25 KiB, where the chosen all-reduce sends 768 B
+has explain "$TMP/explain.out" "  alternatives (bytes each device would send, ring model; the chosen strategy's collectives send 768 B):"
+has explain "$TMP/explain.out" "    replicate: 2.25 KiB (all-gather of %maximum.7 over 4: 768 B; all-gather of %Arg_2.3 over 4: 1.50 KiB); lost: the last resort, taken only when no strategy applies, and making it apply sends 1.50 KiB more per device"
+grep -q '^    group_on_contracting:' "$TMP/explain.out" && fail "explain: the chosen strategy is listed among its alternatives"
 run explain_percent 0 explain "$TMP/t.db" %dot.8
 cmp -s "$TMP/explain.out" "$TMP/explain_percent.out" || fail "explain: %NAME and NAME differ"
 run explain_unknown 2 explain "$TMP/t.db" no_such_instr
