@@ -337,10 +337,12 @@ same nonum "$TMP/nonum.err" "shardlens partition: $TMP/nonum.hlo: no num_partiti
 run nonum_n 0 partition "$TMP/nonum.hlo" -n 4 -o "$TMP/nonum_n.out.hlo"
 cmp -s "$TMP/nonum.out.hlo" "$TMP/nonum_n.out.hlo" || fail "nonum: differs from partition -n 4"
 has nonum "$TMP/nonum.out.hlo" "num_partitions=4"
+run nonum_verify 0 verify "$TMP/nonum.hlo"
+has nonum_verify "$TMP/nonum_verify.out" "ok: 1 output agree on 4 devices"
 run nonum_check 0 check "$TMP/nonum.hlo"
 has nonum_check "$TMP/nonum_check.out" "num_partitions=4 (from shardings)"
 printf 'HloModule m\n\nENTRY main {\n  p0 = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n  p1 = f32[8] parameter(1), sharding={devices=[2]<=[2]}\n  ROOT r = f32[8] add(p0, p1), sharding={devices=[4]<=[4]}\n}\n' >"$TMP/disagree.hlo"
-for cmd in partition check; do
+for cmd in partition check verify; do
     run "disagree_$cmd" 2 "$cmd" "$TMP/disagree.hlo"
     same "disagree_$cmd" "$TMP/disagree_$cmd.err" "$TMP/disagree.hlo:5:3: error: no num_partitions and the shardings disagree on the device count: 4 (%p0 first), 2 (%p1 first); pass -n N
   p1 = f32[8] parameter(1), sharding={devices=[2]<=[2]}
