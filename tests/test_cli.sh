@@ -270,6 +270,7 @@ has explain "$TMP/explain.out" "768 B"
 has explain "$TMP/explain.out" "  alternatives (bytes each device would send, ring model; the chosen strategy's collectives send 768 B):"
 has explain "$TMP/explain.out" "    replicate: 2.25 KiB (all-gather of %maximum.7 over 4: 768 B; all-gather of %Arg_2.3 over 4: 1.50 KiB); lost: the last resort, taken only when no strategy applies, and making it apply sends 1.50 KiB more per device"
 grep -q '^    group_on_contracting:' "$TMP/explain.out" && fail "explain: the chosen strategy is listed among its alternatives"
+has explain "$TMP/explain.out" "    windowed_einsum: does not apply: it needs a ring-shaped sharding and an operand or output of at least 256 MiB (threshold_for_windowed_einsum_mib)"
 run explain_percent 0 explain "$TMP/t.db" %dot.8
 cmp -s "$TMP/explain.out" "$TMP/explain_percent.out" || fail "explain: %NAME and NAME differ"
 run explain_unknown 2 explain "$TMP/t.db" no_such_instr

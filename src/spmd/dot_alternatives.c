@@ -1,10 +1,11 @@
 /* dot_alternatives.c - what the dot strategies the engine passed over would have cost, for the
- * decision it records. Owns: for each alternative, what it needs that this problem does not
- * have (the reason it lost), and the bytes each device would send if it were made to apply:
- * the collectives its reshards would need, priced by the ring model of reports/cost.c
- * (all-gather and all-to-all (g-1)/g*S, all-reduce 2(g-1)/g*S, collective-permute S).
- * Does not own: choosing (handle_dot.c keeps GSPMD's fixed order) or emitting anything: this
- * is sharding arithmetic only, and leaves nothing in the output module.
+ * decision it records. Owns: for each alternative that resharding the operands would make
+ * apply, the bytes each device would send for those reshards: the collectives the reshard
+ * planner's main cases use, priced by the ring model of reports/cost.c (all-gather and
+ * all-to-all (g-1)/g*S, collective-permute S). Does not own: choosing (handle_dot.c keeps
+ * GSPMD's fixed order), the words for what an alternative needs (explain.c builds them from
+ * the partition counts the decision records), or emitting anything: this is sharding
+ * arithmetic only, and leaves nothing in the output module.
  * Invariant: only alternatives to the chosen strategy are listed, never the chosen one. */
 #include "spmd/dot_int.h"
 
@@ -102,113 +103,72 @@ price_reshard(SpmdCtx *cx, const IrInstr *v, const IrShape *base, const ShdShard
              (double)(t_from - 1) / (double)t_from * full);
 }
 
-typedef struct Alt {
-    bool priced;     /* the plan is what making it apply would need */
-    Plan plan;
-    char needs[200]; /* what the strategy needs that this problem does not have */
-} Alt;
-
 /* Reshards both operands to `lt` and `rt` (NULL: replicated). */
 static void
 price_both(SpmdCtx *cx, const DotProblem *p, const ShdSharding *lt, const ShdSharding *rt,
-           Alt *a)
+           Plan *pl)
 {
-    a->priced = true;
-    price_reshard(cx, p->lhs.hlo, p->lhs.base_shape, p->lhs.sharding, lt, &a->plan);
-    price_reshard(cx, p->rhs.hlo, p->rhs.base_shape, p->rhs.sharding, rt, &a->plan);
+    price_reshard(cx, p->lhs.hlo, p->lhs.base_shape, p->lhs.sharding, lt, pl);
+    price_reshard(cx, p->rhs.hlo, p->rhs.base_shape, p->rhs.sharding, rt, pl);
 }
 
-/* Fills `a` for strategy `s` of problem `p`. */
-static void
-describe(SpmdCtx *cx, const DotJob *job, const DotProblem *p, const DotCounts *c, DotStrategy s,
-         Alt *a)
+/* Prices strategy `s` of problem `p` when resharding the operands makes it apply: the
+ * operand that should match the output is resharded to the sharding the output implies and
+ * the other replicated (lhs/rhs matches output), both operands resharded to what the output
+ * implies (output-partitioned cases, inference from the output), or both replicated
+ * (replicate). False for the strategies whose conditions are about how the operands already
+ * relate to each other (batch parallel, grouping, windowed loops): no reshard of one operand
+ * defines them. */
+static bool
+price(SpmdCtx *cx, const DotJob *job, const DotProblem *p, DotStrategy s, Plan *pl)
 {
     const DotDims *d = &job->dims;
-    memset(a, 0, sizeof(*a));
-    long long n = (long long)c->n;
     switch (s) {
-    case DOT_S_CONV:
-        snprintf(a->needs, sizeof(a->needs), "a convolution case of its own");
-        return;
-    case DOT_S_BATCH_PARALLEL:
-        snprintf(a->needs, sizeof(a->needs),
-                 "both operands split alike on batch dims only, over all %lld devices", n);
-        return;
-    case DOT_S_BATCH_RESHARD_CHEAP:
-    case DOT_S_BATCH_RESHARD:
-        snprintf(a->needs, sizeof(a->needs),
-                 "the output and an operand split alike on batch dims over all %lld devices%s", n,
-                 s == DOT_S_BATCH_RESHARD_CHEAP ? ", the other operand within a permute or "
-                                                  "all-to-all"
-                                                : "");
-        return;
-    case DOT_S_WINDOWED:
-        snprintf(a->needs, sizeof(a->needs),
-                 "a ring-shaped sharding and an operand or output of at least %lld MiB "
-                 "(threshold_for_windowed_einsum_mib)",
-                 (long long)cx->opts->threshold_for_windowed_einsum_mib);
-        return;
     case DOT_S_LHS_MATCHES_OUT:
     case DOT_S_RHS_MATCHES_OUT: {
         bool lhs = s == DOT_S_LHS_MATCHES_OUT;
-        snprintf(a->needs, sizeof(a->needs),
-                 "the %s split like the output on its free dims over all %lld devices (%lld and "
-                 "%lld ways here)",
-                 lhs ? "lhs" : "rhs", n, (long long)(lhs ? c->lnc : c->rnc),
-                 (long long)(lhs ? c->olnc : c->ornc));
         const ShdSharding *me = spmd_dot_infer_operand(cx, d, p->out, lhs ? DOT_LHS : DOT_RHS);
-        if (me)
-            price_both(cx, p, lhs ? me : NULL, lhs ? NULL : me, a);
-        return;
+        if (!me)
+            return false;
+        price_both(cx, p, lhs ? me : NULL, lhs ? NULL : me, pl);
+        return true;
     }
-    case DOT_S_GROUP_BATCH:
-        snprintf(a->needs, sizeof(a->needs), "batch dims split on the operands and the output");
-        return;
-    case DOT_S_GROUP_NC:
-        snprintf(a->needs, sizeof(a->needs), "an operand split like the output on its free dims");
-        return;
-    case DOT_S_GROUP_CONTRACTING:
-        snprintf(a->needs, sizeof(a->needs), "both operands split alike on contracting dims");
-        return;
-    case DOT_S_REMOVE_PARTIAL:
-        snprintf(a->needs, sizeof(a->needs), "a partially replicated output");
-        return;
     case DOT_S_OUT_BATCH:
     case DOT_S_OUT_LHS_NC:
     case DOT_S_OUT_RHS_NC: {
-        int64_t have = s == DOT_S_OUT_BATCH ? c->ob : s == DOT_S_OUT_LHS_NC ? c->olnc : c->ornc;
-        snprintf(a->needs, sizeof(a->needs),
-                 "the output split on %s dims over all %lld devices (%lld ways here)",
-                 s == DOT_S_OUT_BATCH    ? "batch"
-                 : s == DOT_S_OUT_LHS_NC ? "lhs free"
-                                         : "rhs free",
-                 n, (long long)have);
         const ShdSharding *o2l = spmd_dot_seen_from(cx, d, p->out, DOT_OUT, DOT_LHS);
         const ShdSharding *o2r = spmd_dot_seen_from(cx, d, p->out, DOT_OUT, DOT_RHS);
-        if (o2l && o2r && shd_is_tiled(p->out))
-            price_both(cx, p, s == DOT_S_OUT_RHS_NC ? NULL : o2l,
-                       s == DOT_S_OUT_LHS_NC ? NULL : o2r, a);
-        return;
+        if (!o2l || !o2r || !shd_is_tiled(p->out))
+            return false;
+        price_both(cx, p, s == DOT_S_OUT_RHS_NC ? NULL : o2l, s == DOT_S_OUT_LHS_NC ? NULL : o2r,
+                   pl);
+        return true;
     }
-    case DOT_S_REPLICATED_OUT_CONTRACTING:
-        snprintf(a->needs, sizeof(a->needs),
-                 "a replicated output and a larger operand split on contracting dims");
-        return;
     case DOT_S_INFER_FROM_OUTPUT: {
-        snprintf(a->needs, sizeof(a->needs), "no earlier strategy to apply");
         const ShdSharding *lt = spmd_dot_infer_operand(cx, d, p->out, DOT_LHS);
         const ShdSharding *rt = spmd_dot_infer_operand(cx, d, p->out, DOT_RHS);
-        if (lt && rt)
-            price_both(cx, p, lt, rt, a);
-        return;
+        if (!lt || !rt)
+            return false;
+        price_both(cx, p, lt, rt, pl);
+        return true;
     }
     case DOT_S_REPLICATE:
-        snprintf(a->needs, sizeof(a->needs), "no other strategy to apply");
-        price_both(cx, p, NULL, NULL, a);
-        return;
+        price_both(cx, p, NULL, NULL, pl);
+        return true;
+    case DOT_S_CONV:
+    case DOT_S_BATCH_PARALLEL:
+    case DOT_S_BATCH_RESHARD_CHEAP:
+    case DOT_S_WINDOWED:
+    case DOT_S_BATCH_RESHARD:
+    case DOT_S_GROUP_BATCH:
+    case DOT_S_GROUP_NC:
+    case DOT_S_GROUP_CONTRACTING:
+    case DOT_S_REMOVE_PARTIAL:
+    case DOT_S_REPLICATED_OUT_CONTRACTING:
     case DOT_S_COUNT:
-        return;
+        return false;
     }
+    return false;
 }
 
 uint32_t
@@ -216,39 +176,29 @@ spmd_dot_alternative_numbers(SpmdCtx *cx, const DotJob *job, const DotProblem *p
                              DotStrategy chosen, const char *const *names, TraceKV *out,
                              uint32_t cap)
 {
-    DotCounts c;
-    spmd_dot_counts(job, p, &c);
     int first = job->conv_case ? DOT_S_CONV : DOT_S_BATCH_PARALLEL;
     uint32_t n = 0;
-    if (c.n <= 1)
+    if (p->st->num_partitions <= 1)
         return 0; /* one device: nothing to choose between */
-    for (int s = first; s < DOT_S_COUNT && n + 3 <= cap; s++) {
+    for (int s = first; s < DOT_S_COUNT && n + 2 <= cap; s++) {
         /* the strategies tried before the chosen one, and the last resort */
         if (s == (int)chosen || (s > (int)chosen && s != DOT_S_REPLICATE))
             continue;
-        Alt a;
-        describe(cx, job, p, &c, (DotStrategy)s, &a);
-        const char *name = names[s];
-        size_t klen = strlen(name) + 24;
+        Plan pl;
+        memset(&pl, 0, sizeof(pl));
+        if (!price(cx, job, p, (DotStrategy)s, &pl))
+            continue;
+        size_t klen = strlen(names[s]) + 16;
         char *k_bytes = sl_arena_alloc(&cx->scratch, klen, 1);
         char *k_plan = sl_arena_alloc(&cx->scratch, klen, 1);
-        char *k_needs = sl_arena_alloc(&cx->scratch, klen, 1);
-        char *plan = sl_arena_alloc(&cx->scratch, sizeof(a.plan.text), 1);
-        char *needs = sl_arena_alloc(&cx->scratch, sizeof(a.needs), 1);
-        if (!k_bytes || !k_plan || !k_needs || !plan || !needs)
+        char *plan = sl_arena_alloc(&cx->scratch, sizeof(pl.text), 1);
+        if (!k_bytes || !k_plan || !plan)
             return n;
-        snprintf(k_bytes, klen, "alt.%s.device_bytes", name);
-        snprintf(k_plan, klen, "alt.%s.plan", name);
-        snprintf(k_needs, klen, "alt.%s.needs", name);
-        memcpy(plan, a.plan.text, sizeof(a.plan.text));
-        memcpy(needs, a.needs, sizeof(a.needs));
-        if (!a.plan.len)
-            snprintf(plan, sizeof(a.plan.text), "no collective");
-        if (a.priced) {
-            out[n++] = (TraceKV){k_bytes, a.plan.device_bytes, NULL};
-            out[n++] = (TraceKV){k_plan, 0, plan};
-        }
-        out[n++] = (TraceKV){k_needs, 0, needs};
+        snprintf(k_bytes, klen, "alt.%s.bytes", names[s]);
+        snprintf(k_plan, klen, "alt.%s.plan", names[s]);
+        snprintf(plan, sizeof(pl.text), "%s", pl.len ? pl.text : "no collective");
+        out[n++] = (TraceKV){k_bytes, pl.device_bytes, NULL};
+        out[n++] = (TraceKV){k_plan, 0, plan};
     }
     return n;
 }

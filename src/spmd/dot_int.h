@@ -138,9 +138,9 @@ typedef enum DotStrategy {
 
 /* dot_alternatives.c: numbers for the decision choosing `chosen` (names[s]: strategy s's name)
  * about each alternative: the strategies tried before it and the last resort, "replicate".
- * Per alternative NAME: alt.NAME.needs (what it needs that the problem does not have) and,
- * when making it apply is a matter of resharding the operands, alt.NAME.device_bytes (the
- * bytes each device would send, ring model) and alt.NAME.plan (those collectives). Strings live in cx->scratch. Returns the count written (<= cap). */
+ * Per alternative NAME that resharding the operands would make apply: alt.NAME.bytes (the
+ * bytes each device would send for that, ring model) and alt.NAME.plan (those collectives,
+ * in words). Strings live in cx->scratch. Returns the count written (<= cap). */
 uint32_t spmd_dot_alternative_numbers(SpmdCtx *cx, const DotJob *job, const struct DotProblem *p,
                                       DotStrategy chosen, const char *const *names, TraceKV *out,
                                       uint32_t cap);

@@ -81,10 +81,94 @@ alt_number(const TraceRunDecision *d, const char *name, const char *field)
     return NULL;
 }
 
-/* Each alternative with what it would have cost and why it lost, against `chosen_bytes`, what
- * the chosen strategy's collectives make the busiest device send (trip counts applied). */
+static double
+number_or(const TraceRunDecision *d, const char *key, double dflt)
+{
+    for (uint32_t k = 0; k < d->n_numbers; k++)
+        if (!d->numbers[k].str && strcmp(d->numbers[k].key, key) == 0)
+            return d->numbers[k].num;
+    return dflt;
+}
+
+static const char *
+option_of(const TraceRun *run, const char *key)
+{
+    for (uint32_t k = 0; k < run->n_options; k++)
+        if (strcmp(run->options[k].key, key) == 0)
+            return run->options[k].value;
+    return NULL;
+}
+
+/* What dot strategy `name` needs, in words, from the partition counts its decision records
+ * (handle_dot.c's conditions); false for a name this version does not know. */
+static bool
+put_dot_needs(const TraceRun *run, const TraceRunDecision *d, const char *name, SlBuf *out)
+{
+    long long n = (long long)number_or(d, "partitions", 0);
+    long long lnc = (long long)number_or(d, "lhs_non_contracting", 0);
+    long long rnc = (long long)number_or(d, "rhs_non_contracting", 0);
+    long long olnc = (long long)number_or(d, "out_lhs_non_contracting", 0);
+    long long ornc = (long long)number_or(d, "out_rhs_non_contracting", 0);
+    long long ob = (long long)number_or(d, "out_batch", 0);
+    if (!strcmp(name, "conv_spatial"))
+        sl_buf_puts(out, "a convolution case of its own");
+    else if (!strcmp(name, "batch_parallel"))
+        sl_buf_printf(out, "both operands split alike on batch dims only, over all %lld devices",
+                      n);
+    else if (!strcmp(name, "batch_reshard_without_all_reduce") || !strcmp(name, "batch_reshard"))
+        sl_buf_printf(out,
+                      "the output and an operand split alike on batch dims over all %lld devices "
+                      "(here the output %lld way%s)%s",
+                      n, ob, ob == 1 ? "" : "s",
+                      strcmp(name, "batch_reshard") ? ", the other operand within a permute or "
+                                                      "all-to-all"
+                                                    : "");
+    else if (!strcmp(name, "windowed_einsum")) {
+        const char *t = option_of(run, "threshold_for_windowed_einsum_mib");
+        sl_buf_puts(out, "a ring-shaped sharding and an operand or output of at least ");
+        if (t) /* runs recorded without their options leave the number out */
+            sl_buf_printf(out, "%s MiB (threshold_for_windowed_einsum_mib)", t);
+        else
+            sl_buf_puts(out, "threshold_for_windowed_einsum_mib");
+    } else if (!strcmp(name, "lhs_matches_output_replicate_rhs") ||
+               !strcmp(name, "rhs_matches_output_replicate_lhs")) {
+        bool lhs = name[0] == 'l';
+        sl_buf_printf(out,
+                      "the %s split like the output on its free dims over all %lld devices (here "
+                      "the %s %lld way%s, the output %lld)",
+                      lhs ? "lhs" : "rhs", n, lhs ? "lhs" : "rhs", lhs ? lnc : rnc,
+                      (lhs ? lnc : rnc) == 1 ? "" : "s", lhs ? olnc : ornc);
+    } else if (!strcmp(name, "group_on_batch"))
+        sl_buf_puts(out, "batch dims split on the operands and the output");
+    else if (!strcmp(name, "group_on_non_contracting"))
+        sl_buf_puts(out, "an operand split like the output on its free dims");
+    else if (!strcmp(name, "group_on_contracting"))
+        sl_buf_puts(out, "both operands split alike on contracting dims");
+    else if (!strcmp(name, "remove_output_partial_replication"))
+        sl_buf_puts(out, "a partially replicated output");
+    else if (!strcmp(name, "output_batch_partitioned") ||
+             !strcmp(name, "output_lhs_non_contracting_partitioned") ||
+             !strcmp(name, "output_rhs_non_contracting_partitioned")) {
+        bool batch = name[7] == 'b', lhs = name[7] == 'l';
+        long long have = batch ? ob : lhs ? olnc : ornc;
+        sl_buf_printf(out, "the output split on %s dims over all %lld devices (here %lld way%s)",
+                      batch ? "batch" : lhs ? "lhs free" : "rhs free", n, have,
+                      have == 1 ? "" : "s");
+    } else if (!strcmp(name, "replicated_output_sharded_contracting"))
+        sl_buf_puts(out, "a replicated output and a larger operand split on contracting dims");
+    else if (!strcmp(name, "infer_operands_from_output"))
+        sl_buf_puts(out, "no earlier strategy to apply");
+    else
+        return false;
+    return true;
+}
+
+/* Each alternative with why it lost and, when resharding would make it apply, what that would
+ * cost, against `chosen_bytes`, what the chosen strategy's collectives make the busiest device
+ * send (trip counts applied). */
 static void
-put_alternatives(const TraceRunDecision *d, double chosen_bytes, SlBuf *out)
+put_alternatives(const TraceRun *run, const TraceRunDecision *d, double chosen_bytes,
+                 SlBuf *out)
 {
     sl_buf_puts(out, "  alternatives (bytes each device would send, ring model; the chosen "
                      "strategy's collectives send ");
@@ -92,22 +176,27 @@ put_alternatives(const TraceRunDecision *d, double chosen_bytes, SlBuf *out)
     sl_buf_puts(out, "):\n");
     for (uint32_t k = 0; k < d->n_alternatives; k++) {
         const char *name = d->alternatives[k];
-        const TraceRunNumber *b = alt_number(d, name, "device_bytes");
+        const TraceRunNumber *b = alt_number(d, name, "bytes");
         const TraceRunNumber *plan = alt_number(d, name, "plan");
-        const TraceRunNumber *needs = alt_number(d, name, "needs");
-        const char *why = needs && needs->str ? needs->str : "?";
+        bool last_resort = strcmp(name, "replicate") == 0;
         sl_buf_printf(out, "    %s: ", name);
-        if (!b || b->num < 0) {
-            sl_buf_printf(out, "does not apply: it needs %s\n", why);
+        if (!b) {
+            sl_buf_puts(out, "does not apply: it needs ");
+            if (!put_dot_needs(run, d, name, out))
+                sl_buf_puts(out, "what this version cannot name");
+            sl_buf_putc(out, '\n');
             continue;
         }
         put_bytes(out, b->num);
         if (plan && plan->str)
             sl_buf_printf(out, " (%s)", plan->str);
-        if (strcmp(name, "replicate") == 0)
+        if (last_resort)
             sl_buf_puts(out, "; lost: the last resort, taken only when no strategy applies");
-        else
-            sl_buf_printf(out, "; lost: it needs %s", why);
+        else {
+            sl_buf_puts(out, "; lost: it needs ");
+            if (!put_dot_needs(run, d, name, out))
+                sl_buf_puts(out, "what this version cannot name");
+        }
         if (b->num > chosen_bytes) {
             sl_buf_puts(out, ", and making it apply sends ");
             put_bytes(out, b->num - chosen_bytes);
@@ -120,17 +209,16 @@ put_alternatives(const TraceRunDecision *d, double chosen_bytes, SlBuf *out)
     }
 }
 
+/* A decision of the dot engine's strategy order: it records the partition counts. */
 static bool
-has_alt_numbers(const TraceRunDecision *d)
+is_dot_strategy_decision(const TraceRunDecision *d)
 {
-    for (uint32_t k = 0; k < d->n_numbers; k++)
-        if (is_alt_key(d->numbers[k].key))
-            return true;
-    return false;
+    return (!strcmp(d->handler, "dot") || !strcmp(d->handler, "convolution")) &&
+           number_or(d, "partitions", -1) >= 0 && number_or(d, "out_batch", -1) >= 0;
 }
 
 static void
-put_decision(const TraceRunDecision *d, double chosen_bytes, SlBuf *out)
+put_decision(const TraceRun *run, const TraceRunDecision *d, double chosen_bytes, SlBuf *out)
 {
     if (d->chain_length <= 1)
         sl_buf_puts(out, "Decision: ");
@@ -142,8 +230,8 @@ put_decision(const TraceRunDecision *d, double chosen_bytes, SlBuf *out)
     sl_buf_printf(out, "the %s handler chose \"%s\".\n", d->handler, d->strategy);
     if (d->reason && *d->reason)
         sl_buf_printf(out, "  why: %s\n", d->reason);
-    if (d->n_alternatives && has_alt_numbers(d)) {
-        put_alternatives(d, chosen_bytes, out);
+    if (d->n_alternatives && is_dot_strategy_decision(d)) {
+        put_alternatives(run, d, chosen_bytes, out);
     } else if (d->n_alternatives) {
         sl_buf_puts(out, "  also considered:");
         for (uint32_t k = 0; k < d->n_alternatives; k++)
@@ -238,7 +326,7 @@ put_level(const TraceRun *run, uint32_t src, uint32_t level, double chosen_bytes
         if (as_summary)
             sl_buf_printf(out, "%s\"%s\"", level == 2 ? " (then " : ", then ", d->strategy);
         else
-            put_decision(d, chosen_bytes, out);
+            put_decision(run, d, chosen_bytes, out);
     }
 }
 
