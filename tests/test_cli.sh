@@ -331,6 +331,23 @@ has analyze_partitioned "$TMP/analyze_partitioned.err" "analyze: warning: alread
 has analyze_partitioned "$TMP/done/report.txt" "  already-partitioned      1"
 has analyze_partitioned "$TMP/done/summary.json" '"kind":	"already-partitioned"'
 
+# the fallbacks, each in report.txt, summary.json and on stderr
+printf 'HloModule fb, num_partitions=4\n\nENTRY main {\n  p = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n  c = f32[8,16] custom-call(p), custom_call_target="CustomSPMDPartitioning", sharding={devices=[4,1]<=[4]}\n  b = f32[8,16] bitcast(p), sharding={devices=[4,1]<=[4]}\n  r = f32[8,16] copy(p), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n  ROOT t = (f32[8,16], f32[8,16], f32[8,16]) tuple(c, b, r), sharding={{devices=[4,1]<=[4]}, {devices=[4,1]<=[4]}, {devices=[1,2,2]<=[4] last_tile_dim_replicate}}\n}\n' >"$TMP/fallbacks.hlo"
+run analyze_fallbacks 0 analyze "$TMP/fallbacks.hlo" --out "$TMP/fb"
+for line in "custom-call-fallback: 1, first %c: custom-call \"CustomSPMDPartitioning\" has no partitioning rule here" \
+    "no-handler: 1, first %b: no handler for bitcast: partitioned as replicated" \
+    "full-remat: 1, first %r: involuntary full rematerialization: the value is replicated on every device, then sliced to its new sharding"; do
+    has analyze_fallbacks "$TMP/analyze_fallbacks.err" "analyze: warning: $line"
+done
+has analyze_fallbacks "$TMP/fb/report.txt" "  custom-call-fallback      1"
+has analyze_fallbacks "$TMP/fb/report.txt" "    %c: custom-call \"CustomSPMDPartitioning\" has no partitioning rule here: partitioned by fallback, its operands replicated (all-gathered) and the full call run on every device"
+has analyze_fallbacks "$TMP/fb/report.txt" "    %b: no handler for bitcast: partitioned as replicated"
+has analyze_fallbacks "$TMP/fb/report.txt" "    %r: involuntary full rematerialization: the value is replicated on every device, then sliced to its new sharding"
+for kind in custom-call-fallback no-handler full-remat; do
+    has analyze_fallbacks "$TMP/fb/summary.json" "\"kind\":	\"$kind\""
+done
+has analyze_fallbacks "$TMP/fb/summary.json" '"message":	"no handler for bitcast: partitioned as replicated"'
+
 # no num_partitions and no -n: the count all shardings agree on, said on stderr
 sed 's/, num_partitions=4//' "$SAMPLE" >"$TMP/nonum.hlo"
 run nonum 0 partition "$TMP/nonum.hlo" -o "$TMP/nonum.out.hlo"
