@@ -122,7 +122,7 @@ static const char k_dot_out[] =
 static const TraceRunInfo k_info = {
     "0.1.0-test", "2024-01-02T03:04:05Z", {"abc",        3                       },
       {OPTIONS_TEXT, sizeof(OPTIONS_TEXT) - 1},
-      2
+      2, NULL, 0
 };
 
 /* Feeds the events the partitioner would send for the dot (contracting strategy). */
@@ -700,10 +700,10 @@ test_device_traffic_views(void **state)
     };
     for (size_t k = 0; k < SL_COUNTOF(want); k++) {
         char q[160];
-        snprintf(q, sizeof(q), "SELECT send_bytes FROM device_traffic WHERE device = %d",
+        snprintf(q, sizeof(q), "SELECT send_bytes_known_trips FROM device_traffic WHERE device = %d",
                  want[k].device);
         assert_true(sql_real(raw, q) == want[k].send);
-        snprintf(q, sizeof(q), "SELECT recv_bytes FROM device_traffic WHERE device = %d",
+        snprintf(q, sizeof(q), "SELECT recv_bytes_known_trips FROM device_traffic WHERE device = %d",
                  want[k].device);
         assert_true(sql_real(raw, q) == want[k].recv);
     }

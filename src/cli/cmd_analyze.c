@@ -14,12 +14,13 @@
 
 #include "viz/viz.h"
 
-enum { OPT_N, OPT_OUT, OPT_SET };
+enum { OPT_N, OPT_OUT, OPT_SET, OPT_TRIP_COUNT };
 
 static const CliOpt k_opts[] = {
     {OPT_N,   'n', "num-partitions", "N",         "partition for N devices (default: the header's)",   false},
     {OPT_OUT, 0,   "out",            "DIR",       "directory for every output (created when missing)", false},
     {OPT_SET, 0,   "set",            "KEY=VALUE", "set a partitioner option by its XLA name",          true },
+    {OPT_TRIP_COUNT, 0, "trip-count", "NAME=N",   "while NAME of the input runs N times",              true },
     CLI_REPORT_MODEL_OPTS,
 };
 
@@ -189,11 +190,15 @@ run(const CliArgs *a)
         code = cli_report(&err, &in);
     else
         code = cli_spmd_options(a, OPT_N, OPT_SET, in.module, &o);
+    TraceTripCount *trips = NULL;
+    uint32_t n_trips = 0;
+    if (code == CLI_EXIT_OK)
+        code = cli_trip_counts(a, OPT_TRIP_COUNT, in.module, &in.arena, &trips, &n_trips);
     if (code == CLI_EXIT_OK && make_dir(dir, &err))
         code = cli_report(&err, NULL);
     if (code == CLI_EXIT_OK) {
         remove_db(p.trace_tmp);
-        code = cli_partition_traced(&in, &o, p.trace_tmp, &hlo, NULL);
+        code = cli_partition_traced(&in, &o, p.trace_tmp, trips, n_trips, &hlo, NULL);
     }
     if (code == CLI_EXIT_OK) {
         printf("analyze: %s on %lld devices, into %s\n", in.display, (long long)o.num_partitions,
@@ -217,8 +222,8 @@ run(const CliArgs *a)
 
 const CliCommand cmd_analyze = {
     .name = "analyze",
-    .usage = "IN.hlo [-n N] --out DIR [--set KEY=VALUE]... [--mesh AXES] [--link-gbps G] "
-             "[--latency-us L]",
+    .usage = "IN.hlo [-n N] --out DIR [--set KEY=VALUE]... [--trip-count NAME=N]... [--mesh AXES] "
+             "[--link-gbps G] [--latency-us L]",
     .summary = "partition, trace, report and draw into one directory",
     .description =
         "Partitions IN.hlo with a trace and writes into DIR (created when missing):\n"
@@ -229,7 +234,7 @@ const CliCommand cmd_analyze = {
         "  before.svg       the input graph, nodes coloured by sharding (when built with viz)\n"
         "  after.svg        the partitioned graph, collectives highlighted (when built with viz)\n"
         "Each file is written atomically; the paths are printed as they are written, then\n"
-        "the totals. The model options are report's.\n",
+        "the totals. The model options are report's.\n" CLI_TRIP_COUNT_HELP,
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

@@ -764,8 +764,8 @@ load_tables(Rd *r)
     query(r, "SELECT instr, message FROM warning WHERE run_id = ?1 ORDER BY id", row_warning);
     run->warnings = TAKE(r, TraceRunWarning, &run->n_warnings);
     query(r,
-          "SELECT device, send_bytes, recv_bytes, collectives, unknown_trip_collectives"
-          " FROM device_traffic WHERE run_id = ?1 ORDER BY device",
+          "SELECT device, send_bytes_known_trips, recv_bytes_known_trips, collectives,"
+          " unknown_trip_collectives FROM device_traffic WHERE run_id = ?1 ORDER BY device",
           row_device);
     run->devices = TAKE(r, TraceRunDevice, &run->n_devices);
 }
