@@ -9,7 +9,8 @@
  *     direction LT, LE, GT, GE, NE or EQ, N a constant or a tuple element the body passes on
  *     unchanged and whose initial value is a constant;
  *   - body root element i is add(get-tuple-element(param, i), constant) in either order, or
- *     subtract(get-tuple-element(param, i), constant);
+ *     subtract(get-tuple-element(param, i), constant), or a chain of those (one step of their
+ *     sum, as XLA's brute-force evaluation finds it);
  *   - initial value (element i of the while's operand) is a constant.
  * Copies, get-tuple-element of a tuple, widening integer converts, and a parameter of a
  * computation called from exactly one call instruction are looked through, as XLA's analysis
@@ -262,22 +263,32 @@ body_step(const IrComputation *body, int64_t k, int64_t *step, bool *invariant,
         *invariant = true;
         return false;
     }
-    if (!u || (u->op != IR_OP_ADD && u->op != IR_OP_SUBTRACT) || u->n_operands != 2)
-        return false;
-    const IrInstr *a = strip(u->operands[0]), *b = strip(u->operands[1]);
-    int64_t c = 0;
-    if (param_elem(a, body) == k && const_int(b, &c)) {
-        if (u->op == IR_OP_SUBTRACT) {
-            if (c == INT64_MIN)
+    /* A chain of additions and subtractions of constants, e.g. add(add(i, 1), 1): one step of
+     * their sum (XLA's analysis evaluates such chains by brute force). */
+    int64_t total = 0;
+    for (int n = 0; u && n < MAX_TRACE_STEPS; n++) {
+        if ((u->op != IR_OP_ADD && u->op != IR_OP_SUBTRACT) || u->n_operands != 2)
+            return false;
+        const IrInstr *a = strip(u->operands[0]), *b = strip(u->operands[1]), *rest = NULL;
+        int64_t c = 0;
+        if (const_int(b, &c)) {
+            rest = a;
+            if (u->op == IR_OP_SUBTRACT && __builtin_sub_overflow(0, c, &c))
                 return false;
-            c = -c;
+        } else if (u->op == IR_OP_ADD && const_int(a, &c)) {
+            rest = b;
+        } else {
+            return false;
         }
-    } else if (u->op == IR_OP_ADD && param_elem(b, body) == k && const_int(a, &c)) {
-    } else {
-        return false;
+        if (__builtin_add_overflow(total, c, &total))
+            return false;
+        if (param_elem(rest, body) == k) {
+            *step = total;
+            return true;
+        }
+        u = rest;
     }
-    *step = c;
-    return true;
+    return false;
 }
 
 typedef enum Dir { D_LT, D_LE, D_GT, D_GE, D_NE, D_EQ, D_BAD } Dir;
