@@ -77,6 +77,17 @@ typedef struct ReportLoop {
     int64_t iterations, bytes_per_iteration;
 } ReportLoop;
 
+/* A while loop of the output and its trip count (trace table while_loop). */
+typedef struct ReportWhile {
+    const char *loop, *source, *computation; /* source: the input while; NULL when none */
+    int64_t trip_count;                      /* -1: unknown */
+    const char *method; /* user, backend_config, pattern, partitioner, unknown */
+    const char *reason; /* unknown: why; else how the count was found; may be NULL */
+    int64_t executions; /* runs of the while itself per run of the module; -1: unknown */
+    uint32_t collectives;            /* run by it, loops nested in it included */
+    double send_bytes_per_execution; /* theirs, one execution each, summed over devices */
+} ReportWhile;
+
 typedef struct Report {
     const char *module, *input_hash, *tool_version;
     int64_t num_partitions;
@@ -93,6 +104,8 @@ typedef struct Report {
     uint32_t n_kinds, n_sources, n_op_names;
     ReportLoop *loops;
     uint32_t n_loops;
+    ReportWhile *whiles; /* output order, outer loops first */
+    uint32_t n_whiles;
 } Report;
 
 /* Computes the report of `run`. A mesh that does not parse or whose size is not the run's

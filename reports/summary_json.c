@@ -182,6 +182,22 @@ put_body(Js *js, cJSON *root, const Report *r)
         num(js, o, "iterations", (double)r->loops[k].iterations);
         num(js, o, "bytes_per_iteration", (double)r->loops[k].bytes_per_iteration);
     }
+    cJSON *wl = chk(js, cJSON_AddArrayToObject(root, "while_loops"));
+    for (uint32_t k = 0; wl && k < r->n_whiles; k++) {
+        const ReportWhile *w = &r->whiles[k];
+        cJSON *o = add_object(js, wl);
+        if (!o)
+            break;
+        str(js, o, "loop", w->loop);
+        str(js, o, "source", w->source);
+        str(js, o, "computation", w->computation);
+        num_or_null(js, o, "trip_count", w->trip_count >= 0, (double)w->trip_count);
+        str(js, o, "method", w->method);
+        str(js, o, "reason", w->reason);
+        num_or_null(js, o, "executions", w->executions >= 0, (double)w->executions);
+        num(js, o, "collectives", w->collectives);
+        num(js, o, "send_bytes_per_execution", w->send_bytes_per_execution);
+    }
 }
 
 SlStatus

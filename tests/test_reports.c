@@ -312,7 +312,14 @@ test_loop_unknown_trip_count(void **state)
         fail_msg("text does not state the unknown trip count:\n%s", text.data);
     if (!strstr(text.data, "unknown"))
         fail_msg("no unknown trip in the collectives table:\n%s", text.data);
+    /* which loop and why: the bound comes from the entry's parameter */
+    if (!strstr(text.data, "loops with unknown trip counts (1; ") ||
+        !strstr(text.data, "\n  %w.1  %w                1                    64  the bound "
+                           "(tuple element 2) is a parameter: %bound of main\n"))
+        fail_msg("text does not name the unknown loop:\n%s", text.data);
     sl_buf_fini(&text);
+    assert_int_equal(r->n_whiles, 1);
+    assert_string_equal(r->whiles[0].method, "unknown");
     check_against_view("unknown trip", run, r);
 }
 
@@ -542,6 +549,13 @@ test_summary_json(void **state)
     c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "collectives"), 0);
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(c0, "trip_count")));
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(c0, "send_bytes")));
+    const cJSON *wl = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "while_loops"), 0);
+    assert_string_equal(cJSON_GetObjectItem(wl, "loop")->valuestring, "w.1");
+    assert_string_equal(cJSON_GetObjectItem(wl, "method")->valuestring, "unknown");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(wl, "trip_count")));
+    assert_string_equal(cJSON_GetObjectItem(wl, "reason")->valuestring,
+                        "the bound (tuple element 2) is a parameter: %bound of main");
+    assert_int_equal(cJSON_GetObjectItem(wl, "collectives")->valueint, 1);
     cJSON_Delete(doc);
     cJSON_Delete(schema);
 

@@ -1138,7 +1138,8 @@ typedef struct WhileRow {
 } WhileRow;
 
 /* The trip count of output while `i` (recorded in w->whiles): the user's count for the input
- * while it derives from; else backend_config or the pattern (ir_while_trip_count); else the
+ * while it derives from; else backend_config or the pattern (ir_while_trip_count), on the
+ * output loop, else on that input while (whose names the reason then gives); else the
  * iterations the partitioner stated for a windowed loop it emitted. */
 static int64_t
 while_count(Wr *w, const IrInstr *i, Trips runs)
@@ -1148,6 +1149,10 @@ while_count(Wr *w, const IrInstr *i, Trips runs)
     ir_while_trip_count(w->mod[AFTER], i, &r.tc);
     r.method = ir_trip_method_name(r.tc.method);
     const IrInstr *src = i->derived_from && i->derived_from->op == IR_OP_WHILE ? i->derived_from : i;
+    if (r.tc.method == IR_TRIP_UNKNOWN && src != i && src->id < w->n_ids[BEFORE] &&
+        w->instr_by_id[BEFORE][src->id] == src) /* the input's loop: its count, or its names */
+        ir_while_trip_count(w->mod[BEFORE], src, &r.tc);
+    r.method = ir_trip_method_name(r.tc.method);
     const TraceRunInfo *info = &w->db->info;
     for (uint32_t k = 0; src->name && k < info->n_trip_counts; k++) {
         if (strcmp(sl_sym_cstr(src->name), info->trip_counts[k].name) != 0)
