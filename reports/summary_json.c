@@ -358,7 +358,11 @@ report_parse_json(SlStr text, const char *path, SlArena *arena, Report **out, Sl
     SlStatus st = SL_OK;
     Report *r = SL_NEW(arena, Report);
     double version = 0;
+    const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "schema_version");
+    bool newer = cJSON_IsNumber(sv) && sv->valuedouble > REPORT_SCHEMA_VERSION;
     if (!r) {
+        st = bad(&rd, "schema_version", NULL, -1);
+    } else if (!newer && (st = report_check_summary(root, path, err)) != SL_OK) {
         st = bad(&rd, "schema_version", NULL, -1);
     } else if (!get_num(root, "schema_version", &version)) {
         st = bad(&rd, "schema_version", NULL, -1);

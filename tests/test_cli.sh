@@ -306,7 +306,7 @@ has diff_json "$TMP/diff_json.out" '"status":	"added"'
 run diff_bad_pct 2 diff "$TMP/an/summary.json" "$TMP/ch/summary.json" --max-increase -1
 printf '{"schema_version": 1, "devices": [\n  {"device": 0}\n]}\n' >"$TMP/broken.json"
 run diff_broken 2 diff "$TMP/broken.json" "$TMP/an/summary.json"
-has diff_broken "$TMP/diff_broken.err" "$TMP/broken.json: error: not a shardlens summary: devices[0] has no valid 'send_bytes'"
+has diff_broken "$TMP/diff_broken.err" "$TMP/broken.json: error: not a valid shardlens summary (schema/summary.schema.json): the document has no 'tool'"
 printf '{"schema_version": 1,\n  "devices": [}\n' >"$TMP/notjson.json"
 run diff_notjson 2 diff "$TMP/notjson.json" "$TMP/an/summary.json"
 has diff_notjson "$TMP/diff_notjson.err" "$TMP/notjson.json:2:15: error: not valid JSON"

@@ -234,11 +234,20 @@ test_schema_created_and_version_checked(void **state)
         assert_int_equal(trace_db_open(fx->path, (TraceDbMode)mode, &db, &err), SL_ERR_DB);
         assert_null(db);
         char want[64];
-        snprintf(want, sizeof(want), "reads version %d", trace_db_schema_version());
+        snprintf(want, sizeof(want), "newer than the version %d", trace_db_schema_version());
         assert_non_null(strstr(err.msg, "version 99"));
         assert_non_null(strstr(err.msg, want));
         assert_string_equal(err.loc.path, fx->path);
     }
+    /* An older trace says so, and what to do. */
+    assert_int_equal(sqlite3_exec(raw, "PRAGMA user_version = 4", NULL, NULL, NULL), SQLITE_OK);
+    err = (SlError){0};
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_ERR_DB);
+    char old[96];
+    snprintf(old, sizeof(old), "schema version 4, older than the version %d",
+             trace_db_schema_version());
+    assert_non_null(strstr(err.msg, old));
+    assert_non_null(strstr(err.msg, "recorded by an older shardlens; record the run again"));
     /* A database that is not ours (tables, user_version 0) is refused, not written into. */
     assert_int_equal(sqlite3_exec(raw, "PRAGMA user_version = 0", NULL, NULL, NULL), SQLITE_OK);
     err = (SlError){0};
