@@ -134,9 +134,12 @@ typedef struct ReportDiffOptions {
 } ReportDiffOptions;
 
 /* Compares two reports: per kind, busiest device, per source op (matched by name and
- * op_name), per (source, kind). Writes text or, with `as_json`, JSON for bots into `out`;
- * `*over_budget` is true when a budget is set and a gated figure grew past it. */
+ * op_name), per (source, kind), bytes as per-execution bytes times trip counts. Writes text
+ * or, with `as_json`, JSON for bots into `out`; `*over_budget` is true when a budget is set
+ * and a gated figure grew past it, or traffic of unknown trip count grew (diff.c). */
 SlStatus report_diff(const Report *old_r, const Report *new_r, const ReportDiffOptions *o,
                      bool as_json, SlBuf *out, bool *over_budget, SlError *err);
+/* False when both name their module and the names differ (diff warns: different modules). */
+bool report_same_module(const Report *a, const Report *b);
 
 #endif

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -716,6 +717,98 @@ test_diff_budget_edge(void **state)
     sl_buf_fini(&out);
 }
 
+/* The gate on loops: bytes are per execution times the trip count; a collective of unknown trip
+ * count fails any budget when it is new or moves more per execution. */
+static void
+test_diff_trip_counts(void **state)
+{
+    (void)state;
+    ReportCollective c1, c2, c3, c4;
+    ReportDevice d1[2], d2[2], d3[2], d4[2];
+    SlBuf out;
+    sl_buf_init(&out);
+    /* in a loop of 8: 100 B per execution is 800 B; 110 B is +10% of it */
+    Report old_r = one_collective(&c1, d1, "dot", 100);
+    Report new_r = one_collective(&c2, d2, "dot", 110);
+    c1.trip_count = c2.trip_count = 8;
+    d2[0].t.send_bytes = d2[0].t.recv_bytes = d2[1].t.send_bytes = d2[1].t.recv_bytes = 440;
+    d1[0].t.send_bytes = d1[0].t.recv_bytes = d1[1].t.send_bytes = d1[1].t.recv_bytes = 400;
+    assert_true(diff_over(&old_r, &new_r, 9, &out));
+    if (!strstr(out.data, "bytes sent, summed over devices  800 -> 880 B  +80 (+10.00%)") ||
+        !strstr(out.data, "changed  %dot all-reduce [model/dense]: 1 -> 1, 800 -> 880 B  +80 "
+                          "(+10.00%); 110 B per execution x 8 trips"))
+        fail_msg("%s", out.data);
+
+    /* unknown trip count: the same per-execution bytes pass, more fail, new fails */
+    Report u_old = one_collective(&c3, d3, "dot", 100), u_new = one_collective(&c4, d4, "dot", 100);
+    c3.trip_count = c4.trip_count = -1;
+    for (int k = 0; k < 2; k++)
+        d3[k].t.send_bytes = d3[k].t.recv_bytes = d4[k].t.send_bytes = d4[k].t.recv_bytes = 0;
+    assert_false(diff_over(&u_old, &u_new, 0, &out));
+    c4.send_bytes = 101;
+    assert_true(diff_over(&u_old, &u_new, 1000, &out));
+    if (!strstr(out.data, "unknown trip count: 100 -> 101 B per execution (grew: counts against "
+                          "the budget)") ||
+        !strstr(out.data, "bytes sent ok, busiest device ok, unknown-trip traffic grew (1 source "
+                          "op): FAIL"))
+        fail_msg("%s", out.data);
+    Report none = u_old;
+    none.n_collectives = 0;
+    assert_true(diff_over(&none, &u_old, 1000, &out));
+    assert_false(diff_over(&u_old, &none, 0, &out)); /* removing it is no growth */
+
+    /* different modules: a warning naming both */
+    u_new.module = "other";
+    u_new.input_hash = "0123456789abcdef";
+    c4.send_bytes = 100;
+    assert_false(diff_over(&u_old, &u_new, 0, &out));
+    if (!strstr(out.data, "warning: OLD and NEW are different modules: m (input ?) and other "
+                          "(input 0123456789abcdef)"))
+        fail_msg("%s", out.data);
+    assert_false(report_same_module(&u_old, &u_new));
+    sl_buf_fini(&out);
+}
+
+/* Linear time: two reports of 24k collectives from 24k distinct source ops (issue 17 saw 22 s
+ * with a quadratic join) compare in well under a second. */
+static void
+test_diff_many_collectives(void **state)
+{
+    TraceFx *fx = *state;
+    enum { N = 24000 };
+    ReportCollective *a = SL_NEW_ARRAY(&fx->arena, ReportCollective, N);
+    ReportCollective *b = SL_NEW_ARRAY(&fx->arena, ReportCollective, N);
+    ReportDevice d[2];
+    assert_non_null(a);
+    assert_non_null(b);
+    ReportCollective one;
+    Report ra = one_collective(&one, d, "x", 10), rb = ra;
+    for (uint32_t k = 0; k < N; k++) {
+        char *name = sl_arena_strndup(&fx->arena, "source.00000", 12);
+        snprintf(name + 7, 6, "%05u", k);
+        a[k] = one;
+        a[k].source = name;
+        b[k] = a[k];
+        b[k].send_bytes = k == N - 1 ? 20 : 10; /* one changed */
+    }
+    ra.collectives = a;
+    rb.collectives = b;
+    ra.n_collectives = rb.n_collectives = N;
+    SlBuf out;
+    sl_buf_init(&out);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    (void)diff_over(&ra, &rb, 100, &out);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (!strstr(out.data, "changed  %source.23999 all-reduce [model/dense]: 1 -> 1, 10 -> 20 B") ||
+        !strstr(out.data, "(23999 unchanged)"))
+        fail_msg("%.300s", out.data);
+    if (s > 1.0)
+        fail_msg("diff of %d collectives took %.2f s", N, s);
+    sl_buf_fini(&out);
+}
+
 /* ---- every sample: the report agrees with the database's own view ------------------------ */
 
 static void
@@ -773,6 +866,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_mesh_axes, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_summary_json, tfx_setup, tfx_teardown),
         cmocka_unit_test(test_diff_budget_edge),
+        cmocka_unit_test(test_diff_trip_counts),
+        cmocka_unit_test_setup_teardown(test_diff_many_collectives, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_samples_against_view, tfx_setup, tfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
