@@ -140,6 +140,7 @@ test_trip_count_cases(void **state)
                      (long long)tc.induction_index, tc.reason, (long long)c->want,
                      ir_trip_method_name(c->method), c->reason);
         ir_module_fini(m);
+        sl_interner_fini(&names);
         sl_arena_fini(&arena);
     }
 }
@@ -185,6 +186,7 @@ test_trip_count_through_call(void **state)
     assert_int_equal(tc.count, 5);
     assert_string_equal(tc.reason, "i = 4; i < 24; i += 4 (tuple element 0)");
     ir_module_fini(m);
+    sl_interner_fini(&names);
     sl_arena_fini(&arena);
 }
 
