@@ -106,6 +106,9 @@ typedef struct Report {
     uint32_t n_loops;
     ReportWhile *whiles; /* output order, outer loops first */
     uint32_t n_whiles;
+    /* Collectives of unknown trip count in no loop of unknown count: in a conditional's
+     * branch, which runs at most as often as the conditional (whether it runs is data). */
+    uint32_t n_unknown_in_branches;
 } Report;
 
 /* Computes the report of `run`. A mesh that does not parse or whose size is not the run's

@@ -360,13 +360,19 @@ print_loops(const Report *r, SlBuf *out)
 }
 
 /* Which while loops have no trip count and why: their collectives are the unknown-trip
- * traffic the totals keep apart. Printed only when there are such loops. */
+ * traffic the totals keep apart (with those of conditional branches). Printed only when there
+ * is such traffic. */
 static void
 print_unknown_loops(const Report *r, SlBuf *out)
 {
     uint32_t n = 0;
     for (uint32_t k = 0; k < r->n_whiles; k++)
         n += r->whiles[k].trip_count < 0;
+    if (r->n_unknown_in_branches)
+        sl_buf_printf(out,
+                      "\n%u collective%s of unknown trip count in conditional branches: a branch "
+                      "runs at most as often as its conditional, whether it runs is data\n",
+                      r->n_unknown_in_branches, r->n_unknown_in_branches == 1 ? "" : "s");
     if (!n)
         return;
     sl_buf_printf(out, "\nloops with unknown trip counts (%u; their collectives are counted apart, "

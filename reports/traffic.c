@@ -370,9 +370,7 @@ finish_whiles(Build *b)
 {
     const TraceRun *run = b->run;
     Report *r = b->r;
-    if (!run->n_whiles)
-        return;
-    r->whiles = SL_NEW_ARRAY(b->arena, ReportWhile, run->n_whiles);
+    r->whiles = SL_NEW_ARRAY(b->arena, ReportWhile, run->n_whiles + 1);
     if (!r->whiles) {
         b->oom = true;
         return;
@@ -387,12 +385,15 @@ finish_whiles(Build *b)
     }
     r->n_whiles = run->n_whiles;
     for (uint32_t k = 0; k < run->n_collectives && k < r->n_collectives; k++) {
+        bool in_unknown_loop = false;
         /* up the chain of enclosing loops; outer indices are smaller, so this ends */
         for (uint32_t l = run->collectives[k].loop, n = 0; l < r->n_whiles && n <= r->n_whiles;
              l = run->whiles[l].outer, n++) {
             r->whiles[l].collectives++;
             r->whiles[l].send_bytes_per_execution += r->collectives[k].send_bytes;
+            in_unknown_loop = in_unknown_loop || r->whiles[l].trip_count < 0;
         }
+        r->n_unknown_in_branches += r->collectives[k].trip_count < 0 && !in_unknown_loop;
     }
 }
 

@@ -376,6 +376,12 @@ has moe_param_gate "$TMP/moe_param_gate.out" "unknown trip count: 0 -> 402653184
 run moe_param_user 0 analyze "$TMP/moe_param.hlo" --out "$TMP/moe4" --trip-count w=6
 cmp -s <(grep -v '"reason"\|"method"\|input_hash' "$TMP/moe1/summary.json") <(grep -v '"reason"\|"method"\|input_hash' "$TMP/moe4/summary.json") || fail "moe: --trip-count w=6 on the unknown loop differs from the counted one"
 
+# a collective in a conditional's branch: unknown too (a branch runs at most as often as its
+# conditional), and the report says where it is
+printf 'HloModule cond_ar, num_partitions=2\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\nt_branch {\n  p = f32[8] parameter(0), sharding={replicated}\n  ROOT ar = f32[8] all-reduce(p), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add, sharding={replicated}\n}\n\nf_branch {\n  p = f32[8] parameter(0), sharding={replicated}\n  ROOT n = f32[8] negate(p), sharding={replicated}\n}\n\nENTRY main {\n  c = pred[] parameter(0), sharding={replicated}\n  x = f32[8] parameter(1), sharding={replicated}\n  ROOT r = f32[8] conditional(c, x, x), true_computation=t_branch, false_computation=f_branch, sharding={replicated}\n}\n' >"$TMP/cond.hlo"
+run cond_branch 0 analyze "$TMP/cond.hlo" --out "$TMP/cond"
+has cond_branch "$TMP/cond/report.txt" "1 collective of unknown trip count in conditional branches: a branch runs at most as often as its conditional"
+
 # ---- verify: simulate the partitioned module on N devices (exit 0 agree, 1 mismatch, 3 unsupported)
 run verify 0 verify "$SAMPLE" --seed 7 --trials 2
 has verify "$TMP/verify.out" "samples/mlp_megatron.hlo: ok: 1 output agree on 4 devices (2 trials, seed 7"
