@@ -78,6 +78,12 @@ static const Case k_cases[] = {
      "  one = s32[] constant(1)\n  h = s32[] add(a, one)\n  u0 = s32[] add(h, one)\n"
      "  u1 = s32[] copy(b)\n",
      I0(0, 0), "", 3, IR_TRIP_PATTERN, 0, "i = 0; i < 6; i += 2"},
+    /* the start computed from constants: 3 * 2 - 1 = 5; 5, 7, 9 */
+    {"init_arithmetic", "  n = s32[] constant(10)\n  ROOT c = pred[] compare(a, n), direction=LT\n",
+     "  two = s32[] constant(2)\n  u0 = s32[] add(a, two)\n  u1 = s32[] copy(b)\n",
+     "  c3 = s32[] constant(3)\n  c2 = s32[] constant(2)\n  c1 = s32[] constant(1)\n"
+     "  m = s32[] multiply(c3, c2)\n  i0 = s32[] subtract(m, c1)\n  i1 = s32[] constant(0)\n",
+     "", 3, IR_TRIP_PATTERN, 0, "i = 5; i < 10; i += 2"},
     {"never_runs", "  n = s32[] constant(3)\n  ROOT c = pred[] compare(a, n), direction=LT\n",
      STEP1, I0(5, 0), "", 0, IR_TRIP_PATTERN, 0, "i = 5; i < 3"},
     /* the compare on widened values */

@@ -11,7 +11,8 @@
  *   - body root element i is add(get-tuple-element(param, i), constant) in either order, or
  *     subtract(get-tuple-element(param, i), constant), or a chain of those (one step of their
  *     sum, as XLA's brute-force evaluation finds it);
- *   - initial value (element i of the while's operand) is a constant.
+ *   - initial value (element i of the while's operand) is a constant, or integer arithmetic
+ *     on constants.
  * Copies, get-tuple-element of a tuple, widening integer converts, and a parameter of a
  * computation called from exactly one call instruction are looked through, as XLA's analysis
  * looks through copies and GTE-tuple chains (and sees calls inlined).
@@ -221,6 +222,32 @@ resolve(const IrModule *m, const IrInstr *v)
     return v;
 }
 
+/* The value of `v` when it is integer arithmetic on constants (XLA's analysis evaluates the
+ * initial value the same way): constants, add, subtract, multiply, negate, through resolve(). */
+static bool
+eval_int(const IrModule *m, const IrInstr *v, int depth, int64_t *out)
+{
+    v = resolve(m, v);
+    if (!v || depth > MAX_TRACE_STEPS)
+        return false;
+    if (const_int(v, out))
+        return true;
+    int64_t a = 0, b = 0;
+    if (!is_int(v->shape.dtype) || ir_shape_elem_count(&v->shape) != 1)
+        return false;
+    if (v->op == IR_OP_NEGATE && v->n_operands == 1)
+        return eval_int(m, v->operands[0], depth + 1, &a) && !__builtin_sub_overflow(0, a, out);
+    if ((v->op != IR_OP_ADD && v->op != IR_OP_SUBTRACT && v->op != IR_OP_MULTIPLY) ||
+        v->n_operands != 2 || !eval_int(m, v->operands[0], depth + 1, &a) ||
+        !eval_int(m, v->operands[1], depth + 1, &b))
+        return false;
+    if (v->op == IR_OP_ADD)
+        return !__builtin_add_overflow(a, b, out);
+    if (v->op == IR_OP_SUBTRACT)
+        return !__builtin_sub_overflow(a, b, out);
+    return !__builtin_mul_overflow(a, b, out);
+}
+
 /* Element `k` of the loop's initial state, resolved; NULL with a reason when the state is
  * not built by a tuple instruction. */
 static const IrInstr *
@@ -411,7 +438,7 @@ bound_value(const IrModule *m, const IrInstr *w, const IrInstr *side, int64_t *n
     const IrInstr *v = init_elem(m, w, j, t);
     if (!v)
         return false;
-    if (!const_int(v, n)) {
+    if (!eval_int(m, v, 0, n)) {
         not_constant(t, "the bound", j, v);
         return false;
     }
@@ -499,7 +526,7 @@ match_pattern(const IrModule *m, const IrInstr *w, IrTripCount *t)
     const IrInstr *iv = init_elem(m, w, k, t);
     if (!iv)
         return;
-    if (!const_int(iv, &init)) {
+    if (!eval_int(m, iv, 0, &init)) {
         not_constant(t, "the initial value of the induction variable", k, iv);
         return;
     }
