@@ -171,6 +171,50 @@ static const char k_called[] = "HloModule m\n\n"
                                "  four = s32[] constant(4)\n"
                                "  ROOT c = f32[4] call(four, x), to_apply=f\n}\n";
 
+/* A loop whose state is the counter itself (no tuple): XLA's analysis needs a tuple; here the
+ * state is the induction variable. */
+static const char k_scalar_state[] = "HloModule m\n\n"
+                                     "cond {\n  i = s32[] parameter(0)\n  n = s32[] constant(7)\n"
+                                     "  ROOT c = pred[] compare(i, n), direction=LT\n}\n\n"
+                                     "body {\n  i = s32[] parameter(0)\n  one = s32[] constant(1)\n"
+                                     "  ROOT j = s32[] add(i, one)\n}\n\n"
+                                     "ENTRY main {\n  p = s32[] parameter(0)\n  z = s32[] constant(%s)\n"
+                                     "  s = s32[] %s\n"
+                                     "  ROOT w = s32[] while(s), condition=cond, body=body\n}\n";
+
+static void
+test_trip_count_scalar_state(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *start, *state;
+        int64_t want;
+        const char *reason;
+    } cases[] = {
+        {"2", "copy(z)", 5, "i = 2; i < 7; i += 1 (the loop state)"},
+        {"0", "copy(p)", -1, "the initial value of the induction variable (the loop state) is a "
+                             "parameter: %p of main"},
+    };
+    for (size_t k = 0; k < SL_COUNTOF(cases); k++) {
+        char text[1024];
+        snprintf(text, sizeof(text), k_scalar_state, cases[k].start, cases[k].state);
+        SlArena arena;
+        SlInterner names;
+        sl_arena_init(&arena);
+        sl_interner_init(&names, &arena);
+        IrModule *m = NULL;
+        SlError err = {0};
+        assert_int_equal(hlo_parse(&arena, &names, sl_str(text), "s.hlo", &m, &err), SL_OK);
+        IrTripCount tc;
+        ir_while_trip_count(m, m->entry->root, &tc);
+        if (tc.count != cases[k].want || strcmp(tc.reason, cases[k].reason))
+            fail_msg("case %zu: %lld \"%s\"", k, (long long)tc.count, tc.reason);
+        ir_module_fini(m);
+        sl_interner_fini(&names);
+        sl_arena_fini(&arena);
+    }
+}
+
 static void
 test_trip_count_through_call(void **state)
 {
@@ -202,6 +246,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trip_count_cases),
         cmocka_unit_test(test_trip_count_through_call),
+        cmocka_unit_test(test_trip_count_scalar_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -298,7 +298,8 @@ typedef enum IrTripMethod {
 typedef struct IrTripCount {
     IrTripMethod method;
     int64_t count;           /* body executions per execution of the while; -1: unknown */
-    int64_t induction_index; /* tuple element of the induction variable; -1: none found */
+    int64_t induction_index; /* tuple element of the induction variable; -1: none found, or
+                                the loop state is a scalar that is the variable itself */
     char reason[224];        /* unknown: why; else how, e.g. "i = 0; i < 8; i += 1 (tuple
                                 element 0)" */
 } IrTripCount;

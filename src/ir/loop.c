@@ -13,8 +13,9 @@
  *     sum, as XLA's brute-force evaluation finds it);
  *   - initial value (element i of the while's operand) is a constant, or integer arithmetic
  *     on constants.
- * Copies, get-tuple-element of a tuple, widening integer converts, and a parameter of a
- * computation called from exactly one call instruction are looked through, as XLA's analysis
+ * Copies, get-tuple-element of a tuple, widening integer converts, one-element reshapes and
+ * bitcasts, and a parameter of a computation called from exactly one call instruction are
+ * looked through, as XLA's analysis
  * looks through copies and GTE-tuple chains (and sees calls inlined).
  * Invariant: the count is computed in exact integers; a loop whose induction variable would
  * leave its type's range, or that would never end, is unknown, never a guess. */
@@ -141,13 +142,28 @@ is_widening_convert(const IrInstr *i)
     return fk == tk ? tb >= fb : (fk == 'U' && tk == 'S' && tb > fb);
 }
 
-/* Through copies, widening converts and get-tuple-element of a tuple instruction. */
+/* A reshape or bitcast between one-element arrays of one type (s32[1] -> s32[]): the value
+ * passes unchanged. */
+static bool
+is_scalar_reshape(const IrInstr *i)
+{
+    if ((i->op != IR_OP_RESHAPE && i->op != IR_OP_BITCAST) || i->n_operands != 1 ||
+        !i->operands[0] || !ir_shape_is_array(&i->shape))
+        return false;
+    const IrShape *from = &i->operands[0]->shape;
+    return ir_shape_is_array(from) && from->dtype == i->shape.dtype &&
+           ir_shape_elem_count(from) == 1 && ir_shape_elem_count(&i->shape) == 1;
+}
+
+/* Through copies, widening converts, one-element reshapes and get-tuple-element of a tuple
+ * instruction. */
 static const IrInstr *
 strip(const IrInstr *i)
 {
     for (int n = 0; i && n < MAX_TRACE_STEPS; n++) {
         int64_t k = 0;
-        if ((i->op == IR_OP_COPY && i->n_operands == 1) || is_widening_convert(i)) {
+        if ((i->op == IR_OP_COPY && i->n_operands == 1) || is_widening_convert(i) ||
+            is_scalar_reshape(i)) {
             i = i->operands[0];
         } else if (i->op == IR_OP_GET_TUPLE_ELEMENT && i->n_operands == 1 && i->operands[0] &&
                    i->operands[0]->op == IR_OP_TUPLE && ir_instr_int_attr(i, IR_ATTR_INDEX, &k) &&
@@ -160,11 +176,37 @@ strip(const IrInstr *i)
     return i;
 }
 
-/* get-tuple-element(parameter 0 of `c`, K): K; else -1. */
+/* Which part of the loop state a value is: a tuple element's index, the whole state when the
+ * state is a scalar (a while over s32[] itself, which XLA's analysis does not count), or
+ * none. */
+enum { ELEM_NONE = -1, ELEM_STATE = -2 };
+
+/* The words for part `k` of the loop state, for reasons. */
+typedef struct ElemName {
+    char s[40];
+} ElemName;
+
+static ElemName
+elem_name(int64_t k)
+{
+    ElemName n;
+    if (k == ELEM_STATE)
+        snprintf(n.s, sizeof(n.s), "the loop state");
+    else
+        snprintf(n.s, sizeof(n.s), "tuple element %lld", (long long)k);
+    return n;
+}
+
+/* get-tuple-element(parameter 0 of `c`, K): K; parameter 0 itself when it is a scalar:
+ * ELEM_STATE; else ELEM_NONE. */
 static int64_t
 param_elem(const IrInstr *i, const IrComputation *c)
 {
     int64_t k = -1;
+    const IrInstr *self = strip(i);
+    if (self && self->op == IR_OP_PARAMETER && self->parent == c && self->parameter_number == 0 &&
+        ir_shape_is_array(&self->shape) && self->shape.rank == 0)
+        return ELEM_STATE;
     if (!i || i->op != IR_OP_GET_TUPLE_ELEMENT || i->n_operands != 1)
         return -1;
     const IrInstr *p = strip(i->operands[0]);
@@ -254,6 +296,8 @@ static const IrInstr *
 init_elem(const IrModule *m, const IrInstr *w, int64_t k, IrTripCount *t)
 {
     const IrInstr *s = w->n_operands == 1 ? resolve(m, w->operands[0]) : NULL;
+    if (k == ELEM_STATE)
+        return s;
     if (!s || s->op != IR_OP_TUPLE || k >= s->n_operands) {
         say(t, "the loop's initial state is not a tuple instruction (%s %%%s)",
             s ? ir_op_name(s->op) : "none", nm(s));
@@ -267,11 +311,11 @@ static void
 not_constant(IrTripCount *t, const char *what, int64_t k, const IrInstr *v)
 {
     if (v && v->op == IR_OP_PARAMETER)
-        say(t, "%s (tuple element %lld) is a parameter: %%%s of %s", what, (long long)k, nm(v),
+        say(t, "%s (%s) is a parameter: %%%s of %s", what, elem_name(k).s, nm(v),
             v->parent && v->parent->name ? sl_sym_cstr(v->parent->name) : "?");
     else
-        say(t, "%s (tuple element %lld) is computed, not a constant: %s %%%s", what,
-            (long long)k, v ? ir_op_name(v->op) : "none", nm(v));
+        say(t, "%s (%s) is computed, not a constant: %s %%%s", what, elem_name(k).s,
+            v ? ir_op_name(v->op) : "none", nm(v));
 }
 
 /* How element `k` changes in the body: *step for add/subtract of a constant (true), else
@@ -281,10 +325,13 @@ body_step(const IrComputation *body, int64_t k, int64_t *step, bool *invariant,
           const IrInstr **upd)
 {
     *invariant = false;
-    const IrInstr *root = root_of(body);
-    if (!root || root->op != IR_OP_TUPLE || k < 0 || k >= root->n_operands)
+    const IrInstr *root = root_of(body), *u = NULL;
+    if (k == ELEM_STATE && root)
+        u = strip(root);
+    else if (root && root->op == IR_OP_TUPLE && k >= 0 && k < root->n_operands)
+        u = strip(root->operands[k]);
+    else
         return false;
-    const IrInstr *u = strip(root->operands[k]);
     *upd = u;
     if (param_elem(u, body) == k) {
         *invariant = true;
@@ -419,7 +466,7 @@ bound_value(const IrModule *m, const IrInstr *w, const IrInstr *side, int64_t *n
     if (const_int(side, n))
         return true;
     int64_t j = param_elem(side, cond);
-    if (j < 0) {
+    if (j == ELEM_NONE) {
         if (side && side->op == IR_OP_CONSTANT)
             say(t, "the bound %%%s is not an integer scalar constant", nm(side));
         else
@@ -432,7 +479,7 @@ bound_value(const IrModule *m, const IrInstr *w, const IrInstr *side, int64_t *n
     const IrInstr *upd = NULL;
     (void)body_step(body, j, &step, &invariant, &upd);
     if (!invariant) {
-        say(t, "the bound (tuple element %lld) changes in the body", (long long)j);
+        say(t, "the bound (%s) changes in the body", elem_name(j).s);
         return false;
     }
     const IrInstr *v = init_elem(m, w, j, t);
@@ -453,17 +500,17 @@ pick_induction(const IrComputation *cond, const IrComputation *body, const IrIns
 {
     int found = -1;
     const IrInstr *why = NULL;
-    int64_t why_k = -1;
+    int64_t why_k = ELEM_NONE;
     for (int s = 0; s < 2; s++) {
         int64_t e = param_elem(side[s], cond), st = 0;
         bool invariant = false;
         const IrInstr *upd = NULL;
-        if (e < 0)
+        if (e == ELEM_NONE)
             continue;
         if (body_step(body, e, &st, &invariant, &upd)) {
             if (found >= 0) {
-                say(t, "both compared tuple elements (%lld and %lld) change in the body",
-                    (long long)*k, (long long)e);
+                say(t, "both compared values (%s and %s) change in the body", elem_name(*k).s,
+                    elem_name(e).s);
                 return -1;
             }
             found = s;
@@ -474,11 +521,11 @@ pick_induction(const IrComputation *cond, const IrComputation *body, const IrIns
             why_k = e;
         }
     }
-    if (found < 0 && why_k >= 0)
-        say(t, "no induction variable: tuple element %lld is updated by %s %%%s, not by adding "
-               "a constant",
-            (long long)why_k, why ? ir_op_name(why->op) : "none", nm(why));
-    else if (found < 0 && (param_elem(side[0], cond) >= 0 || param_elem(side[1], cond) >= 0))
+    if (found < 0 && why_k != ELEM_NONE)
+        say(t, "no induction variable: %s is updated by %s %%%s, not by adding a constant",
+            elem_name(why_k).s, why ? ir_op_name(why->op) : "none", nm(why));
+    else if (found < 0 && (param_elem(side[0], cond) != ELEM_NONE ||
+                           param_elem(side[1], cond) != ELEM_NONE))
         say(t, "no induction variable: the compared tuple elements do not change in the body");
     else if (found < 0)
         say(t, "no induction variable: the condition compares no tuple element of the loop "
@@ -501,7 +548,8 @@ match_pattern(const IrModule *m, const IrInstr *w, IrTripCount *t)
             ir_op_name(cmp->op), nm(cmp));
         return;
     }
-    if (body_root->op != IR_OP_TUPLE) {
+    const IrInstr *state = ir_computation_param(body, 0);
+    if (body_root->op != IR_OP_TUPLE && (!state || ir_shape_is_tuple(&state->shape))) {
         say(t, "no induction variable: the body's root is %s, not a tuple",
             ir_op_name(body_root->op));
         return;
@@ -511,10 +559,10 @@ match_pattern(const IrModule *m, const IrInstr *w, IrTripCount *t)
     int s = pick_induction(cond, body, side, &k, &step, t);
     if (s < 0)
         return;
-    t->induction_index = k;
+    t->induction_index = k == ELEM_STATE ? -1 : k;
     IrDtype dt = side[s]->shape.dtype;
     if (!is_int(dt)) {
-        say(t, "the induction variable (tuple element %lld) is %s, not an integer", (long long)k,
+        say(t, "the induction variable (%s) is %s, not an integer", elem_name(k).s,
             ir_dtype_name(dt));
         return;
     }
@@ -536,8 +584,8 @@ match_pattern(const IrModule *m, const IrInstr *w, IrTripCount *t)
     const char *sign = step < 0 ? "-" : "+";
     unsigned long long mag = step < 0 ? 0ull - (unsigned long long)step : (unsigned long long)step;
     if (!count_of(d, init, bound, step, &count)) {
-        say(t, "the loop never ends: i = %lld; i %s %lld; i %s= %llu (tuple element %lld)",
-            (long long)init, k_dir_text[d], (long long)bound, sign, mag, (long long)k);
+        say(t, "the loop never ends: i = %lld; i %s %lld; i %s= %llu (%s)", (long long)init,
+            k_dir_text[d], (long long)bound, sign, mag, elem_name(k).s);
         return;
     }
     int_range(dt, &lo, &hi);
@@ -549,8 +597,8 @@ match_pattern(const IrModule *m, const IrInstr *w, IrTripCount *t)
     }
     t->count = count;
     t->method = IR_TRIP_PATTERN;
-    say(t, "i = %lld; i %s %lld; i %s= %llu (tuple element %lld)", (long long)init,
-        k_dir_text[d], (long long)bound, sign, mag, (long long)k);
+    say(t, "i = %lld; i %s %lld; i %s= %llu (%s)", (long long)init, k_dir_text[d],
+        (long long)bound, sign, mag, elem_name(k).s);
 }
 
 void
