@@ -4,7 +4,8 @@
  * a called computation runs as often as its callers: the trace writer multiplies), counts a
  * user gives, or what a count is used for.
  *
- * The pattern: a tuple element i of the loop state whose
+ * The pattern: a tuple element i of the loop state (or the state itself, when it is a scalar)
+ * whose
  *   - condition is compare(get-tuple-element(param, i), N) in either operand order, with
  *     direction LT, LE, GT, GE, NE or EQ, N a constant or a tuple element the body passes on
  *     unchanged and whose initial value is a constant;
@@ -15,8 +16,8 @@
  *     on constants.
  * Copies, get-tuple-element of a tuple, widening integer converts, one-element reshapes and
  * bitcasts, and a parameter of a computation called from exactly one call instruction are
- * looked through, as XLA's analysis
- * looks through copies and GTE-tuple chains (and sees calls inlined).
+ * looked through, as XLA's analysis looks through copies and GTE-tuple chains (and sees calls
+ * inlined).
  * Invariant: the count is computed in exact integers; a loop whose induction variable would
  * leave its type's range, or that would never end, is unknown, never a guess. */
 #include <errno.h>
