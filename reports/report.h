@@ -88,6 +88,16 @@ typedef struct ReportWarning {
     const char *op_name; /* that instruction's op_name; NULL when none */
     const char *message;
 } ReportWarning;
+/* A while loop of the output and its trip count (trace table while_loop). */
+typedef struct ReportWhile {
+    const char *loop, *source, *computation; /* source: the input while; NULL when none */
+    int64_t trip_count;                      /* -1: unknown */
+    const char *method; /* user, backend_config, pattern, partitioner, unknown */
+    const char *reason; /* unknown: why; else how the count was found; may be NULL */
+    int64_t executions; /* runs of the while itself per run of the module; -1: unknown */
+    uint32_t collectives;            /* run by it, loops nested in it included */
+    double send_bytes_per_execution; /* theirs, one execution each, summed over devices */
+} ReportWhile;
 
 typedef struct Report {
     const char *module, *input_hash, *tool_version;
@@ -108,6 +118,11 @@ typedef struct Report {
     ReportWarning *warnings; /* grouped by kind (kinds in order of first appearance), then in
                                 recording order */
     uint32_t n_warnings;
+    ReportWhile *whiles; /* output order, outer loops first */
+    uint32_t n_whiles;
+    /* Collectives of unknown trip count in no loop of unknown count: in a conditional's
+     * branch, which runs at most as often as the conditional (whether it runs is data). */
+    uint32_t n_unknown_in_branches;
 } Report;
 
 /* Computes the report of `run`. A mesh that does not parse or whose size is not the run's
@@ -138,9 +153,12 @@ typedef struct ReportDiffOptions {
 } ReportDiffOptions;
 
 /* Compares two reports: per kind, busiest device, per source op (matched by name and
- * op_name), per (source, kind). Writes text or, with `as_json`, JSON for bots into `out`;
- * `*over_budget` is true when a budget is set and a gated figure grew past it. */
+ * op_name), per (source, kind), bytes as per-execution bytes times trip counts. Writes text
+ * or, with `as_json`, JSON for bots into `out`; `*over_budget` is true when a budget is set
+ * and a gated figure grew past it, or traffic of unknown trip count grew (diff.c). */
 SlStatus report_diff(const Report *old_r, const Report *new_r, const ReportDiffOptions *o,
                      bool as_json, SlBuf *out, bool *over_budget, SlError *err);
+/* False when both name their module and the names differ (diff warns: different modules). */
+bool report_same_module(const Report *a, const Report *b);
 
 #endif

@@ -42,6 +42,16 @@ const char *report_mesh_print(const ReportAxis *axes, uint32_t n_axes, SlArena *
 const char *report_mesh_axes_of(const ReportAxis *axes, uint32_t n_axes,
                                 const TraceRunCollective *c, bool is_permute, SlArena *arena);
 
+/* ---- schema_check.c: summary.json against schema/summary.schema.json ----------------------- */
+
+/* Generated from schema/summary.schema.json (tools/embed_text.py). */
+extern const char *const report_summary_schema_lines[];
+extern const unsigned report_summary_schema_n_lines;
+struct cJSON;
+/* SL_ERR_INVALID naming the first place `doc` breaks the schema (a missing required key, a
+ * value of the wrong type, ...), located at `path`. */
+SlStatus report_check_summary(const struct cJSON *doc, const char *path, SlError *err);
+
 /* ---- text.c / summary_json.c helpers ----------------------------------------------------- */
 
 /* Exact byte counts: integers as integers, fractions (packed sub-byte types) with up to

@@ -522,6 +522,47 @@ report_print_warning_lines(const Report *r, SlBuf *out)
     }
 }
 
+/* Which while loops have no trip count and why: their collectives are the unknown-trip
+ * traffic the totals keep apart (with those of conditional branches). Printed only when there
+ * is such traffic. */
+static void
+print_unknown_loops(const Report *r, SlBuf *out)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < r->n_whiles; k++)
+        n += r->whiles[k].trip_count < 0;
+    if (r->n_unknown_in_branches)
+        sl_buf_printf(out,
+                      "\n%u collective%s of unknown trip count in conditional branches: a branch "
+                      "runs at most as often as its conditional, whether it runs is data\n",
+                      r->n_unknown_in_branches, r->n_unknown_in_branches == 1 ? "" : "s");
+    if (!n)
+        return;
+    sl_buf_printf(out, "\nloops with unknown trip counts (%u; their collectives are counted apart, "
+                       "per execution; --trip-count NAME=N gives a count)\n",
+                  n);
+    Table t;
+    table_init(&t, "llrrl");
+    const char *head[] = {"loop", "source", "collectives", "bytes sent/execution", "why"};
+    for (size_t k = 0; k < SL_COUNTOF(head); k++)
+        table_cell(&t, head[k]);
+    for (uint32_t k = 0; k < r->n_whiles; k++) {
+        const ReportWhile *w = &r->whiles[k];
+        if (w->trip_count >= 0)
+            continue;
+        sl_buf_printf(&t.cell, "%%%s", w->loop);
+        table_end_cell(&t);
+        if (w->source)
+            sl_buf_printf(&t.cell, "%%%s", w->source);
+        table_end_cell(&t);
+        sl_buf_printf(&t.cell, "%u", w->collectives);
+        table_end_cell(&t);
+        table_bytes(&t, w->send_bytes_per_execution);
+        table_cell(&t, w->reason ? w->reason : "-");
+    }
+    table_print(&t, out, "  ");
+}
+
 void
 report_print_text(const Report *r, SlBuf *out)
 {
@@ -539,6 +580,7 @@ report_print_text(const Report *r, SlBuf *out)
     print_rows("per op_name", r->op_names, r->n_op_names, false, top_of(r), out);
     print_collectives(r, out);
     print_loops(r, out);
+    print_unknown_loops(r, out);
 }
 
 void

@@ -314,7 +314,7 @@ has diff_json "$TMP/diff_json.out" '"status":	"added"'
 run diff_bad_pct 2 diff "$TMP/an/summary.json" "$TMP/ch/summary.json" --max-increase -1
 printf '{"schema_version": 1, "devices": [\n  {"device": 0}\n]}\n' >"$TMP/broken.json"
 run diff_broken 2 diff "$TMP/broken.json" "$TMP/an/summary.json"
-has diff_broken "$TMP/diff_broken.err" "$TMP/broken.json: error: not a shardlens summary: devices[0] has no valid 'send_bytes'"
+has diff_broken "$TMP/diff_broken.err" "$TMP/broken.json: error: not a valid shardlens summary (schema/summary.schema.json): the document has no 'tool'"
 printf '{"schema_version": 1,\n  "devices": [}\n' >"$TMP/notjson.json"
 run diff_notjson 2 diff "$TMP/notjson.json" "$TMP/an/summary.json"
 has diff_notjson "$TMP/diff_notjson.err" "$TMP/notjson.json:2:15: error: not valid JSON"
@@ -418,6 +418,76 @@ awk '/^time-phases:/ { for (i = 1; i < NF; i++) { if ($i == "RSS") r = $(i + 1);
      n++; if (p + 0 < r + 0) { print "peak " p " below RSS " r ": " $0; bad = 1 } }
      END { if (n < 3) { print "only " n " phase lines"; bad = 1 } exit bad }' "$TMP/phases.err" >"$TMP/phases.chk" ||
     fail "phases: $(cat "$TMP/phases.chk")"
+# ---- loops: trip counts in the reports and the gate (tests/data/moe_scan.hlo) ---------------------
+MOE=tests/data/moe_scan.hlo
+run moe_base 0 analyze "$MOE" --out "$TMP/moe0"
+has moe_base "$TMP/moe_base.out" "0 collectives, 0 B sent"
+# one sharding in the scan body: the sliced expert weight replicated, an all-gather per layer
+sed 's/  wi_r = bf16\[8,2048,4096\] reshape(wi_l), sharding={devices=\[4,1,1\]0,1,2,3}/  wi_r = bf16[8,2048,4096] reshape(wi_l), sharding={replicated}/' "$MOE" >"$TMP/moe_edit.hlo"
+cmp -s "$MOE" "$TMP/moe_edit.hlo" && fail "moe: the edit did not apply"
+run moe_edit 0 analyze "$TMP/moe_edit.hlo" --out "$TMP/moe1"
+has moe_edit "$TMP/moe1/summary.json" '"method":	"pattern"'
+has moe_edit "$TMP/moe1/summary.json" '"reason":	"i = 0; i < 6; i += 1 (tuple element 0)"'
+run moe_gate 1 diff "$TMP/moe0/summary.json" "$TMP/moe1/summary.json" --max-increase 5
+# 128 MiB gathered over 4: 3/4 of it per device, 4 devices: 384 MiB per execution, 6 layers
+has moe_gate "$TMP/moe_gate.out" "added    %wi_r all-gather: 0 -> 1, 0 -> 2415919104 B  +2415919104 (new); 402653184 B per execution x 6 trips"
+has moe_gate "$TMP/moe_gate.out" "bytes sent OVER, busiest device OVER: FAIL"
+run moe_gate_db 1 diff "$TMP/moe0/trace.db" "$TMP/moe1/trace.db" --max-increase 5
+# --trip-count wins over the pattern; the trace and the reports say so
+run moe_user 0 analyze "$TMP/moe_edit.hlo" --out "$TMP/moe2" --trip-count %w=10
+has moe_user "$TMP/moe2/summary.json" '"method":	"user"'
+has moe_user "$TMP/moe2/summary.json" '"reason":	"--trip-count w=10"'
+has moe_user "$TMP/moe_user.out" "1 collective, 3.75 GiB sent"
+run moe_user_part 0 partition "$TMP/moe_edit.hlo" --trip-count w=2 --trace "$TMP/moe_runs.db" -o "$TMP/moe_p.hlo"
+run moe_user_part2 0 partition "$TMP/moe_edit.hlo" --trace "$TMP/moe_runs.db" -o "$TMP/moe_p.hlo"
+# --old-run / --new-run: two runs of one trace (2 then 6 iterations): +200%
+run moe_runs 1 diff "$TMP/moe_runs.db" "$TMP/moe_runs.db" --old-run 1 --new-run 2 --max-increase 5
+has moe_runs "$TMP/moe_runs.out" "bytes sent, summed over devices  805306368 -> 2415919104 B  +1610612736 (+200.00%)"
+run moe_runs_back 0 diff "$TMP/moe_runs.db" "$TMP/moe_runs.db" --old-run 2 --new-run 1 --max-increase 5
+run moe_run_missing 2 diff "$TMP/moe_runs.db" "$TMP/moe_runs.db" --old-run 9
+run moe_run_summary 2 diff "$TMP/moe0/summary.json" "$TMP/moe1/summary.json" --new-run 1
+has moe_run_summary "$TMP/moe_run_summary.err" "--new-run: $TMP/moe1/summary.json is not a trace database"
+run moe_run_bad 2 diff "$TMP/moe_runs.db" "$TMP/moe_runs.db" --old-run x
+# different modules: a warning
+run moe_other 1 diff "$TMP/an/summary.json" "$TMP/moe1/summary.json" --max-increase 5
+has moe_other "$TMP/moe_other.err" "shardlens diff: warning: OLD and NEW are different modules: jit_mlp_megatron (input"
+has moe_other "$TMP/moe_other.out" "warning: OLD and NEW are different modules"
+# --trip-count names a while of the input, as NAME=N
+run trip_unknown_name 2 partition "$MOE" --trip-count nope=3
+has trip_unknown_name "$TMP/trip_unknown_name.err" "shardlens partition: error: --trip-count nope=3: no instruction %nope in the input"
+run trip_not_while 2 analyze "$MOE" --out "$TMP/moe_x" --trip-count x=3
+has trip_not_while "$TMP/trip_not_while.err" "--trip-count x=3: %x is a parameter, not a while"
+[ -e "$TMP/moe_x" ] && fail "analyze --trip-count error: created the output directory"
+run trip_bad_count 2 partition "$MOE" --trip-count w=-1
+has trip_bad_count "$TMP/trip_bad_count.err" "--trip-count expects NAME=N with N >= 0, got 'w=-1'"
+run trip_no_eq 2 partition "$MOE" --trip-count w
+run trip_twice 2 partition "$MOE" --trip-count w=1 --trip-count %w=2
+has trip_twice "$TMP/trip_twice.err" "--trip-count %w is given twice"
+run trip_help 0 partition --help
+has trip_help "$TMP/trip_help.out" "--trip-count NAME=N gives while instruction NAME of the input N iterations"
+# a loop whose bound is a parameter: unknown, and report.txt says which and why
+sed -e 's/  n = s32\[\] constant(6), sharding={replicated}/  n = s32[] get-tuple-element(p), index=4, sharding={replicated}/' \
+    -e 's/(s32\[\], bf16\[8,256,2048\], bf16\[6,8,2048,4096\], bf16\[6,8,4096,2048\])/(s32[], bf16[8,256,2048], bf16[6,8,2048,4096], bf16[6,8,4096,2048], s32[])/g' \
+    -e 's/{devices=\[1,4,1,1\]0,1,2,3}, {devices=\[1,4,1,1\]0,1,2,3}}/{devices=[1,4,1,1]0,1,2,3}, {devices=[1,4,1,1]0,1,2,3}, {replicated}}/g' \
+    -e 's/tuple(i1, y, wi, wo)/tuple(i1, y, wi, wo, nb)/' \
+    -e 's/  one = s32\[\] constant(1), sharding={replicated}/  one = s32[] constant(1), sharding={replicated}\n  nb = s32[] get-tuple-element(p), index=4, sharding={replicated}/' \
+    -e 's/tuple(z, x, wi, wo)/tuple(z, x, wi, wo, layers)/' \
+    -e '/^ENTRY/,/^}/ s/  z = s32\[\] constant(0), sharding={replicated}$/  z = s32[] constant(0), sharding={replicated}\n  layers = s32[] parameter(3), sharding={replicated}/' \
+    "$TMP/moe_edit.hlo" >"$TMP/moe_param.hlo"
+run moe_param 0 analyze "$TMP/moe_param.hlo" --out "$TMP/moe3"
+has moe_param "$TMP/moe3/report.txt" "loops with unknown trip counts (1; their collectives are counted apart"
+has moe_param "$TMP/moe3/report.txt" "the bound (tuple element 4) is a parameter: %layers of main"
+has moe_param "$TMP/moe3/summary.json" '"method":	"unknown"'
+run moe_param_gate 1 diff "$TMP/moe0/summary.json" "$TMP/moe3/summary.json" --max-increase 1000
+has moe_param_gate "$TMP/moe_param_gate.out" "unknown trip count: 0 -> 402653184 B per execution (grew: counts against the budget)"
+run moe_param_user 0 analyze "$TMP/moe_param.hlo" --out "$TMP/moe4" --trip-count w=6
+cmp -s <(grep -v '"reason"\|"method"\|input_hash' "$TMP/moe1/summary.json") <(grep -v '"reason"\|"method"\|input_hash' "$TMP/moe4/summary.json") || fail "moe: --trip-count w=6 on the unknown loop differs from the counted one"
+
+# a collective in a conditional's branch: unknown too (a branch runs at most as often as its
+# conditional), and the report says where it is
+printf 'HloModule cond_ar, num_partitions=2\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\nt_branch {\n  p = f32[8] parameter(0), sharding={replicated}\n  ROOT ar = f32[8] all-reduce(p), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add, sharding={replicated}\n}\n\nf_branch {\n  p = f32[8] parameter(0), sharding={replicated}\n  ROOT n = f32[8] negate(p), sharding={replicated}\n}\n\nENTRY main {\n  c = pred[] parameter(0), sharding={replicated}\n  x = f32[8] parameter(1), sharding={replicated}\n  ROOT r = f32[8] conditional(c, x, x), true_computation=t_branch, false_computation=f_branch, sharding={replicated}\n}\n' >"$TMP/cond.hlo"
+run cond_branch 0 analyze "$TMP/cond.hlo" --out "$TMP/cond"
+has cond_branch "$TMP/cond/report.txt" "1 collective of unknown trip count in conditional branches: a branch runs at most as often as its conditional"
 
 # ---- verify: simulate the partitioned module on N devices (exit 0 agree, 1 mismatch, 3 unsupported)
 run verify 0 verify "$SAMPLE" --seed 7 --trials 2

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -64,12 +65,12 @@ check_against_view(const char *what, const TraceRun *run, const Report *r)
         if (v->device < 0 || v->device >= r->n_devices)
             fail_msg("%s: view has device %lld", what, (long long)v->device);
         const ReportTraffic *t = &r->devices[v->device].t;
-        /* the view counts collectives of unknown trip count once: compare like with like */
+        /* the view keeps collectives of unknown trip count apart, as the report does */
         char label[160];
         snprintf(label, sizeof(label), "%s: device %lld send", what, (long long)v->device);
-        near(label, t->send_bytes + t->unknown_send_bytes, v->send_bytes);
+        near(label, t->send_bytes, v->send_bytes);
         snprintf(label, sizeof(label), "%s: device %lld recv", what, (long long)v->device);
-        near(label, t->recv_bytes + t->unknown_recv_bytes, v->recv_bytes);
+        near(label, t->recv_bytes, v->recv_bytes);
         if (v->unknown_trip_collectives != t->unknown_trip_collectives)
             fail_msg("%s: device %lld: unknown-trip collectives %u vs %u", what,
                      (long long)v->device, t->unknown_trip_collectives,
@@ -247,20 +248,22 @@ test_shape_bytes(void **state)
 
 /* ---- loops: known and unknown trip counts ---------------------------------------------------- */
 
+/* The bound is tuple element 2, passed through from the entry's parameter: no analysis can
+ * count it, so only backend_config does. */
 static const char k_loop_fmt[] =
     "HloModule loop, num_partitions=2\n\n"
     "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\n"
-    "cond {\n  p = (s32[], f32[8]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
-    "  n = s32[] constant(5)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n"
-    "body {\n  p = (s32[], f32[8]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
-    "  v = f32[8] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
-    "  i1 = s32[] add(i, one)\n"
+    "cond {\n  p = (s32[], f32[8], s32[]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+    "  n = s32[] get-tuple-element(p), index=2\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n"
+    "body {\n  p = (s32[], f32[8], s32[]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+    "  v = f32[8] get-tuple-element(p), index=1\n  n = s32[] get-tuple-element(p), index=2\n"
+    "  one = s32[] constant(1)\n  i1 = s32[] add(i, one)\n"
     "  ar = f32[8] all-reduce(v), channel_id=1, replica_groups={{0,1}}, "
     "use_global_device_ids=true, to_apply=add\n"
-    "  ROOT t = (s32[], f32[8]) tuple(i1, ar)\n}\n\n"
-    "ENTRY main {\n  x = f32[8] parameter(0)\n  z = s32[] constant(0)\n"
-    "  t = (s32[], f32[8]) tuple(z, x)\n"
-    "  w = (s32[], f32[8]) while(t), condition=cond, body=body%s\n"
+    "  ROOT t = (s32[], f32[8], s32[]) tuple(i1, ar, n)\n}\n\n"
+    "ENTRY main {\n  x = f32[8] parameter(0)\n  bound = s32[] parameter(1)\n  z = s32[] constant(0)\n"
+    "  t = (s32[], f32[8], s32[]) tuple(z, x, bound)\n"
+    "  w = (s32[], f32[8], s32[]) while(t), condition=cond, body=body%s\n"
     "  g = f32[8] get-tuple-element(w), index=1\n"
     "  ROOT out = f32[8] all-reduce(g), channel_id=2, replica_groups={{0,1}}, "
     "use_global_device_ids=true, to_apply=add\n"
@@ -311,7 +314,14 @@ test_loop_unknown_trip_count(void **state)
         fail_msg("text does not state the unknown trip count:\n%s", text.data);
     if (!strstr(text.data, "unknown"))
         fail_msg("no unknown trip in the collectives table:\n%s", text.data);
+    /* which loop and why: the bound comes from the entry's parameter */
+    if (!strstr(text.data, "loops with unknown trip counts (1; ") ||
+        !strstr(text.data, "\n  %w.1  %w                1                  64 B  the bound "
+                           "(tuple element 2) is a parameter: %bound of main\n"))
+        fail_msg("text does not name the unknown loop:\n%s", text.data);
     sl_buf_fini(&text);
+    assert_int_equal(r->n_whiles, 1);
+    assert_string_equal(r->whiles[0].method, "unknown");
     check_against_view("unknown trip", run, r);
 }
 
@@ -548,6 +558,13 @@ test_summary_json(void **state)
     c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "collectives"), 0);
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(c0, "trip_count")));
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(c0, "send_bytes")));
+    const cJSON *wl = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "while_loops"), 0);
+    assert_string_equal(cJSON_GetObjectItem(wl, "loop")->valuestring, "w.1");
+    assert_string_equal(cJSON_GetObjectItem(wl, "method")->valuestring, "unknown");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(wl, "trip_count")));
+    assert_string_equal(cJSON_GetObjectItem(wl, "reason")->valuestring,
+                        "the bound (tuple element 2) is a parameter: %bound of main");
+    assert_int_equal(cJSON_GetObjectItem(wl, "collectives")->valueint, 1);
     cJSON_Delete(doc);
     cJSON_Delete(schema);
 
@@ -560,6 +577,42 @@ test_summary_json(void **state)
     near("round trip", back->devices[1].t.send_bytes, 1504);
     assert_string_equal(back->collectives[4].kind, "collective-permute");
     near("round trip cp", back->collectives[4].send_bytes, 384);
+    /* Schema-invalid summaries are refused, naming the place (diff's input check): each case
+     * mutates the valid summary `a`. */
+    static const struct {
+        const char *path, *key; /* the object (NULL: the root) and its member to change */
+        int kind;               /* 0: delete it, 1: make it a string */
+        const char *msg;
+    } broken[] = {
+        {"devices",     "send_bytes", 0, "devices[0]: has no 'send_bytes'"},
+        {"collectives", "trip_count", 1,
+         "collectives[0].trip_count: must be integer or null, is string"},
+        {NULL,          "tool",       0, "the document has no 'tool'"},
+        {NULL,          "num_partitions", 1, "num_partitions: must be integer, is string"},
+        {"totals",      "collectives", 1, "totals.collectives: must be integer, is string"},
+    };
+    for (size_t k = 0; k < SL_COUNTOF(broken); k++) {
+        cJSON *doc2 = cJSON_Parse(a);
+        cJSON *obj = doc2;
+        if (broken[k].path) {
+            obj = cJSON_GetObjectItem(doc2, broken[k].path);
+            if (cJSON_IsArray(obj))
+                obj = cJSON_GetArrayItem(obj, 0);
+        }
+        if (broken[k].kind == 0)
+            cJSON_DeleteItemFromObject(obj, broken[k].key);
+        else
+            cJSON_ReplaceItemInObject(obj, broken[k].key, cJSON_CreateString("x"));
+        char *t = cJSON_Print(doc2);
+        Report *x = NULL;
+        SlError e = {0};
+        SlStatus st = report_parse_json(sl_str(t), "m.json", &fx->arena, &x, &e);
+        if (st != SL_ERR_INVALID || !strstr(e.msg, broken[k].msg) ||
+            !strstr(e.msg, "not a valid shardlens summary (schema/summary.schema.json): "))
+            fail_msg("broken %zu: %s: %s", k, sl_status_name(st), e.msg);
+        free(t);
+        cJSON_Delete(doc2);
+    }
     free(u);
     free(a);
     free(b);
@@ -569,14 +622,10 @@ test_summary_json(void **state)
         SlStatus want;
         const char *msg;
     } bad[] = {
-        {"{",                                                                      SL_ERR_PARSE,   "not valid JSON"},
-        {"{\"devices\":[]}",                                                       SL_ERR_INVALID, "schema_version"},
-        {"{\"schema_version\":1,\"collectives\":[]}",                              SL_ERR_INVALID, "'devices'"     },
-        {"{\"schema_version\":1,\"devices\":[{\"device\":0}],\"collectives\":[]}", SL_ERR_INVALID,
-         "devices[0] has no valid 'send_bytes'"                                                                    },
-        {"{\"schema_version\":9,\"devices\":[],\"collectives\":[]}",               SL_ERR_INVALID, "newer"         },
-        {"{\"schema_version\":1,\"devices\":[],\"collectives\":[{\"name\":\"x\",\"kind\":\"all-"
-         "gather\"}]}",                                                                         SL_ERR_INVALID,                                                                            "collectives[0] has no valid 'source'"     },
+        {"{",                                                        SL_ERR_PARSE,   "not valid JSON"          },
+        {"{\"devices\":[]}",                                         SL_ERR_INVALID, "no 'schema_version'"     },
+        {"{\"schema_version\":1,\"collectives\":[]}",                SL_ERR_INVALID, "the document has no 'tool'"},
+        {"{\"schema_version\":9,\"devices\":[],\"collectives\":[]}", SL_ERR_INVALID, "newer"                   },
     };
     for (size_t k = 0; k < SL_COUNTOF(bad); k++) {
         Report *x = NULL;
@@ -991,6 +1040,98 @@ test_warning_first_few(void **state)
     sl_buf_fini(&hlo);
 }
 
+/* The gate on loops: bytes are per execution times the trip count; a collective of unknown trip
+ * count fails any budget when it is new or moves more per execution. */
+static void
+test_diff_trip_counts(void **state)
+{
+    (void)state;
+    ReportCollective c1, c2, c3, c4;
+    ReportDevice d1[2], d2[2], d3[2], d4[2];
+    SlBuf out;
+    sl_buf_init(&out);
+    /* in a loop of 8: 100 B per execution is 800 B; 110 B is +10% of it */
+    Report old_r = one_collective(&c1, d1, "dot", 100);
+    Report new_r = one_collective(&c2, d2, "dot", 110);
+    c1.trip_count = c2.trip_count = 8;
+    d2[0].t.send_bytes = d2[0].t.recv_bytes = d2[1].t.send_bytes = d2[1].t.recv_bytes = 440;
+    d1[0].t.send_bytes = d1[0].t.recv_bytes = d1[1].t.send_bytes = d1[1].t.recv_bytes = 400;
+    assert_true(diff_over(&old_r, &new_r, 9, &out));
+    if (!strstr(out.data, "bytes sent, summed over devices  800 -> 880 B  +80 (+10.00%)") ||
+        !strstr(out.data, "changed  %dot all-reduce [model/dense]: 1 -> 1, 800 -> 880 B  +80 "
+                          "(+10.00%); 110 B per execution x 8 trips"))
+        fail_msg("%s", out.data);
+
+    /* unknown trip count: the same per-execution bytes pass, more fail, new fails */
+    Report u_old = one_collective(&c3, d3, "dot", 100), u_new = one_collective(&c4, d4, "dot", 100);
+    c3.trip_count = c4.trip_count = -1;
+    for (int k = 0; k < 2; k++)
+        d3[k].t.send_bytes = d3[k].t.recv_bytes = d4[k].t.send_bytes = d4[k].t.recv_bytes = 0;
+    assert_false(diff_over(&u_old, &u_new, 0, &out));
+    c4.send_bytes = 101;
+    assert_true(diff_over(&u_old, &u_new, 1000, &out));
+    if (!strstr(out.data, "unknown trip count: 100 -> 101 B per execution (grew: counts against "
+                          "the budget)") ||
+        !strstr(out.data, "bytes sent ok, busiest device ok, unknown-trip traffic grew (1 source "
+                          "op): FAIL"))
+        fail_msg("%s", out.data);
+    Report none = u_old;
+    none.n_collectives = 0;
+    assert_true(diff_over(&none, &u_old, 1000, &out));
+    assert_false(diff_over(&u_old, &none, 0, &out)); /* removing it is no growth */
+
+    /* different modules: a warning naming both */
+    u_new.module = "other";
+    u_new.input_hash = "0123456789abcdef";
+    c4.send_bytes = 100;
+    assert_false(diff_over(&u_old, &u_new, 0, &out));
+    if (!strstr(out.data, "warning: OLD and NEW are different modules: m (input ?) and other "
+                          "(input 0123456789abcdef)"))
+        fail_msg("%s", out.data);
+    assert_false(report_same_module(&u_old, &u_new));
+    sl_buf_fini(&out);
+}
+
+/* Linear time: two reports of 24k collectives from 24k distinct source ops (issue 17 saw 22 s
+ * with a quadratic join) compare in well under a second. */
+static void
+test_diff_many_collectives(void **state)
+{
+    TraceFx *fx = *state;
+    enum { N = 24000 };
+    ReportCollective *a = SL_NEW_ARRAY(&fx->arena, ReportCollective, N);
+    ReportCollective *b = SL_NEW_ARRAY(&fx->arena, ReportCollective, N);
+    ReportDevice d[2];
+    assert_non_null(a);
+    assert_non_null(b);
+    ReportCollective one;
+    Report ra = one_collective(&one, d, "x", 10), rb = ra;
+    for (uint32_t k = 0; k < N; k++) {
+        char *name = sl_arena_strndup(&fx->arena, "source.00000", 12);
+        snprintf(name + 7, 6, "%05u", k);
+        a[k] = one;
+        a[k].source = name;
+        b[k] = a[k];
+        b[k].send_bytes = k == N - 1 ? 20 : 10; /* one changed */
+    }
+    ra.collectives = a;
+    rb.collectives = b;
+    ra.n_collectives = rb.n_collectives = N;
+    SlBuf out;
+    sl_buf_init(&out);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    (void)diff_over(&ra, &rb, 100, &out);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (!strstr(out.data, "changed  %source.23999 all-reduce [model/dense]: 1 -> 1, 10 -> 20 B") ||
+        !strstr(out.data, "(23999 unchanged)"))
+        fail_msg("%.300s", out.data);
+    if (s > 1.0)
+        fail_msg("diff of %d collectives took %.2f s", N, s);
+    sl_buf_fini(&out);
+}
+
 /* ---- every sample: the report agrees with the database's own view ------------------------ */
 
 static void
@@ -1048,6 +1189,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_mesh_axes, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_summary_json, tfx_setup, tfx_teardown),
         cmocka_unit_test(test_diff_budget_edge),
+        cmocka_unit_test(test_diff_trip_counts),
+        cmocka_unit_test_setup_teardown(test_diff_many_collectives, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_samples_against_view, tfx_setup, tfx_teardown),
         cmocka_unit_test(test_text_ranked_and_folded),
         cmocka_unit_test_setup_teardown(test_warning_unannotated, tfx_setup, tfx_teardown),

@@ -122,7 +122,7 @@ static const char k_dot_out[] =
 static const TraceRunInfo k_info = {
     "0.1.0-test", "2024-01-02T03:04:05Z", {"abc",        3                       },
       {OPTIONS_TEXT, sizeof(OPTIONS_TEXT) - 1},
-      2
+      2, NULL, 0
 };
 
 /* Feeds the events the partitioner would send for the dot (contracting strategy). */
@@ -234,11 +234,20 @@ test_schema_created_and_version_checked(void **state)
         assert_int_equal(trace_db_open(fx->path, (TraceDbMode)mode, &db, &err), SL_ERR_DB);
         assert_null(db);
         char want[64];
-        snprintf(want, sizeof(want), "reads version %d", trace_db_schema_version());
+        snprintf(want, sizeof(want), "newer than the version %d", trace_db_schema_version());
         assert_non_null(strstr(err.msg, "version 99"));
         assert_non_null(strstr(err.msg, want));
         assert_string_equal(err.loc.path, fx->path);
     }
+    /* An older trace says so, and what to do. */
+    assert_int_equal(sqlite3_exec(raw, "PRAGMA user_version = 4", NULL, NULL, NULL), SQLITE_OK);
+    err = (SlError){0};
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_ERR_DB);
+    char old[96];
+    snprintf(old, sizeof(old), "schema version 4, older than the version %d",
+             trace_db_schema_version());
+    assert_non_null(strstr(err.msg, old));
+    assert_non_null(strstr(err.msg, "recorded by an older shardlens; record the run again"));
     /* A database that is not ours (tables, user_version 0) is refused, not written into. */
     assert_int_equal(sqlite3_exec(raw, "PRAGMA user_version = 0", NULL, NULL, NULL), SQLITE_OK);
     err = (SlError){0};
@@ -700,10 +709,10 @@ test_device_traffic_views(void **state)
     };
     for (size_t k = 0; k < SL_COUNTOF(want); k++) {
         char q[160];
-        snprintf(q, sizeof(q), "SELECT send_bytes FROM device_traffic WHERE device = %d",
+        snprintf(q, sizeof(q), "SELECT send_bytes_known_trips FROM device_traffic WHERE device = %d",
                  want[k].device);
         assert_true(sql_real(raw, q) == want[k].send);
-        snprintf(q, sizeof(q), "SELECT recv_bytes FROM device_traffic WHERE device = %d",
+        snprintf(q, sizeof(q), "SELECT recv_bytes_known_trips FROM device_traffic WHERE device = %d",
                  want[k].device);
         assert_true(sql_real(raw, q) == want[k].recv);
     }
@@ -891,6 +900,103 @@ test_conditional_trip_counts(void **state)
     assert_int_equal(trace_explain(run, "cpm", &b, &err), SL_OK);
     sl_buf_fini(&b);
     trace_db_close(db);
+}
+
+
+/* ---- loop trip counts: nesting, called computations, windowed loops ------------------------ */
+
+/* An outer scan of 3 whose body calls `layer`, which holds an inner loop of 4 (induction
+ * variable at element 1, counting down); an all-reduce in each body. */
+static const char k_nested[] =
+    "HloModule nested, num_partitions=2\n\n"
+    "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\n"
+    "icond {\n  p = (f32[8], s32[]) parameter(0)\n  j = s32[] get-tuple-element(p), index=1\n"
+    "  z = s32[] constant(0)\n  ROOT c = pred[] compare(j, z), direction=GT\n}\n\n"
+    "ibody {\n  p = (f32[8], s32[]) parameter(0)\n  v = f32[8] get-tuple-element(p), index=0\n"
+    "  j = s32[] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
+    "  j1 = s32[] subtract(j, one)\n"
+    "  inner_ar = f32[8] all-reduce(v), channel_id=1, replica_groups={{0,1}},"
+    " use_global_device_ids=true, to_apply=add\n"
+    "  ROOT t = (f32[8], s32[]) tuple(inner_ar, j1)\n}\n\n"
+    "layer {\n  x = f32[8] parameter(0)\n  four = s32[] constant(4)\n"
+    "  t = (f32[8], s32[]) tuple(x, four)\n"
+    "  w = (f32[8], s32[]) while(t), condition=icond, body=ibody\n"
+    "  ROOT r = f32[8] get-tuple-element(w), index=0\n}\n\n"
+    "ocond {\n  p = (s32[], f32[8]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+    "  n = s32[] constant(3)\n  ROOT c = pred[] compare(i, n), direction=LT\n}\n\n"
+    "obody {\n  p = (s32[], f32[8]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+    "  v = f32[8] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
+    "  i1 = s32[] add(i, one)\n  l = f32[8] call(v), to_apply=layer\n"
+    "  outer_ar = f32[8] all-reduce(l), channel_id=2, replica_groups={{0,1}},"
+    " use_global_device_ids=true, to_apply=add\n"
+    "  ROOT t = (s32[], f32[8]) tuple(i1, outer_ar)\n}\n\n"
+    "ENTRY main {\n  x = f32[8] parameter(0), sharding={replicated}\n  z = s32[] constant(0)\n"
+    "  t = (s32[], f32[8]) tuple(z, x)\n"
+    "  ow = (s32[], f32[8]) while(t), condition=ocond, body=obody\n"
+    "  ROOT g = f32[8] get-tuple-element(ow), index=1\n}\n";
+
+static void
+test_nested_loop_trip_counts(void **state)
+{
+    TraceFx *fx = *state;
+    (void)tfx_traced(fx, k_nested, 2, NULL);
+    sqlite3 *raw = sql_open(fx->path);
+    /* counts multiply: 3 outer iterations, 4 inner ones each */
+    assert_int_equal(sql_int(raw, "SELECT trip_count FROM collective c JOIN instr i ON i.id ="
+                                  " c.instr WHERE i.name LIKE 'inner_ar%'"),
+                     12);
+    assert_int_equal(sql_int(raw, "SELECT trip_count FROM collective c JOIN instr i ON i.id ="
+                                  " c.instr WHERE i.name LIKE 'outer_ar%'"),
+                     3);
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT group_concat(x, ' | ') FROM (SELECT s.name || ' ' || w.trip_count ||"
+                    " ' ' || w.method || ' x' || w.executions || ' in ' ||"
+                    " coalesce(o.source_name, '-') || ': ' || w.reason AS x FROM while_loop w"
+                    " JOIN instr s ON s.id = w.source LEFT JOIN (SELECT w2.id, s2.name AS"
+                    " source_name FROM while_loop w2 JOIN instr s2 ON s2.id = w2.source) o"
+                    " ON o.id = w.outer_loop ORDER BY w.id)",
+                    "ow 3 pattern x1 in -: i = 0; i < 3; i += 1 (tuple element 0) | "
+                    "w 4 pattern x3 in ow: i = 4; i > 0; i -= 1 (tuple element 1)");
+    /* the loop view: each loop with the collectives it runs directly */
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT group_concat(x, ' | ') FROM (SELECT source || ' ' || collectives ||"
+                    " ' ' || bytes_per_execution || ' ' || send_bytes_per_execution || ' ' ||"
+                    " send_bytes AS x FROM loop ORDER BY loop_id)",
+                    /* all-reduce of 32 B over 2: 2(2-1)/2*32 = 32 per device, 64 summed */
+                    "ow 1 32.0 64.0 192.0 | w 1 32.0 64.0 768.0");
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+}
+
+/* Every windowed-einsum loop shardlens emits is counted by the pattern, and the count is the
+ * iterations its windowed_loop row states (plain, unrolled and bidirectional loops). */
+static void
+test_windowed_loops_counted(void **state)
+{
+    TraceFx *fx = *state;
+    const char *root = getenv("SHARDLENS_SOURCE_DIR");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/samples/windowed_einsum.hlo", root ? root : ".");
+    SlBuf text;
+    sl_buf_init(&text);
+    SlError err = {0};
+    assert_int_equal(sl_file_read(path, &text, &err), SL_OK);
+    static const char *const sets[] = {"", "unroll_windowed_einsum=true",
+                                       "bidirectional_windowed_einsum=true"};
+    for (size_t k = 0; k < SL_COUNTOF(sets); k++) {
+        int64_t run_id = 0;
+        char both[160];
+        snprintf(both, sizeof(both), "threshold_for_windowed_einsum_mib=0 %s", sets[k]);
+        if (tfx_record(fx, text.data, 4, both, &run_id, &err))
+            fail_msg("%s: %s", sets[k], err.msg);
+    }
+    sl_buf_fini(&text);
+    sqlite3 *raw = sql_open(fx->path);
+    assert_true(sql_int(raw, "SELECT count(*) FROM windowed_loop") >= 3);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM windowed_loop l LEFT JOIN while_loop w"
+                                  " ON w.instr = l.loop WHERE w.method IS NOT 'pattern'"
+                                  " OR w.trip_count IS NOT l.iterations"),
+                     0);
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
 }
 
 static void
@@ -1504,6 +1610,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_two_concurrent_writers, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_device_traffic_views, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_conditional_trip_counts, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_nested_loop_trip_counts, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_windowed_loops_counted, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_called_computations_and_params, tfx_setup,
                                         tfx_teardown),
         cmocka_unit_test_setup_teardown(test_load_parts, tfx_setup, tfx_teardown),

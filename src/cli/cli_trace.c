@@ -174,9 +174,75 @@ partition_checked(CliInput *in, const SpmdOptions *o, TraceSink *sink, SlArena *
     return CLI_EXIT_OK;
 }
 
+/* The while instruction of `m` named `name`, or NULL (*what: the opcode found instead). */
+static const IrInstr *
+find_while(const IrModule *m, SlStr name, const char **what)
+{
+    *what = NULL;
+    for (uint32_t c = 0; c < m->n_comps; c++) {
+        for (uint32_t k = 0; k < m->comps[c]->n_instrs; k++) {
+            const IrInstr *i = m->comps[c]->instrs[k];
+            if (!i->name || !sl_str_eq(sl_sym_str(i->name), name))
+                continue;
+            if (i->op == IR_OP_WHILE)
+                return i;
+            *what = ir_op_name(i->op);
+        }
+    }
+    return NULL;
+}
+
 int
-cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path, SlBuf *text,
-                     int64_t *run_id)
+cli_trip_counts(const CliArgs *a, int opt_id, const IrModule *m, SlArena *arena,
+                TraceTripCount **out, uint32_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < a->n_opts; i++)
+        total += a->opts[i].opt->id == opt_id;
+    if (!total)
+        return CLI_EXIT_OK;
+    TraceTripCount *tc = SL_NEW_ARRAY(arena, TraceTripCount, total);
+    if (!tc)
+        return cli_usage_error(a->cmd, "out of memory");
+    for (uint32_t i = 0; i < a->n_opts; i++) {
+        if (a->opts[i].opt->id != opt_id)
+            continue;
+        const char *v = a->opts[i].value, *eq = strrchr(v, '=');
+        const char *name = v[0] == '%' ? v + 1 : v;
+        char *end = NULL;
+        errno = 0;
+        long long count = eq ? strtoll(eq + 1, &end, 10) : -1;
+        if (!eq || eq == name || errno || end == eq + 1 || *end || count < 0)
+            return cli_usage_error(a->cmd, "--trip-count expects NAME=N with N >= 0, got '%s'",
+                                   v);
+        SlStr nm = {name, (size_t)(eq - name)};
+        const char *what = NULL;
+        if (!find_while(m, nm, &what)) {
+            if (what)
+                return cli_usage_error(a->cmd, "--trip-count %s: %%%.*s is a %s, not a while", v,
+                                       SL_STR_ARG(nm), what);
+            return cli_usage_error(a->cmd, "--trip-count %s: no instruction %%%.*s in the input",
+                                   v, SL_STR_ARG(nm));
+        }
+        for (uint32_t k = 0; k < *n; k++)
+            if (strlen(tc[k].name) == nm.len && memcmp(tc[k].name, nm.ptr, nm.len) == 0)
+                return cli_usage_error(a->cmd, "--trip-count %%%.*s is given twice",
+                                       SL_STR_ARG(nm));
+        tc[*n].name = sl_arena_strndup(arena, nm.ptr, nm.len);
+        tc[*n].count = count;
+        if (!tc[*n].name)
+            return cli_usage_error(a->cmd, "out of memory");
+        (*n)++;
+    }
+    *out = tc;
+    return CLI_EXIT_OK;
+}
+
+int
+cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
+                     const TraceTripCount *trips, uint32_t n_trips, SlBuf *text, int64_t *run_id)
 {
     SlError err = {0};
     if (run_id)
@@ -195,8 +261,8 @@ cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
         char created[32];
         iso_now(created, sizeof(created));
         spmd_options_print(o, &opts);
-        TraceRunInfo info = {SHARDLENS_VERSION, created, in->src.text, sl_buf_str(&opts),
-                             o->num_partitions};
+        TraceRunInfo info = {SHARDLENS_VERSION, created,        in->src.text, sl_buf_str(&opts),
+                             o->num_partitions, trips, n_trips};
         cli_phase_begin(in->phases, CLI_PHASE_TRACE);
         if (trace_db_open(trace_path, TRACE_DB_APPEND, &db, &err) ||
             trace_db_begin_run(db, in->module, &info, &sink, &err))

@@ -54,11 +54,24 @@ int cli_report_options(const CliArgs *a, ReportOptions *o);
  * and every --set (`set_id`). */
 int cli_spmd_options(const CliArgs *a, int n_id, int set_id, const CliInput *in, SpmdOptions *o);
 
+/* The --trip-count NAME=N options (option `opt_id`), in `arena`: NAME must name a while
+ * instruction of `m` (a leading '%' is allowed), N a non-negative integer. Usage errors print
+ * and return CLI_EXIT_BAD_INPUT. */
+int cli_trip_counts(const CliArgs *a, int opt_id, const IrModule *m, SlArena *arena,
+                    TraceTripCount **out, uint32_t *n);
+/* The help lines of --trip-count, shared by partition and analyze. */
+#define CLI_TRIP_COUNT_HELP                                                                        \
+    "--trip-count NAME=N gives while instruction NAME of the input N iterations, for loops no\n"   \
+    "analysis can count (the trace records the count with method 'user'; it wins over\n"           \
+    "backend_config and the pattern). Repeatable; a NAME that is no while of the input is an\n"   \
+    "error (exit 2).\n"
+
 /* Checks the shardings against N, partitions `in` (recording the run into `trace_path`, opened
- * for appending, when not NULL), checks the result and prints it into `text`. On success
- * `*run_id` (may be NULL) is the recorded run, 0 without a trace. Nothing of a failed run is
- * in the trace. */
-int cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path, SlBuf *text,
+ * for appending, when not NULL, with the user's trip counts `trips`), checks the result and
+ * prints it into `text`. On success `*run_id` (may be NULL) is the recorded run, 0 without a
+ * trace. Nothing of a failed run is in the trace. */
+int cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
+                         const TraceTripCount *trips, uint32_t n_trips, SlBuf *text,
                          int64_t *run_id);
 
 /* A run loaded from a trace database. */

@@ -14,12 +14,13 @@
 
 #include "viz/viz.h"
 
-enum { OPT_N, OPT_OUT, OPT_SET };
+enum { OPT_N, OPT_OUT, OPT_SET, OPT_TRIP_COUNT };
 
 static const CliOpt k_opts[] = {
     {OPT_N,   'n', "num-partitions", "N",         "partition for N devices (default: the header's, else the shardings')",   false},
     {OPT_OUT, 0,   "out",            "DIR",       "directory for every output (created when missing)", false},
     {OPT_SET, 0,   "set",            "KEY=VALUE", "set a partitioner option by its XLA name",          true },
+    {OPT_TRIP_COUNT, 0, "trip-count", "NAME=N",   "while NAME of the input runs N times",              true },
     CLI_REPORT_MODEL_OPTS,
 };
 
@@ -199,11 +200,15 @@ run(const CliArgs *a)
         code = cli_report(&err, &in);
     else
         code = cli_spmd_options(a, OPT_N, OPT_SET, &in, &o);
+    TraceTripCount *trips = NULL;
+    uint32_t n_trips = 0;
+    if (code == CLI_EXIT_OK)
+        code = cli_trip_counts(a, OPT_TRIP_COUNT, in.module, &in.arena, &trips, &n_trips);
     if (code == CLI_EXIT_OK && make_dir(dir, &err))
         code = cli_report(&err, NULL);
     if (code == CLI_EXIT_OK) {
         remove_db(p.trace_tmp);
-        code = cli_partition_traced(&in, &o, p.trace_tmp, &hlo, NULL);
+        code = cli_partition_traced(&in, &o, p.trace_tmp, trips, n_trips, &hlo, NULL);
     }
     if (code == CLI_EXIT_OK) {
         printf("analyze: %s on %lld devices, into %s\n", in.display, (long long)o.num_partitions,
@@ -227,8 +232,9 @@ run(const CliArgs *a)
 
 const CliCommand cmd_analyze = {
     .name = "analyze",
-    .usage = "IN.hlo [-n|--num-partitions N] --out DIR [--set KEY=VALUE]... [--link-gbps G] "
-             "[--latency-us L] [--mesh AXES] [--devices-per-node K --inter-node-gbps G] [--top K]",
+    .usage = "IN.hlo [-n|--num-partitions N] --out DIR [--set KEY=VALUE]... [--trip-count NAME=N]... "
+             "[--link-gbps G] [--latency-us L] [--mesh AXES] [--devices-per-node K --inter-node-gbps G] "
+             "[--top K]",
     .summary = "partition, trace, report and draw into one directory",
     .description =
         "Partitions IN.hlo with a trace and writes into DIR (created when missing):\n"
@@ -242,7 +248,8 @@ const CliCommand cmd_analyze = {
         "the totals. The model options and --top are report's. Warnings (input without\n"
         "shardings, input already partitioned, custom calls partitioned by fallback, full\n"
         "rematerializations, opcodes without a handler) go to standard error, one line per\n"
-        "kind; report.txt lists the first few of each and summary.json all of them.\n",
+        "kind; report.txt lists the first few of each and summary.json all of them.\n"
+        CLI_TRIP_COUNT_HELP,
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

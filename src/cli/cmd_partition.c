@@ -10,7 +10,7 @@
 #include "spmd/spmd.h"
 #include "trace/trace.h"
 
-enum { OPT_NUM_PARTITIONS, OPT_OUTPUT, OPT_TRACE, OPT_SET };
+enum { OPT_NUM_PARTITIONS, OPT_OUTPUT, OPT_TRACE, OPT_SET, OPT_TRIP_COUNT };
 
 static const CliOpt k_opts[] = {
     {OPT_NUM_PARTITIONS, 'n', "num-partitions", "N",
@@ -19,6 +19,7 @@ static const CliOpt k_opts[] = {
      false                                                                                                               },
     {OPT_TRACE,          0,   "trace",          "TRACE.db",  "append this run to a SQLite trace",    false},
     {OPT_SET,            0,   "set",            "KEY=VALUE", "set a partitioner option by its XLA name",            true },
+    {OPT_TRIP_COUNT,     0,   "trip-count",     "NAME=N",    "while NAME of the input runs N times (for the trace)", true },
 };
 
 static void
@@ -52,13 +53,18 @@ run(const CliArgs *a)
     SlError err = {0};
     SpmdOptions o;
     CliOutput out;
+    TraceTripCount *trips = NULL;
+    uint32_t n_trips = 0;
     int code;
     cli_output_init(&out, cli_args_value(a, OPT_OUTPUT), a->phases);
     if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err))
         code = cli_report(&err, &in);
     else if ((code = cli_spmd_options(a, OPT_NUM_PARTITIONS, OPT_SET, &in, &o)) ==
-             CLI_EXIT_OK)
-        code = cli_partition_traced(&in, &o, cli_args_value(a, OPT_TRACE), &out.text, NULL);
+                 CLI_EXIT_OK &&
+             (code = cli_trip_counts(a, OPT_TRIP_COUNT, in.module, &in.arena, &trips, &n_trips)) ==
+                 CLI_EXIT_OK)
+        code = cli_partition_traced(&in, &o, cli_args_value(a, OPT_TRACE), trips, n_trips,
+                                    &out.text, NULL);
     /* The text streams out only while printing, the last step; the file is committed only
      * when every step, the trace included, succeeded (else cli_output_fini removes it). */
     if (code == CLI_EXIT_OK)
@@ -71,7 +77,7 @@ run(const CliArgs *a)
 const CliCommand cmd_partition = {
     .name = "partition",
     .usage = "IN.hlo [-n|--num-partitions N] [-o|--output OUT.hlo] [--trace TRACE.db] "
-             "[--set KEY=VALUE]...",
+             "[--set KEY=VALUE]... [--trip-count NAME=N]...",
     .summary = "partition a sharded module into its per-device module (GSPMD)",
     .description =
         "Parses and checks IN.hlo ('-' for standard input), checks that every sharding fits\n"
@@ -84,7 +90,7 @@ const CliCommand cmd_partition = {
         "support are named in the message (exit 3).\n"
         "--trace appends the run (every decision, reshard, collective and windowed loop)\n"
         "to a SQLite trace database, creating it when missing; a failed run leaves nothing\n"
-        "in it. report, explain, diff and viz read it.\n",
+        "in it. report, explain, diff and viz read it.\n" CLI_TRIP_COUNT_HELP,
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

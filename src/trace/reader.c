@@ -33,7 +33,7 @@ typedef struct Rd {
     SlVec instr_ids;                 /* int64_t instr.id per run->instrs entry, ascending */
     SlVec elems;        /* list elements (OperandRow, AltRow, NumberRow) until attached */
     uint32_t instr_cap; /* run->instrs holds this many, filled in place; 0: rows go via `rows` */
-    SlMap decision_idx, reshard_idx, collective_idx;
+    SlMap decision_idx, reshard_idx, collective_idx, while_idx;
     bool has_last_decision; /* row_decision_idx's last answer */
     int64_t last_decision_id;
     uint32_t last_decision;
@@ -562,6 +562,28 @@ row_reshard(Rd *r, sqlite3_stmt *st)
     return PUSH(r, TraceRunReshard, x);
 }
 
+static int64_t
+col_count(sqlite3_stmt *st, int col)
+{
+    return sqlite3_column_type(st, col) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, col);
+}
+
+static bool
+row_while(Rd *r, sqlite3_stmt *st)
+{
+    TraceRunWhile w = {0};
+    w.instr = col_instr(r, st, 1);
+    w.source = col_instr(r, st, 2);
+    w.trip_count = col_count(st, 3);
+    w.method = col_text(r, st, 4);
+    w.reason = col_text(r, st, 5);
+    w.induction_index = col_count(st, 6);
+    w.executions = col_count(st, 7);
+    w.outer = col_idx(&r->while_idx, st, 8);
+    put(r, &r->while_idx, sqlite3_column_int64(st, 0), r->rows.len);
+    return PUSH(r, TraceRunWhile, w);
+}
+
 static bool
 row_collective(Rd *r, sqlite3_stmt *st)
 {
@@ -583,6 +605,7 @@ row_collective(Rd *r, sqlite3_stmt *st)
     c.max_device_send_bytes = sqlite3_column_double(st, 14);
     c.max_trip_count =
         sqlite3_column_type(st, 15) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 15);
+    c.loop = col_idx(&r->while_idx, st, 16);
     if (c.n_groups < 0 || c.n_groups >= UINT32_MAX)
         c.n_groups = 0;
     c.group_offsets = SL_NEW_ARRAY(r->arena, uint32_t, (size_t)c.n_groups + 1);
@@ -743,9 +766,14 @@ load_tables(Rd *r)
           row_reshard);
     run->reshards = TAKE(r, TraceRunReshard, &run->n_reshards);
     query(r,
+          "SELECT id, instr, source, trip_count, method, reason, induction_index, executions,"
+          " outer_loop FROM while_loop WHERE run_id = ?1 ORDER BY id",
+          row_while);
+    run->whiles = TAKE(r, TraceRunWhile, &run->n_whiles);
+    query(r,
           "SELECT c.id, c.instr, c.kind, c.channel_id, c.group_size, c.n_groups, c.shape,"
           " c.bytes, c.trip_count, c.source, c.cause, c.reshard_id, c.decision_id,"
-          " t.send_bytes, t.max_device_send_bytes, c.max_trip_count"
+          " t.send_bytes, t.max_device_send_bytes, c.max_trip_count, c.loop"
           " FROM collective c JOIN collective_traffic t ON t.collective_id = c.id"
           " WHERE c.run_id = ?1 AND t.run_id = ?1 ORDER BY c.id",
           row_collective);
@@ -764,8 +792,8 @@ load_tables(Rd *r)
     query(r, "SELECT instr, kind, message FROM warning WHERE run_id = ?1 ORDER BY id", row_warning);
     run->warnings = TAKE(r, TraceRunWarning, &run->n_warnings);
     query(r,
-          "SELECT device, send_bytes, recv_bytes, collectives, unknown_trip_collectives"
-          " FROM device_traffic WHERE run_id = ?1 ORDER BY device",
+          "SELECT device, send_bytes_known_trips, recv_bytes_known_trips, collectives,"
+          " unknown_trip_collectives FROM device_traffic WHERE run_id = ?1 ORDER BY device",
           row_device);
     run->devices = TAKE(r, TraceRunDevice, &run->n_devices);
 }
@@ -788,6 +816,7 @@ trace_run_load_parts(TraceDb *db, int64_t run_id, unsigned parts, SlArena *arena
     sl_map_init(&r.decision_idx);
     sl_map_init(&r.reshard_idx);
     sl_map_init(&r.collective_idx);
+    sl_map_init(&r.while_idx);
     r.run->id = run_id;
     r.rc = trace_db_exec(db, "BEGIN");
     r.what = "starting a read transaction";
@@ -810,6 +839,7 @@ trace_run_load_parts(TraceDb *db, int64_t run_id, unsigned parts, SlArena *arena
     sl_map_fini(&r.decision_idx);
     sl_map_fini(&r.reshard_idx);
     sl_map_fini(&r.collective_idx);
+    sl_map_fini(&r.while_idx);
     if (failed != SL_OK)
         return failed;
     if (r.bad)

@@ -252,6 +252,17 @@ trace_db_begin_run(TraceDb *db, const IrModule *in, const TraceRunInfo *info, Tr
                            ? sl_arena_strndup(&db->events, info->options.ptr, info->options.len)
                            : "";
     db->info.options = sl_str(opts);
+    TraceTripCount *tc = NULL;
+    if (info->n_trip_counts && (tc = SL_NEW_ARRAY(&db->events, TraceTripCount,
+                                                  info->n_trip_counts)) != NULL) {
+        for (uint32_t k = 0; k < info->n_trip_counts; k++)
+            tc[k] = (TraceTripCount){dup(db, info->trip_counts[k].name),
+                                     info->trip_counts[k].count};
+        db->info.trip_counts = tc;
+        db->info.n_trip_counts = info->n_trip_counts;
+    } else if (info->n_trip_counts) {
+        db->events_failed = true;
+    }
     if (!opts || db->events_failed) {
         clear_run(db);
         return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");
@@ -274,11 +285,14 @@ static const char *const k_insert_sql[ST_COUNT] = {
                    " to_sharding, method, result, result_name) VALUES (?,?,?,?,?,?,?,?,?,?)",
     [ST_COLLECTIVE] = "INSERT INTO collective(run_id, instr, kind, channel_id, group_size,"
                       " n_groups, shape, bytes, trip_count, source, cause, reshard_id,"
-                      " decision_id, max_trip_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                      " decision_id, max_trip_count, loop)"
+                      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_GROUP] = "INSERT INTO collective_group(collective_id, group_idx, position, device, size)"
                  " VALUES (?,?,?,?,?)",
     [ST_LOOP] = "INSERT INTO windowed_loop(run_id, dot, loop, loop_name, variant, iterations,"
                 " bytes_per_iteration) VALUES (?,?,?,?,?,?,?)",
+    [ST_WHILE] = "INSERT INTO while_loop(run_id, instr, source, trip_count, method, reason,"
+                 " induction_index, executions, outer_loop) VALUES (?,?,?,?,?,?,?,?,?)",
     [ST_WARNING] = "INSERT INTO warning(run_id, instr, kind, message) VALUES (?,?,?,?)",
 };
 
@@ -320,6 +334,9 @@ typedef struct Wr {
     SlMap reshard_row;    /* reshard seq -> row id */
     SlMap loop_trips;     /* while name -> iterations (windowed loops) */
     SlMap branch_hint;    /* AFTER conditional id -> index + 1 into db->loops (true_branch_runs) */
+    SlVec whiles;         /* WhileRow: every while of the output, callers' before callees' */
+    uint32_t *comp_loop;  /* AFTER computation id -> index + 1 into whiles of the innermost
+                             loop that runs it (its first call site's); 0: in no loop */
     bool oom;
 } Wr;
 
@@ -1104,37 +1121,6 @@ replica_groups(Wr *w, const IrInstr *i, Groups *g)
     return true;
 }
 
-/* First occurrence of `needle` in `s` at or after `from`, or s.len. */
-static size_t
-find(SlStr s, size_t from, const char *needle)
-{
-    size_t n = strlen(needle);
-    for (size_t k = from; k + n <= s.len; k++)
-        if (memcmp(s.ptr + k, needle, n) == 0)
-            return k;
-    return s.len;
-}
-
-/* backend_config={"known_trip_count":{"n":"8"}} -> 8; -1 when absent. */
-static int64_t
-known_trip_count(const IrInstr *i)
-{
-    const IrAttr *a = ir_instr_find_attr(i, IR_ATTR_BACKEND_CONFIG);
-    if (!a)
-        return -1;
-    SlStr t = a->u.text;
-    size_t k = find(t, find(t, 0, "\"known_trip_count\""), "\"n\"");
-    if (k == t.len)
-        return -1;
-    for (k += 3; k < t.len && (t.ptr[k] == ':' || t.ptr[k] == ' ' || t.ptr[k] == '"'); k++)
-        ;
-    int64_t n = 0;
-    size_t digits = 0;
-    for (; k < t.len && t.ptr[k] >= '0' && t.ptr[k] <= '9' && n < INT64_MAX / 10; k++, digits++)
-        n = n * 10 + (t.ptr[k] - '0');
-    return digits ? n : -1;
-}
-
 enum { TRIP_UNSEEN = -2, TRIP_UNKNOWN = -1 };
 
 /* Executions of a computation per run of the module: `exact` when known; `max` bounds it
@@ -1142,6 +1128,53 @@ enum { TRIP_UNSEEN = -2, TRIP_UNKNOWN = -1 };
 typedef struct Trips {
     int64_t exact, max;
 } Trips;
+
+/* A while of the output module and its trip count (a while_loop row). */
+typedef struct WhileRow {
+    const IrInstr *w;
+    IrTripCount tc;     /* count -1: unknown; reason says why, or how it was found */
+    const char *method; /* backend_config, pattern, user, partitioner, unknown */
+    Trips runs;         /* executions of the while itself */
+    uint32_t outer;     /* index + 1 into Wr.whiles of the loop around it; 0: none */
+    int64_t row;
+} WhileRow;
+
+/* The trip count of output while `i` (recorded in w->whiles): the user's count for the input
+ * while it derives from; else backend_config or the pattern (ir_while_trip_count), on the
+ * output loop, else on that input while (whose names the reason then gives); else the
+ * iterations the partitioner stated for a windowed loop it emitted. */
+static int64_t
+while_count(Wr *w, const IrInstr *i, Trips runs)
+{
+    uint32_t outer = i->parent && w->comp_loop ? w->comp_loop[i->parent->id] : 0;
+    WhileRow r = {i, {0}, NULL, runs, outer, 0};
+    ir_while_trip_count(w->mod[AFTER], i, &r.tc);
+    r.method = ir_trip_method_name(r.tc.method);
+    const IrInstr *src = i->derived_from && i->derived_from->op == IR_OP_WHILE ? i->derived_from : i;
+    if (r.tc.method == IR_TRIP_UNKNOWN && src != i && src->id < w->n_ids[BEFORE] &&
+        w->instr_by_id[BEFORE][src->id] == src) /* the input's loop: its count, or its names */
+        ir_while_trip_count(w->mod[BEFORE], src, &r.tc);
+    r.method = ir_trip_method_name(r.tc.method);
+    const TraceRunInfo *info = &w->db->info;
+    for (uint32_t k = 0; src->name && k < info->n_trip_counts; k++) {
+        if (strcmp(sl_sym_cstr(src->name), info->trip_counts[k].name) != 0)
+            continue;
+        r.tc.count = info->trip_counts[k].count;
+        r.method = "user";
+        snprintf(r.tc.reason, sizeof(r.tc.reason), "--trip-count %s=%lld",
+                 info->trip_counts[k].name, (long long)r.tc.count);
+    }
+    uint64_t v = 0;
+    if (r.tc.count < 0 && i->name && sl_map_get(&w->loop_trips, SL_MAP_KEY(i->name), &v)) {
+        r.tc.count = (int64_t)v;
+        r.method = "partitioner";
+        snprintf(r.tc.reason, sizeof(r.tc.reason),
+                 "the windowed-einsum loop states %lld iterations", (long long)v);
+    }
+    if (!SL_VEC_PUSH(&w->whiles, WhileRow, r))
+        w->oom = true;
+    return r.tc.count;
+}
 
 static int64_t
 trip_mul(int64_t t, int64_t n)
@@ -1200,8 +1233,10 @@ add_callee_trips(Wr *w, const IrInstr *i, Trips t, Trips *trips, uint32_t n)
     int64_t loop = TRIP_UNKNOWN;
     uint64_t v = 0;
     if (i->op == IR_OP_WHILE)
-        loop = i->name && sl_map_get(&w->loop_trips, SL_MAP_KEY(i->name), &v) ? (int64_t)v
-                                                                              : known_trip_count(i);
+        loop = while_count(w, i, t);
+    uint32_t in_loop = i->op == IR_OP_WHILE ? (uint32_t)w->whiles.len
+                       : i->parent && i->parent->id < n ? w->comp_loop[i->parent->id]
+                                                         : 0;
     const EvLoop *hint = NULL;
     if (i->op == IR_OP_CONDITIONAL && sl_map_get(&w->branch_hint, i->id, &v))
         hint = &((const EvLoop *)w->db->loops.data)[v - 1];
@@ -1225,13 +1260,14 @@ add_callee_trips(Wr *w, const IrInstr *i, Trips t, Trips *trips, uint32_t n)
                                  : at->key == IR_ATTR_TRUE_COMPUTATION ? 0
                                                                        : q);
             trip_add(trips, n, callee, c);
+            if (callee && callee->id < n && !w->comp_loop[callee->id])
+                w->comp_loop[callee->id] = in_loop;
         }
     }
 }
 
 /* Executions of each computation per run of the module, by computation id: the entry runs
- * once; a while body runs trip-count times (a windowed loop's iterations, else
- * known_trip_count), its condition once more; a conditional's branches at most as often as
+ * once; a while body runs trip-count times (while_count), its condition once more; a conditional's branches at most as often as
  * the conditional (exactly, when a windowed loop states it); other callees as often as their
  * caller. */
 static Trips *
@@ -1239,8 +1275,10 @@ comp_trips(Wr *w, const IrModule *m)
 {
     uint32_t n = m->next_comp_id;
     Trips *trips = SL_NEW_ARRAY(&w->scratch, Trips, (size_t)n + 1);
-    if (!trips)
+    w->comp_loop = SL_NEW_ARRAY(&w->scratch, uint32_t, (size_t)n + 1);
+    if (!trips || !w->comp_loop)
         return NULL;
+    memset(w->comp_loop, 0, ((size_t)n + 1) * sizeof(uint32_t));
     for (uint32_t k = 0; k < n; k++)
         trips[k] = (Trips){TRIP_UNSEEN, TRIP_UNSEEN};
     if (m->entry && m->entry->id < n)
@@ -1293,7 +1331,7 @@ was_in_input(const Wr *w, const IrInstr *i)
 }
 
 static void
-write_collective(Wr *w, const IrInstr *i, int kind, Trips trip)
+write_collective(Wr *w, const IrInstr *i, int kind, Trips trip, int64_t loop_row)
 {
     Groups g = {0};
     bool is_permute =
@@ -1330,8 +1368,32 @@ write_collective(Wr *w, const IrInstr *i, int kind, Trips trip)
     bind_row(w, st, 13, ev ? seq_row(&w->decision_row, ev->decision_seq) : 0);
     if (trip.max >= 0)
         bind_i64(w, st, 14, trip.max);
+    bind_row(w, st, 15, loop_row);
     int64_t row = insert(w, ST_COLLECTIVE);
     write_groups(w, row, &g);
+}
+
+/* One while_loop row per while of the output, outer loops first. */
+static void
+write_whiles(Wr *w)
+{
+    sqlite3_stmt *st = stmt(w, ST_WHILE);
+    for (size_t k = 0; k < w->whiles.len && w->rc == SQLITE_OK; k++) {
+        WhileRow *r = &SL_VEC_AT(&w->whiles, WhileRow, k);
+        bind_i64(w, st, 1, w->run_id);
+        bind_row(w, st, 2, r->w->id < w->n_ids[AFTER] ? w->rows_by_id[AFTER][r->w->id] : 0);
+        bind_row(w, st, 3, source_row(w, r->w));
+        if (r->tc.count >= 0)
+            bind_i64(w, st, 4, r->tc.count);
+        bind_text(w, st, 5, r->method);
+        bind_text(w, st, 6, r->tc.reason[0] ? r->tc.reason : NULL);
+        if (r->tc.induction_index >= 0)
+            bind_i64(w, st, 7, r->tc.induction_index);
+        if (r->runs.exact >= 0)
+            bind_i64(w, st, 8, r->runs.exact);
+        bind_row(w, st, 9, r->outer ? SL_VEC_AT(&w->whiles, WhileRow, r->outer - 1).row : 0);
+        r->row = insert(w, ST_WHILE);
+    }
 }
 
 /* One row per collective instruction of the output module, whether reported by an event or
@@ -1345,16 +1407,19 @@ write_collectives(Wr *w, const IrModule *out)
         w->oom = true;
         return;
     }
+    write_whiles(w);
     for (uint32_t c = 0; c < out->n_comps && w->rc == SQLITE_OK && !w->oom; c++) {
         const IrComputation *comp = out->comps[c];
         Trips trip =
             comp->id < out->next_comp_id ? trips[comp->id] : (Trips){TRIP_UNKNOWN, TRIP_UNKNOWN};
+        uint32_t loop = comp->id < out->next_comp_id ? w->comp_loop[comp->id] : 0;
+        int64_t loop_row = loop ? SL_VEC_AT(&w->whiles, WhileRow, loop - 1).row : 0;
         for (uint32_t k = 0; k < comp->n_instrs && w->rc == SQLITE_OK && !w->oom; k++) {
             int kind = collective_row(comp->instrs[k]->op);
             if (kind < 0)
                 continue;
             SlArenaMark mark = sl_arena_mark(&w->scratch);
-            write_collective(w, comp->instrs[k], kind, trip);
+            write_collective(w, comp->instrs[k], kind, trip, loop_row);
             sl_arena_release(&w->scratch, mark);
         }
     }
@@ -1392,6 +1457,7 @@ wr_fini(Wr *w)
     sl_map_fini(&w->reshard_row);
     sl_map_fini(&w->loop_trips);
     sl_map_fini(&w->branch_hint);
+    sl_vec_fini(&w->whiles);
 }
 
 /* One attempt: every row of the run, in dependency order. */

@@ -90,8 +90,15 @@ version_mismatch(const char *path, int64_t version, SlError *err)
         return sl_fail(err, SL_ERR_DB, loc,
                        "not a shardlens trace database (schema version 0, expected %d)",
                        trace_schema_version);
+    if (version < trace_schema_version)
+        return sl_fail(err, SL_ERR_DB, loc,
+                       "trace database has schema version %lld, older than the version %d this "
+                       "shardlens reads and writes: it was recorded by an older shardlens; "
+                       "record the run again (partition --trace, analyze) or use a new file",
+                       (long long)version, trace_schema_version);
     return sl_fail(err, SL_ERR_DB, loc,
-                   "trace database has schema version %lld; this shardlens reads version %d",
+                   "trace database has schema version %lld, newer than the version %d this "
+                   "shardlens reads: use the newer shardlens that recorded it",
                    (long long)version, trace_schema_version);
 }
 

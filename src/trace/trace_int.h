@@ -23,6 +23,7 @@ typedef enum TraceStmt {
     ST_COLLECTIVE,
     ST_GROUP,
     ST_LOOP,
+    ST_WHILE,
     ST_WARNING,
     ST_COUNT
 } TraceStmt;
