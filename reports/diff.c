@@ -215,7 +215,7 @@ put_change(SlBuf *b, Pair p)
     double d = p.new_v - p.old_v;
     if (d >= 0)
         sl_buf_putc(b, '+');
-    report_put_bytes(b, d);
+    sl_buf_put_size(b, d);
     double c = pct(p);
     if (isnan(c))
         sl_buf_puts(b, " (new)");
@@ -224,14 +224,34 @@ put_change(SlBuf *b, Pair p)
 }
 
 static void
-put_figure(SlBuf *b, const char *label, Pair p, const char *unit)
+put_figure(SlBuf *b, const char *label, Pair p)
 {
     sl_buf_printf(b, "  %-32s ", label);
-    report_put_bytes(b, p.old_v);
+    sl_buf_put_size(b, p.old_v);
     sl_buf_puts(b, " -> ");
-    report_put_bytes(b, p.new_v);
-    sl_buf_printf(b, "%s  ", unit);
+    sl_buf_put_size(b, p.new_v);
+    sl_buf_puts(b, "  ");
     put_change(b, p);
+    sl_buf_putc(b, '\n');
+}
+
+/* " (device 3)", or nothing when no device moves anything */
+static void
+put_device(SlBuf *b, long long dev)
+{
+    if (dev >= 0)
+        sl_buf_printf(b, " (device %lld)", dev);
+}
+
+static void
+put_count(SlBuf *b, const char *label, Pair p)
+{
+    sl_buf_printf(b, "  %-32s %g -> %g  %+g", label, p.old_v, p.new_v, p.new_v - p.old_v);
+    double c = pct(p);
+    if (isnan(c))
+        sl_buf_puts(b, " (new)");
+    else if (p.old_v != 0)
+        sl_buf_printf(b, " (%+.2f%%)", c);
     sl_buf_putc(b, '\n');
 }
 
@@ -262,18 +282,18 @@ put_row_trips(SlBuf *b, const DRow *r)
     int64_t t = r->trips[is_new];
     if (t > 1 || (t == TRIPS_MIXED && per > 0)) {
         sl_buf_puts(b, "; ");
-        report_put_bytes(b, per);
+        sl_buf_put_size(b, per);
         if (t == TRIPS_MIXED)
-            sl_buf_puts(b, " B per execution, times their trip counts");
+            sl_buf_puts(b, " per execution, times their trip counts");
         else
-            sl_buf_printf(b, " B per execution x %lld trips", (long long)t);
+            sl_buf_printf(b, " per execution x %lld trips", (long long)t);
     }
     if (r->unknown.old_v != 0 || r->unknown.new_v != 0) {
         sl_buf_puts(b, "; unknown trip count: ");
-        report_put_bytes(b, r->unknown.old_v);
+        sl_buf_put_size(b, r->unknown.old_v);
         sl_buf_puts(b, " -> ");
-        report_put_bytes(b, r->unknown.new_v);
-        sl_buf_puts(b, " B per execution");
+        sl_buf_put_size(b, r->unknown.new_v);
+        sl_buf_puts(b, " per execution");
         if (unknown_grew(r))
             sl_buf_puts(b, " (grew: counts against the budget)");
     }
@@ -297,10 +317,10 @@ print_sources(const DRow *src, size_t n_src, SlBuf *b)
         if (r->op_name)
             sl_buf_printf(b, " [%s]", r->op_name);
         sl_buf_printf(b, ": %g -> %g, ", r->count.old_v, r->count.new_v);
-        report_put_bytes(b, r->bytes.old_v);
+        sl_buf_put_size(b, r->bytes.old_v);
         sl_buf_puts(b, " -> ");
-        report_put_bytes(b, r->bytes.new_v);
-        sl_buf_puts(b, " B  ");
+        sl_buf_put_size(b, r->bytes.new_v);
+        sl_buf_puts(b, "  ");
         put_change(b, r->bytes);
         put_row_trips(b, r);
         sl_buf_putc(b, '\n');
@@ -324,26 +344,32 @@ print_text(const Agg *g, const Report *old_r, const Report *new_r, const DRow *k
                       "(input %s)\n",
                       module_name(old_r), old_r->input_hash ? old_r->input_hash : "?",
                       module_name(new_r), new_r->input_hash ? new_r->input_hash : "?");
-    put_figure(b, "collectives", g->count, "");
-    put_figure(b, "bytes sent, summed over devices", g->total, " B");
+    put_count(b, "collectives", g->count);
+    put_figure(b, "bytes sent, summed over devices", g->total);
     sl_buf_printf(b, "  %-32s ", "busiest device, sent+received");
-    report_put_bytes(b, g->busiest.old_v);
-    sl_buf_printf(b, " B (device %lld) -> ", (long long)g->old_dev);
-    report_put_bytes(b, g->busiest.new_v);
-    sl_buf_printf(b, " B (device %lld)  ", (long long)g->new_dev);
+    sl_buf_put_size(b, g->busiest.old_v);
+    put_device(b, g->old_dev);
+    sl_buf_puts(b, " -> ");
+    sl_buf_put_size(b, g->busiest.new_v);
+    put_device(b, g->new_dev);
+    sl_buf_puts(b, "  ");
     put_change(b, g->busiest);
     sl_buf_putc(b, '\n');
-    sl_buf_printf(b, "  %-32s %.2f -> %.2f us\n", "estimated time", g->time.old_v, g->time.new_v);
+    sl_buf_printf(b, "  %-32s ", "estimated time");
+    sl_buf_put_duration_us(b, g->time.old_v);
+    sl_buf_puts(b, " -> ");
+    sl_buf_put_duration_us(b, g->time.new_v);
+    sl_buf_putc(b, '\n');
     if (g->unknown.old_v != 0 || g->unknown.new_v != 0)
-        put_figure(b, "unknown-trip bytes/execution", g->unknown, " B");
+        put_figure(b, "unknown-trip bytes/execution", g->unknown);
     sl_buf_puts(b, "\nper kind (bytes sent, summed over devices)\n");
     for (size_t k = 0; k < n_kinds; k++) {
         sl_buf_printf(b, "  %-22s %g -> %g collectives, ", kinds[k].kind, kinds[k].count.old_v,
                       kinds[k].count.new_v);
-        report_put_bytes(b, kinds[k].bytes.old_v);
+        sl_buf_put_size(b, kinds[k].bytes.old_v);
         sl_buf_puts(b, " -> ");
-        report_put_bytes(b, kinds[k].bytes.new_v);
-        sl_buf_puts(b, " B  ");
+        sl_buf_put_size(b, kinds[k].bytes.new_v);
+        sl_buf_puts(b, "  ");
         put_change(b, kinds[k].bytes);
         sl_buf_putc(b, '\n');
     }

@@ -301,8 +301,8 @@ run diff_same 0 diff "$TMP/an/summary.json" "$TMP/an/trace.db" --max-increase 0
 has diff_same "$TMP/diff_same.out" "no source op changed"
 has diff_same "$TMP/diff_same.out" "bytes sent ok, busiest device ok: pass"
 run diff_grew 1 diff "$TMP/an/summary.json" "$TMP/ch/summary.json" --max-increase 10
-has diff_grew "$TMP/diff_grew.out" "added    %dot.4 all-gather [jit(mlp)/jit(main)/dot_general]: 0 -> 1, 0 -> 1536 B  +1536 (new)"
-has diff_grew "$TMP/diff_grew.out" "bytes sent, summed over devices  3072 -> 4608 B  +1536 (+50.00%)"
+has diff_grew "$TMP/diff_grew.out" "added    %dot.4 all-gather [jit(mlp)/jit(main)/dot_general]: 0 -> 1, 0 B -> 1.50 KiB  +1.50 KiB (new)"
+has diff_grew "$TMP/diff_grew.out" "bytes sent, summed over devices  3.00 KiB -> 4.50 KiB  +1.50 KiB (+50.00%)"
 has diff_grew "$TMP/diff_grew.out" "FAIL"
 run diff_edge 0 diff "$TMP/an/trace.db" "$TMP/ch/trace.db" --max-increase 50 # exactly +50%
 run diff_past_edge 1 diff "$TMP/an/trace.db" "$TMP/ch/trace.db" --max-increase 49.99
@@ -430,7 +430,7 @@ has moe_edit "$TMP/moe1/summary.json" '"method":	"pattern"'
 has moe_edit "$TMP/moe1/summary.json" '"reason":	"i = 0; i < 6; i += 1 (tuple element 0)"'
 run moe_gate 1 diff "$TMP/moe0/summary.json" "$TMP/moe1/summary.json" --max-increase 5
 # 128 MiB gathered over 4: 3/4 of it per device, 4 devices: 384 MiB per execution, 6 layers
-has moe_gate "$TMP/moe_gate.out" "added    %wi_r all-gather: 0 -> 1, 0 -> 2415919104 B  +2415919104 (new); 402653184 B per execution x 6 trips"
+has moe_gate "$TMP/moe_gate.out" "added    %wi_r all-gather: 0 -> 1, 0 B -> 2.25 GiB  +2.25 GiB (new); 384 MiB per execution x 6 trips"
 has moe_gate "$TMP/moe_gate.out" "bytes sent OVER, busiest device OVER: FAIL"
 run moe_gate_db 1 diff "$TMP/moe0/trace.db" "$TMP/moe1/trace.db" --max-increase 5
 # --trip-count wins over the pattern; the trace and the reports say so
@@ -442,7 +442,7 @@ run moe_user_part 0 partition "$TMP/moe_edit.hlo" --trip-count w=2 --trace "$TMP
 run moe_user_part2 0 partition "$TMP/moe_edit.hlo" --trace "$TMP/moe_runs.db" -o "$TMP/moe_p.hlo"
 # --old-run / --new-run: two runs of one trace (2 then 6 iterations): +200%
 run moe_runs 1 diff "$TMP/moe_runs.db" "$TMP/moe_runs.db" --old-run 1 --new-run 2 --max-increase 5
-has moe_runs "$TMP/moe_runs.out" "bytes sent, summed over devices  805306368 -> 2415919104 B  +1610612736 (+200.00%)"
+has moe_runs "$TMP/moe_runs.out" "bytes sent, summed over devices  768 MiB -> 2.25 GiB  +1.50 GiB (+200.00%)"
 run moe_runs_back 0 diff "$TMP/moe_runs.db" "$TMP/moe_runs.db" --old-run 2 --new-run 1 --max-increase 5
 run moe_run_missing 2 diff "$TMP/moe_runs.db" "$TMP/moe_runs.db" --old-run 9
 run moe_run_summary 2 diff "$TMP/moe0/summary.json" "$TMP/moe1/summary.json" --new-run 1
@@ -479,7 +479,7 @@ has moe_param "$TMP/moe3/report.txt" "loops with unknown trip counts (1; their c
 has moe_param "$TMP/moe3/report.txt" "the bound (tuple element 4) is a parameter: %layers of main"
 has moe_param "$TMP/moe3/summary.json" '"method":	"unknown"'
 run moe_param_gate 1 diff "$TMP/moe0/summary.json" "$TMP/moe3/summary.json" --max-increase 1000
-has moe_param_gate "$TMP/moe_param_gate.out" "unknown trip count: 0 -> 402653184 B per execution (grew: counts against the budget)"
+has moe_param_gate "$TMP/moe_param_gate.out" "unknown trip count: 0 B -> 384 MiB per execution (grew: counts against the budget)"
 run moe_param_user 0 analyze "$TMP/moe_param.hlo" --out "$TMP/moe4" --trip-count w=6
 cmp -s <(grep -v '"reason"\|"method"\|input_hash' "$TMP/moe1/summary.json") <(grep -v '"reason"\|"method"\|input_hash' "$TMP/moe4/summary.json") || fail "moe: --trip-count w=6 on the unknown loop differs from the counted one"
 

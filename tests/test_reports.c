@@ -703,7 +703,7 @@ test_diff_budget_edge(void **state)
     zero.n_collectives = 0;
     assert_true(diff_over(&zero, &old_r, 1000, &out));
     if (!strstr(out.data,
-                "added    %dot all-reduce [model/dense]: 0 -> 1, 0 -> 1000 B  +1000 (new)"))
+                "added    %dot all-reduce [model/dense]: 0 -> 1, 0 B -> 1000 B  +1000 B (new)"))
         fail_msg("%s", out.data);
 
     /* JSON for bots */
@@ -1057,8 +1057,8 @@ test_diff_trip_counts(void **state)
     d2[0].t.send_bytes = d2[0].t.recv_bytes = d2[1].t.send_bytes = d2[1].t.recv_bytes = 440;
     d1[0].t.send_bytes = d1[0].t.recv_bytes = d1[1].t.send_bytes = d1[1].t.recv_bytes = 400;
     assert_true(diff_over(&old_r, &new_r, 9, &out));
-    if (!strstr(out.data, "bytes sent, summed over devices  800 -> 880 B  +80 (+10.00%)") ||
-        !strstr(out.data, "changed  %dot all-reduce [model/dense]: 1 -> 1, 800 -> 880 B  +80 "
+    if (!strstr(out.data, "bytes sent, summed over devices  800 B -> 880 B  +80 B (+10.00%)") ||
+        !strstr(out.data, "changed  %dot all-reduce [model/dense]: 1 -> 1, 800 B -> 880 B  +80 B "
                           "(+10.00%); 110 B per execution x 8 trips"))
         fail_msg("%s", out.data);
 
@@ -1070,7 +1070,7 @@ test_diff_trip_counts(void **state)
     assert_false(diff_over(&u_old, &u_new, 0, &out));
     c4.send_bytes = 101;
     assert_true(diff_over(&u_old, &u_new, 1000, &out));
-    if (!strstr(out.data, "unknown trip count: 100 -> 101 B per execution (grew: counts against "
+    if (!strstr(out.data, "unknown trip count: 100 B -> 101 B per execution (grew: counts against "
                           "the budget)") ||
         !strstr(out.data, "bytes sent ok, busiest device ok, unknown-trip traffic grew (1 source "
                           "op): FAIL"))
@@ -1124,7 +1124,7 @@ test_diff_many_collectives(void **state)
     (void)diff_over(&ra, &rb, 100, &out);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    if (!strstr(out.data, "changed  %source.23999 all-reduce [model/dense]: 1 -> 1, 10 -> 20 B") ||
+    if (!strstr(out.data, "changed  %source.23999 all-reduce [model/dense]: 1 -> 1, 10 B -> 20 B") ||
         !strstr(out.data, "(23999 unchanged)"))
         fail_msg("%.300s", out.data);
     if (s > 1.0)
