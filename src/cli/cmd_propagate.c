@@ -1,0 +1,133 @@
+/* cmd_propagate.c - `shardlens propagate IN.hlo [-n N] [-o OUT] [--set K=V]...`: XLA's sharding
+ * propagation on the module, printed with every instruction's sharding.
+ * Owns: the wiring parse -> (shardings fit N) -> prop_run -> print -> atomic write, and the
+ * --set names. Does not own: propagation (src/propagate). Invariant: nothing is written unless
+ * every step succeeded. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_util.h"
+#include "hlo/hlo.h"
+#include "propagate/prop.h"
+
+enum { OPT_NUM_PARTITIONS, OPT_OUTPUT, OPT_SET };
+
+static const CliOpt k_opts[] = {
+    {OPT_NUM_PARTITIONS, 'n', "num-partitions", "N",
+     "check that every sharding fits N devices (default: no check)",                  false},
+    {OPT_OUTPUT,         'o', "output",         "OUT.hlo",   "write the module here (default: stdout)", false},
+    {OPT_SET,            0,   "set",            "KEY=VALUE", "set a propagation option by its XLA name", true },
+};
+
+static void
+help_extra(FILE *out)
+{
+    PropOptions o;
+    SlBuf b;
+    prop_options_init(&o);
+    sl_buf_init(&b);
+    prop_options_print(&o, &b);
+    fputs("\npropagation options for --set, with their defaults (XLA's ShardingPropagation):\n",
+          out);
+    SlStr s = sl_buf_str(&b);
+    for (size_t i = 0; i < s.len;) {
+        size_t j = i;
+        while (j < s.len && s.ptr[j] != '\n')
+            j++;
+        fprintf(out, "  %.*s\n", (int)(j - i), s.ptr + i);
+        i = j + 1;
+    }
+    fputs("  execution_threads=NAME[,NAME...]  (accepted; every computation is processed)\n"
+          "The two allow_* options take one value, or one per element of the entry's result\n"
+          "tuple (per entry parameter), as XLA's absl::Span<bool> does.\n",
+          out);
+    sl_buf_fini(&b);
+}
+
+static int
+parse_sets(const CliArgs *a, PropOptions *o)
+{
+    prop_options_init(o);
+    for (uint32_t i = 0; i < a->n_opts; i++) {
+        if (a->opts[i].opt->id != OPT_SET)
+            continue;
+        const char *kv = a->opts[i].value;
+        const char *eq = strchr(kv, '=');
+        if (!eq || eq == kv)
+            return cli_usage_error(a->cmd, "--set %s: expected KEY=VALUE", kv);
+        char key[128];
+        size_t kl = (size_t)(eq - kv);
+        if (kl >= sizeof(key))
+            return cli_usage_error(a->cmd, "--set %s: unknown option", kv);
+        memcpy(key, kv, kl);
+        key[kl] = 0;
+        SlError err = {0};
+        if (prop_options_set(o, key, eq + 1, &err))
+            return cli_usage_error(a->cmd, "--set %s: %s", kv, err.msg);
+    }
+    return CLI_EXIT_OK;
+}
+
+static int
+run(const CliArgs *a)
+{
+    CliInput in;
+    SlError err = {0};
+    PropOptions o;
+    CliOutput out;
+    int code = parse_sets(a, &o);
+    if (code != CLI_EXIT_OK)
+        return code;
+    int64_t n = 0;
+    const char *n_text = cli_args_value(a, OPT_NUM_PARTITIONS);
+    if (n_text && !cli_parse_count(a->cmd, "--num-partitions", n_text, &n))
+        return CLI_EXIT_BAD_INPUT;
+    cli_output_init(&out, cli_args_value(a, OPT_OUTPUT), a->phases);
+    if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) ||
+        (n && cli_check_shardings(in.module, in.display, n, &err))) {
+        code = cli_report(&err, &in);
+    } else {
+        PropResult r;
+        cli_phase_begin(a->phases, CLI_PHASE_PARTITION);
+        SlStatus st = prop_run(in.module, &o, &in.arena, &r, &err);
+        cli_phase_end(a->phases, CLI_PHASE_PARTITION, 0);
+        if (st) {
+            if (!err.status)
+                sl_fail(&err, st, (SlSrcLoc){0}, "propagation failed");
+            if (!err.loc.path && err.loc.line)
+                err.loc.path = in.display;
+            code = cli_report(&err, &in);
+        } else {
+            fprintf(stderr, "propagated shardings to %u of %u instructions\n", r.n_propagated,
+                    r.n_instrs);
+            cli_phase_begin(a->phases, CLI_PHASE_PRINT);
+            hlo_print_module(in.module, &out.text);
+            cli_phase_end(a->phases, CLI_PHASE_PRINT, out.text.spilled + out.text.len);
+            code = cli_output_finish(&out, &in);
+        }
+    }
+    cli_output_fini(&out);
+    cli_input_fini(&in);
+    return code;
+}
+
+const CliCommand cmd_propagate = {
+    .name = "propagate",
+    .usage = "IN.hlo [-n|--num-partitions N] [-o|--output OUT.hlo] [--set KEY=VALUE]...",
+    .summary = "fill in the shardings of unannotated instructions (XLA's propagation)",
+    .description =
+        "Parses IN.hlo ('-' for standard input) and runs XLA's sharding propagation pass\n"
+        "(GSPMD's ShardingPropagation) on it: forward and backward passes over the\n"
+        "aggressiveness levels 0..3 until nothing changes, merging partial replication so\n"
+        "that the most specific sharding wins. Prints the module with every instruction's\n"
+        "sharding; `Sharding` custom calls become copies and ShardBarrierFrom/To custom calls\n"
+        "are removed, as in XLA. -o writes the text atomically (no file on failure). With -n,\n"
+        "every input sharding must fit N devices. Prints \"propagated shardings to K of N\n"
+        "instructions\" to standard error.\n",
+    .opts = k_opts,
+    .n_opts = SL_COUNTOF(k_opts),
+    .min_pos = 1,
+    .max_pos = 1,
+    .run = run,
+    .help_extra = help_extra,
+};
