@@ -859,6 +859,93 @@ build_users(PropCtx *cx)
     }
 }
 
+static bool
+other_attr_true(const IrInstr *i, const char *key)
+{
+    for (uint32_t k = 0; k < i->n_attrs; k++) {
+        const IrAttr *a = &i->attrs[k];
+        if (a->key == IR_ATTR_OTHER && a->u.other.key &&
+            !strcmp(sl_sym_cstr(a->u.other.key), key))
+            return sl_str_eq_cstr(a->u.other.text, "true");
+    }
+    return false;
+}
+
+static SlStatus
+device_conflict(SlError *err, const IrInstr *i, int64_t dev, const IrInstr *ch, int64_t ch_dev)
+{
+    return sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){NULL, i->src_line, i->src_col},
+                   "Instruction: %s is on device: %lld, which conflicts with device: %lld of "
+                   "channel instruction: %s",
+                   sl_sym_cstr(i->name), (long long)dev, (long long)ch_dev, sl_sym_cstr(ch->name));
+}
+
+/* CheckAndUpdateDeviceAssignmentsInWhileBody. */
+static SlStatus
+check_while_devices(PropCtx *cx, IrInstr *w, SlError *err)
+{
+    IrComputation *body = called(w, IR_ATTR_BODY);
+    if (!body)
+        return SL_OK;
+    int64_t unique = -1;
+    const IrInstr *channel = NULL;
+    /* device -> the last instruction seen on it, by device */
+    int64_t devs[256];
+    const IrInstr *by_dev[256];
+    uint32_t nd = 0;
+    for (uint32_t x = 0; x < body->n_instrs; x++) {
+        IrInstr *i = body->instrs[x];
+        int64_t dev;
+        if (!cx->sh[i->id] || !shd_unique_device(cx->sh[i->id], &dev))
+            continue;
+        bool is_channel =
+            ((i->op == IR_OP_SEND || i->op == IR_OP_RECV) && !other_attr_true(i, "is_host_transfer")) ||
+            ((i->op == IR_OP_ALL_REDUCE || i->op == IR_OP_REDUCE_SCATTER) &&
+             ir_instr_find_attr(i, IR_ATTR_CHANNEL_ID));
+        if (unique >= 0) {
+            if (dev != unique)
+                return device_conflict(err, i, dev, channel, unique);
+        } else if (is_channel) {
+            channel = i;
+            unique = dev;
+            /* the lowest conflicting device first, as a sorted map gives */
+            int64_t best = -1;
+            const IrInstr *bi = NULL;
+            for (uint32_t k = 0; k < nd; k++)
+                if (devs[k] != unique && (best < 0 || devs[k] < best)) {
+                    best = devs[k];
+                    bi = by_dev[k];
+                }
+            if (bi)
+                return device_conflict(err, bi, best, channel, unique);
+        } else {
+            uint32_t k = 0;
+            while (k < nd && devs[k] != dev)
+                k++;
+            if (k == nd && nd < SL_COUNTOF(devs))
+                devs[nd++] = dev;
+            if (k < SL_COUNTOF(devs))
+                by_dev[k] = i;
+        }
+    }
+    if (unique < 0)
+        return SL_OK;
+    int64_t wd;
+    if (cx->sh[w->id] && shd_unique_device(cx->sh[w->id], &wd) && wd != unique)
+        return device_conflict(err, w, wd, channel, unique);
+    IrInstr *root = body->root;
+    int64_t rd;
+    if (!cx->sh[root->id] || !shd_unique_device(cx->sh[root->id], &rd)) {
+        cx->from = channel;
+        cx->rule = "channel device in while body";
+        prop_set(cx, root, shd_maximal(cx->a, unique), NULL);
+        cx->from = NULL;
+    } else if (rd != unique) {
+        return device_conflict(err, root, rd, channel, unique);
+    }
+    return SL_OK;
+}
+
 SlStatus
 prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError *err)
 {
@@ -995,9 +1082,24 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
         for (uint32_t x = c->n_instrs; x-- > 0;) {
             IrInstr *i = c->instrs[x];
             const ShdSharding *s = cx->sh[i->id];
-            bool is_op = false;
+            bool is_op = false, is_removed = false;
             for (size_t k = 0; k < sharding_ops.len; k++)
                 is_op = is_op || SL_VEC_AT(&sharding_ops, IrInstr *, k) == i;
+            for (size_t k = 0; k < removed_group_ops.len; k++)
+                is_removed = is_removed || SL_VEC_AT(&removed_group_ops, IrInstr *, k) == i;
+            if (is_removed) {
+                /* The group goes to the operand (visited later: it comes first). */
+                IrInstr *op = i->operands[0];
+                const ShdSharding *os = cx->sh[op->id] ? cx->sh[op->id] : shd_unknown(a);
+                ShdSharding *cs = SL_NEW(a, ShdSharding);
+                if (!cs)
+                    return SL_ERR_NOMEM;
+                *cs = *os;
+                cs->shard_group_kind = s->shard_group_kind;
+                cs->shard_group_id = s->shard_group_id;
+                cx->sh[op->id] = cs;
+                continue;
+            }
             if (replace && s && s->shard_group_kind) {
                 add_group_member(cx, &g, i, s->shard_group_id, s->shard_group_kind);
                 cx->sh[i->id] = without_group(cx, s);
@@ -1016,11 +1118,7 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
     }
     for (size_t k = 0; k < removed_group_ops.len; k++) {
         IrInstr *i = SL_VEC_AT(&removed_group_ops, IrInstr *, k);
-        const ShdSharding *s = cx->sh[i->id];
         IrInstr *op = i->operands[0];
-        add_group_member(cx, &g, op, s->shard_group_id, s->shard_group_kind);
-        if (!cx->sh[op->id])
-            cx->sh[op->id] = shd_unknown(a);
         replace_uses(i->parent, i, op);
         remove_instr(i->parent, i);
         any_changed = true;
@@ -1058,6 +1156,14 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
     build_users(cx);
     if (!cx->users)
         return SL_ERR_NOMEM;
+
+    /* A while whose body holds a channel instruction on one device stays on that device. */
+    for (uint32_t ci = 0; ci < m->n_comps; ci++)
+        for (uint32_t x = 0; x < m->comps[ci]->n_instrs; x++) {
+            IrInstr *w = m->comps[ci]->instrs[x];
+            if (w->op == IR_OP_WHILE && check_while_devices(cx, w, err))
+                return err->status;
+        }
 
     /* Computation map and related instructions share one sharding. */
     for (uint32_t ci = 0; ci < m->n_comps; ci++) {
