@@ -100,6 +100,8 @@ run(const CliArgs *a)
         } else {
             fprintf(stderr, "propagated shardings to %u of %u instructions\n", r.n_propagated,
                     r.n_instrs);
+            if (getenv("SL_PROP_DEBUG"))
+                fprintf(stderr, "origins %u iterations %u\n", r.n_origins, r.iterations);
             cli_phase_begin(a->phases, CLI_PHASE_PRINT);
             hlo_print_module(in.module, &out.text);
             cli_phase_end(a->phases, CLI_PHASE_PRINT, out.text.spilled + out.text.len);

@@ -322,6 +322,8 @@ prop_backward(PropCtx *cx, IrInstr *i)
             cx->rule = "rng-bit-generator seed";
             return prop_set(cx, i, shd_replicated(cx->a), NULL);
         }
+        if (prop_saturated(cx, prop_sh(cx, i)))
+            continue;
         const ShdSharding *s = prop_from_user(cx, i, u, cx->level);
         if (s && prop_is_custom_call(i, "ShardBarrierTo"))
             s = shd_replicated(cx->a);

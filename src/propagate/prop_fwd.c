@@ -757,6 +757,8 @@ prop_forward(PropCtx *cx, IrInstr *i)
             return prop_set(cx, i, px_single_tuple(cx, &i->shape, px_manual_sh(cx, os)), NULL);
         }
     }
+    if (prop_saturated(cx, cur) && i->op != IR_OP_GET_TUPLE_ELEMENT)
+        return false;
     bool combine = cx->o->is_spmd && cx->level > 0;
     if (!prop_support_spatial(cx, i, cx->allow_output, false)) {
         if (ir_shape_is_tuple(&i->shape) || i->n_operands == 0 || i->parent->root == i ||

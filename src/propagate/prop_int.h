@@ -9,8 +9,21 @@
 
 #define PROP_MAX_RANK 64
 
+/* Custom calls the pass treats specially, by instruction id (PropCtx.flags). */
+enum {
+    PROP_F_BARRIER_FROM = 1, PROP_F_BARRIER_TO = 2, PROP_F_MANUAL_CONV = 4, PROP_F_SHARDING = 8,
+};
+
+typedef struct Groups {
+    SlVec members; /* IrInstr *, grouped by id via `ids` */
+    SlVec ids;     /* int64_t group id per member */
+    SlVec kinds;   /* int8_t per member */
+} Groups;
+
 typedef struct PropCtx {
-    SlArena *a;
+    SlArena *a;                 /* where rules allocate: `scratch` inside the sweeps, else keep */
+    SlArena *keep;              /* the caller's arena: every sharding prop_set() stores */
+    SlArena scratch;            /* candidates, released after each rule evaluation */
     IrModule *m;
     const PropOptions *o;
     bool allow_output, allow_params; /* any of the lists */
@@ -30,7 +43,16 @@ typedef struct PropCtx {
     const IrInstr *from;        /* the neighbour the rule being applied reads */
     const char *rule;
     SlVec origins;              /* PropOrigin * */
+    uint8_t *flags;             /* by id: PROP_F_* */
+    IrInstr **by_id;            /* instruction by id */
+    uint32_t *order;            /* ids, computation by computation, in post order */
+    uint32_t *comp_start;       /* n_comps + 1 offsets into order */
+    const ShdSharding **interned; /* open addressing, cap_interned (power of two) slots */
+    uint32_t cap_interned, n_interned;
+    SlVec owned[2];             /* the pass's own lists (freed by prop_run) */
+    Groups groups;              /* shard_as / shard_like members */
     uint32_t iterations;
+    int64_t max_devices;        /* the most devices any input sharding uses */
 } PropCtx;
 
 /* ---- prop_shd.c: XLA's notions over ShdSharding ---- */
@@ -92,6 +114,8 @@ IrInstr *prop_user(const PropCtx *cx, const IrInstr *i, uint32_t k);
 uint32_t prop_non_root_users(const PropCtx *cx, const IrInstr *i);
 bool prop_is_custom_call(const IrInstr *i, const char *target);
 bool prop_is_entry_root(const IrInstr *i);
+/* No candidate can improve `s` (tiled on every device, no replication): rules may skip. */
+bool prop_saturated(const PropCtx *cx, const ShdSharding *s);
 
 /* ---- prop_fwd.c / prop_bwd.c ---- */
 bool prop_support_spatial(PropCtx *cx, const IrInstr *i, bool allow_output, bool allow_params);

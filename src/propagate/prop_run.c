@@ -126,6 +126,13 @@ prop_is_entry_root(const IrInstr *i)
     return i->parent->is_entry && i->parent->root == i;
 }
 
+bool
+prop_saturated(const PropCtx *cx, const ShdSharding *s)
+{
+    return s && s->kind == SHD_TILED && s->n_subgroups == 0 &&
+           shd_num_tiles(s) >= cx->max_devices;
+}
+
 uint32_t
 prop_n_users(const PropCtx *cx, const IrInstr *i)
 {
@@ -150,12 +157,91 @@ prop_non_root_users(const PropCtx *cx, const IrInstr *i)
 
 /* ---- setting shardings ---- */
 
+static uint64_t
+sh_hash(const ShdSharding *s)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)s->kind;
+#define MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ull)
+    MIX(s->shard_group_kind);
+    MIX(s->device);
+    for (size_t k = 0; k < s->metadata.len; k++)
+        MIX((unsigned char)s->metadata.ptr[k]);
+    if (s->kind == SHD_TILED) {
+        for (uint32_t k = 0; k < s->n_tile_dims; k++)
+            MIX(s->tile_dims[k]);
+        for (uint32_t k = 0; k < s->n_subgroups; k++)
+            MIX(s->subgroups[k]);
+        int64_t total = shd_device_count(s);
+        for (int64_t k = 0; k < total; k++)
+            MIX(s->devices[k]);
+        MIX(s->has_iota);
+    }
+    if (s->kind == SHD_TUPLE)
+        for (uint32_t k = 0; k < s->n_leaves; k++)
+            MIX(sh_hash(s->leaves[k]));
+#undef MIX
+    return h;
+}
+
+static bool
+same_exactly(const ShdSharding *a, const ShdSharding *b)
+{
+    if (!shd_equal(a, b) || !sl_str_eq(a->metadata, b->metadata) || a->has_iota != b->has_iota)
+        return false;
+    if (a->kind == SHD_TUPLE)
+        for (uint32_t k = 0; k < a->n_leaves; k++)
+            if (!same_exactly(a->leaves[k], b->leaves[k]))
+                return false;
+    return true;
+}
+
+/* The kept copy of `s`: one per distinct sharding (most instructions share a few). */
+static const ShdSharding *
+keep_sharding(PropCtx *cx, const ShdSharding *s)
+{
+    if (!s)
+        return NULL;
+    if (cx->n_interned * 2 >= cx->cap_interned) {
+        uint32_t cap = cx->cap_interned ? cx->cap_interned * 2 : 1024;
+        const ShdSharding **t = SL_NEW_ARRAY(cx->keep, const ShdSharding *, cap);
+        if (!t)
+            return shd_clone(cx->keep, s);
+        for (uint32_t k = 0; k < cx->cap_interned; k++) {
+            const ShdSharding *e = cx->interned[k];
+            if (!e)
+                continue;
+            uint32_t p = (uint32_t)sh_hash(e) & (cap - 1);
+            while (t[p])
+                p = (p + 1) & (cap - 1);
+            t[p] = e;
+        }
+        cx->interned = t;
+        cx->cap_interned = cap;
+    }
+    uint32_t p = (uint32_t)sh_hash(s) & (cx->cap_interned - 1);
+    while (cx->interned[p]) {
+        if (cx->interned[p] == s || same_exactly(cx->interned[p], s))
+            return cx->interned[p];
+        p = (p + 1) & (cx->cap_interned - 1);
+    }
+    const ShdSharding *c = cx->a != cx->keep ? shd_clone(cx->keep, s) : s;
+    if (c) {
+        cx->interned[p] = c;
+        cx->n_interned++;
+    }
+    return c;
+}
+
 bool
 prop_set(PropCtx *cx, IrInstr *i, const ShdSharding *s, const ShdSharding *candidate)
 {
     if (ir_shape_is_tuple(&i->shape))
         s = px_single_tuple(cx, &i->shape, s);
-    PropOrigin *o = SL_NEW(cx->a, PropOrigin);
+    s = keep_sharding(cx, s);
+    candidate = keep_sharding(cx, candidate);
+    if (!s)
+        return false;
+    PropOrigin *o = SL_NEW(cx->keep, PropOrigin);
     if (!o)
         return false;
     o->instr = i;
@@ -292,11 +378,6 @@ parse_unspecified(const IrInstr *i, int64_t *dims, uint32_t cap)
 
 /* ---- the pass ---- */
 
-typedef struct Groups {
-    SlVec members; /* IrInstr *, grouped by id via `ids` */
-    SlVec ids;     /* int64_t group id per member */
-    SlVec kinds;   /* int8_t per member */
-} Groups;
 
 static uint32_t
 group_members(const PropCtx *cx, const Groups *g, int64_t id, IrInstr **out, uint32_t cap)
@@ -660,6 +741,42 @@ unspecified_from_group(PropCtx *cx, IrInstr *i, IrInstr **members, uint32_t n)
 
 #define MAX_GROUP 4096
 
+/* Rules run with candidates in the scratch arena; prop_set() keeps what is set. */
+static bool
+eval_rule(PropCtx *cx, IrInstr *i, bool forward)
+{
+    SlArenaMark mk = sl_arena_mark(&cx->scratch);
+    cx->a = &cx->scratch;
+    bool r = forward ? prop_forward(cx, i) : prop_backward(cx, i);
+    cx->a = cx->keep;
+    sl_arena_release(&cx->scratch, mk);
+    return r;
+}
+
+static bool
+eval_group(PropCtx *cx, IrInstr *i, IrInstr **members, uint32_t n)
+{
+    SlArenaMark mk = sl_arena_mark(&cx->scratch);
+    cx->a = &cx->scratch;
+    bool r = from_group(cx, i, members, n);
+    cx->a = cx->keep;
+    sl_arena_release(&cx->scratch, mk);
+    return r;
+}
+
+static bool
+eval_unspec(PropCtx *cx, IrInstr *i, int how, IrInstr **members, uint32_t n)
+{
+    SlArenaMark mk = sl_arena_mark(&cx->scratch);
+    cx->a = &cx->scratch;
+    bool r = how == 0   ? unspecified_from_group(cx, i, members, n)
+             : how == 1 ? unspecified_from_operand(cx, i)
+                        : unspecified_from_users(cx, i);
+    cx->a = cx->keep;
+    sl_arena_release(&cx->scratch, mk);
+    return r;
+}
+
 static bool
 run_to_fix_point(PropCtx *cx, const Groups *g, int level)
 {
@@ -679,17 +796,18 @@ run_to_fix_point(PropCtx *cx, const Groups *g, int level)
         last = false;
         cx->iterations++;
         for (uint32_t ci = 0; ci < cx->m->n_comps; ci++) {
-            IrComputation *c = cx->m->comps[ci];
+            const uint32_t *ord = cx->order + cx->comp_start[ci];
+            uint32_t n_ord = cx->comp_start[ci + 1] - cx->comp_start[ci];
             /* 1. shard groups */
-            for (uint32_t x = 0; x < c->n_instrs; x++) {
-                IrInstr *i = c->instrs[x];
+            for (uint32_t x = 0; x < n_ord && g->ids.len; x++) {
+                IrInstr *i = cx->by_id[ord[x]];
                 if (k.group[i->id] || cx->group[i->id] < 0)
                     continue;
                 uint32_t nm = group_members(cx, g, cx->group[i->id], members, MAX_GROUP);
                 if (cx->provided[i->id]) {
                     if (!merge_partial)
                         continue;
-                    if (cx->unspec[i->id] && unspecified_from_group(cx, i, members, nm)) {
+                    if (cx->unspec[i->id] && eval_unspec(cx, i, 0, members, nm)) {
                         clear_cache(cx, &k, g, i, NULL);
                         k.group[i->id] = true;
                         last = true;
@@ -697,21 +815,21 @@ run_to_fix_point(PropCtx *cx, const Groups *g, int level)
                     continue;
                 }
                 k.group[i->id] = true;
-                if (from_group(cx, i, members, nm)) {
+                if (eval_group(cx, i, members, nm)) {
                     changed = true;
                     after_change(cx, &k, g, i);
                     last = true;
                 }
             }
             /* 2. forward, post order */
-            for (uint32_t x = 0; x < c->n_instrs; x++) {
-                IrInstr *i = c->instrs[x];
-                if (k.fwd[i->id])
+            for (uint32_t x = 0; x < n_ord; x++) {
+                if (k.fwd[ord[x]] || (cx->provided[ord[x]] && !merge_partial))
                     continue;
+                IrInstr *i = cx->by_id[ord[x]];
                 if (cx->provided[i->id]) {
                     if (!merge_partial)
                         continue;
-                    if (cx->unspec[i->id] && unspecified_from_operand(cx, i)) {
+                    if (cx->unspec[i->id] && eval_unspec(cx, i, 1, NULL, 0)) {
                         clear_cache(cx, &k, g, i, NULL);
                         k.fwd[i->id] = true;
                         last = true;
@@ -722,25 +840,25 @@ run_to_fix_point(PropCtx *cx, const Groups *g, int level)
                 cx->dir = PROP_DIR_FORWARD;
                 cx->from = NULL;
                 cx->rule = NULL;
-                if (prop_forward(cx, i)) {
+                if (eval_rule(cx, i, true)) {
                     changed = true;
                     after_change(cx, &k, g, i);
                     last = true;
                 }
             }
             /* 3. backward, reverse post order */
-            for (uint32_t x = c->n_instrs; x-- > 0;) {
-                IrInstr *i = c->instrs[x];
-                if ((prop_is_custom_call(i, "SPMDFullToShardShape") ||
-                     prop_is_custom_call(i, "SPMDShardToFullShape")) &&
-                    !k.bwd[i->id] && i->n_operands)
-                    k.bwd[i->operands[0]->id] = false;
-                if (k.bwd[i->id])
+            for (uint32_t x = n_ord; x-- > 0;) {
+                uint32_t id = ord[x];
+                if ((cx->flags[id] & PROP_F_MANUAL_CONV) && !k.bwd[id] &&
+                    cx->by_id[id]->n_operands)
+                    k.bwd[cx->by_id[id]->operands[0]->id] = false;
+                if (k.bwd[id] || (cx->provided[id] && !merge_partial))
                     continue;
+                IrInstr *i = cx->by_id[id];
                 if (cx->provided[i->id]) {
                     if (!merge_partial)
                         continue;
-                    if (cx->unspec[i->id] && unspecified_from_users(cx, i)) {
+                    if (cx->unspec[i->id] && eval_unspec(cx, i, 2, NULL, 0)) {
                         clear_cache(cx, &k, g, i, NULL);
                         k.bwd[i->id] = true;
                         last = true;
@@ -751,7 +869,7 @@ run_to_fix_point(PropCtx *cx, const Groups *g, int level)
                 cx->dir = PROP_DIR_BACKWARD;
                 cx->from = NULL;
                 cx->rule = NULL;
-                if (prop_backward(cx, i)) {
+                if (eval_rule(cx, i, false)) {
                     changed = true;
                     after_change(cx, &k, g, i);
                     last = true;
@@ -841,8 +959,23 @@ build_users(PropCtx *cx)
         last[i] = 0;
     }
     cx->user_start[cx->n_ids] = total;
+    cx->by_id = SL_NEW_ARRAY(cx->a, IrInstr *, cx->n_ids + 1);
+    cx->order = SL_NEW_ARRAY(cx->a, uint32_t, cx->n_ids + 1);
+    cx->comp_start = SL_NEW_ARRAY(cx->a, uint32_t, cx->m->n_comps + 1);
+    if (!cx->by_id || !cx->order || !cx->comp_start)
+        return;
+    uint32_t w = 0;
+    for (uint32_t ci = 0; ci < cx->m->n_comps; ci++) {
+        IrComputation *c = cx->m->comps[ci];
+        cx->comp_start[ci] = w;
+        for (uint32_t x = 0; x < c->n_instrs; x++) {
+            cx->by_id[c->instrs[x]->id] = c->instrs[x];
+            cx->order[w++] = c->instrs[x]->id;
+        }
+    }
+    cx->comp_start[cx->m->n_comps] = w;
     cx->users = SL_NEW_ARRAY(cx->a, IrInstr *, total + 1);
-    if (!cx->users)
+    if (!cx->users || !cx->order)
         return;
     for (uint32_t ci = 0; ci < cx->m->n_comps; ci++) {
         IrComputation *c = cx->m->comps[ci];
@@ -946,13 +1079,11 @@ check_while_devices(PropCtx *cx, IrInstr *w, SlError *err)
     return SL_OK;
 }
 
-SlStatus
-prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError *err)
+static SlStatus
+run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult *out,
+         SlError *err)
 {
     SlSrcLoc none = {0};
-    memset(out, 0, sizeof(*out));
-    PropCtx cxs = {0}, *cx = &cxs;
-    cx->a = a;
     cx->m = m;
     cx->o = o;
     for (uint32_t k = 0; k < o->n_allow_output; k++)
@@ -976,7 +1107,7 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
 
     /* The Sharding custom calls become copies (ProcessShardingInstruction), so that the
      * index arrays below are sized for the copies too. */
-    SlVec sharding_ops = {0}, removed_group_ops = {0};
+    SlVec *sharding_ops = &cx->owned[0], *removed_group_ops = &cx->owned[1];
     bool replace = !o->cse_prevention_only;
     for (uint32_t ci = 0; ci < m->n_comps; ci++) {
         IrComputation *c = m->comps[ci];
@@ -986,8 +1117,8 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
                 continue;
             const ShdSharding *s = ir_instr_sharding(i);
             if (!s) {
-                sl_vec_fini(&sharding_ops);
-                sl_vec_fini(&removed_group_ops);
+                sl_vec_fini(sharding_ops);
+                sl_vec_fini(removed_group_ops);
                 return sl_fail(err, SL_ERR_INVALID,
                                (SlSrcLoc){NULL, i->src_line, i->src_col},
                                "Sharding custom call %s has no sharding attribute",
@@ -1012,11 +1143,11 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
                     return SL_ERR_NOMEM;
                 sa->u.sharding = s;
                 ir_instr_place_attr(cp, sa, prints_after_sharding);
-                SL_VEC_PUSH(&sharding_ops, IrInstr *, cp);
+                SL_VEC_PUSH(sharding_ops, IrInstr *, cp);
             } else if (replace && s->shard_group_kind) {
-                SL_VEC_PUSH(&removed_group_ops, IrInstr *, i);
+                SL_VEC_PUSH(removed_group_ops, IrInstr *, i);
             } else {
-                SL_VEC_PUSH(&sharding_ops, IrInstr *, i);
+                SL_VEC_PUSH(sharding_ops, IrInstr *, i);
             }
         }
     }
@@ -1043,7 +1174,12 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
     for (uint32_t ci = 0; ci < m->n_comps; ci++)
         for (uint32_t x = 0; x < m->comps[ci]->n_instrs; x++) {
             IrInstr *i = m->comps[ci]->instrs[x];
-            cx->sh[i->id] = ir_instr_sharding(i);
+            const ShdSharding *s = cx->sh[i->id] = ir_instr_sharding(i);
+            for (uint32_t l = 0; s && l < (s->kind == SHD_TUPLE ? s->n_leaves : 1); l++) {
+                const ShdSharding *e = s->kind == SHD_TUPLE ? s->leaves[l] : s;
+                if (e->kind == SHD_TILED && shd_device_count(e) > cx->max_devices)
+                    cx->max_devices = shd_device_count(e);
+            }
         }
 
     /* CSE prevention shardings of an earlier run go; metadata is assigned or removed. */
@@ -1076,17 +1212,17 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
 
     /* Shard groups, unspecified dims; a Sharding op's annotation also goes to an
      * unannotated operand. */
-    Groups g = {0};
+    Groups *g = &cx->groups;
     for (uint32_t ci = 0; ci < m->n_comps; ci++) {
         IrComputation *c = m->comps[ci];
         for (uint32_t x = c->n_instrs; x-- > 0;) {
             IrInstr *i = c->instrs[x];
             const ShdSharding *s = cx->sh[i->id];
             bool is_op = false, is_removed = false;
-            for (size_t k = 0; k < sharding_ops.len; k++)
-                is_op = is_op || SL_VEC_AT(&sharding_ops, IrInstr *, k) == i;
-            for (size_t k = 0; k < removed_group_ops.len; k++)
-                is_removed = is_removed || SL_VEC_AT(&removed_group_ops, IrInstr *, k) == i;
+            for (size_t k = 0; k < sharding_ops->len; k++)
+                is_op = is_op || SL_VEC_AT(sharding_ops, IrInstr *, k) == i;
+            for (size_t k = 0; k < removed_group_ops->len; k++)
+                is_removed = is_removed || SL_VEC_AT(removed_group_ops, IrInstr *, k) == i;
             if (is_removed) {
                 /* The group goes to the operand (visited later: it comes first). */
                 IrInstr *op = i->operands[0];
@@ -1101,7 +1237,7 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
                 continue;
             }
             if (replace && s && s->shard_group_kind) {
-                add_group_member(cx, &g, i, s->shard_group_id, s->shard_group_kind);
+                add_group_member(cx, g, i, s->shard_group_id, s->shard_group_kind);
                 cx->sh[i->id] = without_group(cx, s);
             }
             if (is_op && i->n_operands) {
@@ -1116,15 +1252,15 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
             }
         }
     }
-    for (size_t k = 0; k < removed_group_ops.len; k++) {
-        IrInstr *i = SL_VEC_AT(&removed_group_ops, IrInstr *, k);
+    for (size_t k = 0; k < removed_group_ops->len; k++) {
+        IrInstr *i = SL_VEC_AT(removed_group_ops, IrInstr *, k);
         IrInstr *op = i->operands[0];
         replace_uses(i->parent, i, op);
         remove_instr(i->parent, i);
         any_changed = true;
     }
-    sl_vec_fini(&removed_group_ops);
-    sl_vec_fini(&sharding_ops);
+    sl_vec_fini(removed_group_ops);
+    sl_vec_fini(sharding_ops);
 
     /* Saved output and parameter shardings. */
     IrInstr *root = entry->root;
@@ -1154,8 +1290,24 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
     }
 
     build_users(cx);
-    if (!cx->users)
+    if (!cx->users || !cx->order)
         return SL_ERR_NOMEM;
+    cx->flags = SL_NEW_ARRAY(a, uint8_t, n + 1);
+    if (!cx->flags)
+        return SL_ERR_NOMEM;
+    for (uint32_t ci = 0; ci < m->n_comps; ci++)
+        for (uint32_t x = 0; x < m->comps[ci]->n_instrs; x++) {
+            IrInstr *i = m->comps[ci]->instrs[x];
+            if (i->op != IR_OP_CUSTOM_CALL)
+                continue;
+            cx->flags[i->id] = (prop_is_custom_call(i, "ShardBarrierFrom") ? PROP_F_BARRIER_FROM : 0) |
+                               (prop_is_custom_call(i, "ShardBarrierTo") ? PROP_F_BARRIER_TO : 0) |
+                               (prop_is_custom_call(i, "SPMDFullToShardShape") ||
+                                        prop_is_custom_call(i, "SPMDShardToFullShape")
+                                    ? PROP_F_MANUAL_CONV
+                                    : 0) |
+                               (prop_is_custom_call(i, "Sharding") ? PROP_F_SHARDING : 0);
+        }
 
     /* A while whose body holds a channel instruction on one device stays on that device. */
     for (uint32_t ci = 0; ci < m->n_comps; ci++)
@@ -1225,7 +1377,8 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
             int8_t *gk2 = SL_NEW_ARRAY(a, int8_t, nn + 1);
             const int64_t **u2 = SL_NEW_ARRAY(a, const int64_t *, nn + 1);
             uint32_t *nu2 = SL_NEW_ARRAY(a, uint32_t, nn + 1);
-            if (!sh2 || !or2 || !pr2 || !g2 || !gk2 || !u2 || !nu2)
+            uint8_t *f2 = SL_NEW_ARRAY(a, uint8_t, nn + 1);
+            if (!sh2 || !or2 || !pr2 || !g2 || !gk2 || !u2 || !nu2 || !f2)
                 return SL_ERR_NOMEM;
             memcpy(sh2, cx->sh, n * sizeof(*sh2));
             memcpy(or2, cx->origin, n * sizeof(*or2));
@@ -1234,6 +1387,8 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
             memcpy(gk2, cx->group_kind, n * sizeof(*gk2));
             memcpy(u2, cx->unspec, n * sizeof(*u2));
             memcpy(nu2, cx->n_unspec, n * sizeof(*nu2));
+            memcpy(f2, cx->flags, n * sizeof(*f2));
+            cx->flags = f2;
             for (uint32_t k = n; k < nn; k++)
                 g2[k] = -1;
             cx->sh = sh2;
@@ -1248,7 +1403,7 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
             cx->sh[cp->id] = cx->sh[root->id];
             root = cp;
             build_users(cx);
-            if (!cx->users)
+            if (!cx->users || !cx->order)
                 return SL_ERR_NOMEM;
             any_changed = true;
         }
@@ -1271,7 +1426,7 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
         }
 
     for (int level = 0; level < 4; level++)
-        any_changed |= run_to_fix_point(cx, &g, level);
+        any_changed |= run_to_fix_point(cx, g, level);
 
     /* shard_as groups adopt one common sharding. */
     IrInstr **members = SL_NEW_ARRAY(a, IrInstr *, MAX_GROUP);
@@ -1280,17 +1435,17 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
     cx->level = -1;
     cx->dir = PROP_DIR_GROUP;
     cx->rule = "shard_as alignment";
-    for (size_t k = 0; k < g.ids.len; k++) {
-        int64_t id = SL_VEC_AT(&g.ids, int64_t, k);
-        if (SL_VEC_AT(&g.kinds, int8_t, k) != 1)
+    for (size_t k = 0; k < g->ids.len; k++) {
+        int64_t id = SL_VEC_AT(&g->ids, int64_t, k);
+        if (SL_VEC_AT(&g->kinds, int8_t, k) != 1)
             continue;
         bool first = true;
         for (size_t j = 0; j < k; j++)
-            if (SL_VEC_AT(&g.ids, int64_t, j) == id && SL_VEC_AT(&g.kinds, int8_t, j) == 1)
+            if (SL_VEC_AT(&g->ids, int64_t, j) == id && SL_VEC_AT(&g->kinds, int8_t, j) == 1)
                 first = false;
         if (!first)
             continue;
-        uint32_t nm = group_members(cx, &g, id, members, MAX_GROUP);
+        uint32_t nm = group_members(cx, g, id, members, MAX_GROUP);
         const ShdSharding *def = shd_replicated(a), *common = NULL;
         bool compatible = true;
         for (uint32_t x = 0; x < nm; x++) {
@@ -1325,7 +1480,7 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
     for (uint32_t ci = 0; ci < m->n_comps; ci++)
         for (uint32_t x = 0; x < m->comps[ci]->n_instrs; x++) {
             IrInstr *i = m->comps[ci]->instrs[x];
-            if (!prop_is_custom_call(i, "ShardBarrierFrom") || cx->group[i->id] < 0 ||
+            if (!(cx->flags[i->id] & PROP_F_BARRIER_FROM) || cx->group[i->id] < 0 ||
                 cx->group_kind[i->id] != 1 || !i->n_operands || !cx->sh[i->id])
                 continue;
             const ShdSharding *s = cx->sh[i->id];
@@ -1335,16 +1490,14 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
             cx->from = i;
             prop_set(cx, i->operands[0], s, NULL);
         }
-    any_changed |= run_to_fix_point(cx, &g, 3);
+    any_changed |= run_to_fix_point(cx, g, 3);
 
     /* Shard barriers go. */
     for (uint32_t ci = 0; ci < m->n_comps; ci++) {
         IrComputation *c = m->comps[ci];
         for (uint32_t x = c->n_instrs; x-- > 0;) {
             IrInstr *i = c->instrs[x];
-            if ((prop_is_custom_call(i, "ShardBarrierFrom") ||
-                 prop_is_custom_call(i, "ShardBarrierTo")) &&
-                i->n_operands) {
+            if ((cx->flags[i->id] & (PROP_F_BARRIER_FROM | PROP_F_BARRIER_TO)) && i->n_operands) {
                 replace_uses(c, i, i->operands[0]);
                 remove_instr(c, i);
                 any_changed = true;
@@ -1482,10 +1635,28 @@ prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError
         sl_vec_fini(&cx->origins);
         out->origins = copy;
     }
-    sl_vec_fini(&g.members);
-    sl_vec_fini(&g.ids);
-    sl_vec_fini(&g.kinds);
     return sl_arena_failed(a) ? SL_ERR_NOMEM : SL_OK;
+}
+
+SlStatus
+prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError *err)
+{
+    memset(out, 0, sizeof(*out));
+    PropCtx cx = {0};
+    cx.a = a;
+    cx.keep = a;
+    sl_arena_init(&cx.scratch);
+    SlStatus st = run_pass(&cx, m, o, a, out, err);
+    sl_arena_fini(&cx.scratch);
+    sl_vec_fini(&cx.origins);
+    for (size_t k = 0; k < SL_COUNTOF(cx.owned); k++)
+        sl_vec_fini(&cx.owned[k]);
+    sl_vec_fini(&cx.groups.members);
+    sl_vec_fini(&cx.groups.ids);
+    sl_vec_fini(&cx.groups.kinds);
+    if (st && !err->status)
+        sl_fail(err, st, (SlSrcLoc){0}, "sharding propagation failed (%s)", sl_status_name(st));
+    return st;
 }
 
 /* ---- origins as text ---- */
