@@ -1699,12 +1699,9 @@ prop_origin_describe(const PropOrigin *o, SlBuf *out)
     }
     if (nh > 1) {
         sl_buf_puts(out, " through");
-        for (uint32_t k = nh - 1; k-- > 0;) {
-            sl_buf_printf(out, "%s%%%s", k == nh - 2 ? " " : k == 0 ? " and " : ", ",
-                          sl_sym_cstr(hops[k]->from->name));
-            if (k == 0)
-                break;
-        }
+        for (uint32_t k = nh - 1; k >= 1; k--)
+            sl_buf_printf(out, "%s%%%s", k == nh - 1 ? " " : k == 1 ? " and " : ", ",
+                          sl_sym_cstr(hops[k]->instr->name));
     }
     if (o->level >= 0)
         sl_buf_printf(out, " at level %d", o->level);
