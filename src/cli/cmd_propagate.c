@@ -5,17 +5,23 @@
  * every step succeeded. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "cli/cli_trace.h"
 #include "cli/cli_util.h"
 #include "hlo/hlo.h"
 #include "propagate/prop.h"
+#include "spmd/spmd.h"
+#include "trace/trace_db.h"
 
-enum { OPT_NUM_PARTITIONS, OPT_OUTPUT, OPT_SET };
+enum { OPT_NUM_PARTITIONS, OPT_OUTPUT, OPT_TRACE, OPT_SET };
 
 static const CliOpt k_opts[] = {
     {OPT_NUM_PARTITIONS, 'n', "num-partitions", "N",
      "check that every sharding fits N devices (default: no check)",                  false},
     {OPT_OUTPUT,         'o', "output",         "OUT.hlo",   "write the module here (default: stdout)", false},
+    {OPT_TRACE,          0,   "trace",          "TRACE.db",
+     "append a run (the propagated module, partitioned) with every sharding's origin",       false},
     {OPT_SET,            0,   "set",            "KEY=VALUE", "set a propagation option by its XLA name", true },
 };
 
@@ -68,6 +74,86 @@ parse_sets(const CliArgs *a, PropOptions *o)
     return CLI_EXIT_OK;
 }
 
+/* Every propagated sharding's origin, as trace events. */
+static void
+emit_origins(TraceSink *sink, const IrModule *m, const PropResult *r)
+{
+    if (!sink->ops->origin)
+        return;
+    enum { MAX_PATH = 4096 };
+    const IrInstr **path = malloc(MAX_PATH * sizeof(*path));
+    if (!path)
+        return;
+    for (uint32_t c = 0; c < m->n_comps; c++)
+        for (uint32_t k = 0; k < m->comps[c]->n_instrs; k++) {
+            const IrInstr *i = m->comps[c]->instrs[k];
+            const PropOrigin *o = i->id < r->n_ids ? r->final_origin[i->id] : NULL;
+            if (!o)
+                continue;
+            TraceOrigin t = {i, o->sharding, prop_origin_source(o), path,
+                             prop_origin_path(o, path, MAX_PATH), prop_dir_name(o->dir),
+                             o->level, o->rule,
+                             o->replaced && o->candidate ? o->candidate : NULL,
+                             o->replaced && o->candidate ? o->replaced : NULL};
+            sink->ops->origin(sink, &t);
+        }
+    free(path);
+}
+
+/* --trace: the propagated module partitioned for N devices, recorded with the origins. */
+static int
+record_run(const CliArgs *a, CliInput *in, const PropOptions *po, const PropResult *r,
+           int64_t n)
+{
+    const char *path = cli_args_value(a, OPT_TRACE);
+    SlError err = {0};
+    if (!n && ir_module_find_header(in->module, "num_partitions"))
+        n = ir_module_num_partitions(in->module);
+    if (n < 1)
+        return cli_usage_error(a->cmd, "--trace partitions the module: pass -n N or put "
+                                       "num_partitions=N in the module header");
+    if (cli_input_check(in, &err) || cli_check_shardings(in->module, in->display, n, &err))
+        return cli_report(&err, in);
+    SpmdOptions so;
+    spmd_options_init(&so);
+    so.num_partitions = n;
+    SlBuf opts;
+    sl_buf_init(&opts);
+    prop_options_print(po, &opts);
+    spmd_options_print(&so, &opts);
+    char created[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    if (t == (time_t)-1 || !gmtime_r(&t, &tm) ||
+        !strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(created, sizeof(created), "unknown");
+    TraceRunInfo info = {SHARDLENS_VERSION, created, in->src.text, sl_buf_str(&opts), n};
+    TraceDb *db = NULL;
+    TraceSink *sink = NULL;
+    int code = CLI_EXIT_OK;
+    SlArena out_arena;
+    sl_arena_init(&out_arena);
+    IrModule *out = NULL;
+    if (trace_db_open(path, TRACE_DB_APPEND, &db, &err) ||
+        trace_db_begin_run(db, in->module, &info, &sink, &err)) {
+        code = cli_report_at(&err, path);
+    } else {
+        emit_origins(sink, in->module, r);
+        if (spmd_partition(in->module, &so, sink, &out_arena, &out, &err)) {
+            trace_db_abort_run(db);
+            code = cli_report(&err, in);
+        } else if (trace_db_end_run(db, out, -1, NULL, &err)) {
+            code = cli_report_at(&err, path);
+        }
+    }
+    trace_db_close(db);
+    if (out)
+        ir_module_fini(out);
+    sl_arena_fini(&out_arena);
+    sl_buf_fini(&opts);
+    return code;
+}
+
 static int
 run(const CliArgs *a)
 {
@@ -100,8 +186,10 @@ run(const CliArgs *a)
         } else {
             fprintf(stderr, "propagated shardings to %u of %u instructions\n", r.n_propagated,
                     r.n_instrs);
-            if (getenv("SL_PROP_DEBUG"))
-                fprintf(stderr, "origins %u iterations %u\n", r.n_origins, r.iterations);
+            if (cli_args_value(a, OPT_TRACE))
+                code = record_run(a, &in, &o, &r, n);
+        }
+        if (!st && code == CLI_EXIT_OK) {
             cli_phase_begin(a->phases, CLI_PHASE_PRINT);
             hlo_print_module(in.module, &out.text);
             cli_phase_end(a->phases, CLI_PHASE_PRINT, out.text.spilled + out.text.len);
@@ -115,7 +203,8 @@ run(const CliArgs *a)
 
 const CliCommand cmd_propagate = {
     .name = "propagate",
-    .usage = "IN.hlo [-n|--num-partitions N] [-o|--output OUT.hlo] [--set KEY=VALUE]...",
+    .usage = "IN.hlo [-n|--num-partitions N] [-o|--output OUT.hlo] [--trace TRACE.db] "
+             "[--set KEY=VALUE]...",
     .summary = "fill in the shardings of unannotated instructions (XLA's propagation)",
     .description =
         "Parses IN.hlo ('-' for standard input) and runs XLA's sharding propagation pass\n"
@@ -125,7 +214,11 @@ const CliCommand cmd_propagate = {
         "sharding; `Sharding` custom calls become copies and ShardBarrierFrom/To custom calls\n"
         "are removed, as in XLA. -o writes the text atomically (no file on failure). With -n,\n"
         "every input sharding must fit N devices. Prints \"propagated shardings to K of N\n"
-        "instructions\" to standard error.\n",
+        "instructions\" to standard error.\n"
+        "--trace appends a run to a trace database: the propagated module partitioned for N\n"
+        "devices (-n, else the header's num_partitions=), with one sharding_origin row per\n"
+        "propagated sharding (source, path, direction, level, rule, merged candidates);\n"
+        "`explain` starts with that chain.\n",
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

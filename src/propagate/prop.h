@@ -76,6 +76,15 @@ typedef struct PropResult {
  * naming the instruction when XLA's pass would fail. */
 SlStatus prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError *err);
 
+/* The instructions the sharding of `o` passed through, source first (the annotated
+ * instruction, when there is one) and o->instr last; at most `cap` (the ones nearest the
+ * source are dropped first). Returns the count. */
+uint32_t prop_origin_path(const PropOrigin *o, const IrInstr **path, uint32_t cap);
+/* The annotated instruction the chain starts at; NULL when it starts at a fix-up. */
+const IrInstr *prop_origin_source(const PropOrigin *o);
+/* "forward", "backward", "shard group", "computation", "fix-up", "annotated". */
+const char *prop_dir_name(PropDir d);
+
 /* The origin chain of `o` as one sentence: "%dot got {...} forward from %x (annotated)
  * through %convert.3 and %multiply.5 at level 0 (rule dot lhs)". */
 void prop_origin_describe(const PropOrigin *o, SlBuf *out);

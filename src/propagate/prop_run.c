@@ -1675,6 +1675,54 @@ dir_name(PropDir d)
     return "?";
 }
 
+const char *
+prop_dir_name(PropDir d)
+{
+    switch (d) {
+    case PROP_DIR_ANNOTATED: return "annotated";
+    case PROP_DIR_FORWARD: return "forward";
+    case PROP_DIR_BACKWARD: return "backward";
+    case PROP_DIR_GROUP: return "shard group";
+    case PROP_DIR_COMPUTATION: return "computation";
+    case PROP_DIR_FIXUP: return "fix-up";
+    }
+    return "?";
+}
+
+const IrInstr *
+prop_origin_source(const PropOrigin *o)
+{
+    uint32_t guard = 0;
+    while (o->prev && guard++ < 1u << 20)
+        o = o->prev;
+    return o->from;
+}
+
+uint32_t
+prop_origin_path(const PropOrigin *o, const IrInstr **path, uint32_t cap)
+{
+    /* Walk back from o (nearest first), then reverse. */
+    uint32_t n = 0;
+    if (!cap)
+        return 0;
+    path[n++] = o->instr;
+    const PropOrigin *p = o;
+    for (; p && n < cap; p = p->prev) {
+        if (!p->prev) {
+            if (p->from)
+                path[n++] = p->from;
+            break;
+        }
+        path[n++] = p->prev->instr;
+    }
+    for (uint32_t a = 0, b = n - 1; a < b; a++, b--) {
+        const IrInstr *t = path[a];
+        path[a] = path[b];
+        path[b] = t;
+    }
+    return n;
+}
+
 void
 prop_origin_describe(const PropOrigin *o, SlBuf *out)
 {
