@@ -13,6 +13,8 @@
 
 #include "hlo/hlo.h"
 #include "propagate/prop.h"
+#include "spmd/spmd.h"
+#include "trace_fixture.h"
 
 typedef struct Fx {
     SlArena arena;
@@ -391,6 +393,80 @@ test_origin_chain_hop_by_hop(void **state)
     sl_buf_fini(&b);
 }
 
+/* The chain through the trace: propagation's origins recorded with a partitioner run, loaded
+ * back (sharding_origin), and the first line of explain. */
+static void
+test_origin_chain_in_trace(void **state)
+{
+    TraceFx *fx = *state;
+    IrModule *m = tfx_parse(fx, "HloModule m, num_partitions=4\n"
+                                "ENTRY e {\n"
+                                "  x = f32[8] parameter(0), sharding={devices=[4]0,1,2,3}\n"
+                                "  cv = f16[8] convert(x)\n"
+                                "  mul = f16[8] multiply(cv, cv)\n"
+                                "  dot = f16[8] negate(mul)\n"
+                                "  ROOT r = f16[8] copy(dot), sharding={devices=[4]0,1,2,3}\n"
+                                "}\n");
+    PropOptions po;
+    prop_options_init(&po);
+    po.is_spmd = true;
+    PropResult r;
+    SlError err = {0};
+    assert_int_equal(prop_run(m, &po, &fx->arena, &r, &err), SL_OK);
+    SpmdOptions so;
+    spmd_options_init(&so);
+    so.num_partitions = 4;
+    TraceDb *db = NULL;
+    TraceSink *sink = NULL;
+    TraceRunInfo info = {"test", "2026-01-01T00:00:00Z", sl_str("x"), sl_str(""), 4};
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    assert_int_equal(trace_db_begin_run(db, m, &info, &sink, &err), SL_OK);
+    const IrInstr *path[16];
+    for (uint32_t k = 0; k < m->entry->n_instrs; k++) {
+        const IrInstr *i = m->entry->instrs[k];
+        const PropOrigin *o = r.final_origin[i->id];
+        if (!o)
+            continue;
+        TraceOrigin t = {i, o->sharding, prop_origin_source(o), path,
+                         prop_origin_path(o, path, 16), prop_dir_name(o->dir), o->level, o->rule,
+                         NULL, NULL};
+        sink->ops->origin(sink, &t);
+    }
+    SlArena out_arena;
+    sl_arena_init(&out_arena);
+    IrModule *out = NULL;
+    assert_int_equal(spmd_partition(m, &so, sink, &out_arena, &out, &err), SL_OK);
+    assert_int_equal(trace_db_end_run(db, out, -1, NULL, &err), SL_OK);
+    trace_db_close(db);
+    ir_module_fini(out);
+    sl_arena_fini(&out_arena);
+
+    const TraceRun *run = tfx_load(fx, 0);
+    assert_int_equal(run->n_origins, 3); /* cv, mul, dot */
+    const TraceRunOrigin *od = NULL;
+    for (uint32_t k = 0; k < run->n_origins; k++)
+        if (!strcmp(run->instrs[run->origins[k].instr].name, "dot"))
+            od = &run->origins[k];
+    assert_non_null(od);
+    assert_string_equal(od->sharding, "{devices=[4]0,1,2,3}");
+    assert_string_equal(run->instrs[od->source].name, "x");
+    assert_int_equal(od->n_path, 4);
+    static const char *const k_hops[] = {"x", "cv", "mul", "dot"};
+    for (uint32_t k = 0; k < 4; k++)
+        assert_string_equal(run->instrs[od->path[k]].name, k_hops[k]);
+    assert_string_equal(od->direction, "forward");
+    assert_int_equal(od->level, 0);
+    assert_string_equal(od->rule, "elementwise");
+    SlBuf b;
+    sl_buf_init(&b);
+    assert_int_equal(trace_explain(run, "dot", &b, &err), SL_OK);
+    const char *want = "origin: %dot got {devices=[4]0,1,2,3} forward from %x (parameter 0, "
+                       "annotated) through %cv and %mul at level 0 (rule elementwise)\n";
+    assert_true(b.len > strlen(want));
+    assert_memory_equal(b.data, want, strlen(want));
+    sl_buf_fini(&b);
+}
+
 static void
 test_options_text(void **state)
 {
@@ -432,6 +508,7 @@ main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_gather_index_passthrough, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_origin_chain_hop_by_hop, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_origin_chain_in_trace, tfx_setup, tfx_teardown),
         cmocka_unit_test(test_options_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
