@@ -49,7 +49,7 @@ typedef struct PropCtx {
     uint32_t *comp_start;       /* n_comps + 1 offsets into order */
     const ShdSharding **interned; /* open addressing, cap_interned (power of two) slots */
     uint32_t cap_interned, n_interned;
-    SlVec owned[2];             /* the pass's own lists (freed by prop_run) */
+    SlVec owned[3];             /* the pass's own lists (freed by prop_run) */
     Groups groups;              /* shard_as / shard_like members */
     uint32_t iterations;
     int64_t max_devices;        /* the most devices any input sharding uses */

@@ -378,6 +378,12 @@ parse_unspecified(const IrInstr *i, int64_t *dims, uint32_t cap)
 
 /* ---- the pass ---- */
 
+typedef struct UnspecDims {
+    const IrInstr *copy; /* the copy that replaced a Sharding op */
+    uint32_t n;
+    int64_t dims[PROP_MAX_RANK];
+} UnspecDims;
+
 
 static uint32_t
 group_members(const PropCtx *cx, const Groups *g, int64_t id, IrInstr **out, uint32_t cap)
@@ -1132,12 +1138,11 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
                 IrInstr *cp = copy_in_place_of(m, i, i->operands[0]);
                 if (!cp)
                     return SL_ERR_NOMEM;
-                const IrAttr *bc = ir_instr_find_attr(i, IR_ATTR_BACKEND_CONFIG);
-                if (bc) {
-                    IrAttr *nb = ir_instr_add_attr(m, cp, IR_ATTR_BACKEND_CONFIG);
-                    if (nb)
-                        *nb = *bc; /* keeps unspecified_dims readable on the copy */
-                }
+                /* The copy has no backend_config: its unspecified dims are kept here. */
+                UnspecDims ud = {cp, 0, {0}};
+                ud.n = parse_unspecified(i, ud.dims, PROP_MAX_RANK);
+                if (ud.n && !SL_VEC_PUSH(&cx->owned[2], UnspecDims, ud))
+                    return SL_ERR_NOMEM;
                 IrAttr *sa = ir_instr_add_attr(m, cp, IR_ATTR_SHARDING);
                 if (!sa)
                     return SL_ERR_NOMEM;
@@ -1242,7 +1247,18 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
             }
             if (is_op && i->n_operands) {
                 int64_t ud[PROP_MAX_RANK];
-                uint32_t nu = parse_unspecified(i, ud, PROP_MAX_RANK);
+                uint32_t nu = 0;
+                if (i->op == IR_OP_CUSTOM_CALL) {
+                    nu = parse_unspecified(i, ud, PROP_MAX_RANK);
+                } else {
+                    for (size_t q = 0; q < cx->owned[2].len; q++) {
+                        const UnspecDims *u = &SL_VEC_AT(&cx->owned[2], UnspecDims, q);
+                        if (u->copy == i) {
+                            nu = u->n;
+                            memcpy(ud, u->dims, nu * sizeof(int64_t));
+                        }
+                    }
+                }
                 if (nu) {
                     cx->unspec[i->id] = SL_DUP_ARRAY(a, int64_t, ud, nu);
                     cx->n_unspec[i->id] = nu;
