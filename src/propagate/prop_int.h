@@ -53,6 +53,10 @@ typedef struct PropCtx {
     Groups groups;              /* shard_as / shard_like members */
     uint32_t iterations;
     int64_t max_devices;        /* the most devices any input sharding uses */
+    uint64_t *memo_sig[2];      /* by id, forward/backward: inputs of the last no-change run */
+    int8_t *memo_level[2];      /* the level it ran at; -1: none */
+    bool *cache_group, *cache_fwd, *cache_bwd; /* XLA's already-inferred sets, by id */
+    uint32_t cache_n;
 } PropCtx;
 
 /* ---- prop_shd.c: XLA's notions over ShdSharding ---- */

@@ -747,15 +747,59 @@ unspecified_from_group(PropCtx *cx, IrInstr *i, IrInstr **members, uint32_t n)
 
 #define MAX_GROUP 4096
 
-/* Rules run with candidates in the scratch arena; prop_set() keeps what is set. */
+#define SIG_MIX(h, p) ((h) = ((h) ^ (uint64_t)(uintptr_t)(p)) * 0x100000001b3ull)
+
+/* What a rule reads: the instruction's sharding and its operands' (forward); its users' and
+ * their operands' (backward). Shardings are kept once each, so pointers identify them. */
+static uint64_t
+rule_inputs(const PropCtx *cx, const IrInstr *i, bool forward, bool *broadcast)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    SIG_MIX(h, cx->sh[i->id]);
+    *broadcast = i->op == IR_OP_BROADCAST;
+    if (forward) {
+        for (uint32_t k = 0; k < i->n_operands; k++)
+            SIG_MIX(h, cx->sh[i->operands[k]->id]);
+        return h;
+    }
+    uint32_t nu = prop_n_users(cx, i);
+    for (uint32_t u = 0; u < nu; u++) {
+        const IrInstr *user = prop_user(cx, i, u);
+        *broadcast |= user->op == IR_OP_BROADCAST;
+        SIG_MIX(h, user);
+        SIG_MIX(h, cx->sh[user->id]);
+        /* the users whose request also reads their other operands */
+        if (user->op == IR_OP_DOT || user->op == IR_OP_CONVOLUTION || user->op == IR_OP_REDUCE ||
+            user->op == IR_OP_SCATTER)
+            for (uint32_t k = 0; k < user->n_operands; k++)
+                SIG_MIX(h, cx->sh[user->operands[k]->id]);
+    }
+    return h;
+}
+
+/* Rules run with candidates in the scratch arena; prop_set() keeps what is set. A rule that
+ * changed nothing is not run again on the same inputs at a level that behaves the same (levels
+ * 1-3 differ only for broadcasts); parameters read their caller's operands, so they always
+ * run. */
 static bool
 eval_rule(PropCtx *cx, IrInstr *i, bool forward)
 {
+    int d = forward ? 0 : 1;
+    bool bcast = false, memo = i->op != IR_OP_PARAMETER;
+    uint64_t sig = memo ? rule_inputs(cx, i, forward, &bcast) : 0;
+    int8_t prev = cx->memo_level[d][i->id];
+    if (memo && prev >= 0 && cx->memo_sig[d][i->id] == sig &&
+        (prev == cx->level || (prev >= 1 && cx->level >= 1 && !bcast)))
+        return false;
     SlArenaMark mk = sl_arena_mark(&cx->scratch);
     cx->a = &cx->scratch;
     bool r = forward ? prop_forward(cx, i) : prop_backward(cx, i);
     cx->a = cx->keep;
     sl_arena_release(&cx->scratch, mk);
+    if (!r && memo) {
+        cx->memo_sig[d][i->id] = sig;
+        cx->memo_level[d][i->id] = (int8_t)cx->level;
+    }
     return r;
 }
 
@@ -787,11 +831,22 @@ static bool
 run_to_fix_point(PropCtx *cx, const Groups *g, int level)
 {
     Caches k;
-    k.group = SL_NEW_ARRAY(cx->a, bool, cx->n_ids);
-    k.fwd = SL_NEW_ARRAY(cx->a, bool, cx->n_ids);
-    k.bwd = SL_NEW_ARRAY(cx->a, bool, cx->n_ids);
-    if (!k.group || !k.fwd || !k.bwd)
-        return false;
+    /* One set of cache arrays for every fixed point (fresh pages cost more than a clear). */
+    if (cx->cache_n != cx->n_ids) {
+        cx->cache_group = SL_NEW_ARRAY(cx->a, bool, cx->n_ids);
+        cx->cache_fwd = SL_NEW_ARRAY(cx->a, bool, cx->n_ids);
+        cx->cache_bwd = SL_NEW_ARRAY(cx->a, bool, cx->n_ids);
+        if (!cx->cache_group || !cx->cache_fwd || !cx->cache_bwd)
+            return false;
+        cx->cache_n = cx->n_ids;
+    } else {
+        memset(cx->cache_group, 0, cx->n_ids);
+        memset(cx->cache_fwd, 0, cx->n_ids);
+        memset(cx->cache_bwd, 0, cx->n_ids);
+    }
+    k.group = cx->cache_group;
+    k.fwd = cx->cache_fwd;
+    k.bwd = cx->cache_bwd;
     IrInstr **members = SL_NEW_ARRAY(cx->a, IrInstr *, MAX_GROUP);
     if (!members)
         return false;
@@ -1311,6 +1366,13 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
     cx->flags = SL_NEW_ARRAY(a, uint8_t, n + 1);
     if (!cx->flags)
         return SL_ERR_NOMEM;
+    for (int d = 0; d < 2; d++) {
+        cx->memo_sig[d] = SL_NEW_ARRAY(a, uint64_t, n + 1);
+        cx->memo_level[d] = SL_NEW_ARRAY(a, int8_t, n + 1);
+        if (!cx->memo_sig[d] || !cx->memo_level[d])
+            return SL_ERR_NOMEM;
+        memset(cx->memo_level[d], 0xff, n + 1);
+    }
     for (uint32_t ci = 0; ci < m->n_comps; ci++)
         for (uint32_t x = 0; x < m->comps[ci]->n_instrs; x++) {
             IrInstr *i = m->comps[ci]->instrs[x];
@@ -1405,6 +1467,15 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
             memcpy(nu2, cx->n_unspec, n * sizeof(*nu2));
             memcpy(f2, cx->flags, n * sizeof(*f2));
             cx->flags = f2;
+            for (int d = 0; d < 2; d++) {
+                uint64_t *ms = SL_NEW_ARRAY(a, uint64_t, nn + 1);
+                int8_t *ml = SL_NEW_ARRAY(a, int8_t, nn + 1);
+                if (!ms || !ml)
+                    return SL_ERR_NOMEM;
+                memset(ml, 0xff, nn + 1);
+                cx->memo_sig[d] = ms;
+                cx->memo_level[d] = ml;
+            }
             for (uint32_t k = n; k < nn; k++)
                 g2[k] = -1;
             cx->sh = sh2;
