@@ -352,6 +352,27 @@ test_gather_index_passthrough(void **state)
     ASSERT_SH(fx, "g", "{devices=[2,1,1,2]0,1,2,3 last_tile_dim_replicate}");
 }
 
+static void
+test_unspecified_dims_refined(void **state)
+{
+    Fx *fx = *state;
+    /* The annotation fixes dim 0 only; dim 1 may take the operand's tiling at level >= 1. */
+    run(fx,
+        "HloModule m\n"
+        "ENTRY e {\n"
+        "  p = f32[8,4] parameter(0)\n"
+        "  c = f32[8,4] copy(p), sharding={devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}\n"
+        "  s = f32[8,4] custom-call(c), custom_call_target=\"Sharding\", "
+        "backend_config=\"unspecified_dims=[1]\", "
+        "sharding={devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}\n"
+        "  n = f32[8,4] negate(s)\n"
+        "  ROOT r = f32[8,4] copy(n)\n"
+        "}\n",
+        NULL);
+    ASSERT_SH(fx, "n", "{devices=[2,2]0,2,1,3}");
+    ASSERT_SH(fx, "c", "{devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}");
+}
+
 /* ---- origins ---- */
 
 static void
@@ -507,6 +528,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_not_evenly_partitioned_output_replicated, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_gather_index_passthrough, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_unspecified_dims_refined, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_origin_chain_hop_by_hop, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_origin_chain_in_trace, tfx_setup, tfx_teardown),
         cmocka_unit_test(test_options_text),

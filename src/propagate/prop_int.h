@@ -12,6 +12,7 @@
 /* Custom calls the pass treats specially, by instruction id (PropCtx.flags). */
 enum {
     PROP_F_BARRIER_FROM = 1, PROP_F_BARRIER_TO = 2, PROP_F_MANUAL_CONV = 4, PROP_F_SHARDING = 8,
+    PROP_F_FULL_TO_SHARD = 16,
 };
 
 typedef struct Groups {
@@ -52,6 +53,7 @@ typedef struct PropCtx {
     SlVec owned[3];             /* the pass's own lists (freed by prop_run) */
     Groups groups;              /* shard_as / shard_like members */
     uint32_t iterations;
+    IrInstr *man_after;         /* the manual conversion op the last refinement also set */
     int64_t max_devices;        /* the most devices any input sharding uses */
     uint64_t *memo_sig[2];      /* by id, forward/backward: inputs of the last no-change run */
     int8_t *memo_level[2];      /* the level it ran at; -1: none */
@@ -73,6 +75,9 @@ bool px_merge(PropCtx *cx, const ShdSharding *to_merge, const ShdSharding **dst,
 /* MergeShardingIfCompatible with minimum tiles; replaces *dst on success. */
 bool px_merge_if_compatible(PropCtx *cx, const ShdSharding *to_merge, int64_t min_tiles,
                             const ShdSharding **dst);
+bool px_manual_subgroup(const ShdSharding *s); /* tiled with a manual subgroup */
+const ShdSharding *px_manual_as_data(PropCtx *cx, const ShdSharding *s);
+const ShdSharding *px_data_as_manual(PropCtx *cx, const ShdSharding *s);
 bool px_subtiling_or_equal(const IrShape *shape, const ShdSharding *sub, const ShdSharding *s);
 /* ReturnImprovedShardingImpl: the sharding to set, or NULL. */
 const ShdSharding *px_improved(PropCtx *cx, const ShdSharding *from, const ShdSharding *cur,

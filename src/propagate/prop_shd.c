@@ -309,6 +309,48 @@ px_strip_md(PropCtx *cx, const ShdSharding *s)
 /* ---- merging ---- */
 
 bool
+px_manual_subgroup(const ShdSharding *s)
+{
+    if (!s || s->kind != SHD_TILED)
+        return false;
+    for (uint32_t k = 0; k < s->n_subgroups; k++)
+        if (s->subgroups[k] == SHD_SUB_MANUAL)
+            return true;
+    return false;
+}
+
+/* A manual-subgroup sharding (normalized: manual, then replicated) with its manual dim read
+ * as the last data dim, and back. */
+const ShdSharding *
+px_manual_as_data(PropCtx *cx, const ShdSharding *s)
+{
+    static const ShdSubgroup rep = SHD_SUB_REPLICATED;
+    if (!px_manual_subgroup(s) || s->n_subgroups > 2 || s->subgroups[0] != SHD_SUB_MANUAL)
+        return NULL;
+    return shd_tiled(cx->a, s->tile_dims, s->n_tile_dims, s->devices, &rep,
+                     s->n_subgroups == 2 ? 1 : 0);
+}
+
+const ShdSharding *
+px_data_as_manual(PropCtx *cx, const ShdSharding *s)
+{
+    static const ShdSubgroup sub[2] = {SHD_SUB_MANUAL, SHD_SUB_REPLICATED};
+    if (!s || s->kind != SHD_TILED || shd_data_rank(s) < 1)
+        return NULL;
+    bool partial = px_partial(s);
+    return shd_tiled(cx->a, s->tile_dims, s->n_tile_dims, s->devices, sub, partial ? 2 : 1);
+}
+
+static const ShdSharding *
+merge_plain(PropCtx *cx, const ShdSharding *to_merge, const ShdSharding *dst, int64_t min_tiles)
+{
+    if (!px_partial(dst) || shd_data_rank(dst) != shd_data_rank(to_merge))
+        return NULL;
+    const ShdSharding *r = shd_merge_if_compatible(cx->a, to_merge, dst, min_tiles);
+    return r == to_merge ? NULL : r;
+}
+
+bool
 px_merge_if_compatible(PropCtx *cx, const ShdSharding *to_merge, int64_t min_tiles,
                        const ShdSharding **dst)
 {
@@ -321,11 +363,26 @@ px_merge_if_compatible(PropCtx *cx, const ShdSharding *to_merge, int64_t min_til
         *dst = to_merge;
         return true;
     }
-    if (!px_partial(*dst) || shd_data_rank(*dst) != shd_data_rank(to_merge))
+    const ShdSharding *r = NULL;
+    bool mt = px_manual_subgroup(to_merge), md = px_manual_subgroup(*dst);
+    if (mt != md)
         return false;
-    const ShdSharding *r = shd_merge_if_compatible(cx->a, to_merge, *dst, min_tiles);
-    if (!r || r == to_merge)
-        return r == to_merge && r != NULL ? (*dst = r, true) : false;
+    if (mt) {
+        /* The manual dims must agree exactly; merged as one more data dim. */
+        uint32_t r0 = shd_data_rank(to_merge);
+        if (r0 != shd_data_rank(*dst) || !px_partial(*dst) ||
+            to_merge->tile_dims[r0] != (*dst)->tile_dims[r0])
+            return false;
+        const ShdSharding *a = px_manual_as_data(cx, to_merge), *b = px_manual_as_data(cx, *dst);
+        if (!a || !b)
+            return false;
+        const ShdSharding *m = merge_plain(cx, a, b, min_tiles * to_merge->tile_dims[r0]);
+        r = m ? px_data_as_manual(cx, m) : NULL;
+    } else {
+        r = merge_plain(cx, to_merge, *dst, min_tiles);
+    }
+    if (!r)
+        return false;
     *dst = px_with_md(cx, r, px_md_merge(cx, (*dst)->metadata, to_merge->metadata));
     return true;
 }
