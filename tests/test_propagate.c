@@ -373,6 +373,31 @@ test_unspecified_dims_refined(void **state)
     ASSERT_SH(fx, "c", "{devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}");
 }
 
+static void
+test_gather_parallel_from_iota_constant(void **state)
+{
+    Fx *fx = *state;
+    /* Indices counting 0..3 along the operand's sharded (collapsed) dim make it parallel. */
+    static const char *const k_mod =
+        "HloModule m\n"
+        "ENTRY e {\n"
+        "  op = f32[4,9] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+        "  idx = s32[4,1] constant({ {0}, {1}, {%s}, {%s} })\n"
+        "  g = f32[4,9] gather(op, idx), offset_dims={1}, collapsed_slice_dims={0}, "
+        "start_index_map={0}, index_vector_dim=1, slice_sizes={1,9}\n"
+        "  ROOT r = f32[4,9] copy(g)\n"
+        "}\n";
+    char text[512];
+    snprintf(text, sizeof(text), k_mod, "2", "3");
+    run(fx, text, NULL);
+    ASSERT_SH(fx, "g", "{devices=[4,1]0,1,2,3}");
+    ir_module_fini(fx->m);
+    fx->m = NULL;
+    snprintf(text, sizeof(text), k_mod, "3", "2"); /* not an iota: nothing to pass on */
+    run(fx, text, NULL);
+    ASSERT_SH(fx, "g", "none");
+}
+
 /* ---- origins ---- */
 
 static void
@@ -529,6 +554,8 @@ main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_gather_index_passthrough, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_unspecified_dims_refined, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_parallel_from_iota_constant, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_origin_chain_hop_by_hop, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_origin_chain_in_trace, tfx_setup, tfx_teardown),
         cmocka_unit_test(test_options_text),

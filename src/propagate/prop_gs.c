@@ -49,9 +49,60 @@ append(PropGsDims *d, const PropGsDims *o)
     }
 }
 
+/* For an s32 constant: the first dim (of size > 1) along which every element equals its
+ * index, or -1. The literal's integers are read in row-major order. */
+static int64_t
+constant_iota_dim(const IrInstr *c)
+{
+    const IrShape *sh = &c->shape;
+    int64_t n = ir_shape_elem_count(sh);
+    if (sh->rank == 0 || sh->rank > PROP_MAX_RANK || n <= 0 || n > (1 << 20))
+        return -1;
+    bool is_dim[PROP_MAX_RANK];
+    for (uint32_t d = 0; d < sh->rank; d++)
+        is_dim[d] = true;
+    int64_t idx[PROP_MAX_RANK] = {0}, seen = 0;
+    SlStr t = c->literal;
+    for (size_t p = 0; p < t.len && seen < n;) {
+        char ch = t.ptr[p];
+        if (!(ch == '-' || (ch >= '0' && ch <= '9'))) {
+            p++;
+            continue;
+        }
+        bool neg = ch == '-';
+        if (neg)
+            p++;
+        int64_t v = 0;
+        bool any = false;
+        while (p < t.len && t.ptr[p] >= '0' && t.ptr[p] <= '9') {
+            v = v * 10 + (t.ptr[p++] - '0');
+            any = true;
+        }
+        if (!any)
+            continue;
+        if (neg)
+            v = -v;
+        for (uint32_t d = 0; d < sh->rank; d++)
+            if (v != idx[d])
+                is_dim[d] = false;
+        seen++;
+        for (uint32_t d = sh->rank; d-- > 0;) /* next row-major index */
+            if (++idx[d] < sh->dims[d])
+                break;
+            else
+                idx[d] = 0;
+    }
+    if (seen != n)
+        return -1;
+    for (uint32_t d = 0; d < sh->rank; d++)
+        if (is_dim[d] && sh->dims[d] > 1)
+            return d;
+    return -1;
+}
+
 /* GetDimensionForIota: the dim along which `i` counts 0, 1, 2, ..., or -1. */
 static int64_t
-iota_dim(const IrInstr *i, int depth)
+iota_dim(const PropCtx *cx, const IrInstr *i, int depth)
 {
     if (depth > 16)
         return -1;
@@ -62,18 +113,56 @@ iota_dim(const IrInstr *i, int depth)
     }
     if (i->shape.dtype != IR_DT_S32)
         return -1;
+    if (i->op == IR_OP_CONSTANT)
+        return constant_iota_dim(i);
     if (i->op == IR_OP_BROADCAST && i->n_operands) {
-        int64_t od = iota_dim(i->operands[0], depth + 1);
+        int64_t od = iota_dim(cx, i->operands[0], depth + 1);
         const int64_t *dims;
         uint32_t nd = ir_instr_ints_attr(i, IR_ATTR_DIMENSIONS, &dims);
         return od >= 0 && (uint32_t)od < nd ? dims[od] : -1;
+    }
+    /* A loop-invariant tuple element of a while body, or a conditional branch's argument:
+     * look at what the caller passes in. */
+    if (i->op == IR_OP_GET_TUPLE_ELEMENT && i->n_operands &&
+        i->operands[0]->op == IR_OP_PARAMETER && !i->parent->is_entry) {
+        const IrInstr *caller = cx->caller[i->parent->id];
+        int64_t idx = 0;
+        ir_instr_int_attr(i, IR_ATTR_INDEX, &idx);
+        if (!caller || idx < 0)
+            return -1;
+        if (caller->op == IR_OP_WHILE && caller->n_operands &&
+            caller->operands[0]->op == IR_OP_TUPLE &&
+            ir_instr_called(caller, IR_ATTR_BODY) == i->parent) {
+            const IrInstr *root = i->parent->root;
+            if (root && root->op == IR_OP_TUPLE && (uint32_t)idx < root->n_operands &&
+                root->operands[idx] == i && (uint32_t)idx < caller->operands[0]->n_operands)
+                return iota_dim(cx, caller->operands[0]->operands[idx], depth + 1);
+        }
+        if (caller->op == IR_OP_CONDITIONAL) {
+            const IrAttr *b = ir_instr_find_attr(caller, IR_ATTR_BRANCH_COMPUTATIONS);
+            int64_t k = -1;
+            if (b) {
+                for (uint32_t x = 0; x < b->u.comps.n; x++)
+                    if (b->u.comps.v[x] == i->parent)
+                        k = x;
+            } else if (ir_instr_called(caller, IR_ATTR_TRUE_COMPUTATION) == i->parent) {
+                k = 0;
+            } else if (ir_instr_called(caller, IR_ATTR_FALSE_COMPUTATION) == i->parent) {
+                k = 1;
+            }
+            if (k >= 0 && (uint32_t)(k + 1) < caller->n_operands) {
+                const IrInstr *arg = caller->operands[k + 1];
+                if (arg->op == IR_OP_TUPLE && (uint32_t)idx < arg->n_operands)
+                    return iota_dim(cx, arg->operands[idx], depth + 1);
+            }
+        }
     }
     return -1;
 }
 
 /* GetGatherScatterBatchParallelDims. */
 static bool
-batch_parallel_dims(const IrInstr *operand, const IrInstr *indices, const int64_t *slice_sizes,
+batch_parallel_dims(const PropCtx *cx, const IrInstr *operand, const IrInstr *indices, const int64_t *slice_sizes,
                     int64_t ivd, const int64_t *index_map, uint32_t n_map,
                     const int64_t *idx_batch, uint32_t n_idx_batch, const int64_t *offset,
                     uint32_t n_offset, PropGsDims *out)
@@ -97,14 +186,14 @@ batch_parallel_dims(const IrInstr *operand, const IrInstr *indices, const int64_
         for (uint32_t k = 0; k < indices->n_operands; k++) {
             const IrInstr *op = indices->operands[k];
             int64_t n = op->shape.rank > (uint32_t)ivd ? op->shape.dims[ivd] : 1;
-            int64_t d = iota_dim(op, 0);
+            int64_t d = iota_dim(cx, op, 0);
             if (d >= 0 && d != ivd)
                 for (int64_t j = 0; j < n && done + j < n_map; j++)
                     par[done + j] = d;
             done += (uint32_t)n;
         }
     } else {
-        int64_t d = iota_dim(indices, 0);
+        int64_t d = iota_dim(cx, indices, 0);
         if (d >= 0 && d != ivd) {
             int64_t n = indices->shape.rank > (uint32_t)ivd ? indices->shape.dims[ivd] : 1;
             for (int64_t j = 0; j < n && j < (int64_t)n_map; j++)
@@ -197,9 +286,9 @@ gather_info(const IrInstr *g, GatherInfo *gi)
 }
 
 static bool
-gather_parallel(const IrInstr *g, const GatherInfo *gi, PropGsDims *out)
+gather_parallel(const PropCtx *cx, const IrInstr *g, const GatherInfo *gi, PropGsDims *out)
 {
-    return batch_parallel_dims(g->operands[0], g->operands[1], gi->slice, gi->ivd, gi->start_map,
+    return batch_parallel_dims(cx, g->operands[0], g->operands[1], gi->slice, gi->ivd, gi->start_map,
                                gi->n_start_map, gi->idx_batch, gi->n_idx_batch, gi->offset,
                                gi->n_offset, out);
 }
@@ -256,7 +345,7 @@ prop_gather_forward(PropCtx *cx, IrInstr *g, bool combine)
     }
     if (cx->o->is_spmd) {
         PropGsDims par;
-        bool has_par = gather_parallel(g, &gi, &par);
+        bool has_par = gather_parallel(cx, g, &gi, &par);
         if (has_par)
             changed |= gather_parallel_forward(cx, g, &par, combine);
         const ShdSharding *os = prop_sh(cx, g->operands[0]);
@@ -325,7 +414,7 @@ prop_gather_from_user(PropCtx *cx, const IrInstr *i, const IrInstr *g)
         }
         fill_output_dims(&par, gi.ivd, gi.offset, gi.n_offset);
     }
-    if (gather_parallel(g, &gi, &imp))
+    if (gather_parallel(cx, g, &gi, &imp))
         append(&par, &imp);
     const ShdSharding *parallel =
         par.n ? px_along_dims(cx, us, par.output, par.operand, par.n, orank) : NULL;
@@ -395,9 +484,9 @@ sc_update(const IrInstr *s, const ScatterInfo *si, uint32_t k)
 }
 
 static bool
-scatter_parallel(const IrInstr *s, const ScatterInfo *si, PropGsDims *out)
+scatter_parallel(const PropCtx *cx, const IrInstr *s, const ScatterInfo *si, PropGsDims *out)
 {
-    return batch_parallel_dims(sc_operand(s, 0), sc_indices(s, si), si->slice, si->ivd,
+    return batch_parallel_dims(cx, sc_operand(s, 0), sc_indices(s, si), si->slice, si->ivd,
                                si->to_operand, si->n_to_operand, si->idx_batch, si->n_idx_batch,
                                si->window, si->n_window, out);
 }
@@ -479,7 +568,7 @@ prop_scatter_forward(PropCtx *cx, IrInstr *s, bool combine)
     if (!px_spatial(prop_sh(cx, sc_indices(s, &si))) && !any_update)
         return changed;
     PropGsDims par;
-    if (scatter_parallel(s, &si, &par))
+    if (scatter_parallel(cx, s, &si, &par))
         changed |= scatter_parallel_forward(cx, s, &si, &par, combine);
     const IrShape *opshape = &sc_operand(s, 0)->shape;
     for (uint32_t k = 0; k < si.n; k++) {
@@ -572,7 +661,7 @@ prop_scatter_from_user(PropCtx *cx, const IrInstr *i, const IrInstr *s)
                 }
                 fill_output_dims(&par, si.ivd, si.window, si.n_window);
             }
-            if (scatter_parallel(s, &si, &imp))
+            if (scatter_parallel(cx, s, &si, &imp))
                 append(&par, &imp);
             const ShdSharding *parallel =
                 par.n ? px_along_dims(cx, os, par.operand, par.output, par.n, ushape->rank) : NULL;
