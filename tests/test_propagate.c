@@ -398,6 +398,37 @@ test_gather_parallel_from_iota_constant(void **state)
     ASSERT_SH(fx, "g", "none");
 }
 
+static void
+test_shared_body_flattened(void **state)
+{
+    Fx *fx = *state;
+    /* Two calls of one body with different operand shardings: each gets its own copy. */
+    run(fx,
+        "HloModule m\n"
+        "f {\n"
+        "  fp = f32[8] parameter(0)\n"
+        "  ROOT fn = f32[8] negate(fp)\n"
+        "}\n"
+        "ENTRY e {\n"
+        "  a = f32[8] parameter(0), sharding={devices=[2]0,1}\n"
+        "  b = f32[8] parameter(1), sharding={replicated}\n"
+        "  ca = f32[8] call(a), to_apply=f\n"
+        "  cb = f32[8] call(b), to_apply=f\n"
+        "  ROOT r = (f32[8], f32[8]) tuple(ca, cb)\n"
+        "}\n",
+        NULL);
+    IrInstr *ca = find(fx, "ca"), *cb = find(fx, "cb");
+    IrComputation *fa = ir_instr_called(ca, IR_ATTR_TO_APPLY);
+    IrComputation *fb = ir_instr_called(cb, IR_ATTR_TO_APPLY);
+    assert_ptr_not_equal(fa, fb);
+    assert_string_equal(sl_sym_cstr(fb->name), "f.clone");
+    assert_non_null(find(fx, "fn.clone"));
+    ASSERT_SH(fx, "fn", "{devices=[2]0,1}");
+    ASSERT_SH(fx, "ca", "{devices=[2]0,1}");
+    ASSERT_SH(fx, "fn.clone", "{replicated}");
+    ASSERT_SH(fx, "cb", "{replicated}");
+}
+
 /* ---- origins ---- */
 
 static void
@@ -554,6 +585,7 @@ main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_gather_index_passthrough, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_unspecified_dims_refined, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_shared_body_flattened, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_gather_parallel_from_iota_constant, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_origin_chain_hop_by_hop, fx_setup, fx_teardown),

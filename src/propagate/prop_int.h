@@ -134,6 +134,11 @@ bool prop_backward(PropCtx *cx, IrInstr *i);
 /* GetShardingFromUser: what `user` asks of `i`, or NULL. */
 const ShdSharding *prop_from_user(PropCtx *cx, const IrInstr *i, const IrInstr *user, int level);
 
+/* ---- prop_flatten.c ---- */
+/* Gives every while/conditional/call site its own body (XLA's FlattenCallGraph); returns the
+ * number of computations copied. Temporary tables go to `scratch`. */
+uint32_t prop_flatten_calls(IrModule *m, SlArena *scratch);
+
 /* ---- prop_gs.c: gather/scatter dims ---- */
 typedef struct PropGsDims {
     uint32_t n;

@@ -1279,6 +1279,10 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
     if (!entry || !entry->root)
         return sl_fail(err, SL_ERR_INVALID, none, "the module has no entry computation");
 
+    /* One body per call site: a body's shardings follow its caller's. */
+    if (prop_flatten_calls(m, &cx->scratch))
+        out->changed = true;
+
     /* Original shardings by instruction, before anything changes. */
     uint32_t n0 = m->next_instr_id;
     const ShdSharding **orig = SL_NEW_ARRAY(a, const ShdSharding *, n0 + 1);
@@ -1841,7 +1845,7 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
     out->origins = (PropOrigin **)cx->origins.data;
     out->n_origins = (uint32_t)cx->origins.len;
     out->iterations = cx->iterations;
-    out->changed = any_changed;
+    out->changed = out->changed || any_changed;
     /* The origin list's heap array is handed to the caller's arena. */
     if (cx->origins.len) {
         PropOrigin **copy = SL_DUP_ARRAY(a, PropOrigin *, cx->origins.data, cx->origins.len);
