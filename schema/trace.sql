@@ -25,6 +25,7 @@
 -- Version 5 added the while_loop table (every while of the output with its trip count and how
 -- it was found), collective.loop and the loop view, and split device_traffic's bytes by trip-
 -- count rule (send_bytes_known_trips, send_bytes_unknown_trips_once, ...).
+-- Version 5 added the sharding_origin table (where propagation got each sharding).
 PRAGMA user_version = 5;
 
 -- One partitioner invocation. created_at and duration_ms come from the caller's clock.
@@ -240,7 +241,30 @@ CREATE TABLE warning (
                                -- 'no-handler' (an opcode without a handler), 'other'
     message TEXT    NOT NULL
 );
+
 CREATE INDEX warning_by_run ON warning(run_id);
+
+-- Where sharding propagation got each sharding it set on a 'before' instruction (XLA's
+-- ShardingPropagation, run before partitioning): the annotated source it came from (a user
+-- annotation, a parameter's or the output's sharding), the path of instructions it passed
+-- through (JSON array of instr ids, source first, instr last), the direction ('forward',
+-- 'backward', 'shard group', 'computation', 'fix-up'), the aggressiveness level (NULL outside
+-- the fixed point), the rule, and when two candidates were merged both of them (candidate:
+-- what the last hop proposed; replaced: what the instruction had). One row per instruction.
+CREATE TABLE sharding_origin (
+    id        INTEGER PRIMARY KEY,
+    run_id    INTEGER NOT NULL REFERENCES run(id),
+    instr     INTEGER NOT NULL REFERENCES instr(id),
+    sharding  TEXT    NOT NULL,
+    source    INTEGER REFERENCES instr(id),
+    path      TEXT,
+    direction TEXT    NOT NULL,
+    level     INTEGER,
+    rule      TEXT,
+    candidate TEXT,
+    replaced  TEXT
+);
+CREATE INDEX sharding_origin_by_run ON sharding_origin(run_id);
 
 -- Ring model (nccl-tests conventions), per device and per execution, g = the size of the
 -- device's own group (groups may differ in size, e.g. {{0,1,2},{3}}):

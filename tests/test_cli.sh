@@ -503,6 +503,17 @@ printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4] parameter(0), s
 run verify_unsupported 3 verify "$TMP/vchol.hlo" --partitioned "$TMP/vchol.hlo"
 has verify_unsupported "$TMP/verify_unsupported.err" "cholesky"
 
+# ---- propagate: XLA's sharding propagation (exit 0; bad --set 2); --trace records origins
+sed -E '/dot.4 |broadcast.6|maximum.7/ s/, sharding=\{devices=\[1,4\]<=\[4\]\}//' "$SAMPLE" >"$TMP/bare.hlo"
+run propagate 0 propagate "$TMP/bare.hlo" --set is_spmd=true --trace "$TMP/prop.db"
+has propagate "$TMP/propagate.out" '%maximum.7 = f32[8,32]{1,0} maximum(%dot.4, %broadcast.6), sharding={devices=[1,4]<=[4]}'
+has propagate "$TMP/propagate.err" 'propagated shardings to 4 of 8 instructions'
+run propagate_explain 0 explain "$TMP/prop.db" maximum.7
+has propagate_explain "$TMP/propagate_explain.out" 'origin: %maximum.7 got {devices=[1,4]<=[4]} forward from %Arg_1.2 (parameter 1, annotated) through %dot.4 at level 1 (rule elementwise)'
+run propagate_bad_set 2 propagate "$TMP/bare.hlo" --set is_spmd=perhaps
+has propagate_bad_set "$TMP/propagate_bad_set.err" "bad value 'perhaps' for option is_spmd"
+run propagate_unknown_set 2 propagate "$TMP/bare.hlo" --set no_such=true
+
 if [ "$failures" -ne 0 ]; then
     echo "$failures CLI check(s) failed" >&2
     exit 1

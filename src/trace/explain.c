@@ -455,6 +455,44 @@ unknown_name(const TraceRun *run, const char *name, SlError *err)
     return st;
 }
 
+/* "%dot.7 got {devices=[4,1]<=[4]} forward from %x (parameter 0, annotated) through %convert.3
+ * and %multiply.5 at level 0 (rule elementwise)": propagation's account, before the
+ * partitioner's. Nothing when propagation did not set this instruction's sharding. */
+static void
+put_origin(const TraceRun *run, uint32_t idx, SlBuf *out)
+{
+    const TraceRunOrigin *o = NULL;
+    for (uint32_t k = 0; k < run->n_origins; k++)
+        if (run->origins[k].instr == idx)
+            o = &run->origins[k]; /* the last one is the final sharding */
+    if (!o)
+        return;
+    sl_buf_printf(out, "origin: %%%s got %s %s", instr_name(run, idx, NULL), o->sharding,
+                  o->direction);
+    if (o->source < run->n_instrs) {
+        const TraceRunInstr *src = &run->instrs[o->source];
+        sl_buf_printf(out, " from %%%s", src->name);
+        if (!strcmp(src->opcode, "parameter"))
+            sl_buf_printf(out, " (parameter %lld, annotated)", (long long)src->param_number);
+        else
+            sl_buf_puts(out, " (annotated)");
+    }
+    /* path: source first, the instruction last; the hops between are what it went through */
+    if (o->n_path > 2) {
+        sl_buf_puts(out, " through");
+        for (uint32_t k = 1; k + 1 < o->n_path; k++)
+            sl_buf_printf(out, "%s%%%s", k == 1 ? " " : k + 2 == o->n_path ? " and " : ", ",
+                          instr_name(run, o->path[k], "?"));
+    }
+    if (o->level >= 0)
+        sl_buf_printf(out, " at level %d", o->level);
+    if (o->rule)
+        sl_buf_printf(out, " (rule %s)", o->rule);
+    if (o->candidate && o->replaced)
+        sl_buf_printf(out, "; merged %s with %s", o->candidate, o->replaced);
+    sl_buf_putc(out, '\n');
+}
+
 SlStatus
 trace_explain(const TraceRun *run, const char *name, SlBuf *out, SlError *err)
 {
@@ -471,6 +509,7 @@ trace_explain(const TraceRun *run, const char *name, SlBuf *out, SlError *err)
         i = &run->instrs[after->derived_from];
         sl_buf_printf(out, "%s is an output instruction derived from %s.\n", after->name, i->name);
     }
+    put_origin(run, (uint32_t)(i - run->instrs), out);
     explain_source(run, (uint32_t)(i - run->instrs), out);
     if (out->failed)
         return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");

@@ -675,6 +675,40 @@ row_warning(Rd *r, sqlite3_stmt *st)
 }
 
 static bool
+row_origin(Rd *r, sqlite3_stmt *st)
+{
+    TraceRunOrigin o = {0};
+    o.instr = col_instr(r, st, 0);
+    o.sharding = col_text(r, st, 1);
+    o.source = col_instr(r, st, 2);
+    o.direction = col_text(r, st, 4);
+    o.level = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : (int)sqlite3_column_int(st, 5);
+    o.rule = col_text(r, st, 6);
+    o.candidate = col_text(r, st, 7);
+    o.replaced = col_text(r, st, 8);
+    /* column 3: the path's instr ids, comma-separated (group_concat over the JSON array) */
+    const unsigned char *p = sqlite3_column_text(st, 3);
+    uint32_t n = 0;
+    for (const unsigned char *q = p; q && *q; q++)
+        n += *q == ',';
+    if (p && *p) {
+        o.path = SL_NEW_ARRAY(r->arena, uint32_t, n + 1);
+        if (!o.path)
+            return false;
+        const char *q = (const char *)p;
+        while (*q) {
+            char *end;
+            long long id = strtoll(q, &end, 10);
+            if (end == q)
+                break;
+            o.path[o.n_path++] = instr_index(r, id);
+            q = *end == ',' ? end + 1 : end;
+        }
+    }
+    return PUSH(r, TraceRunOrigin, o);
+}
+
+static bool
 row_device(Rd *r, sqlite3_stmt *st)
 {
     TraceRunDevice d = {sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1),
@@ -791,6 +825,13 @@ load_tables(Rd *r)
     run->loops = TAKE(r, TraceRunLoop, &run->n_loops);
     query(r, "SELECT instr, kind, message FROM warning WHERE run_id = ?1 ORDER BY id", row_warning);
     run->warnings = TAKE(r, TraceRunWarning, &run->n_warnings);
+    query(r,
+          "SELECT o.instr, o.sharding, o.source,"
+          " (SELECT group_concat(p.value) FROM json_each(o.path) p WHERE p.type = 'integer'),"
+          " o.direction, o.level, o.rule, o.candidate, o.replaced"
+          " FROM sharding_origin o WHERE o.run_id = ?1 ORDER BY o.id",
+          row_origin);
+    run->origins = TAKE(r, TraceRunOrigin, &run->n_origins);
     query(r,
           "SELECT device, send_bytes_known_trips, recv_bytes_known_trips, collectives,"
           " unknown_trip_collectives FROM device_traffic WHERE run_id = ?1 ORDER BY device",

@@ -61,6 +61,14 @@ typedef struct EvWarning {
     const char *message;
 } EvWarning;
 
+typedef struct EvOrigin {
+    Ref instr, source;
+    Ref *path; /* n_path refs in the events arena */
+    uint32_t n_path;
+    int level;
+    const char *sharding, *direction, *rule, *candidate, *replaced; /* NULL: none */
+} EvOrigin;
+
 static TraceDb *
 db_of(TraceSink *s)
 {
@@ -199,8 +207,30 @@ on_warning(TraceSink *s, const IrInstr *source, TraceWarnKind kind, const char *
     PUSH(db, warnings, EvWarning, e);
 }
 
+static void
+on_origin(TraceSink *s, const TraceOrigin *o)
+{
+    TraceDb *db = db_of(s);
+    EvOrigin e = {ref_of(o->instr),
+                  ref_of(o->source),
+                  o->n_path ? SL_NEW_ARRAY(&db->events, Ref, o->n_path) : NULL,
+                  o->n_path,
+                  o->level,
+                  sharding_text(db, o->sharding),
+                  dup(db, o->direction ? o->direction : "unknown"),
+                  dup(db, o->rule),
+                  o->candidate ? sharding_text(db, o->candidate) : NULL,
+                  o->replaced ? sharding_text(db, o->replaced) : NULL};
+    if (o->n_path && !e.path)
+        db->events_failed = true;
+    for (uint32_t k = 0; e.path && k < o->n_path; k++)
+        e.path[k] = ref_of(o->path[k]);
+    PUSH(db, origins, EvOrigin, e);
+}
+
 static const TraceSinkOps k_db_ops = {on_emit,       on_decision,      on_reshard,
-                                      on_collective, on_windowed_loop, on_warning};
+                                      on_collective, on_windowed_loop, on_warning,
+                                      on_origin};
 
 static void
 clear_run(TraceDb *db)
@@ -211,6 +241,7 @@ clear_run(TraceDb *db)
     sl_vec_fini(&db->collectives);
     sl_vec_fini(&db->loops);
     sl_vec_fini(&db->warnings);
+    sl_vec_fini(&db->origins);
     sl_map_fini(&db->last_decision);
     sl_map_init(&db->last_decision);
     sl_interner_fini(&db->strings);
@@ -294,6 +325,8 @@ static const char *const k_insert_sql[ST_COUNT] = {
     [ST_WHILE] = "INSERT INTO while_loop(run_id, instr, source, trip_count, method, reason,"
                  " induction_index, executions, outer_loop) VALUES (?,?,?,?,?,?,?,?,?)",
     [ST_WARNING] = "INSERT INTO warning(run_id, instr, kind, message) VALUES (?,?,?,?)",
+    [ST_ORIGIN] = "INSERT INTO sharding_origin(run_id, instr, sharding, source, path, direction,"
+                  " level, rule, candidate, replaced) VALUES (?,?,?,?,?,?,?,?,?,?)",
 };
 
 /* The inserts with a JSON list column, up to it; list_stmt completes them for a length. */
@@ -983,6 +1016,52 @@ write_warnings(Wr *w)
     }
 }
 
+/* One row per propagated sharding; the path as a JSON array of 'before' instr ids. */
+static void
+write_origins(Wr *w)
+{
+    const EvOrigin *ev = w->db->origins.data;
+    sqlite3_stmt *st = stmt(w, ST_ORIGIN);
+    SlBuf path;
+    sl_buf_init(&path);
+    for (size_t k = 0; k < w->db->origins.len && w->rc == SQLITE_OK; k++) {
+        int64_t row = row_of(w, BEFORE, ev[k].instr);
+        if (!row)
+            continue; /* not an instruction of the partitioner's input */
+        sl_buf_clear(&path);
+        sl_buf_putc(&path, '[');
+        for (uint32_t p = 0; p < ev[k].n_path; p++) {
+            int64_t r = row_of(w, BEFORE, ev[k].path[p]);
+            if (p)
+                sl_buf_putc(&path, ',');
+            if (r)
+                sl_buf_put_i64(&path, r);
+            else
+                sl_buf_puts(&path, "null");
+        }
+        sl_buf_putc(&path, ']');
+        if (path.failed) {
+            w->oom = true;
+            break;
+        }
+        bind_i64(w, st, 1, w->run_id);
+        bind_row(w, st, 2, row);
+        bind_text(w, st, 3, ev[k].sharding);
+        bind_row(w, st, 4, row_of(w, BEFORE, ev[k].source));
+        bind_text(w, st, 5, path.data);
+        bind_text(w, st, 6, ev[k].direction);
+        if (ev[k].level >= 0)
+            bind_i64(w, st, 7, ev[k].level);
+        else
+            bind_null(w, st, 7);
+        bind_text(w, st, 8, ev[k].rule);
+        bind_text(w, st, 9, ev[k].candidate);
+        bind_text(w, st, 10, ev[k].replaced);
+        (void)insert(w, ST_ORIGIN);
+    }
+    sl_buf_fini(&path);
+}
+
 /* ---- collectives: kind, S, device groups, trip counts --------------------------------- */
 
 typedef enum CollBytes {
@@ -1477,6 +1556,7 @@ write_all(Wr *w, const IrModule *out, double duration_ms)
     write_loops(w);
     write_collectives(w, out);
     write_warnings(w);
+    write_origins(w);
     if (w->oom && w->rc == SQLITE_OK) {
         w->rc = SQLITE_NOMEM;
         w->what = "buffering rows";

@@ -72,6 +72,22 @@ typedef enum TraceWarnKind {
 } TraceWarnKind;
 const char *trace_warn_kind_name(TraceWarnKind kind);
 
+/* Where sharding propagation (src/propagate, before partitioning) got one sharding it set on
+ * an input instruction: the annotated source, the instructions it passed through, the
+ * direction, aggressiveness level and rule, and the two candidates when it merged. */
+typedef struct TraceOrigin {
+    const IrInstr *instr;         /* an instruction of the partitioner's input */
+    const ShdSharding *sharding;  /* the sharding propagation set */
+    const IrInstr *source;        /* the annotated instruction the chain starts at; NULL: none */
+    const IrInstr *const *path;   /* source first, then each hop, `instr` last */
+    uint32_t n_path;
+    const char *direction;        /* "forward", "backward", "shard group", "computation", ... */
+    int level;                    /* aggressiveness 0..3; -1: outside the fixed point */
+    const char *rule;             /* e.g. "elementwise", "dot lhs (priority)" */
+    const ShdSharding *candidate; /* what the last hop proposed; NULL when it was set as is */
+    const ShdSharding *replaced;  /* the sharding it was merged with; NULL: none */
+} TraceOrigin;
+
 typedef struct TraceSink TraceSink;
 typedef struct TraceSinkOps {
     void (*emit)(TraceSink *s, const IrInstr *out, const IrInstr *source);
@@ -81,6 +97,7 @@ typedef struct TraceSinkOps {
     void (*windowed_loop)(TraceSink *s, const TraceWindowedLoop *w);
     /* source: the input instruction it is about, NULL for the whole module */
     void (*warning)(TraceSink *s, const IrInstr *source, TraceWarnKind kind, const char *message);
+    void (*origin)(TraceSink *s, const TraceOrigin *o);
 } TraceSinkOps;
 
 struct TraceSink {
@@ -98,10 +115,12 @@ TraceSink *trace_null_sink(void);
  *   collective OUT SOURCE cause=CAUSE reshard=SEQ
  *   windowed-loop DOT LOOP VARIANT ITERATIONS BYTES [true-branch=RUNS]
  *   warning SOURCE KIND MESSAGE
+ *   origin INSTR <- SOURCE DIRECTION level=L path=N
  * Names print as "-" when absent. */
 typedef struct TraceMemSink {
     TraceSink sink; /* pass &m->sink to the partitioner */
-    uint32_t n_emits, n_decisions, n_reshards, n_collectives, n_windowed_loops, n_warnings;
+    uint32_t n_emits, n_decisions, n_reshards, n_collectives, n_windowed_loops, n_warnings,
+        n_origins;
     SlBuf log;
 } TraceMemSink;
 void trace_mem_sink_init(TraceMemSink *m);

@@ -25,6 +25,7 @@ typedef enum TraceStmt {
     ST_LOOP,
     ST_WHILE,
     ST_WARNING,
+    ST_ORIGIN,
     ST_COUNT
 } TraceStmt;
 
@@ -46,7 +47,7 @@ struct TraceDb {
     SlInterner strings; /* event strings, one copy each (in `events`): handlers, strategies,
                            methods and sharding texts repeat for every instruction */
     SlBuf text;         /* scratch for printing a sharding */
-    SlVec emits, decisions, reshards, collectives, loops, warnings;
+    SlVec emits, decisions, reshards, collectives, loops, warnings, origins;
     SlMap last_decision; /* source name (SlSym) -> seq of its latest decision */
     TraceSink sink;
 };

@@ -114,6 +114,17 @@ typedef struct TraceRunWarning {
     const char *message;
 } TraceRunWarning;
 
+/* A sharding propagation set (sharding_origin): indices into instrs ('before'). */
+typedef struct TraceRunOrigin {
+    uint32_t instr;
+    const char *sharding;
+    uint32_t source;  /* TRACE_NONE: no annotated source */
+    uint32_t *path;   /* n_path instrs, source first, instr last */
+    uint32_t n_path;
+    const char *direction, *rule, *candidate, *replaced; /* rule..replaced may be NULL */
+    int level;        /* -1: outside the fixed point */
+} TraceRunOrigin;
+
 typedef struct TraceRunDevice {
     int64_t device;
     double send_bytes, recv_bytes; /* ring model, known trip counts applied (collectives of
@@ -149,6 +160,8 @@ typedef struct TraceRun {
     uint32_t n_loops;
     TraceRunWarning *warnings;
     uint32_t n_warnings;
+    TraceRunOrigin *origins;
+    uint32_t n_origins; /* in recording order; none when the run had no propagation */
     TraceRunDevice *devices;
     uint32_t n_devices; /* by device id */
 } TraceRun;
