@@ -190,12 +190,12 @@ cmp -s "$TMP/part.hlo" "$TMP/part_timed1.hlo" || fail "--time-phases partition: 
 has partition_timed_first "$TMP/partition_timed_first.err" "time-phases: partition "
 run partition_timed 0 partition --time-phases "$SAMPLE" -o "$TMP/part_timed.hlo"
 cmp -s "$TMP/part.hlo" "$TMP/part_timed.hlo" || fail "partition --time-phases: output changed"
-for ph in read parse check partition print write total; do
+for ph in read parse check propagate partition print write total; do
     grep -qE "^time-phases: $ph " "$TMP/partition_timed.err" ||
         fail "partition --time-phases: no '$ph' line"
 done
-[ "$(grep -c '^time-phases: ' "$TMP/partition_timed.err")" = 7 ] ||
-    fail "partition --time-phases: want 7 lines (no trace phase without --trace)"
+[ "$(grep -c '^time-phases: ' "$TMP/partition_timed.err")" = 8 ] ||
+    fail "partition --time-phases: want 8 lines (no trace phase without --trace)"
 run check_timed 0 check "$SAMPLE" --time-phases
 same check_timed "$TMP/check_timed.out" "samples/mlp_megatron.hlo: ok: 1 computations, 8 instructions, 7 sharded, num_partitions=4"
 has check_timed "$TMP/check_timed.err" "time-phases: check "
@@ -321,9 +321,18 @@ has diff_notjson "$TMP/diff_notjson.err" "$TMP/notjson.json:2:15: error: not val
 
 # ---- warnings, partition counts from shardings, MLIR input, help, --top, --time-phases ---------
 # analyze: one line per kind of warning on stderr (the sample's constant has no sharding)
-same analyze_warnings "$TMP/analyze.err" "analyze: warning: unannotated: 1, first %constant.5: 1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"
-has analyze_warnings "$TMP/an/report.txt" "    %constant.5: 1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"
-has analyze_warnings "$TMP/an/summary.json" '"message":	"1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"'
+# the sample's constant has no sharding: propagation gives it one first (said on stderr), so
+# nothing is partitioned as replicated for want of a sharding and nothing is warned about
+same analyze_propagated "$TMP/analyze.err" "shardlens analyze: 1 of 8 instructions had no sharding: propagated shardings to 1 of 8 instructions (XLA's sharding propagation; --no-propagate partitions them as replicated)"
+grep -A1 '^warnings$' "$TMP/an/report.txt" | grep -qx '  (none)' ||
+    fail "analyze_propagated: report.txt has warnings after propagation"
+# with --no-propagate, the unannotated constant is warned about
+run analyze_warnings 0 analyze "$SAMPLE" --out "$TMP/an_noprop" --no-propagate
+same analyze_warnings "$TMP/analyze_warnings.err" "analyze: warning: unannotated: 1, first %constant.5: 1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"
+has analyze_warnings "$TMP/an_noprop/report.txt" "    %constant.5: 1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"
+has analyze_warnings "$TMP/an_noprop/summary.json" '"message":	"1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"'
+cmp -s "$TMP/an/partitioned.hlo" "$TMP/an_noprop/partitioned.hlo" ||
+    fail "analyze: propagating the sample's constant changed its partitioned module"
 # a module already partitioned: its collective is named, on stderr and in the report
 printf 'HloModule done, num_partitions=2\n\nsum {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\nENTRY e {\n  p = f32[4] parameter(0), sharding={replicated}\n  ROOT ar = f32[4] all-reduce(p), channel_id=1, replica_groups={{0,1}}, to_apply=sum, sharding={replicated}\n}\n' >"$TMP/done.hlo"
 run analyze_partitioned 0 analyze "$TMP/done.hlo" --out "$TMP/done"
@@ -351,7 +360,7 @@ has analyze_fallbacks "$TMP/fb/summary.json" '"message":	"no handler for bitcast
 # no num_partitions and no -n: the count all shardings agree on, said on stderr
 sed 's/, num_partitions=4//' "$SAMPLE" >"$TMP/nonum.hlo"
 run nonum 0 partition "$TMP/nonum.hlo" -o "$TMP/nonum.out.hlo"
-same nonum "$TMP/nonum.err" "shardlens partition: $TMP/nonum.hlo: no num_partitions in the header and no -n: partitioning for 4 devices, the count all the shardings agree on"
+has nonum "$TMP/nonum.err" "shardlens partition: $TMP/nonum.hlo: no num_partitions in the header and no -n: partitioning for 4 devices, the count all the shardings agree on"
 run nonum_n 0 partition "$TMP/nonum.hlo" -n 4 -o "$TMP/nonum_n.out.hlo"
 cmp -s "$TMP/nonum.out.hlo" "$TMP/nonum_n.out.hlo" || fail "nonum: differs from partition -n 4"
 has nonum "$TMP/nonum.out.hlo" "num_partitions=4"
@@ -418,6 +427,24 @@ awk '/^time-phases:/ { for (i = 1; i < NF; i++) { if ($i == "RSS") r = $(i + 1);
      n++; if (p + 0 < r + 0) { print "peak " p " below RSS " r ": " $0; bad = 1 } }
      END { if (n < 3) { print "only " n " phase lines"; bad = 1 } exit bad }' "$TMP/phases.err" >"$TMP/phases.chk" ||
     fail "phases: $(cat "$TMP/phases.chk")"
+# ---- propagation first: partition and analyze fill in missing shardings as XLA's pipeline does
+printf 'HloModule chain, num_partitions=4\n\nENTRY main {\n  x = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n  c = f32[8,16] convert(x)\n  m = f32[8,16] multiply(c, c)\n  ROOT n = f32[8,16] negate(m), sharding={devices=[4,1]<=[4]}\n}\n' >"$TMP/chain.hlo"
+run prop_first 0 partition "$TMP/chain.hlo" --trace "$TMP/chain.db" -o "$TMP/chain.out.hlo"
+same prop_first "$TMP/prop_first.err" "shardlens partition: 2 of 4 instructions had no sharding: propagated shardings to 2 of 4 instructions (XLA's sharding propagation; --no-propagate partitions them as replicated)"
+grep -qE 'all-gather|all-reduce|all-to-all|collective-permute' "$TMP/chain.out.hlo" &&
+    fail "prop_first: the propagated chain needs no collective"
+has prop_first "$TMP/chain.out.hlo" "%m.1 = f32[2,16] multiply(%c.1, %c.1)"
+run prop_first_explain 0 explain "$TMP/chain.db" m
+same prop_first_explain <(head -n 1 "$TMP/prop_first_explain.out") "origin: %m got {devices=[4,1]<=[4]} forward from %x (parameter 0, annotated) through %c at level 0 (rule elementwise)"
+# --no-propagate: the unannotated ops are replicated, so the value is gathered whole
+run prop_off 0 partition "$TMP/chain.hlo" --no-propagate -o "$TMP/chain.noprop.hlo"
+has prop_off "$TMP/chain.noprop.hlo" "all-gather("
+[ -s "$TMP/prop_off.err" ] && fail "prop_off: --no-propagate said something on stderr: $(cat "$TMP/prop_off.err")"
+# the propagation options by XLA's names go through partition's --set; a bad value is an error
+run prop_set 0 partition "$TMP/chain.hlo" --set allow_spmd_sharding_propagation_to_output=true -o "$TMP/chain.set.hlo"
+run prop_set_bad 2 partition "$TMP/chain.hlo" --set is_spmd=maybe
+has prop_set_bad "$TMP/prop_set_bad.err" "--set is_spmd=maybe: bad value 'maybe' for option is_spmd"
+
 # ---- loops: trip counts in the reports and the gate (tests/data/moe_scan.hlo) ---------------------
 MOE=tests/data/moe_scan.hlo
 run moe_base 0 analyze "$MOE" --out "$TMP/moe0"

@@ -9,7 +9,7 @@
 
 static const char *const k_phase_names[CLI_PHASE_COUNT] = {
     [CLI_PHASE_READ] = "read",           [CLI_PHASE_PARSE] = "parse", [CLI_PHASE_CHECK] = "check",
-    [CLI_PHASE_PARTITION] = "partition", [CLI_PHASE_TRACE] = "trace", [CLI_PHASE_PRINT] = "print",
+    [CLI_PHASE_PROPAGATE] = "propagate", [CLI_PHASE_PARTITION] = "partition", [CLI_PHASE_TRACE] = "trace", [CLI_PHASE_PRINT] = "print",
     [CLI_PHASE_WRITE] = "write",
 };
 

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "hlo/hlo.h"
+#include "propagate/prop.h"
 
 #ifndef SHARDLENS_VERSION
 #define SHARDLENS_VERSION "unknown"
@@ -83,6 +84,97 @@ cli_report_options(const CliArgs *a, ReportOptions *o)
     return CLI_EXIT_OK;
 }
 
+/* "KEY=VALUE" whose KEY is a propagation option (by XLA's ShardingPropagation names). */
+static bool
+is_prop_key(const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    char key[64];
+    size_t n = eq ? (size_t)(eq - kv) : 0;
+    if (!n || n >= sizeof(key))
+        return false;
+    memcpy(key, kv, n);
+    key[n] = '\0';
+    return prop_options_has_key(key);
+}
+
+int
+cli_prop_options(const CliArgs *a, int set_id, PropOptions *o)
+{
+    for (uint32_t i = 0; i < a->n_opts; i++) {
+        if (a->opts[i].opt->id != set_id || !is_prop_key(a->opts[i].value))
+            continue;
+        const char *kv = a->opts[i].value, *eq = strchr(kv, '=');
+        char key[64];
+        memcpy(key, kv, (size_t)(eq - kv));
+        key[eq - kv] = '\0';
+        SlError err = {0};
+        if (prop_options_set(o, key, eq + 1, &err))
+            return cli_usage_error(a->cmd, "--set %s: %s", kv, err.msg);
+    }
+    return CLI_EXIT_OK;
+}
+
+int
+cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in, PropResult *r,
+                    bool *ran)
+{
+    memset(r, 0, sizeof(*r));
+    *ran = false;
+    PropOptions po;
+    prop_options_init(&po);
+    po.is_spmd = true; /* as XLA's SPMD pipeline runs it */
+    int code = cli_prop_options(a, set_id, &po);
+    if (code != CLI_EXIT_OK || !enabled)
+        return code;
+    uint32_t total = 0, missing = spmd_count_unannotated(in->module, &total);
+    if (!missing)
+        return CLI_EXIT_OK;
+    SlError err = {0};
+    cli_phase_begin(in->phases, CLI_PHASE_PROPAGATE);
+    SlStatus st = prop_run(in->module, &po, &in->arena, r, &err);
+    cli_phase_end(in->phases, CLI_PHASE_PROPAGATE, 0);
+    if (st) {
+        if (!err.status)
+            sl_fail(&err, st, (SlSrcLoc){0}, "sharding propagation failed");
+        if (!err.loc.path && err.loc.line)
+            err.loc.path = in->display;
+        return cli_report(&err, in);
+    }
+    *ran = true;
+    fprintf(stderr,
+            "shardlens %s: %u of %u instructions had no sharding: propagated shardings to %u of "
+            "%u instructions (XLA's sharding propagation; --no-propagate partitions them as "
+            "replicated)\n",
+            a->cmd->name, missing, total, r->n_propagated, r->n_instrs);
+    return CLI_EXIT_OK;
+}
+
+void
+cli_emit_origins(TraceSink *sink, const IrModule *m, const PropResult *r)
+{
+    if (!r || !r->n_origins || !sink->ops->origin)
+        return;
+    enum { MAX_PATH = 4096 };
+    const IrInstr **path = malloc(MAX_PATH * sizeof(*path));
+    if (!path)
+        return;
+    for (uint32_t c = 0; c < m->n_comps; c++)
+        for (uint32_t k = 0; k < m->comps[c]->n_instrs; k++) {
+            const IrInstr *i = m->comps[c]->instrs[k];
+            const PropOrigin *o = i->id < r->n_ids ? r->final_origin[i->id] : NULL;
+            if (!o)
+                continue;
+            TraceOrigin t = {i, o->sharding, prop_origin_source(o), path,
+                             prop_origin_path(o, path, MAX_PATH), prop_dir_name(o->dir),
+                             o->level, o->rule,
+                             o->replaced && o->candidate ? o->candidate : NULL,
+                             o->replaced && o->candidate ? o->replaced : NULL};
+            sink->ops->origin(sink, &t);
+        }
+    free(path);
+}
+
 int
 cli_spmd_options(const CliArgs *a, int n_id, int set_id, const CliInput *in, SpmdOptions *o)
 {
@@ -111,6 +203,8 @@ cli_spmd_options(const CliArgs *a, int n_id, int set_id, const CliInput *in, Spm
         if (a->opts[i].opt->id != set_id)
             continue;
         SlError err = {0};
+        if (is_prop_key(a->opts[i].value))
+            continue; /* cli_propagate_first's */
         if (spmd_options_set(o, sl_str(a->opts[i].value), &err))
             return cli_usage_error(a->cmd, "--set %s: %s", a->opts[i].value, err.msg);
     }
@@ -242,7 +336,8 @@ cli_trip_counts(const CliArgs *a, int opt_id, const IrModule *m, SlArena *arena,
 
 int
 cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
-                     const TraceTripCount *trips, uint32_t n_trips, SlBuf *text, int64_t *run_id)
+                     const TraceTripCount *trips, uint32_t n_trips, const PropResult *origins,
+                     SlBuf *text, int64_t *run_id)
 {
     SlError err = {0};
     if (run_id)
@@ -267,6 +362,8 @@ cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
         if (trace_db_open(trace_path, TRACE_DB_APPEND, &db, &err) ||
             trace_db_begin_run(db, in->module, &info, &sink, &err))
             code = cli_report_at(&err, trace_path);
+        else
+            cli_emit_origins(sink, in->module, origins);
         sl_file_text_release(&in->src); /* hashing it read the whole input again */
         cli_phase_end(in->phases, CLI_PHASE_TRACE, 0);
     }

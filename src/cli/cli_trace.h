@@ -7,6 +7,7 @@
 #define SHARDLENS_CLI_TRACE_H
 
 #include "cli/cli_util.h"
+#include "propagate/prop.h"
 #include "reports/report.h"
 #include "spmd/spmd.h"
 #include "trace/trace_db.h"
@@ -71,8 +72,29 @@ int cli_trip_counts(const CliArgs *a, int opt_id, const IrModule *m, SlArena *ar
  * prints it into `text`. On success `*run_id` (may be NULL) is the recorded run, 0 without a
  * trace. Nothing of a failed run is in the trace. */
 int cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
-                         const TraceTripCount *trips, uint32_t n_trips, SlBuf *text,
-                         int64_t *run_id);
+                         const TraceTripCount *trips, uint32_t n_trips,
+                         const PropResult *origins, SlBuf *text, int64_t *run_id);
+
+/* The --set options (option `set_id`) that are sharding propagation's, by XLA's names, into
+ * `o`; cli_spmd_options leaves those keys alone. */
+int cli_prop_options(const CliArgs *a, int set_id, PropOptions *o);
+/* Sharding propagation before partitioning, as XLA's pipeline runs it: when `enabled` and
+ * some instruction the partitioner reads has no sharding, runs XLA's ShardingPropagation
+ * (is_spmd=true; --set may change its options) on in->module in place and says so on stderr
+ * ("propagated shardings to K of N instructions"). `*r` keeps the origins for the trace;
+ * `*ran` tells whether it ran. */
+int cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in,
+                        PropResult *r, bool *ran);
+/* Every propagated sharding's origin in `r` (may be NULL), as trace events of `sink`. */
+void cli_emit_origins(TraceSink *sink, const IrModule *m, const PropResult *r);
+/* The help lines of --no-propagate and the propagation --set names, for partition/analyze. */
+#define CLI_PROPAGATE_HELP                                                                         \
+    "A module in which some instruction has no sharding is first run through XLA's sharding\n"   \
+    "propagation (as XLA's pipeline does before its partitioner; `shardlens propagate` shows\n"  \
+    "its result): stderr says how many instructions got a sharding, the trace records where\n"   \
+    "each came from (explain NAME starts with it). --no-propagate partitions unannotated\n"      \
+    "instructions as replicated instead. --set also takes the propagation options by XLA's\n"     \
+    "names (allow_spmd_sharding_propagation_to_output=B, ..., see propagate --help).\n"
 
 /* A run loaded from a trace database. */
 typedef struct CliRun {

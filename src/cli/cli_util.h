@@ -53,6 +53,7 @@ typedef enum CliPhase {
     CLI_PHASE_READ,      /* the input text into memory */
     CLI_PHASE_PARSE,     /* text to IR */
     CLI_PHASE_CHECK,     /* structure, shapes and shardings; the partitioned module's too */
+    CLI_PHASE_PROPAGATE, /* prop_run: sharding propagation before partitioning */
     CLI_PHASE_PARTITION, /* spmd_partition */
     CLI_PHASE_TRACE,     /* opening the trace database and committing the run (--trace) */
     CLI_PHASE_PRINT,     /* IR to text */

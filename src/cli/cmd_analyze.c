@@ -11,16 +11,18 @@
 #include <unistd.h>
 
 #include "cli/cli_trace.h"
+#include "propagate/prop.h"
 
 #include "viz/viz.h"
 
-enum { OPT_N, OPT_OUT, OPT_SET, OPT_TRIP_COUNT };
+enum { OPT_N, OPT_OUT, OPT_SET, OPT_TRIP_COUNT, OPT_NO_PROPAGATE };
 
 static const CliOpt k_opts[] = {
     {OPT_N,   'n', "num-partitions", "N",         "partition for N devices (default: the header's, else the shardings')",   false},
     {OPT_OUT, 0,   "out",            "DIR",       "directory for every output (created when missing)", false},
     {OPT_SET, 0,   "set",            "KEY=VALUE", "set a partitioner option by its XLA name",          true },
     {OPT_TRIP_COUNT, 0, "trip-count", "NAME=N",   "while NAME of the input runs N times",              true },
+    {OPT_NO_PROPAGATE, 0, "no-propagate", NULL, "partition unannotated instructions as replicated (no sharding propagation first)", false},
     CLI_REPORT_MODEL_OPTS,
 };
 
@@ -196,10 +198,14 @@ run(const CliArgs *a)
     SpmdOptions o;
     SlBuf hlo;
     sl_buf_init(&hlo);
+    PropResult prop;
+    bool propagated = false;
     if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err))
         code = cli_report(&err, &in);
-    else
+    else if ((code = cli_propagate_first(a, OPT_SET, !cli_args_has(a, OPT_NO_PROPAGATE), &in,
+                                         &prop, &propagated)) == CLI_EXIT_OK)
         code = cli_spmd_options(a, OPT_N, OPT_SET, &in, &o);
+    o.input_propagated = propagated;
     TraceTripCount *trips = NULL;
     uint32_t n_trips = 0;
     if (code == CLI_EXIT_OK)
@@ -208,7 +214,8 @@ run(const CliArgs *a)
         code = cli_report(&err, NULL);
     if (code == CLI_EXIT_OK) {
         remove_db(p.trace_tmp);
-        code = cli_partition_traced(&in, &o, p.trace_tmp, trips, n_trips, &hlo, NULL);
+        code = cli_partition_traced(&in, &o, p.trace_tmp, trips, n_trips, propagated ? &prop : NULL,
+                                    &hlo, NULL);
     }
     if (code == CLI_EXIT_OK) {
         printf("analyze: %s on %lld devices, into %s\n", in.display, (long long)o.num_partitions,
@@ -234,7 +241,7 @@ const CliCommand cmd_analyze = {
     .name = "analyze",
     .usage = "IN.hlo [-n|--num-partitions N] --out DIR [--set KEY=VALUE]... [--trip-count NAME=N]... "
              "[--link-gbps G] [--latency-us L] [--mesh AXES] [--devices-per-node K --inter-node-gbps G] "
-             "[--top K]",
+             "[--top K] [--no-propagate]",
     .summary = "partition, trace, report and draw into one directory",
     .description =
         "Partitions IN.hlo with a trace and writes into DIR (created when missing):\n"
@@ -249,7 +256,7 @@ const CliCommand cmd_analyze = {
         "shardings, input already partitioned, custom calls partitioned by fallback, full\n"
         "rematerializations, opcodes without a handler) go to standard error, one line per\n"
         "kind; report.txt lists the first few of each and summary.json all of them.\n"
-        CLI_TRIP_COUNT_HELP,
+        CLI_TRIP_COUNT_HELP CLI_PROPAGATE_HELP,
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

@@ -5,12 +5,13 @@
  * unless every step succeeded. */
 #include "cli/cli_trace.h"
 #include "cli/cli_util.h"
+#include "propagate/prop.h"
 #include "hlo/hlo.h"
 #include "sharding/shd.h"
 #include "spmd/spmd.h"
 #include "trace/trace.h"
 
-enum { OPT_NUM_PARTITIONS, OPT_OUTPUT, OPT_TRACE, OPT_SET, OPT_TRIP_COUNT };
+enum { OPT_NUM_PARTITIONS, OPT_OUTPUT, OPT_TRACE, OPT_SET, OPT_TRIP_COUNT, OPT_NO_PROPAGATE };
 
 static const CliOpt k_opts[] = {
     {OPT_NUM_PARTITIONS, 'n', "num-partitions", "N",
@@ -20,6 +21,7 @@ static const CliOpt k_opts[] = {
     {OPT_TRACE,          0,   "trace",          "TRACE.db",  "append this run to a SQLite trace",    false},
     {OPT_SET,            0,   "set",            "KEY=VALUE", "set a partitioner option by its XLA name",            true },
     {OPT_TRIP_COUNT,     0,   "trip-count",     "NAME=N",    "while NAME of the input runs N times (for the trace)", true },
+    {OPT_NO_PROPAGATE,   0,   "no-propagate",   NULL,        "partition unannotated instructions as replicated (no sharding propagation first)", false},
 };
 
 static void
@@ -55,16 +57,22 @@ run(const CliArgs *a)
     CliOutput out;
     TraceTripCount *trips = NULL;
     uint32_t n_trips = 0;
+    PropResult prop;
+    bool propagated = false;
     int code;
     cli_output_init(&out, cli_args_value(a, OPT_OUTPUT), a->phases);
     if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err))
         code = cli_report(&err, &in);
-    else if ((code = cli_spmd_options(a, OPT_NUM_PARTITIONS, OPT_SET, &in, &o)) ==
+    else if ((code = cli_propagate_first(a, OPT_SET, !cli_args_has(a, OPT_NO_PROPAGATE), &in,
+                                         &prop, &propagated)) == CLI_EXIT_OK &&
+             (code = cli_spmd_options(a, OPT_NUM_PARTITIONS, OPT_SET, &in, &o)) ==
                  CLI_EXIT_OK &&
              (code = cli_trip_counts(a, OPT_TRIP_COUNT, in.module, &in.arena, &trips, &n_trips)) ==
-                 CLI_EXIT_OK)
+                 CLI_EXIT_OK) {
+        o.input_propagated = propagated;
         code = cli_partition_traced(&in, &o, cli_args_value(a, OPT_TRACE), trips, n_trips,
-                                    &out.text, NULL);
+                                    propagated ? &prop : NULL, &out.text, NULL);
+    }
     /* The text streams out only while printing, the last step; the file is committed only
      * when every step, the trace included, succeeded (else cli_output_fini removes it). */
     if (code == CLI_EXIT_OK)
@@ -77,7 +85,7 @@ run(const CliArgs *a)
 const CliCommand cmd_partition = {
     .name = "partition",
     .usage = "IN.hlo [-n|--num-partitions N] [-o|--output OUT.hlo] [--trace TRACE.db] "
-             "[--set KEY=VALUE]... [--trip-count NAME=N]...",
+             "[--set KEY=VALUE]... [--trip-count NAME=N]... [--no-propagate]",
     .summary = "partition a sharded module into its per-device module (GSPMD)",
     .description =
         "Parses and checks IN.hlo ('-' for standard input), checks that every sharding fits\n"
@@ -90,7 +98,7 @@ const CliCommand cmd_partition = {
         "support are named in the message (exit 3).\n"
         "--trace appends the run (every decision, reshard, collective and windowed loop)\n"
         "to a SQLite trace database, creating it when missing; a failed run leaves nothing\n"
-        "in it. report, explain, diff and viz read it.\n" CLI_TRIP_COUNT_HELP,
+        "in it. report, explain, diff and viz read it.\n" CLI_TRIP_COUNT_HELP CLI_PROPAGATE_HELP,
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

@@ -74,32 +74,6 @@ parse_sets(const CliArgs *a, PropOptions *o)
     return CLI_EXIT_OK;
 }
 
-/* Every propagated sharding's origin, as trace events. */
-static void
-emit_origins(TraceSink *sink, const IrModule *m, const PropResult *r)
-{
-    if (!sink->ops->origin)
-        return;
-    enum { MAX_PATH = 4096 };
-    const IrInstr **path = malloc(MAX_PATH * sizeof(*path));
-    if (!path)
-        return;
-    for (uint32_t c = 0; c < m->n_comps; c++)
-        for (uint32_t k = 0; k < m->comps[c]->n_instrs; k++) {
-            const IrInstr *i = m->comps[c]->instrs[k];
-            const PropOrigin *o = i->id < r->n_ids ? r->final_origin[i->id] : NULL;
-            if (!o)
-                continue;
-            TraceOrigin t = {i, o->sharding, prop_origin_source(o), path,
-                             prop_origin_path(o, path, MAX_PATH), prop_dir_name(o->dir),
-                             o->level, o->rule,
-                             o->replaced && o->candidate ? o->candidate : NULL,
-                             o->replaced && o->candidate ? o->replaced : NULL};
-            sink->ops->origin(sink, &t);
-        }
-    free(path);
-}
-
 /* --trace: the propagated module partitioned for N devices, recorded with the origins. */
 static int
 record_run(const CliArgs *a, CliInput *in, const PropOptions *po, const PropResult *r,
@@ -138,7 +112,7 @@ record_run(const CliArgs *a, CliInput *in, const PropOptions *po, const PropResu
         trace_db_begin_run(db, in->module, &info, &sink, &err)) {
         code = cli_report_at(&err, path);
     } else {
-        emit_origins(sink, in->module, r);
+        cli_emit_origins(sink, in->module, r);
         if (spmd_partition(in->module, &so, sink, &out_arena, &out, &err)) {
             trace_db_abort_run(db);
             code = cli_report(&err, in);
@@ -174,9 +148,9 @@ run(const CliArgs *a)
         code = cli_report(&err, &in);
     } else {
         PropResult r;
-        cli_phase_begin(a->phases, CLI_PHASE_PARTITION);
+        cli_phase_begin(a->phases, CLI_PHASE_PROPAGATE);
         SlStatus st = prop_run(in.module, &o, &in.arena, &r, &err);
-        cli_phase_end(a->phases, CLI_PHASE_PARTITION, 0);
+        cli_phase_end(a->phases, CLI_PHASE_PROPAGATE, 0);
         if (st) {
             if (!err.status)
                 sl_fail(&err, st, (SlSrcLoc){0}, "propagation failed");

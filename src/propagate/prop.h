@@ -30,6 +30,8 @@ void prop_options_init(PropOptions *o);
 /* Sets one option from "KEY=VALUE" text; SL_ERR_INVALID (message in err) for an unknown key
  * or a bad value. `execution_threads` is accepted and ignored (every computation runs). */
 SlStatus prop_options_set(PropOptions *o, const char *key, const char *value, SlError *err);
+/* `key` names one of the options above (partition's --set routes such keys here). */
+bool prop_options_has_key(const char *key);
 /* One line per option with its value ("is_spmd=false"), for help text. */
 void prop_options_print(const PropOptions *o, SlBuf *out);
 

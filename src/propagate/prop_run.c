@@ -59,6 +59,21 @@ parse_bools(const char *v, bool *out, uint32_t *n)
     return SL_OK;
 }
 
+bool
+prop_options_has_key(const char *key)
+{
+    static const char *const keys[] = {"is_spmd",
+                                       "propagate_metadata",
+                                       "cse_prevention_only",
+                                       "allow_spmd_sharding_propagation_to_output",
+                                       "allow_spmd_sharding_propagation_to_parameters",
+                                       "execution_threads"};
+    for (size_t k = 0; k < SL_COUNTOF(keys); k++)
+        if (!strcmp(key, keys[k]))
+            return true;
+    return false;
+}
+
 SlStatus
 prop_options_set(PropOptions *o, const char *key, const char *value, SlError *err)
 {

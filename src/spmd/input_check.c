@@ -58,32 +58,62 @@ is_unannotated(const IrInstr *hlo)
     return !s || s->kind == SHD_UNKNOWN;
 }
 
-/* A module with shardings on fewer than half its instructions has not been through sharding
- * propagation: the warning then says how to get the module XLA's partitioner sees. */
-static void
-check_annotated(SpmdCtx *cx)
+/* Instructions the partitioner reads (reducers, comparators and scatter/select functions
+ * left out) and how many of them carry no sharding; `applied` as mark_applied fills it. */
+static uint32_t
+count_unannotated(const IrModule *m, const bool *applied, uint32_t *total, const IrInstr **first)
 {
-    const IrModule *m = cx->in;
-    bool *applied = calloc(m->next_comp_id ? m->next_comp_id : 1, sizeof(bool));
-    if (!applied)
-        return;
-    mark_applied(m, applied);
-    uint32_t total = 0, missing = 0;
-    const IrInstr *first = NULL;
+    uint32_t missing = 0;
+    *total = 0;
+    if (first)
+        *first = NULL;
     for (uint32_t k = 0; k < m->n_comps; k++) {
         const IrComputation *c = m->comps[k];
         if (c->id < m->next_comp_id && applied[c->id])
             continue;
         for (uint32_t i = 0; i < c->n_instrs; i++) {
-            total++;
+            (*total)++;
             if (!is_unannotated(c->instrs[i]))
                 continue;
             missing++;
             /* the first in the entry computation, else the first anywhere */
-            if (!first || (c->is_entry && !first->parent->is_entry))
-                first = c->instrs[i];
+            if (first && (!*first || (c->is_entry && !(*first)->parent->is_entry)))
+                *first = c->instrs[i];
         }
     }
+    return missing;
+}
+
+uint32_t
+spmd_count_unannotated(const IrModule *m, uint32_t *total)
+{
+    *total = 0;
+    bool *applied = calloc(m->next_comp_id ? m->next_comp_id : 1, sizeof(bool));
+    if (!applied)
+        return 0;
+    mark_applied(m, applied);
+    uint32_t missing = count_unannotated(m, applied, total, NULL);
+    free(applied);
+    return missing;
+}
+
+/* A module with shardings on fewer than half its instructions has not been through sharding
+ * propagation: the warning then says how to get the module XLA's partitioner sees. After
+ * propagation (the CLI's default) what is left unannotated is what XLA leaves too: no
+ * warning then. */
+static void
+check_annotated(SpmdCtx *cx)
+{
+    const IrModule *m = cx->in;
+    if (cx->opts->input_propagated)
+        return;
+    bool *applied = calloc(m->next_comp_id ? m->next_comp_id : 1, sizeof(bool));
+    if (!applied)
+        return;
+    mark_applied(m, applied);
+    uint32_t total = 0;
+    const IrInstr *first = NULL;
+    uint32_t missing = count_unannotated(m, applied, &total, &first);
     if (!missing) {
         free(applied);
         return;
