@@ -22,7 +22,7 @@ cli_report_at(SlError *err, const char *path)
 {
     /* The file as the user named it; also, a location the trace layer set may point into a
      * connection it has already closed. */
-    if (path)
+    if (path && !(err->loc.path && strcmp(err->loc.path, SL_STDOUT_NAME) == 0))
         err->loc.path = path;
     return cli_report(err, NULL);
 }
