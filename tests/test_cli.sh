@@ -346,9 +346,12 @@ for limit in 1 40; do
     same "trace_fsize_$limit" "$TMP/fsize.err" "$TMP/full.db: error: creating the trace schema: File too large"
     ls "$TMP"/full.db* "$TMP"/full.hlo* >/dev/null 2>&1 && fail "trace over ulimit -f $limit: files left: $(ls "$TMP"/full.*)"
 done
-# A failed first run into a new trace leaves no file either.
-run trace_new_fail 2 partition "$TMP/shape.hlo" -n 4 --trace "$TMP/new.db"
-[ -e "$TMP/new.db" ] && fail "trace_new_fail: $TMP/new.db was left behind"
+# A first run into a new trace that fails while partitioning (after the trace was created)
+# leaves no file either.
+printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4,4] parameter(0), sharding={devices=[2,1]0,1}\n  ROOT r = f32[4,4] negate(p), sharding={manual}\n}\n' >"$TMP/manual.hlo"
+run trace_new_fail 3 partition "$TMP/manual.hlo" --trace "$TMP/new.db"
+has trace_new_fail "$TMP/trace_new_fail.err" "%r (negate): a sharded {devices=[2,1]0,1} value used as {manual}"
+ls "$TMP"/new.db* >/dev/null 2>&1 && fail "trace_new_fail: $(ls "$TMP"/new.db*) left behind"
 # A directory, a dropped table: named, never SQL.
 run trace_dir 2 report "$TMP"
 same trace_dir "$TMP/trace_dir.err" "$TMP: error: is a directory, not a trace database"
