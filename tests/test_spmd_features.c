@@ -478,6 +478,39 @@ test_maximal_outfeed_on_its_device(void **state)
     fx_done(&r);
 }
 
+/* An {unreduced} root with no reduction pending: XLA partitions it as replicated, so every
+ * device computes the whole value (a negate of replicated data; a dot whose operands are
+ * gathered because neither strategy on contracting dims applies), no all-reduce, and verify
+ * reads the whole value (it used to sum the four copies: four times too large). */
+static void
+test_unreduced_root_whole_value(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *body, *local;
+    } k_cases[] = {
+        {"negate", "  p = f32[8,6] parameter(0), sharding={replicated}\n"
+                   "  ROOT n = f32[8,6] negate(p), sharding={unreduced}\n",
+         "ROOT %n.1 = f32[8,6] negate(%p.1)"},
+        {"dot", "  p = f32[8,8] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+                "  q = f32[8,4] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+                "  ROOT d = f32[8,4] dot(p, q), lhs_contracting_dims={1}, "
+                "rhs_contracting_dims={0}, sharding={unreduced}\n",
+         "ROOT %d.1 = f32[8,4] dot(%all-gather, %all-gather.1)"},
+    };
+    for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i++) {
+        char text[1024];
+        snprintf(text, sizeof(text), "HloModule m, num_partitions=4\n\nENTRY e {\n%s}\n",
+                 k_cases[i].body);
+        SpmdRun r;
+        fx_run(&r, text, 4, 256);
+        if (fx_count(r.text.data, "all-reduce(") != 0 || !strstr(r.text.data, k_cases[i].local))
+            fail_msg("%s:\n%s", k_cases[i].name, r.text.data);
+        want_same_numbers(&r, 4);
+        fx_done(&r);
+    }
+}
+
 int
 main(void)
 {
@@ -490,6 +523,7 @@ main(void)
         cmocka_unit_test(test_ds_broadcast_options),
         cmocka_unit_test(test_unreduced_reduce_keeps_partials),
         cmocka_unit_test(test_pad_then_slice_merged),
+        cmocka_unit_test(test_unreduced_root_whole_value),
         cmocka_unit_test(test_call_cloned_per_sharding),
         cmocka_unit_test(test_manual_misuse_refused),
         cmocka_unit_test(test_manual_subgroup_parameter),
