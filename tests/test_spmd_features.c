@@ -511,6 +511,36 @@ test_unreduced_root_whole_value(void **state)
     }
 }
 
+/* An uneven infeed and an outfeed used as values: the infeed's data feeds the outfeed and the
+ * root, its tuple is returned whole, the outfeed's token joins an after-all. Each device
+ * receives and sends its own rows (3 and 2 of 5), and the values agree. */
+static void
+test_feeds_used_as_values(void **state)
+{
+    (void)state;
+    static const char k_text[] =
+        "HloModule m, num_partitions=2\n\n"
+        "ENTRY e {\n  tok = token[] after-all()\n"
+        "  in = (f32[5,4], token[]) infeed(tok), sharding={{devices=[2,1]0,1}, {maximal device=0}}\n"
+        "  x = f32[5,4] get-tuple-element(in), index=0, sharding={devices=[2,1]0,1}\n"
+        "  t2 = token[] get-tuple-element(in), index=1, sharding={maximal device=0}\n"
+        "  o = token[] outfeed(x, t2), outfeed_shape=f32[5,4], sharding={{devices=[2,1]0,1}, "
+        "{maximal device=0}}\n"
+        "  a = token[] after-all(o, tok)\n"
+        "  ROOT r = (f32[5,4], token[], (f32[5,4], token[])) tuple(x, a, in), "
+        "sharding={{devices=[2,1]0,1}, {maximal device=0}, {devices=[2,1]0,1}, {maximal device=0}}\n}\n";
+    SpmdRun r;
+    fx_run(&r, k_text, 2, 256);
+    fx_want(&r, "= (f32[3,4], token[]) infeed(");
+    fx_want(&r, "= (f32[2,4], token[]) infeed(");
+    fx_want(&r, "outfeed_shape=f32[3,4]");
+    fx_want(&r, "outfeed_shape=f32[2,4]");
+    fx_want(&r, "ROOT %r.1 = (f32[3,4], token[], (f32[3,4], token[])) tuple(%x.1, %a.1, %conditional)");
+    fx_want_no_collectives(&r);
+    want_same_numbers(&r, 2);
+    fx_done(&r);
+}
+
 int
 main(void)
 {
@@ -528,6 +558,7 @@ main(void)
         cmocka_unit_test(test_manual_misuse_refused),
         cmocka_unit_test(test_manual_subgroup_parameter),
         cmocka_unit_test(test_maximal_outfeed_on_its_device),
+        cmocka_unit_test(test_feeds_used_as_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
