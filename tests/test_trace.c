@@ -582,6 +582,20 @@ test_damaged_traces_named(void **state)
         assert_string_equal(err.loc.path, fx->path);
     }
 
+    /* A file that is not SQLite at all. */
+    {
+        FILE *f = fopen(fx->path, "w");
+        assert_non_null(f);
+        for (int k = 0; k < 40; k++)
+            fputs("not a database, ", f);
+        fclose(f);
+        SlError err = {0};
+        TraceDb *db = NULL;
+        assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_ERR_DB);
+        assert_null(db);
+        assert_string_equal(err.msg, "not a database: the file is not SQLite, so not a shardlens trace");
+    }
+
     /* A directory is not a trace, in either mode; nothing is created in it. */
     for (int mode = TRACE_DB_READ; mode <= TRACE_DB_APPEND; mode++) {
         SlError err = {0};

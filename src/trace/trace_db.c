@@ -37,6 +37,12 @@ trace_db_fail(TraceDb *db, int rc, const char *what, SlError *err)
     int sys = db && db->sql ? sqlite3_system_errno(db->sql) : 0;
     if ((rc & 0xff) == SQLITE_NOMEM)
         return sl_fail(err, SL_ERR_NOMEM, loc, "%s: out of memory", what);
+    if ((rc & 0xff) == SQLITE_NOTADB)
+        return sl_fail(err, SL_ERR_DB, loc, "not a database: the file is not SQLite, so not a "
+                                            "shardlens trace");
+    if ((rc & 0xff) == SQLITE_CORRUPT)
+        return sl_fail(err, SL_ERR_DB, loc, "%s: the trace database is damaged (truncated or "
+                                            "overwritten)", what);
     if ((rc & 0xff) == SQLITE_FULL)
         return sl_fail(err, SL_ERR_IO, loc, "%s: the disk is full", what);
     if (((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CANTOPEN) && sys)
