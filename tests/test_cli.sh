@@ -350,7 +350,7 @@ done
 # leaves no file either.
 printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4,4] parameter(0), sharding={devices=[2,1]0,1}\n  ROOT r = f32[4,4] negate(p), sharding={manual}\n}\n' >"$TMP/manual.hlo"
 run trace_new_fail 3 partition "$TMP/manual.hlo" --trace "$TMP/new.db"
-has trace_new_fail "$TMP/trace_new_fail.err" "%r (negate): a sharded {devices=[2,1]0,1} value used as {manual}"
+has trace_new_fail "$TMP/trace_new_fail.err" "$TMP/manual.hlo:5:3: error: %r (negate): a sharded {devices=[2,1]0,1} value used as {manual}"
 ls "$TMP"/new.db* >/dev/null 2>&1 && fail "trace_new_fail: $(ls "$TMP"/new.db*) left behind"
 # A directory, a dropped table: named, never SQL.
 run trace_dir 2 report "$TMP"

@@ -142,6 +142,8 @@ partition_checked(CliInput *in, const SpmdOptions *o, TraceSink *sink, SlArena *
     cli_phase_begin(in->phases, CLI_PHASE_PARTITION);
     SlStatus st = spmd_partition(in->module, o, sink, out_arena, out, &err);
     cli_phase_end(in->phases, CLI_PHASE_PARTITION, 0);
+    if (st && !err.loc.path && err.loc.line)
+        err.loc.path = in->display; /* the partitioner locates the instruction in the input */
     if (st)
         return cli_report(&err, in);
     double t1 = now_ms();
