@@ -1,5 +1,6 @@
 /* test_base.c - arenas, interning, buffers, the u64 map and error recording. */
 #include <fcntl.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -589,6 +591,129 @@ test_file_text_truncated_while_read(void **state)
     unlink(path);
 }
 
+/* A run ended by SIGTERM or SIGINT while writing removes its temporaries (an SlOutFile's and
+ * one registered by hand, as analyze registers its trace) and still dies of the signal. */
+static void
+test_tmp_removed_on_signal(void **state)
+{
+    (void)state;
+    static const int k_sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < SL_COUNTOF(k_sigs); i++) {
+        char dir[] = "/tmp/shardlens_test_sigXXXXXX";
+        assert_non_null(mkdtemp(dir));
+        char out[64], mine[64];
+        snprintf(out, sizeof(out), "%s/out.hlo", dir);
+        snprintf(mine, sizeof(mine), "%s/.trace.db.tmp.x", dir);
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            signal(k_sigs[i], SIG_DFL); /* whatever the test runner set */
+            SlOutFile o;
+            if (sl_out_open(&o, out) != SL_OK || sl_out_write(&o, "partial", 7) != SL_OK)
+                _exit(11);
+            FILE *f = fopen(mine, "w");
+            if (!f || !sl_tmp_register(mine))
+                _exit(12);
+            fclose(f);
+            raise(k_sigs[i]);
+            _exit(13);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), k_sigs[i]);
+        char tmp[96];
+        snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", out, (long)pid);
+        struct stat st;
+        assert_int_not_equal(stat(tmp, &st), 0);
+        assert_int_not_equal(stat(mine, &st), 0);
+        assert_int_not_equal(stat(out, &st), 0);
+        assert_int_equal(rmdir(dir), 0); /* nothing else was left in it */
+    }
+}
+
+/* The pid of a process that has exited. */
+static long
+dead_pid(void)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return (long)pid;
+}
+
+static void
+touch(const char *path, time_t age_s)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("old", f);
+    fclose(f);
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= age_s;
+    t[1] = t[0];
+    assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+/* Opening an output sweeps what killed runs left beside it, and only that. */
+static void
+test_tmp_sweep_only_stale_ours(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/shardlens_test_sweepXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    long dead = dead_pid();
+    char out[64];
+    snprintf(out, sizeof(out), "%s/out.hlo", dir);
+    static const struct {
+        const char *mid, *tail; /* the name: output, mid, a pid, tail */
+        bool alive;      /* the pid is ours (a live process) instead of a dead one */
+        time_t age_s;
+        bool swept;
+    } k_files[] = {
+        {".tmp.", "",         false, 3600, true },
+        {".tmp.", "-journal", false, 3600, true }, /* SQLite's, beside a temporary trace */
+        {".tmp.", "",         true,  3600, false}, /* its process still runs */
+        {".tmp.", ".bak",     false, 3600, false}, /* not a name we make */
+        {".tmp.", "-wal2",    false, 3600, false},
+        {".old.", "",         false, 3600, false},
+    };
+    char names[SL_COUNTOF(k_files)][128];
+    for (size_t k = 0; k < SL_COUNTOF(k_files); k++) {
+        snprintf(names[k], sizeof(names[k]), "%s%s%ld%s", out, k_files[k].mid,
+                 k_files[k].alive ? (long)getppid() : dead, k_files[k].tail);
+        touch(names[k], k_files[k].age_s);
+    }
+    /* Written within the last minute: maybe a live process elsewhere; left alone. */
+    char young[128];
+    snprintf(young, sizeof(young), "%s.tmp.%ld", out, dead + 1);
+    touch(young, 0);
+    bool young_dead = kill((pid_t)(dead + 1), 0) != 0;
+
+    SlError err = {0};
+    assert_int_equal(sl_file_write_atomic(out, "new", 3, &err), SL_OK);
+    struct stat st;
+    for (size_t k = 0; k < SL_COUNTOF(k_files); k++) {
+        bool there = stat(names[k], &st) == 0;
+        if (there == k_files[k].swept)
+            fail_msg("%s: %s", names[k], there ? "not swept" : "swept");
+        unlink(names[k]);
+    }
+    if (young_dead)
+        assert_int_equal(stat(young, &st), 0);
+    unlink(young);
+    assert_int_equal(stat(out, &st), 0);
+    assert_int_equal(st.st_size, 3);
+    unlink(out);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int
 main(void)
 {
@@ -609,6 +734,8 @@ main(void)
         cmocka_unit_test(test_out_file_commit_and_abort),
         cmocka_unit_test(test_file_text_mapped_and_released),
         cmocka_unit_test(test_file_text_truncated_while_read),
+        cmocka_unit_test(test_tmp_removed_on_signal),
+        cmocka_unit_test(test_tmp_sweep_only_stale_ours),
         cmocka_unit_test(test_arena_extend_in_place),
         cmocka_unit_test(test_arena_big_chunks),
         cmocka_unit_test(test_arena_release_reuses_chunk),

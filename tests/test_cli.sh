@@ -540,6 +540,53 @@ has propagate_explain "$TMP/propagate_explain.out" 'origin: %maximum.7 got {devi
 run propagate_bad_set 2 propagate "$TMP/bare.hlo" --set is_spmd=perhaps
 has propagate_bad_set "$TMP/propagate_bad_set.err" "bad value 'perhaps' for option is_spmd"
 run propagate_unknown_set 2 propagate "$TMP/bare.hlo" --set no_such=true
+# ---- output and trace I/O failures: named, exit 2, nothing new left behind ------------------
+# A full standard output is an error with its reason, for every command that prints.
+i=0
+for cmd in "check $SAMPLE" "print $SAMPLE" "report $TMP/t.db" "--help" "check --help" "--version"; do
+    rc=0
+    i=$((i + 1))
+    # shellcheck disable=SC2086 # word splitting wanted
+    "$BIN" $cmd >/dev/full 2>"$TMP/full.err" || rc=$?
+    [ "$rc" = 2 ] || fail "stdout full ($cmd): exit $rc, want 2"
+    same "stdout_full_$i" "$TMP/full.err" "<stdout>: error: cannot write: No space left on device"
+done
+# A trace that cannot be written (a file size limit; SIGXFSZ ignored so the write fails):
+# the reason, exit 2, and no new file or journal.
+for limit in 1 40; do
+    rc=0
+    (trap '' XFSZ; ulimit -f "$limit"; exec "$BIN" partition "$SAMPLE" --no-propagate --trace "$TMP/full.db" \
+        -o "$TMP/full.hlo") 2>"$TMP/fsize.err" || rc=$?
+    [ "$rc" = 2 ] || fail "trace over ulimit -f $limit: exit $rc, want 2"
+    same "trace_fsize_$limit" "$TMP/fsize.err" "$TMP/full.db: error: creating the trace schema: File too large"
+    ls "$TMP"/full.db* "$TMP"/full.hlo* >/dev/null 2>&1 && fail "trace over ulimit -f $limit: files left: $(ls "$TMP"/full.*)"
+done
+# A first run into a new trace that fails while partitioning (after the trace was created)
+# leaves no file either.
+printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4,4] parameter(0), sharding={devices=[2,1]0,1}\n  ROOT r = f32[4,4] negate(p), sharding={manual}\n}\n' >"$TMP/manual.hlo"
+run trace_new_fail 3 partition "$TMP/manual.hlo" --trace "$TMP/new.db"
+has trace_new_fail "$TMP/trace_new_fail.err" "$TMP/manual.hlo:5:3: error: %r (negate): a sharded {devices=[2,1]0,1} value used as {manual}"
+ls "$TMP"/new.db* >/dev/null 2>&1 && fail "trace_new_fail: $(ls "$TMP"/new.db*) left behind"
+# A directory, a dropped table: named, never SQL.
+run trace_dir 2 report "$TMP"
+same trace_dir "$TMP/trace_dir.err" "$TMP: error: is a directory, not a trace database"
+run trace_dir_append 2 partition "$SAMPLE" --no-propagate --trace "$TMP" -o "$TMP/dir.hlo"
+same trace_dir_append "$TMP/trace_dir_append.err" "$TMP: error: is a directory, not a trace database"
+cp "$TMP/t.db" "$TMP/dropped.db"
+python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("DROP TABLE run_option"); c.commit()' "$TMP/dropped.db"
+run trace_dropped 2 report "$TMP/dropped.db"
+same trace_dropped "$TMP/trace_dropped.err" "$TMP/dropped.db: error: table run_option is missing: not a shardlens trace, or from an older version"
+# Temporaries that a killed run left beside an output are swept when it is written again;
+# a live process's and names we do not make stay.
+sh -c 'exit 0' & dead=$!; wait "$dead" || true
+for f in "out.hlo.tmp.$dead" "out.hlo.tmp.$$" "out.hlo.tmp.$dead.keep"; do
+    echo old >"$TMP/$f"
+    touch -d '2 hours ago' "$TMP/$f"
+done
+run sweep 0 partition "$SAMPLE" -o "$TMP/out.hlo"
+[ -e "$TMP/out.hlo.tmp.$dead" ] && fail "sweep: stale out.hlo.tmp.$dead left"
+[ -e "$TMP/out.hlo.tmp.$$" ] || fail "sweep: a live process's temporary was removed"
+[ -e "$TMP/out.hlo.tmp.$dead.keep" ] || fail "sweep: a file we do not name was removed"
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures CLI check(s) failed" >&2

@@ -192,8 +192,19 @@ test_schema_created_and_version_checked(void **state)
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_ERR_IO);
     assert_null(db);
 
+    /* A new file that ends up holding no run is removed again on close, with SQLite's side
+     * files: a failed first --trace leaves nothing behind. */
     err = (SlError){0};
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    assert_int_equal(access(fx->path, F_OK), 0);
+    trace_db_close(db);
+    assert_int_not_equal(access(fx->path, F_OK), 0);
+    char side[128];
+    snprintf(side, sizeof(side), "%s-journal", fx->path);
+    assert_int_not_equal(access(side, F_OK), 0);
+
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    write_dot_run(fx, db);
     trace_db_close(db);
     sqlite3 *raw = sql_open(fx->path);
     assert_int_equal(sql_int(raw, "PRAGMA user_version"), trace_db_schema_version());
@@ -521,6 +532,87 @@ test_failed_run_leaves_no_rows(void **state)
     assert_int_equal(sqlite3_close(raw), SQLITE_OK);
     ir_module_fini(in);
     ir_module_fini(out);
+}
+
+/* ---- damaged traces: named, never the raw SQL ---- */
+
+static void
+test_damaged_traces_named(void **state)
+{
+    TraceFx *fx = *state;
+    static const struct {
+        const char *sql;
+        bool at_open; /* refused by trace_db_open, else by trace_run_load */
+        const char *msg;
+    } k_cases[] = {
+        {"DROP TABLE run_option", true,
+         "table run_option is missing: not a shardlens trace, or from an older version"},
+        {"DROP VIEW device_traffic", true,
+         "view device_traffic is missing: not a shardlens trace, or from an older version"},
+        {"ALTER TABLE decision DROP COLUMN reason", true,
+         "table decision has no column reason: not a shardlens trace, or from an older "
+         "version"},
+        {"UPDATE run SET num_partitions = 2147483648", false,
+         "run 1: run.num_partitions is 2147483648, outside 1..65536 (shardlens handles at "
+         "most 65536 devices)"},
+        {"UPDATE collective SET group_size = 2147483648", false,
+         "run 1: collective.group_size is 2147483648, outside 0..2 (bounded by the run's "
+         "num_partitions)"},
+        {"UPDATE collective SET n_groups = 4294967296", false,
+         "run 1: collective.n_groups is 4294967296, outside 0..2 (bounded by the run's "
+         "num_partitions)"},
+        {"UPDATE collective_group SET device = -1", false,
+         "run 1: collective_group.device is -1, outside 0..1 (bounded by the run's "
+         "num_partitions)"},
+    };
+    for (size_t k = 0; k < SL_COUNTOF(k_cases); k++) {
+        unlink(fx->path);
+        SlError err = {0};
+        TraceDb *db = NULL;
+        assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+        write_dot_run(fx, db);
+        trace_db_close(db);
+        sqlite3 *raw = sql_open(fx->path);
+        if (sqlite3_exec(raw, k_cases[k].sql, NULL, NULL, NULL) != SQLITE_OK)
+            fail_msg("%s: %s", k_cases[k].sql, sqlite3_errmsg(raw));
+        assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+        SlStatus st = trace_db_open(fx->path, TRACE_DB_READ, &db, &err);
+        if (!k_cases[k].at_open) {
+            assert_int_equal(st, SL_OK);
+            const TraceRun *run = NULL;
+            st = trace_run_load(db, 0, &fx->arena, &run, &err);
+            assert_null(run);
+            trace_db_close(db);
+        } else {
+            assert_null(db);
+        }
+        assert_int_equal(st, SL_ERR_DB);
+        assert_string_equal(err.msg, k_cases[k].msg);
+        assert_string_equal(err.loc.path, fx->path);
+    }
+
+    /* A file that is not SQLite at all. */
+    {
+        FILE *f = fopen(fx->path, "w");
+        assert_non_null(f);
+        for (int k = 0; k < 40; k++)
+            fputs("not a database, ", f);
+        fclose(f);
+        SlError err = {0};
+        TraceDb *db = NULL;
+        assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_ERR_DB);
+        assert_null(db);
+        assert_string_equal(err.msg, "not a database: the file is not SQLite, so not a shardlens trace");
+    }
+
+    /* A directory is not a trace, in either mode; nothing is created in it. */
+    for (int mode = TRACE_DB_READ; mode <= TRACE_DB_APPEND; mode++) {
+        SlError err = {0};
+        TraceDb *db = NULL;
+        assert_int_equal(trace_db_open(fx->dir, (TraceDbMode)mode, &db, &err), SL_ERR_IO);
+        assert_null(db);
+        assert_string_equal(err.msg, "is a directory, not a trace database");
+    }
 }
 
 /* ---- two processes appending at once ---- */
@@ -1605,6 +1697,7 @@ main(void)
                                         tfx_teardown),
         cmocka_unit_test_setup_teardown(test_run_rows, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_failed_run_leaves_no_rows, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_damaged_traces_named, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_locked_database_fails_cleanly, tfx_setup,
                                         tfx_teardown),
         cmocka_unit_test_setup_teardown(test_two_concurrent_writers, tfx_setup, tfx_teardown),

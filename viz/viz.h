@@ -34,6 +34,10 @@ SlStatus viz_renderer_new(VizRenderer **out, SlError *err);
 void viz_renderer_free(VizRenderer *r); /* NULL is fine */
 SlStatus viz_render_with(VizRenderer *r, const TraceRun *run, const VizOptions *o,
                          const char *path, SlBuf *note, SlError *err);
+/* Lays out DOT text with dot and renders it as `format` ("svg", "png") to `path` (atomically);
+ * viz_render_with is this after viz_dot_text. */
+SlStatus viz_render_dot(VizRenderer *r, const SlBuf *dot, const char *format, const char *path,
+                        SlError *err);
 /* The DOT text of one view (what VIZ_DOT writes), for tests and golden files. */
 SlStatus viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note,
                       SlError *err);

@@ -4,6 +4,8 @@
  * Does not own: graph content (viz_graph.c, viz_collapse.c).
  * Invariant: the DOT text is built first and is what gets laid out, so a picture and its DOT
  * text always agree; files are written atomically. */
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -310,27 +312,133 @@ viz_renderer_free(VizRenderer *r)
     free(r);
 }
 
-static SlStatus
-render(GVC_t *gvc, const SlBuf *dot, const char *format, const char *path, SlError *err)
+/* Object ids in creation order. cgraph's default id discipline uses the address of a name's
+ * string as its id, and it keeps subgraphs ordered by id: dot then lays out and draws the
+ * clusters in an order that depends on the heap, and the SVG changed from run to run while
+ * the DOT text did not. This discipline maps no names itself (cgraph then keeps them in its
+ * own name map) and hands out ids from a counter, so clusters come in the order of the text.
+ * Ids are odd, as cgraph's own anonymous ids are. */
+typedef struct IdState {
+    IDTYPE next;
+} IdState;
+
+static void *
+id_open(Agraph_t *g, Agdisc_t *disc)
+{
+    (void)g;
+    (void)disc;
+    IdState *s = calloc(1, sizeof(*s));
+    if (s)
+        s->next = 1;
+    return s;
+}
+
+static long
+id_map(void *state, int objtype, char *str, IDTYPE *id, int createflag)
+{
+    (void)objtype;
+    IdState *s = state;
+    if (str || !createflag || !s)
+        return 0; /* names: cgraph's internal map; lookups of unknown ids fail */
+    *id = s->next;
+    s->next += 2;
+    return 1;
+}
+
+static long
+id_alloc(void *state, int objtype, IDTYPE id)
+{
+    (void)state;
+    (void)objtype;
+    (void)id;
+    return 0; /* no caller-chosen ids */
+}
+
+static void
+id_free(void *state, int objtype, IDTYPE id)
+{
+    (void)state;
+    (void)objtype;
+    (void)id;
+}
+
+static char *
+id_print(void *state, int objtype, IDTYPE id)
+{
+    (void)state;
+    (void)objtype;
+    (void)id;
+    return NULL; /* every name is in cgraph's internal map */
+}
+
+static void
+id_close(void *state)
+{
+    free(state);
+}
+
+static void
+id_register(void *state, int objtype, void *obj)
+{
+    (void)state;
+    (void)objtype;
+    (void)obj;
+}
+
+static Agiddisc_t seq_id_disc = {id_open, id_map, id_alloc, id_free, id_print, id_close,
+                                 id_register};
+
+/* Reads our DOT text with seq_id_disc (agmemread would use the default ids). */
+static Agraph_t *
+read_dot(const SlBuf *dot)
+{
+    FILE *f = fmemopen(dot->data, dot->len, "r");
+    if (!f)
+        return NULL;
+    Agdisc_t disc = {&AgMemDisc, &seq_id_disc, &AgIoDisc};
+    Agraph_t *g = agread(f, &disc);
+    fclose(f);
+    return g;
+}
+
+/* Graphviz 2.42's dot makes room for the label of a flat edge (both ends on one rank) by
+ * reallocating that rank's node array, while the clusters on the rank still hold the old
+ * array; gvFreeLayout then frees it a second time ("free(): double free detected", issue 18).
+ * For such a layout we skip gvFreeLayout and let the layout's memory go (agclose still frees
+ * the graph; the process renders a handful of diagrams at most). */
+static bool
+has_labelled_flat_edge(Agraph_t *g)
+{
+    for (Agnode_t *n = agfstnode(g); n; n = agnxtnode(g, n))
+        for (Agedge_t *e = agfstout(g, n); e; e = agnxtout(g, e))
+            if (ED_label(e) && ND_rank(agtail(e)) == ND_rank(aghead(e)))
+                return true;
+    return false;
+}
+
+SlStatus
+viz_render_dot(VizRenderer *r, const SlBuf *dot, const char *format, const char *path,
+               SlError *err)
 {
     SlSrcLoc at = {path, 0, 0};
-    Agraph_t *g = agmemread(dot->data);
+    Agraph_t *g = dot->data ? read_dot(dot) : NULL;
     if (!g)
         return sl_fail(err, SL_ERR_INTERNAL, at, "graphviz could not read our DOT text: %s",
                        aglasterr() ? aglasterr() : "no message");
     char *data = NULL;
     unsigned int len = 0;
     SlStatus st = SL_OK;
-    if (gvLayout(gvc, g, "dot") != 0) {
+    if (gvLayout(r->gvc, g, "dot") != 0) {
         st = sl_fail(err, SL_ERR_IO, at, "graphviz: layout failed (is the dot plugin installed?)");
     } else {
-        if (gvRenderData(gvc, g, format, &data, &len) != 0 || !data)
+        if (gvRenderData(r->gvc, g, format, &data, &len) != 0 || !data)
             st =
                 sl_fail(err, SL_ERR_IO, at, "graphviz: cannot render %s (plugin missing?)", format);
         else
             st = sl_file_write_atomic(path, data, len, err);
         gvFreeRenderData(data);
-        gvFreeLayout(gvc, g);
+        if (!has_labelled_flat_edge(g))
+            gvFreeLayout(r->gvc, g);
     }
     agclose(g);
     return st;
@@ -346,7 +454,7 @@ viz_render_with(VizRenderer *r, const TraceRun *run, const VizOptions *o, const 
     if (!st && o->format == VIZ_DOT)
         st = sl_file_write_atomic(path, dot.data, dot.len, err);
     else if (!st)
-        st = render(r->gvc, &dot, o->format == VIZ_PNG ? "png" : "svg", path, err);
+        st = viz_render_dot(r, &dot, o->format == VIZ_PNG ? "png" : "svg", path, err);
     sl_buf_fini(&dot);
     return st;
 }

@@ -23,7 +23,7 @@ cli_report_at(SlError *err, const char *path)
 {
     /* The file as the user named it; also, a location the trace layer set may point into a
      * connection it has already closed. */
-    if (path)
+    if (path && !(err->loc.path && strcmp(err->loc.path, SL_STDOUT_NAME) == 0))
         err->loc.path = path;
     return cli_report(err, NULL);
 }
@@ -253,6 +253,8 @@ partition_checked(CliInput *in, const SpmdOptions *o, TraceSink *sink, SlArena *
     cli_phase_begin(in->phases, CLI_PHASE_PARTITION);
     SlStatus st = spmd_partition(in->module, o, sink, out_arena, out, &err);
     cli_phase_end(in->phases, CLI_PHASE_PARTITION, 0);
+    if (st && !err.loc.path && err.loc.line)
+        err.loc.path = in->display; /* the partitioner locates the instruction in the input */
     if (st)
         return cli_report(&err, in);
     double t1 = now_ms();

@@ -325,10 +325,14 @@ print_caret(SlStr text, uint32_t line, uint32_t col)
     fputs("^\n", stderr);
 }
 
+static bool g_stdout_reported; /* cli_report named SL_STDOUT_NAME (cli_stdout_close) */
+
 int
 cli_report(const SlError *err, const CliInput *in)
 {
     const SlSrcLoc *l = &err->loc;
+    if (l->path && strcmp(l->path, SL_STDOUT_NAME) == 0)
+        g_stdout_reported = true;
     const char *what = err->status == SL_ERR_INTERNAL ? "internal error (a shardlens bug): " : "";
     if (l->path && l->line && l->col)
         fprintf(stderr, "%s:%u:%u: error: %s%s\n", l->path, l->line, l->col, what, err->msg);
@@ -497,4 +501,20 @@ cli_check_shardings(const IrModule *m, const char *path, int64_t n, SlError *err
         }
     }
     return SL_OK;
+}
+
+int
+cli_stdout_close(int code)
+{
+    errno = 0;
+    bool failed = fflush(stdout) != 0;
+    int e = errno;
+    failed = ferror(stdout) || failed;
+    if (!failed)
+        return code;
+    if (!g_stdout_reported)
+        fprintf(stderr, "%s: error: cannot write%s%s\n", SL_STDOUT_NAME, e ? ": " : "",
+                e ? strerror(e) : "");
+    g_stdout_reported = true;
+    return CLI_EXIT_BAD_INPUT;
 }

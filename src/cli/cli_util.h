@@ -131,6 +131,10 @@ void cli_input_fini(CliInput *in);
 SlStatus cli_input_check(CliInput *in, SlError *err);
 
 int cli_exit_code(SlStatus st);
+/* Flushes standard output at the end of a run: when anything written there was lost (a full
+ * disk, a closed descriptor), says so once ("<stdout>: error: cannot write: ...", unless a
+ * diagnostic already named it) and returns CLI_EXIT_BAD_INPUT; else returns `code`. */
+int cli_stdout_close(int code);
 /* Prints `FILE:LINE:COL: error: MESSAGE`, then the source line and a caret when the location
  * is in `in` (may be NULL), and returns the exit code for err->status. */
 int cli_report(const SlError *err, const CliInput *in);

@@ -55,6 +55,7 @@ make_dir(const char *dir, SlError *err)
 
 typedef struct Paths {
     char hlo[4096], trace[4096], trace_tmp[4096], json[4096], text[4096], before[4096], after[4096];
+    char trace_journal[4200], tmp_prefix[4096];
 } Paths;
 
 static bool
@@ -71,7 +72,9 @@ make_paths(Paths *p, const char *dir)
 {
     char tmp[64];
     snprintf(tmp, sizeof(tmp), ".trace.db.tmp.%ld", (long)getpid());
-    return join(p->hlo, sizeof(p->hlo), dir, "partitioned.hlo") &&
+    snprintf(p->trace_journal, sizeof(p->trace_journal), "%s", "");
+    return join(p->tmp_prefix, sizeof(p->tmp_prefix), dir, ".trace.db.tmp.") &&
+           join(p->hlo, sizeof(p->hlo), dir, "partitioned.hlo") &&
            join(p->trace, sizeof(p->trace), dir, "trace.db") &&
            join(p->trace_tmp, sizeof(p->trace_tmp), dir, tmp) &&
            join(p->json, sizeof(p->json), dir, "summary.json") &&
@@ -213,6 +216,11 @@ run(const CliArgs *a)
     if (code == CLI_EXIT_OK && make_dir(dir, &err))
         code = cli_report(&err, NULL);
     if (code == CLI_EXIT_OK) {
+        /* Killed runs' temporaries are swept; ours go if this run is interrupted. */
+        sl_tmp_sweep(p.tmp_prefix);
+        snprintf(p.trace_journal, sizeof(p.trace_journal), "%s-journal", p.trace_tmp);
+        sl_tmp_register(p.trace_tmp);
+        sl_tmp_register(p.trace_journal);
         remove_db(p.trace_tmp);
         code = cli_partition_traced(&in, &o, p.trace_tmp, trips, n_trips, propagated ? &prop : NULL,
                                     &hlo, NULL);
@@ -230,6 +238,8 @@ run(const CliArgs *a)
         printf("  %s\n", p.trace);
     }
     remove_db(p.trace_tmp);
+    sl_tmp_unregister(p.trace_tmp);
+    sl_tmp_unregister(p.trace_journal);
     if (code == CLI_EXIT_OK)
         code = report_all(&p, &ro);
     sl_buf_fini(&hlo);

@@ -66,8 +66,7 @@ run(const CliArgs *a)
     } else {
         printf("%s: ok: %u computations, %u instructions, %u sharded, num_partitions=%lld%s\n",
                in.display, m->n_comps, c.instrs, c.sharded, (long long)n, how);
-        if (fflush(stdout) != 0)
-            code = CLI_EXIT_BAD_INPUT;
+        code = cli_stdout_close(code);
     }
     cli_input_fini(&in);
     return code;

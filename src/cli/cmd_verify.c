@@ -97,7 +97,7 @@ print_result(const CliInput *in, const SimVerifyReport *r, int64_t n, const SimV
            ", max error %.3g)\n",
            in->display, r->n_outputs, r->n_outputs == 1 ? "" : "s", n, r->trials_run,
            r->trials_run == 1 ? "" : "s", o->seed, r->max_abs_err);
-    return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
+    return cli_stdout_close(CLI_EXIT_OK);
 }
 
 /* Gets the partitioned module: P.hlo when given, else our partitioner's output. */

@@ -250,10 +250,10 @@ visit(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     return st == SL_OK ? spmd_record_origin(cx, hlo, err) : st;
 }
 
-SlStatus
-spmd_partition_computation(SpmdCtx *cx, const IrComputation *c,
-                           const ShdSharding *const *param_shardings, uint32_t n_params,
-                           const ShdSharding *root_sharding, IrComputation **out, SlError *err)
+static SlStatus
+partition_as(SpmdCtx *cx, const IrComputation *c, SlSym name,
+             const ShdSharding *const *param_shardings, uint32_t n_params,
+             const ShdSharding *root_sharding, IrComputation **out, SlError *err)
 {
     if (cx->depth > 64)
         return spmd_fail(cx, err, SL_ERR_UNSUPPORTED, "computations nested too deeply");
@@ -261,7 +261,7 @@ spmd_partition_computation(SpmdCtx *cx, const IrComputation *c,
     const IrInstr *saved_visiting = cx->visiting;
     const ShdSharding *const *saved_ps = cx->param_shardings;
     uint32_t saved_nps = cx->n_param_shardings;
-    IrComputation *oc = ir_computation_new(cx->out, c->name);
+    IrComputation *oc = ir_computation_new(cx->out, name);
     if (!oc)
         return spmd_nomem(cx, err);
     oc->execution_thread = c->execution_thread;
@@ -303,6 +303,66 @@ spmd_partition_computation(SpmdCtx *cx, const IrComputation *c,
     if (ir_module_add_computation(cx->out, oc) != SL_OK)
         return spmd_nomem(cx, err);
     *out = oc;
+    return SL_OK;
+}
+
+SlStatus
+spmd_partition_computation(SpmdCtx *cx, const IrComputation *c,
+                           const ShdSharding *const *param_shardings, uint32_t n_params,
+                           const ShdSharding *root_sharding, IrComputation **out, SlError *err)
+{
+    return partition_as(cx, c, c->name, param_shardings, n_params, root_sharding, out, err);
+}
+
+typedef struct SpmdCompVariant {
+    const IrComputation *src;
+    const ShdSharding *const *ps; /* n_params of them; an entry may be NULL (its own) */
+    uint32_t n_params;
+    const ShdSharding *root; /* NULL: the root's own */
+    IrComputation *out;
+    struct SpmdCompVariant *next;
+} SpmdCompVariant;
+
+static bool
+same_or_null(const ShdSharding *a, const ShdSharding *b)
+{
+    return a == b || (a && b && shd_equal(a, b));
+}
+
+SlStatus
+spmd_partition_called(SpmdCtx *cx, const IrComputation *c,
+                      const ShdSharding *const *param_shardings, uint32_t n_params,
+                      const ShdSharding *root_sharding, SlError *err)
+{
+    bool seen = false;
+    for (SpmdCompVariant *v = cx->variants; v; v = v->next) {
+        if (v->src != c)
+            continue;
+        seen = true;
+        bool same = v->n_params == n_params && same_or_null(v->root, root_sharding);
+        for (uint32_t k = 0; same && k < n_params; k++)
+            same = same_or_null(v->ps[k], param_shardings[k]);
+        if (same) {
+            sl_map_put(&cx->comp_map, SL_MAP_KEY(c), SL_MAP_KEY(v->out));
+            return SL_OK;
+        }
+    }
+    SpmdCompVariant *v = SL_NEW(cx->arena, SpmdCompVariant);
+    const ShdSharding **ps = SL_NEW_ARRAY(cx->arena, const ShdSharding *, n_params ? n_params : 1);
+    if (!v || !ps)
+        return spmd_nomem(cx, err);
+    for (uint32_t k = 0; k < n_params; k++)
+        ps[k] = param_shardings[k];
+    SlSym name = seen ? spmd_unique_name(cx, sl_sym_str(c->name)) : c->name;
+    if (!name)
+        return spmd_nomem(cx, err);
+    IrComputation *oc = NULL;
+    SlStatus st = partition_as(cx, c, name, ps, n_params, root_sharding, &oc, err);
+    if (st != SL_OK)
+        return st;
+    *v = (SpmdCompVariant){c, ps, n_params, root_sharding, oc, cx->variants};
+    cx->variants = v;
+    sl_map_put(&cx->comp_map, SL_MAP_KEY(c), SL_MAP_KEY(oc));
     return SL_OK;
 }
 

@@ -113,6 +113,8 @@ struct SpmdCtx {
     const IrInstr *visiting;      /* the source instruction being partitioned ("derived-from") */
     IrComputation *comp;          /* the output computation being built */
     SlMap comp_map;               /* source IrComputation* -> output IrComputation* */
+    struct SpmdCompVariant *variants; /* called computations partitioned so far, one per
+                                       * distinct (parameter, root) shardings */
     SlMap reshard_cache;          /* local IrInstr* -> SpmdCacheEntry* chain */
     uint64_t *bcast_dims;         /* by output instruction id: broadcast dims mask | known flag
                                    * (heap, grown with the output; 0 = no entry) */
@@ -410,5 +412,14 @@ SlStatus spmd_partition_computation(SpmdCtx *cx, const IrComputation *c,
                                     const ShdSharding *const *param_shardings, uint32_t n_params,
                                     const ShdSharding *root_sharding, IrComputation **out,
                                     SlError *err);
+/* The same for a computation a call, while or conditional calls: once per distinct set of
+ * shardings. A computation called again with the shardings of an earlier call site reuses that
+ * partitioned computation; with other shardings it is partitioned again into a clone with a
+ * new name (XLA's partitioner flattens the call graph the same way: every partitioned
+ * computation has one meaning). comp_map then names the variant chosen, for the caller's
+ * emit. */
+SlStatus spmd_partition_called(SpmdCtx *cx, const IrComputation *c,
+                               const ShdSharding *const *param_shardings, uint32_t n_params,
+                               const ShdSharding *root_sharding, SlError *err);
 
 #endif

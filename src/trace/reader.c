@@ -7,6 +7,7 @@
  * in; every string is copied into the caller's arena. Each table is read once, plus once per
  * JSON list it holds; the big ones (instr, called_computation) by key range, in key order, so
  * SQLite neither looks rows up one by one nor sorts them. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,9 +26,11 @@ typedef struct Rd {
     TraceRun *run;
     unsigned parts;   /* TraceLoadParts */
     int rc;           /* first SQLite failure */
-    const char *what; /* the query that failed */
+    const char *what; /* the query that failed, described ("reading run_option") */
+    char what_buf[64];
     bool oom;
     const char *bad;                 /* what held malformed JSON; the load fails */
+    char range[200];                 /* with bad = "": a value out of its bounds, described */
     int64_t first_instr, last_instr; /* run.first_instr, run.last_instr; 0: no instrs */
     SlVec rows;                      /* rows of the current query, copied to the arena at its end */
     SlVec instr_ids;                 /* int64_t instr.id per run->instrs entry, ascending */
@@ -40,6 +43,23 @@ typedef struct Rd {
 } Rd;
 
 typedef bool (*RowFn)(Rd *r, sqlite3_stmt *st);
+
+/* A value the reader sizes or indexes by must be in lo..hi: a damaged trace fails to load
+ * with a message, instead of making a report allocate by it. */
+static bool
+in_range(Rd *r, const char *what, int64_t v, int64_t lo, int64_t hi)
+{
+    if (v >= lo && v <= hi)
+        return true;
+    if (!r->bad) {
+        snprintf(r->range, sizeof(r->range), "%s is %lld, outside %lld..%lld (%s)", what,
+                 (long long)v, (long long)lo, (long long)hi,
+                 hi == SL_MAX_DEVICES ? "shardlens handles at most 65536 devices"
+                                      : "bounded by the run's num_partitions");
+        r->bad = "";
+    }
+    return false;
+}
 
 static const char *
 col_text(Rd *r, sqlite3_stmt *st, int col)
@@ -103,8 +123,24 @@ put(Rd *r, SlMap *m, int64_t row, size_t idx)
         r->oom = true;
 }
 
+/* "reading TABLE" for a query's first FROM: errors name what was read, never the SQL. */
+static const char *
+describe(Rd *r, const char *sql)
+{
+    const char *from = strstr(sql, " FROM ");
+    size_t n = 0;
+    if (from) {
+        from += 6;
+        while (from[n] && from[n] != ' ' && n < sizeof(r->what_buf) - 16)
+            n++;
+    }
+    snprintf(r->what_buf, sizeof(r->what_buf), "reading %.*s", (int)n,
+             from && n ? from : "the trace");
+    return r->what_buf;
+}
+
 /* Runs `sql` with ?1 bound to the run id and ?2, ?3 to its first and last instr id, calling
- * `fn` per row. A failure is reported as `what` (NULL: the SQL text). */
+ * `fn` per row. A failure is reported as `what` (NULL: "reading" the table it reads). */
 static void
 query_what(Rd *r, const char *what, const char *sql, RowFn fn)
 {
@@ -132,7 +168,7 @@ query_what(Rd *r, const char *what, const char *sql, RowFn fn)
         rc = rc2;
     if (rc != SQLITE_OK) {
         r->rc = rc;
-        r->what = what ? what : sql;
+        r->what = what ? what : describe(r, sql);
     }
 }
 
@@ -606,8 +642,9 @@ row_collective(Rd *r, sqlite3_stmt *st)
     c.max_trip_count =
         sqlite3_column_type(st, 15) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 15);
     c.loop = col_idx(&r->while_idx, st, 16);
-    if (c.n_groups < 0 || c.n_groups >= UINT32_MAX)
-        c.n_groups = 0;
+    if (!in_range(r, "collective.group_size", c.group_size, 0, r->run->num_partitions) ||
+        !in_range(r, "collective.n_groups", c.n_groups, 0, r->run->num_partitions))
+        return true;
     c.group_offsets = SL_NEW_ARRAY(r->arena, uint32_t, (size_t)c.n_groups + 1);
     if (!c.group_offsets)
         return false;
@@ -626,6 +663,8 @@ row_group(Rd *r, sqlite3_stmt *st)
     GroupRow g = {col_idx(&r->collective_idx, st, 0), (uint32_t)sqlite3_column_int64(st, 1),
                   sqlite3_column_int64(st, 3)};
     if (g.collective == TRACE_NONE)
+        return true;
+    if (!in_range(r, "collective_group.device", g.device, 0, r->run->num_partitions - 1))
         return true;
     return PUSH(r, GroupRow, g);
 }
@@ -714,6 +753,8 @@ row_device(Rd *r, sqlite3_stmt *st)
     TraceRunDevice d = {sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1),
                         sqlite3_column_double(st, 2), (uint32_t)sqlite3_column_int64(st, 3),
                         (uint32_t)sqlite3_column_int64(st, 4)};
+    if (!in_range(r, "device_traffic.device", d.device, 0, r->run->num_partitions - 1))
+        return true;
     return PUSH(r, TraceRunDevice, d);
 }
 
@@ -725,6 +766,7 @@ row_run(Rd *r, sqlite3_stmt *st)
     run->module = col_text(r, st, 1);
     run->input_hash = col_text(r, st, 2);
     run->num_partitions = sqlite3_column_int64(st, 3);
+    in_range(r, "run.num_partitions", run->num_partitions, 1, SL_MAX_DEVICES);
     run->tool_version = col_text(r, st, 4);
     run->created_at = col_text(r, st, 5);
     run->duration_ms =
@@ -883,6 +925,8 @@ trace_run_load_parts(TraceDb *db, int64_t run_id, unsigned parts, SlArena *arena
     sl_map_fini(&r.while_idx);
     if (failed != SL_OK)
         return failed;
+    if (r.bad && !r.bad[0])
+        return sl_fail(err, SL_ERR_DB, loc, "run %lld: %s", (long long)r.run->id, r.range);
     if (r.bad)
         return sl_fail(err, SL_ERR_DB, loc, "malformed JSON in %s of run %lld", r.bad,
                        (long long)r.run->id);

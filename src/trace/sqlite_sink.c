@@ -1601,6 +1601,14 @@ trace_db_end_run(TraceDb *db, const IrModule *out, double duration_ms, int64_t *
         w.rc = trace_db_begin_write(db);
         if (w.rc != SQLITE_OK)
             w.what = "starting the run's transaction";
+        if (w.rc == SQLITE_OK && trace_db_was_removed(db)) { /* see discard_if_new */
+            trace_db_rollback(db);
+            wr_fini(&w);
+            st = sl_fail(err, SL_ERR_IO, loc,
+                         "the trace database was removed while this run waited to write it "
+                         "(another run created it and failed); run again");
+            break;
+        }
         write_all(&w, out, duration_ms);
         if (w.rc == SQLITE_OK && (w.rc = trace_db_commit(db)) != SQLITE_OK)
             w.what = "committing the run";
