@@ -294,7 +294,7 @@ SlStatus spmd_reshard_as_windowed_input_ex(SpmdCtx *cx, const SpmdValue *v,
                                            bool force_mask_in_compact, SpmdWindowedInput *out,
                                            SlError *err);
 
-/* ---- values of source instructions ------------------------------------------------------ */
+/* ---- values of source instructions (ctx.c) ---------------------------------------------- */
 
 void spmd_set_result(SpmdCtx *cx, const IrInstr *src, const SpmdValue *v);
 /* The partitioned value of an already-visited source instruction. */
@@ -319,7 +319,8 @@ IrShape spmd_local_shape(SpmdCtx *cx, const IrShape *base, const ShdSharding *s)
 /* A value for a fresh local instruction in the current state. */
 SpmdValue spmd_value(SpmdCtx *cx, IrInstr *hlo, const IrShape *base, const ShdSharding *s);
 
-/* Failure helpers: record an error naming cx->visiting (FILE:LINE:COL from src_line/src_col). */
+/* Failure helpers (ctx.c): record an error naming cx->visiting (FILE:LINE:COL from
+ * src_line/src_col). */
 SlStatus spmd_nomem(SpmdCtx *cx, SlError *err);
 SlStatus spmd_fail(SpmdCtx *cx, SlError *err, SlStatus st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
