@@ -5,7 +5,7 @@
  * counts while its other dims keep theirs, and aligning the device groups of both sides.
  * Does not own: choosing or running the method (handle_gather_scatter.c).
  * Invariants: pure sharding arithmetic, nothing emitted; NULL results mean "does not apply". */
-#include "spmd/gather_int.h"
+#include "spmd/gs_int.h"
 
 #include <string.h>
 
