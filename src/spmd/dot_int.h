@@ -1,5 +1,5 @@
 /* dot_int.h - the dot engine's internal interface, shared by handle_dot.c, dot_group.c,
- * windowed_einsum.c and handle_conv.c (gspmd.md §E, §F.1; seeds/000 HandleDot, PartitionDot,
+ * windowed_*.c and handle_conv.c (gspmd.md §E, §F.1; seeds/000 HandleDot, PartitionDot,
  * HandleConvolution). Owns: the dimension-role records (E.1), the job that carries the
  * create-sharded-op callback (the only way a local dot or convolution is emitted), and the
  * recursion's problem record. Does not own: resharding or collectives (reshard.c,
@@ -190,7 +190,7 @@ SlStatus spmd_dot_remove_output_partial(SpmdCtx *cx, const DotJob *job, const Do
 IrInstr *spmd_dot_mask_contracting(SpmdCtx *cx, const SpmdValue *outer, const int64_t *dims,
                                    uint32_t n);
 
-/* ---- windowed einsum (windowed_einsum.c) ---- */
+/* ---- windowed einsum (windowed_config.c, windowed_loop.c; windowed_int.h) ---- */
 typedef enum DotWindowedKind { DOT_WE_NONE, DOT_WE_AG_CONTRACTING, DOT_WE_AG_NONCONTRACTING,
                                DOT_WE_AG_BATCH, DOT_WE_RS } DotWindowedKind;
 

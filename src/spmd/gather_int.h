@@ -10,19 +10,13 @@
 
 #include "spmd/spmd_int.h"
 
-/* handle_gather_scatter.c: PartitionGather / PartitionScatter strategies in XLA's order. */
+/* handle_gather_scatter.c (engine: gs_*.c, gs_int.h): PartitionGather / PartitionScatter
+ * strategies in XLA's order. */
 SlStatus spmd_handle_gather(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_scatter(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 
 /* handle_window.c: halo through spmd_reshard_as_windowed_input, no all-reduce. */
 SlStatus spmd_handle_reduce_window(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
 SlStatus spmd_handle_select_and_scatter(SpmdCtx *cx, const IrInstr *hlo, SlError *err);
-
-/* gather_parallel.c: operand and indices shardings sharded alike on the paired parallel dims
- * (`od` of the operand, `id` of the indices), the operand keeping its other dims; false when
- * either is not a plain (partially replicated) tiling or the tile counts cannot be matched. */
-bool spmd_gs_parallel_shardings(SpmdCtx *cx, const ShdSharding *op, const ShdSharding *idx,
-                                const int64_t *od, const int64_t *id, uint32_t n,
-                                const ShdSharding **op_out, const ShdSharding **idx_out);
 
 #endif

@@ -3,9 +3,9 @@
  * Owns: matching the tile counts of the paired parallel dims (stealing shards from a partial
  * replication), re-laying the operand's tile array so its parallel dims carry the indices'
  * counts while its other dims keep theirs, and aligning the device groups of both sides.
- * Does not own: choosing or running the method (handle_gather_scatter.c).
+ * Does not own: choosing or running the method (handle_gather_scatter.c, gs_methods.c).
  * Invariants: pure sharding arithmetic, nothing emitted; NULL results mean "does not apply". */
-#include "spmd/gather_int.h"
+#include "spmd/gs_int.h"
 
 #include <string.h>
 

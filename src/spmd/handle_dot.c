@@ -4,7 +4,7 @@
  * non-contracting / contracting dims, removal of output partial replication, base case after
  * partial match, inference from the output), the helpers the strategies share, and one
  * decision event per choice. Does not own: the grouping strategies (dot_group.c), collectives
- * (reshard.c, collectives.c), the windowed loop (windowed_einsum.c), convolution windows
+ * (reshard.c, collectives.c), the windowed loop (windowed_*.c), convolution windows
  * (handle_conv.c). Invariants: every local dot is emitted by DotJob.create; a strategy checks
  * that it applies (pure sharding arithmetic) before it emits anything. */
 #include "spmd/dot_int.h"
