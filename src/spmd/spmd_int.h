@@ -87,7 +87,7 @@ typedef struct SpmdNames {
 typedef enum SpmdRedKind { SPMD_RED_ADD, SPMD_RED_MAX, SPMD_RED_MIN, SPMD_RED_AND, SPMD_RED_OR,
                            SPMD_RED_COUNT } SpmdRedKind;
 
-/* A windowed dot-general loop emitted by the dot handler (windowed_einsum.c), kept so the
+/* A windowed dot-general loop emitted by the dot handler (windowed_loop.c), kept so the
  * driver can move the loop's consumers into it once the computation is partitioned. */
 typedef struct SpmdWindowedLoop {
     IrInstr *loop;            /* the while */
@@ -135,7 +135,7 @@ struct SpmdCtx {
     uint32_t n_wloops, cap_wloops;
 };
 
-/* Post-partition code motion over the windowed loops emitted in `oc` (windowed_einsum.c):
+/* Post-partition code motion over the windowed loops emitted in `oc` (windowed_motion.c):
  * reduces (and the elementwise ops before them) that consume a loop's result move into the
  * loop body, so the loop carries reduce-shaped buffers instead of the whole result. */
 SlStatus spmd_windowed_code_motion(SpmdCtx *cx, IrComputation *oc, SlError *err);
