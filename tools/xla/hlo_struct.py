@@ -160,7 +160,7 @@ def _norm_shape(p):
     return re.sub(r"\{[^}]*\}$", "", p).replace(" ", "")
 
 
-_INSTR_START = re.compile(r"^\s*(ROOT\s+)?%?([A-Za-z_][\w.\-]*)\s*=\s*")
+_INSTR_START = re.compile(r"^\s*(ROOT\s+)?%?([A-Za-z_][\w.\-]*)\s*=\s*(?=\(|[a-z][a-z0-9]*\[)")
 _COMP_START = re.compile(r"^\s*(ENTRY\s+)?%?([A-Za-z_][\w.\-]*)\s*(\(.*)?\{\s*$")
 
 
