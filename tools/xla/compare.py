@@ -97,9 +97,12 @@ def _sharded_count(text):
                if "sharding" in i.attrs)
 
 
+CLEAN = False
+
+
 def compare_outputs(xla_text, ours_text, n):
-    xs = hlo_struct.summarize(hlo_struct.parse_module(xla_text), n)
-    os_ = hlo_struct.summarize(hlo_struct.parse_module(ours_text), n)
+    xs = hlo_struct.summarize(hlo_struct.parse_module(xla_text), n, CLEAN)
+    os_ = hlo_struct.summarize(hlo_struct.parse_module(ours_text), n, CLEAN)
     diffs, cats = hlo_struct.compare(xs, os_)
     return xs, os_, diffs, cats
 
@@ -213,7 +216,13 @@ def main():
     ap.add_argument("--timeout", type=int, default=120,
                     help="seconds for one shardlens run (XLA gets 6 times as much)")
     ap.add_argument("--show", type=int, default=4, help="differences printed per module")
+    ap.add_argument("--clean", action="store_true",
+                    help="count opcodes after XLA's spmd-cleanup (CSE, tuple forwarding, "
+                         "dead code) applied to both outputs: separates a missing clean-up "
+                         "from a real difference")
     args = ap.parse_args()
+    global CLEAN
+    CLEAN = args.clean
     items = []
     for t in args.targets:
         for it in items_from_target(t):

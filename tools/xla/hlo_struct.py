@@ -197,7 +197,9 @@ def parse_module(text):
                 if comp.is_entry:
                     mod.entry = comp
                 continue
-            raise HloError("line %d: expected a computation, got '%s'" % (ln, s[:60]))
+            # the FileNames/FunctionNames/FileLocations/StackFrames tables newer XLA
+            # prints between the header and the computations
+            continue
         if s == "}":
             flush()
             comp = None
@@ -458,9 +460,12 @@ def trip_count(mod, comp, ins):
     return None
 
 
-def summarize(mod, n=None):
-    """The structural summary of a partitioned module (a dict of plain values)."""
+def summarize(mod, n=None, clean=False):
+    """The structural summary of a partitioned module (a dict of plain values); with clean,
+    of the module after simplify()."""
     n = n or mod.num_partitions() or 1
+    if clean:
+        simplify(mod)
     # computation roles: a key built from the call path, independent of names
     roles = {}
     trips = {}
@@ -675,3 +680,66 @@ def _fmt_bytes(v):
     if len(v) > 8:
         return "[%s, ...] (total %g)" % (", ".join("%g" % x for x in v[:4]), sum(v))
     return "[%s]" % ", ".join("%g" % x for x in v)
+
+
+# ---------------------------------------------------------------- normalisation
+
+_NO_CSE = COLLECTIVES | {
+    "parameter", "rng", "rng-get-and-update-state", "rng-bit-generator", "infeed", "outfeed",
+    "send", "send-done", "recv", "recv-done", "while", "conditional", "call", "custom-call",
+    "after-all", "all-reduce-done", "all-gather-done", "collective-permute-done", "domain",
+    "add-dependency", "optimization-barrier"}
+_COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
+_IGNORED_ATTRS = {"metadata", "sharding", "frontend_attributes", "origin", "statistics",
+                  "backend_config"}
+
+
+def simplify(mod):
+    """What XLA's spmd-cleanup does after partitioning, applied to any module: forwards
+    get-tuple-element(tuple(...)), merges identical side-effect-free instructions (CSE,
+    layouts ignored, constants by value) and removes dead ones, per computation. Used to
+    compare opcode counts net of those clean-ups."""
+    for comp in mod.computations.values():
+        alias = {}
+        table = {}
+        keep = []
+        for ins in comp.instrs:
+            ins.operands = [alias.get(o, o) for o in ins.operands]
+            if ins.opcode == "get-tuple-element" and ins.operands:
+                src = comp.by_name.get(ins.operands[0])
+                idx = int(ins.attrs.get("index", "-1"))
+                if src is not None and src.opcode == "tuple" and 0 <= idx < len(src.operands):
+                    alias[ins.name] = src.operands[idx]
+                    continue
+            if ins.opcode not in _NO_CSE and not ins.is_root:
+                ops = tuple(ins.operands)
+                if ins.opcode in _COMMUTATIVE:
+                    ops = tuple(sorted(ops))
+                key = (ins.opcode, ins.shape, ops,
+                       ins.raw_args if ins.opcode in ("constant", "iota") else "",
+                       tuple(sorted((k, v) for k, v in ins.attrs.items()
+                                    if k not in _IGNORED_ATTRS)))
+                if key in table:
+                    alias[ins.name] = table[key]
+                    continue
+                table[key] = ins.name
+            keep.append(ins)
+        # dead code: what the root (and side effects) do not need
+        by = {i.name: i for i in keep}
+        live = set()
+        work = [i.name for i in keep if i.is_root or i.opcode in (
+            "send", "send-done", "outfeed", "custom-call", "rng-get-and-update-state",
+            "infeed", "recv", "recv-done", "after-all") or i is keep[-1]]
+        while work:
+            nme = work.pop()
+            if nme in live or nme not in by:
+                continue
+            live.add(nme)
+            work.extend(by[nme].operands)
+        comp.instrs = [i for i in keep if i.name in live or i.opcode == "parameter"]
+        comp.by_name = {i.name: i for i in comp.instrs}
+        for i in comp.instrs:
+            for o in i.operands:
+                if o not in comp.by_name and o in alias:
+                    pass
+    return mod
