@@ -75,7 +75,8 @@ def run_xla(path, n, settings, out, inp, propagate, timeout):
         return {"rc": None, "error": "timeout after %ds" % timeout}
     if p.returncode != 0:
         err = p.stderr.strip()
-        skipped = "cannot honour" in err or "unknown partitioner option" in err
+        skipped = any(k in err for k in ("cannot honour", "unknown partitioner option",
+                                         "does not run spmd-partitioning"))
         return {"rc": p.returncode, "error": err.split("\n")[0][:400], "skipped": skipped}
     secs = None
     for line in p.stdout.splitlines():
@@ -164,6 +165,21 @@ def job_case(item, tool, timeout):
         return rec
 
 
+def devices_in_shardings(text):
+    """The device count the shardings imply: the largest tile-assignment size, or the
+    largest device id + 1 of a maximal sharding (what shardlens needs -n for)."""
+    import re
+    best = 0
+    for m in re.finditer(r"devices=\[([0-9,]+)\]", text):
+        k = 1
+        for d in m.group(1).split(","):
+            k *= int(d)
+        best = max(best, k)
+    for m in re.finditer(r"maximal device=(\d+)", text):
+        best = max(best, int(m.group(1)) + 1)
+    return best or None
+
+
 def items_from_target(t):
     if os.path.isdir(t):
         man = os.path.join(t, "manifest.json")
@@ -199,7 +215,10 @@ def items_from_target(t):
         except hlo_struct.HloError as e:
             raise SystemExit("%s: error: %s" % (t, e))
         if not n:
-            raise SystemExit("%s: error: no num_partitions= in the header" % t)
+            n = devices_in_shardings(text)
+        if not n:
+            raise SystemExit("%s: error: no num_partitions= in the header and no tiled "
+                             "sharding to take the device count from" % t)
         yield {"name": t, "text": text, "n": n, "settings": [], "ours_settings": CPU_SET}
 
 
@@ -272,7 +291,7 @@ def main():
         print("differences by kind: " + ", ".join(
             "%s %d" % (k, v) for k, v in sorted(by_cat.items(), key=lambda kv: -kv[1])))
     if skipped:
-        print("%d skipped (XLA's CPU pipeline cannot honour their options)" % skipped)
+        print("%d skipped (XLA's CPU pipeline cannot partition them that way)" % skipped)
     if args.json:
         tmp = args.json + ".tmp.%d" % os.getpid()
         with open(tmp, "w") as f:

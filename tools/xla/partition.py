@@ -98,6 +98,10 @@ def main(argv=None):
         sys.stderr.write("%s: error: no device count: give -n or num_partitions= in the "
                          "header\n" % args.input)
         return 2
+    if n == 1:
+        sys.stderr.write("%s: error: XLA's CPU pipeline does not run spmd-partitioning for "
+                         "one partition (it strips the shardings instead)\n" % args.input)
+        return 2
     try:
         why = xla_run.check_options(settings, text)
     except hlo_struct.HloError as e:
