@@ -58,6 +58,7 @@ def build_one(name, build, outdir):
     dump = tempfile.mkdtemp(prefix="corpus-dump.")
     try:
         opts = {"xla_dump_to": dump, "xla_dump_hlo_pass_re": "spmd-partitioning",
+                "xla_dump_large_constants": True,
                 "xla_enable_hlo_passes_only": ",".join(PASSES)}
         _, log, exc = xla_run._capture_stderr(lambda: lowered.compile(compiler_options=opts))
         pick = lambda pat: sorted(glob.glob(os.path.join(dump, pat)))

@@ -711,7 +711,8 @@ def simplify(mod):
                 if src is not None and src.opcode == "tuple" and 0 <= idx < len(src.operands):
                     alias[ins.name] = src.operands[idx]
                     continue
-            if ins.opcode not in _NO_CSE and not ins.is_root:
+            elided = ins.opcode == "constant" and "..." in ins.raw_args
+            if ins.opcode not in _NO_CSE and not ins.is_root and not elided:
                 ops = tuple(ins.operands)
                 if ins.opcode in _COMMUTATIVE:
                     ops = tuple(sorted(ops))

@@ -148,7 +148,10 @@ def init(n):
         return
     flags = os.environ.get("XLA_FLAGS", "")
     flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "", flags)
-    os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=%d" % n).strip()
+    # large constants in full: the dump otherwise prints them as {...}
+    flags = flags.replace("--xla_dump_large_constants=true", "")
+    os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=%d"
+                               " --xla_dump_large_constants=true" % n).strip()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     # the pass pipeline logs each pass's time at VLOG(1); read once, when XLA starts
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
