@@ -503,6 +503,7 @@ def summarize(mod, n=None, clean=False):
         "collectives": {},
         "windowed_loops": [],
         "opcodes": {},
+        "sites": {},
         "device_bytes": [0.0] * n,
         "unknown_trip_bytes": 0.0,
     }
@@ -512,6 +513,8 @@ def summarize(mod, n=None, clean=False):
             continue
         for ins in c.instrs:
             summary["opcodes"][ins.opcode] = summary["opcodes"].get(ins.opcode, 0) + 1
+            site = "%s %s|%s" % (ins.opcode, ins.shape, ins.op_name())
+            summary["sites"][site] = summary["sites"].get(site, 0) + 1
             if ins.opcode == "while":
                 body = mod.computations.get(ins.attrs.get("body", "").lstrip("%"))
                 if body is not None and _is_windowed(mod, body):
@@ -664,6 +667,14 @@ def compare(xla, ours, limit=6):
         d = ["%s %d vs %d" % (k, xla["opcodes"].get(k, 0), ours["opcodes"].get(k, 0))
              for k in ks if xla["opcodes"].get(k, 0) != ours["opcodes"].get(k, 0)]
         add("opcodes", "opcode counts (XLA vs shardlens): " + ", ".join(d))
+        xs, os_ = xla.get("sites", {}), ours.get("sites", {})
+        differ = [k for k in ks if xla["opcodes"].get(k, 0) != ours["opcodes"].get(k, 0)]
+        sites = [k for k in sorted(set(xs) | set(os_))
+                 if xs.get(k, 0) != os_.get(k, 0) and k.split(" ", 1)[0] in differ]
+        for k in sites[:limit]:
+            what, op = k.split("|", 1)
+            add("opcodes", "  %s, op_name \"%s\": XLA has %d, shardlens has %d" % (
+                what, op, xs.get(k, 0), os_.get(k, 0)))
     xb, ob = xla["device_bytes"], ours["device_bytes"]
     if len(xb) != len(ob) or any(abs(p - q) > 1e-6 * max(1.0, abs(p)) for p, q in zip(xb, ob)):
         add("bytes", "per-device bytes sent (ring model): XLA has %s, shardlens has %s" % (

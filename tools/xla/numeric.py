@@ -16,7 +16,7 @@ index operands stay in range. Prints `MODULE: same`, `MODULE: DIFFERENT (max abs
 XLA cannot run a module here when: a parameter or the root is a tuple, or has a manual,
 unreduced or unknown sharding (no global array to shard), the module has side effects
 with host transfers (send/recv/outfeed) or custom-calls XLA's CPU backend lacks, or the
-global arrays are too large for this machine (--max-mib, default 256 per module).
+global arrays are too large for this machine (--max-mib, default 64 per module).
 """
 
 import argparse
@@ -100,7 +100,7 @@ def _strip_shardings(text, keep_partitions=False):
     return "".join(res)
 
 
-def check(tool, path, n, seed, rtol, atol, max_mib):
+def check(tool, path, n, seed, rtol, atol, max_mib, settings=()):
     import numpy as np
     import jax
     from jax._src.lib import xla_client as xc, _jax
@@ -129,8 +129,10 @@ def check(tool, path, n, seed, rtol, atol, max_mib):
         raise NotRun("global arrays of %.0f MiB" % (total / (1 << 20)))
     with tempfile.TemporaryDirectory(prefix="xla-numeric.") as d:
         out = os.path.join(d, "p.hlo")
-        r = subprocess.run([tool, "partition", path, "-n", str(n), "-o", out],
-                           capture_output=True, text=True)
+        argv = [tool, "partition", path, "-n", str(n), "-o", out]
+        for kv in settings:
+            argv += ["--set", kv]
+        r = subprocess.run(argv, capture_output=True, text=True)
         if r.returncode != 0:
             raise NotRun("shardlens exits %d: %s" % (r.returncode, r.stderr.strip()[:200]))
         with open(out) as f:
@@ -198,26 +200,44 @@ def main():
     ap = argparse.ArgumentParser(prog="tools/xla/numeric.py",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--tool", required=True)
-    ap.add_argument("inputs", nargs="*", metavar="IN.hlo")
+    ap.add_argument("inputs", nargs="*", metavar="IN.hlo",
+                    help="HLO files or conformance .jsonl files (each case with its options.set)")
     ap.add_argument("-n", type=int, help="device count (default: the header's)")
     ap.add_argument("--corpus", help="also every spmd_input of this corpus folder")
     ap.add_argument("--only", help="with --corpus: names containing this")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rtol", type=float, default=2e-2)
     ap.add_argument("--atol", type=float, default=2e-2)
-    ap.add_argument("--max-mib", type=float, default=256)
+    ap.add_argument("--max-mib", type=float, default=64,
+                    help="skip modules whose parameters and root exceed this (default 64)")
     args = ap.parse_args()
-    jobs = [(p, args.n) for p in args.inputs]
+    jobs = []
+    tmpdir = tempfile.mkdtemp(prefix="xla-numeric-cases.")
+    for p in args.inputs:
+        if not p.endswith(".jsonl"):
+            jobs.append((p, args.n, (), p))
+            continue
+        import json
+        with open(p) as f:
+            for k, line in enumerate(f):
+                if not line.strip():
+                    continue
+                c = json.loads(line)
+                path = os.path.join(tmpdir, "case%04d.hlo" % k)
+                with open(path, "w") as g:
+                    g.write(c["hlo"])
+                jobs.append((path, c["num_partitions"], tuple(c["options"]["set"]), c["id"]))
     if args.corpus:
         import json
         with open(os.path.join(args.corpus, "manifest.json")) as f:
             for p in json.load(f)["programs"]:
                 if not args.only or args.only in p["name"]:
-                    jobs.append((os.path.join(args.corpus, p["spmd_input"]), p["devices"]))
+                    jobs.append((os.path.join(args.corpus, p["spmd_input"]), p["devices"],
+                                 ("threshold_for_windowed_einsum_mib=100000",), p["name"]))
     if not jobs:
         ap.error("no modules")
     maxn = 1
-    for p, n in jobs:
+    for p, n, _, _ in jobs:
         try:
             maxn = max(maxn, n or hlo_struct.parse_module(open(p).read()).num_partitions() or 1)
         except (OSError, hlo_struct.HloError):
@@ -225,24 +245,27 @@ def main():
     xla_run.init(maxn)
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     same = diff = notrun = 0
-    for p, n in jobs:
+    for p, n, settings, label in jobs:
         try:
-            ok, msg = check(args.tool, p, n, args.seed, args.rtol, args.atol, args.max_mib)
+            ok, msg = check(args.tool, p, n, args.seed, args.rtol, args.atol, args.max_mib,
+                            settings)
         except NotRun as e:
             notrun += 1
-            print("%s: not run (%s)" % (p, e), flush=True)
+            print("%s: not run (%s)" % (label, e), flush=True)
             continue
         except hlo_struct.HloError as e:
             notrun += 1
-            print("%s: not run (cannot read: %s)" % (p, e), flush=True)
+            print("%s: not run (cannot read: %s)" % (label, e), flush=True)
             continue
         if ok:
             same += 1
-            print("%s: same (%s)" % (p, msg), flush=True)
+            print("%s: same (%s)" % (label, msg), flush=True)
         else:
             diff += 1
-            print("%s: DIFFERENT (%s)" % (p, msg), flush=True)
+            print("%s: DIFFERENT (%s)" % (label, msg), flush=True)
     print("%d same, %d different, %d not run" % (same, diff, notrun))
+    import shutil
+    shutil.rmtree(tmpdir, ignore_errors=True)
     return 1 if diff else 0
 
 
