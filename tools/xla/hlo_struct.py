@@ -164,6 +164,25 @@ _INSTR_START = re.compile(r"^\s*(ROOT\s+)?%?([A-Za-z_][\w.\-]*)\s*=\s*(?=\(|[a-z
 _COMP_START = re.compile(r"^\s*(ENTRY\s+)?%?([A-Za-z_][\w.\-]*)\s*(\(.*)?\{\s*$")
 
 
+def _continues(stmt):
+    """The statement so far is unfinished: it ends with a comma or has open brackets."""
+    if not stmt:
+        return False
+    if stmt[-1].rstrip().endswith(","):
+        return True
+    depth = 0
+    for line in stmt:
+        q = False
+        for c in line:
+            if c == '"':
+                q = not q
+            elif not q and c in "([{":
+                depth += 1
+            elif not q and c in ")]}":
+                depth -= 1
+    return depth > 0
+
+
 def parse_module(text):
     text = _strip_comments(text)
     lines = text.split("\n")
@@ -204,7 +223,7 @@ def parse_module(text):
             flush()
             comp = None
             continue
-        if _INSTR_START.match(s):
+        if _INSTR_START.match(s) and not _continues(stmt):
             flush()
         stmt.append(s)
     if comp is not None:

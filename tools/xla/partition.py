@@ -110,6 +110,33 @@ def main(argv=None):
         sys.stderr.write("%s: error: %s\n" % (args.input, why))
         return 2
 
+    if not os.environ.get("SHARDLENS_XLA_LOG"):
+        # XLA aborts the process on a failed CHECK; run it in a child so that its message,
+        # which goes to the captured standard error, can still be reported
+        import subprocess
+        import tempfile
+        import shutil
+        with tempfile.NamedTemporaryFile(prefix="xla-log.", suffix=".txt") as log:
+            dump = tempfile.mkdtemp(prefix="xla-dump.")
+            try:
+                env = dict(os.environ, SHARDLENS_XLA_LOG=log.name, SHARDLENS_XLA_DUMP=dump)
+                p = subprocess.run([sys.executable] + sys.argv, env=env)
+                if p.returncode >= 0 and p.returncode != 134:
+                    return p.returncode
+                text_log = open(log.name, errors="replace").read()
+                # an abort after the pass wrote its output (a later CPU pass) is no failure
+                # of the pass
+                res = xla_run.read_dump(dump, text_log)
+            finally:
+                shutil.rmtree(dump, ignore_errors=True)
+        if res is not None:
+            return _finish(args, res)
+        fatal = [l for l in text_log.splitlines()
+                 if l[:1] == "F" or "Check failed" in l or "RET_CHECK" in l]
+        msg = fatal[-1].split("] ", 1)[-1] if fatal else "killed by signal %d" % -p.returncode
+        sys.stderr.write("%s: error: XLA rejects the module: XLA aborts: %s\n" % (args.input, msg))
+        return 2
+
     xla_run.init(n)
     _ensure_venv()
     try:
@@ -117,13 +144,19 @@ def main(argv=None):
     except xla_run.XlaError as e:
         sys.stderr.write("%s: error: XLA rejects the module: %s\n" % (args.input, e))
         return 2
+    return _finish(args, res)
+
+
+def _finish(args, res):
     _write_atomic(args.output, res["output"])
     if args.input_out and res["input"] is not None:
         _write_atomic(args.input_out, res["input"])
     if not args.quiet:
         t = res["pass_seconds"]
-        print("xla spmd-partitioning pass: %s (compile call %.3f s)" % (
-            "%.6f s" % t if t is not None else "time not logged", res["compile_seconds"]))
+        c = res.get("compile_seconds")
+        print("xla spmd-partitioning pass: %s (compile call %s)" % (
+            "%.6f s" % t if t is not None else "time not logged",
+            "%.3f s" % c if c is not None else "aborted after the pass"))
     return 0
 
 

@@ -171,7 +171,8 @@ def _capture_stderr(fn):
     """Runs fn() with the process's fd 2 redirected to a file; returns (result, text)."""
     sys.stderr.flush()
     saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
+    named = os.environ.get("SHARDLENS_XLA_LOG")
+    with (open(named, "w+b") if named else tempfile.TemporaryFile(mode="w+b")) as tmp:
         os.dup2(tmp.fileno(), 2)
         try:
             result = fn()
@@ -185,6 +186,25 @@ def _capture_stderr(fn):
         tmp.seek(0)
         text = tmp.read().decode("utf-8", "replace")
     return result, text, exc
+
+
+def read_dump(dump, log, wall=None):
+    """The pass's output and input from a dump folder, the pass time from the log; None when
+    the pass wrote no output."""
+    outs = sorted(glob.glob(os.path.join(dump, "*.after_spmd-partitioning.*txt")))
+    ins = sorted(glob.glob(os.path.join(dump, "*before_spmd-partitioning.txt")))
+    if not outs:
+        return None
+    m = _TIME_RE.findall(log)
+    secs = float(m[-1][0]) * _UNIT[m[-1][1]] if m else None
+    with open(outs[-1]) as f:
+        out_text = f.read()
+    in_text = None
+    if ins:
+        with open(ins[-1]) as f:
+            in_text = f.read()
+    return {"output": out_text, "input": in_text, "pass_seconds": secs,
+            "compile_seconds": wall}
 
 
 def partition(text, n, propagate=False, dump_dir=None):
@@ -206,6 +226,8 @@ def partition(text, n, propagate=False, dump_dir=None):
     except Exception as e:
         raise XlaError("XLA's HLO to StableHLO import: %s" % str(e).strip())
 
+    if dump_dir is None and os.environ.get("SHARDLENS_XLA_DUMP"):
+        dump_dir = os.environ["SHARDLENS_XLA_DUMP"]
     own = dump_dir is None
     dump = tempfile.mkdtemp(prefix="xla-dump.") if own else dump_dir
     try:
@@ -248,16 +270,7 @@ def partition(text, n, propagate=False, dump_dir=None):
             if fatal and not exc:
                 msg = fatal[-1].split("] ", 1)[1]
             raise XlaError(msg)
-        m = _TIME_RE.findall(log)
-        secs = float(m[-1][0]) * _UNIT[m[-1][1]] if m else None
-        with open(outs[-1]) as f:
-            out_text = f.read()
-        in_text = None
-        if ins:
-            with open(ins[-1]) as f:
-                in_text = f.read()
-        return {"output": out_text, "input": in_text, "pass_seconds": secs,
-                "compile_seconds": wall}
+        return read_dump(dump, log, wall)
     finally:
         if own:
             shutil.rmtree(dump, ignore_errors=True)
