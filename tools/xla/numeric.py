@@ -48,6 +48,36 @@ def _dims(shape):
     return m.group(1), dims
 
 
+def _tiles(sharding_text, shape, n):
+    """device -> (slices into the global array, padded local shape) for a tiled or
+    replicated sharding; uneven tiles are ceil-sized with the tail padded, as the
+    partitioner lays them out."""
+    from jax._src.lib import xla_client as xc
+    s = xc.HloSharding.from_string(sharding_text)
+    rank = len(shape)
+    if s.is_replicated() or not s.is_tiled():
+        if not (s.is_replicated() or s.is_maximal()):
+            raise NotRun("sharding %s" % sharding_text)
+        return {d: (tuple(slice(0, x) for x in shape), tuple(shape)) for d in range(n)}
+    dims = list(s.tile_assignment_dimensions())
+    devs = list(s.tile_assignment_devices())
+    out = {}
+    for flat, d in enumerate(devs):
+        idx, rem = [], flat
+        for k in range(len(dims) - 1, -1, -1):
+            idx.append(rem % dims[k])
+            rem //= dims[k]
+        idx = idx[::-1][:rank]
+        sl, loc = [], []
+        for k in range(rank):
+            size = -(-shape[k] // dims[k])
+            lo = min(idx[k] * size, shape[k])
+            sl.append(slice(lo, min(lo + size, shape[k])))
+            loc.append(size)
+        out[d] = (tuple(sl), tuple(loc))
+    return out
+
+
 def _as_replicas(text):
     """shardlens's SPMD program as the same program over N replicas: XLA's CPU client runs
     an already partitioned module only that way (with partitions it would partition it
@@ -108,6 +138,8 @@ def check(tool, path, n, seed, rtol, atol, max_mib, settings=()):
     with open(path) as f:
         text = f.read()
     mod = hlo_struct.parse_module(text)
+    if mod.entry is None:
+        raise NotRun("no entry computation")
     n = n or mod.num_partitions()
     if not n or n < 2:
         raise NotRun("no device count above 1")
@@ -168,17 +200,23 @@ def check(tool, path, n, seed, rtol, atol, max_mib, settings=()):
         rep = GSPMDSharding(devs, xc.HloSharding.replicate())
         args = []
         for (_, p), a in zip(params, inputs):
-            s = xc.HloSharding.from_string(p.attrs.get("sharding", "{replicated}"))
-            idx = GSPMDSharding(devs, s).devices_indices_map(a.shape)
-            locs = [jax.device_put(np.ascontiguousarray(a[idx[d]]), d) for d in devs]
+            tiles = _tiles(p.attrs.get("sharding", "{replicated}"), a.shape, n)
+            locs = []
+            for k, d in enumerate(devs):
+                sl, loc = tiles[k]
+                buf = np.zeros(loc, dtype=a.dtype)
+                part = a[sl]
+                buf[tuple(slice(0, x) for x in part.shape)] = part
+                locs.append(jax.device_put(buf, d))
             args.append(jax.make_array_from_single_device_arrays(locs[0].shape, rep, locs))
         res = exe.execute_sharded(args).disassemble_into_single_device_arrays()
-        rs = xc.HloSharding.from_string(root.attrs.get("sharding", "{replicated}"))
         dt, dims = _dims(root.shape)
-        idx = GSPMDSharding(devs, rs).devices_indices_map(tuple(dims))
+        tiles = _tiles(root.attrs.get("sharding", "{replicated}"), dims, n)
         got = np.full(dims, np.nan)
-        for dev, shard in zip(devs, res[0]):
-            got[idx[dev]] = np.asarray(shard).astype(np.float64)
+        for k, shard in enumerate(res[0]):
+            sl, _ = tiles[k]
+            v = np.asarray(shard).astype(np.float64)
+            got[sl] = v[tuple(slice(0, x.stop - x.start) for x in sl)]
     except NotRun:
         raise
     except Exception as e:
@@ -256,6 +294,10 @@ def main():
         except hlo_struct.HloError as e:
             notrun += 1
             print("%s: not run (cannot read: %s)" % (label, e), flush=True)
+            continue
+        except Exception as e:  # one module's trouble must not stop the others
+            notrun += 1
+            print("%s: not run (%s)" % (label, str(e).split("\n")[0][:200]), flush=True)
             continue
         if ok:
             same += 1
