@@ -205,7 +205,9 @@ def parse_module(text):
                 m = re.match(r"HloModule\s+([^\s,]+)", s)
                 mod = Module(m.group(1) if m else "", s)
                 continue
-            raise HloError("line %d: expected 'HloModule'" % ln)
+            if not _COMP_START.match(s):
+                raise HloError("line %d: expected 'HloModule'" % ln)
+            mod = Module("", "")  # XLA's parser also takes a module without a header
         if comp is None:
             m = _COMP_START.match(s)
             if m and "=" not in s.split("(")[0]:
