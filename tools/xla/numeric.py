@@ -9,7 +9,7 @@ partitioned module as an SPMD program (no partitioning of its own) and runs it o
 devices, each device given its shard of seeded random global inputs (the entry parameters'
 shardings say which); XLA also runs IN.hlo itself on one device (shardings removed) on the
 same inputs. The root's shards are reassembled with the root's sharding and compared with
-the one-device result (allclose, rtol/atol). Integer inputs are drawn from [0, 4) so that
+the one-device result (allclose, rtol, and atol times the largest |result|). Integer inputs are drawn from [0, 4) so that
 index operands stay in range. Prints `MODULE: same`, `MODULE: DIFFERENT (max abs error)` or
 `MODULE: not run (reason)`, then `N same, N different, N not run`.
 
@@ -78,13 +78,30 @@ def _tiles(sharding_text, shape, n):
     return out
 
 
-def _as_replicas(text):
+def _as_replicas(text, n):
     """shardlens's SPMD program as the same program over N replicas: XLA's CPU client runs
     an already partitioned module only that way (with partitions it would partition it
     again, and it refuses partition-id there). partition-id becomes replica-id and the
     collectives lose channel_id/use_global_device_ids, so their groups and pairs name
     replicas, which are the same N devices in the same order."""
     text = _strip_shardings(text)
+    # a collective without channel_id is cross-replica in the SPMD program: over one replica,
+    # so each device on its own; as replicas it must stay so
+    lines = []
+    single = "{" + ",".join("{%d}" % d for d in range(n)) + "}"
+    for line in text.split("\n"):
+        m = re.search(r"\s(all-reduce|all-gather|all-to-all|reduce-scatter|"
+                      r"collective-permute)(-start)?\(", line)
+        if m and "channel_id=" not in line:
+            if m.group(1) == "collective-permute":
+                raise NotRun("a cross-replica collective-permute")
+            if "replica_groups=" in line:
+                line = re.sub(r"replica_groups=(\{[{}0-9, ]*\}|\[[^\]]*\]<=\[[^\]]*\]"
+                              r"(T\([^)]*\))?)", "replica_groups=" + single, line)
+            else:
+                line = line.replace("), ", "), replica_groups=%s, " % single, 1)
+        lines.append(line)
+    text = "\n".join(lines)
     text = re.sub(r",\s*channel_id=\d+", "", text)
     text = re.sub(r",\s*use_global_device_ids=true", "", text)
     return re.sub(r"\bpartition-id\(\)", "replica-id()", text)
@@ -146,6 +163,8 @@ def check(tool, path, n, seed, rtol, atol, max_mib, settings=()):
     entry = mod.entry
     if re.search(r"\b(send|recv|outfeed|infeed)\(", text):
         raise NotRun("host transfers (send/recv/infeed/outfeed)")
+    if re.search(r"\b(rng|rng-bit-generator|rng-get-and-update-state)\(|GetRngSeed", text):
+        raise NotRun("random numbers: each device draws its own")
     params = sorted((int(hlo_struct._ints(i.raw_args)[0]), i) for i in entry.instrs
                     if i.opcode == "parameter")
     root = entry.root
@@ -154,6 +173,8 @@ def check(tool, path, n, seed, rtol, atol, max_mib, settings=()):
         if p.shape.startswith("("):
             raise NotRun("tuple-shaped %s" % ("root" if p is root else "parameter"))
         sh = p.attrs.get("sharding", "{replicated}")
+        if sh.replace(" ", "").startswith("{{"):
+            raise NotRun("tuple sharding on %s" % ("the root" if p is root else "a parameter"))
         if any(k in sh for k in ("manual", "unreduced", "unknown")):
             raise NotRun("%s sharding %s" % ("root" if p is root else "parameter", sh))
         total += hlo_struct.shape_bytes(p.shape)
@@ -196,7 +217,7 @@ def check(tool, path, n, seed, rtol, atol, max_mib, settings=()):
     try:
         # shardlens's module is already one device's program: without its sharding
         # attributes XLA's partitioner sees only replicated values and leaves it as it is
-        exe, devs = _compile(_as_replicas(part), 1, False, replicas=n)
+        exe, devs = _compile(_as_replicas(part, n), 1, False, replicas=n)
         rep = GSPMDSharding(devs, xc.HloSharding.replicate())
         args = []
         for (_, p), a in zip(params, inputs):
@@ -225,7 +246,9 @@ def check(tool, path, n, seed, rtol, atol, max_mib, settings=()):
     if got.shape != ref.shape:
         return False, "shape %s vs %s" % (got.shape, ref.shape)
     err = float(np.max(np.abs(got - ref))) if got.size else 0.0
-    ok = bool(np.allclose(got, ref, rtol=rtol, atol=atol, equal_nan=True))
+    # atol scales with the result: bf16 sums of thousands of products differ by their order
+    scale = float(np.max(np.abs(ref[np.isfinite(ref)]))) if np.isfinite(ref).any() else 1.0
+    ok = bool(np.allclose(got, ref, rtol=rtol, atol=atol * max(1.0, scale), equal_nan=True))
     return ok, "max abs error %g" % err
 
 
@@ -244,6 +267,9 @@ def main():
     ap.add_argument("--corpus", help="also every spmd_input of this corpus folder")
     ap.add_argument("--only", help="with --corpus: names containing this")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--start", type=int, default=0, help="skip the first K modules")
+    ap.add_argument("--ids", metavar="FILE", help="only the modules/cases named in FILE (one a line)")
+    ap.add_argument("--stop", type=int, help="stop before module K")
     ap.add_argument("--rtol", type=float, default=2e-2)
     ap.add_argument("--atol", type=float, default=2e-2)
     ap.add_argument("--max-mib", type=float, default=64,
@@ -274,6 +300,11 @@ def main():
                                  ("threshold_for_windowed_einsum_mib=100000",), p["name"]))
     if not jobs:
         ap.error("no modules")
+    jobs = jobs[args.start:args.stop]
+    if args.ids:
+        with open(args.ids) as f:
+            want = {l.strip() for l in f if l.strip()}
+        jobs = [j for j in jobs if j[3] in want]
     maxn = 1
     for p, n, _, _ in jobs:
         try:
