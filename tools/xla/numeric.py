@@ -219,9 +219,18 @@ def check(tool, path, n, seed, rtol, atol, max_mib, settings=()):
         # attributes XLA's partitioner sees only replicated values and leaves it as it is
         exe, devs = _compile(_as_replicas(part, n), 1, False, replicas=n)
         rep = GSPMDSharding(devs, xc.HloSharding.replicate())
+        pmod = hlo_struct.parse_module(part)
+        pparams = sorted((int(hlo_struct._ints(i.raw_args)[0]), i.shape)
+                         for i in pmod.entry.instrs if i.opcode == "parameter")
         args = []
-        for (_, p), a in zip(params, inputs):
+        for k_param, ((_, p), a) in enumerate(zip(params, inputs)):
             tiles = _tiles(p.attrs.get("sharding", "{replicated}"), a.shape, n)
+            want = list(tiles[0][1])
+            got_shape = _dims(pparams[k_param][1])[1] if k_param < len(pparams) else None
+            if got_shape != want:
+                # XLA crashes on a buffer of the wrong size; say so instead
+                raise NotRun("parameter %d: shardlens's local shape %s, the sharding gives %s"
+                             % (k_param, got_shape, want))
             locs = []
             for k, d in enumerate(devs):
                 sl, loc = tiles[k]
