@@ -160,7 +160,8 @@ def _norm_shape(p):
     return re.sub(r"\{[^}]*\}$", "", p).replace(" ", "")
 
 
-_INSTR_START = re.compile(r"^\s*(ROOT\s+)?%?([A-Za-z_][\w.\-]*)\s*=\s*(?=\(|[a-z][a-z0-9]*\[)")
+_INSTR_START = re.compile(
+    r"^\s*(ROOT\s+)?%?([A-Za-z_][\w.\-]*)\s*=\s*(?=\(|[a-z][a-z0-9]*\[|[a-z][\w\-]*\()")
 _COMP_START = re.compile(r"^\s*(ENTRY\s+)?%?([A-Za-z_][\w.\-]*)\s*(\(.*)?\{\s*$")
 
 
@@ -249,7 +250,10 @@ def parse_module(text):
 def _parse_instr(st):
     m = _INSTR_START.match(st)
     is_root, name = bool(m.group(1)), m.group(2)
-    shape, i = _read_shape(st, m.end())
+    if re.compile(r"[a-z][\w\-]*\(").match(st, m.end()):
+        shape, i = "?", m.end()  # the shape may be left out (XLA infers it)
+    else:
+        shape, i = _read_shape(st, m.end())
     m2 = re.compile(r"\s*([a-z][\w\-]*)\s*\(").match(st, i)
     if not m2:
         raise HloError("cannot read instruction '%s'" % st[:80])
