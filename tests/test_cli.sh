@@ -481,7 +481,8 @@ has moe_param "$TMP/moe3/summary.json" '"method":	"unknown"'
 run moe_param_gate 1 diff "$TMP/moe0/summary.json" "$TMP/moe3/summary.json" --max-increase 1000
 has moe_param_gate "$TMP/moe_param_gate.out" "unknown trip count: 0 B -> 384 MiB per execution (grew: counts against the budget)"
 run moe_param_user 0 analyze "$TMP/moe_param.hlo" --out "$TMP/moe4" --trip-count w=6
-cmp -s <(grep -v '"reason"\|"method"\|input_hash' "$TMP/moe1/summary.json") <(grep -v '"reason"\|"method"\|input_hash' "$TMP/moe4/summary.json") || fail "moe: --trip-count w=6 on the unknown loop differs from the counted one"
+# (memory, the last key, differs: moe_param has one parameter more)
+cmp -s <(sed '/^\t"memory":/,$d' "$TMP/moe1/summary.json" | grep -v '"reason"\|"method"\|input_hash') <(sed '/^\t"memory":/,$d' "$TMP/moe4/summary.json" | grep -v '"reason"\|"method"\|input_hash') || fail "moe: --trip-count w=6 on the unknown loop differs from the counted one"
 
 # a collective in a conditional's branch: unknown too (a branch runs at most as often as its
 # conditional), and the report says where it is

@@ -668,7 +668,7 @@ one_collective(ReportCollective *c, ReportDevice *d, const char *source, double 
 static bool
 diff_over(const Report *a, const Report *b, double pct, SlBuf *out)
 {
-    ReportDiffOptions o = {true, pct, "old.json", "new.json"};
+    ReportDiffOptions o = {true, pct, "old.json", "new.json", false, 0};
     bool over = false;
     SlError err = {0};
     sl_buf_clear(out);
@@ -707,7 +707,7 @@ test_diff_budget_edge(void **state)
         fail_msg("%s", out.data);
 
     /* JSON for bots */
-    ReportDiffOptions o = {true, 5, "a", "b"};
+    ReportDiffOptions o = {true, 5, "a", "b", false, 0};
     bool over = false;
     SlError err = {0};
     sl_buf_clear(&out);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "memory/memory.h"
 #include "sharding/shd.h"
 #include "trace/trace_int.h"
 
@@ -294,6 +295,11 @@ static const char *const k_insert_sql[ST_COUNT] = {
     [ST_WHILE] = "INSERT INTO while_loop(run_id, instr, source, trip_count, method, reason,"
                  " induction_index, executions, outer_loop) VALUES (?,?,?,?,?,?,?,?,?)",
     [ST_WARNING] = "INSERT INTO warning(run_id, instr, kind, message) VALUES (?,?,?,?)",
+    [ST_MEMORY] = "INSERT INTO memory(run_id, phase, devices, parameter_bytes, output_bytes,"
+                  " alias_bytes, peak_bytes, peak_temp_bytes, max_temp_bytes, peak_instr,"
+                  " peak_position, n_values) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+    [ST_MEMORY_BUFFER] = "INSERT INTO memory_buffer(memory_id, rank, instr, leaf, bytes, kind)"
+                         " VALUES (?,?,?,?,?,?)",
 };
 
 /* The inserts with a JSON list column, up to it; list_stmt completes them for a length. */
@@ -337,6 +343,7 @@ typedef struct Wr {
     SlVec whiles;         /* WhileRow: every while of the output, callers' before callees' */
     uint32_t *comp_loop;  /* AFTER computation id -> index + 1 into whiles of the innermost
                              loop that runs it (its first call site's); 0: in no loop */
+    const MemEstimate *mem; /* [BEFORE], [AFTER]: estimated once, before the attempts */
     bool oom;
 } Wr;
 
@@ -983,6 +990,53 @@ write_warnings(Wr *w)
     }
 }
 
+/* ---- the memory estimate ------------------------------------------------------------- */
+
+/* One memory row per phase: the input on one device, the output for every device (an SPMD
+ * program has the same local shapes everywhere, so every device shares one row). */
+static void
+write_memory(Wr *w)
+{
+    for (int phase = BEFORE; phase <= AFTER && w->rc == SQLITE_OK; phase++) {
+        const MemEstimate *e = &w->mem[phase];
+        sqlite3_stmt *st = stmt(w, ST_MEMORY);
+        bind_i64(w, st, 1, w->run_id);
+        bind_text(w, st, 2, k_phase[phase]);
+        sl_buf_clear(&w->text);
+        if (phase == AFTER) {
+            sl_buf_putc(&w->text, '[');
+            for (int64_t d = 0; d < w->db->info.num_partitions; d++)
+                sl_buf_printf(&w->text, d ? ",%lld" : "%lld", (long long)d);
+            sl_buf_putc(&w->text, ']');
+            if (w->text.failed)
+                w->oom = true;
+            bind_text(w, st, 3, sl_buf_str(&w->text).ptr);
+        } else {
+            bind_null(w, st, 3);
+        }
+        bind_i64(w, st, 4, e->parameter_bytes);
+        bind_i64(w, st, 5, e->output_bytes);
+        bind_i64(w, st, 6, e->alias_bytes);
+        bind_i64(w, st, 7, e->peak_bytes);
+        bind_i64(w, st, 8, e->peak_temp_bytes);
+        bind_i64(w, st, 9, e->max_temp_bytes);
+        bind_row(w, st, 10, e->peak_instr ? w->rows_by_id[phase][e->peak_instr->id] : 0);
+        bind_i64(w, st, 11, e->peak_position);
+        bind_i64(w, st, 12, e->n_values);
+        int64_t row = insert(w, ST_MEMORY);
+        st = stmt(w, ST_MEMORY_BUFFER);
+        for (uint32_t k = 0; k < e->n_top && w->rc == SQLITE_OK; k++) {
+            bind_i64(w, st, 1, row);
+            bind_i64(w, st, 2, k + 1);
+            bind_row(w, st, 3, w->rows_by_id[phase][e->top[k].instr->id]);
+            bind_i64(w, st, 4, e->top[k].leaf);
+            bind_i64(w, st, 5, e->top[k].bytes);
+            bind_text(w, st, 6, mem_buf_kind_name(e->top[k].kind));
+            (void)insert(w, ST_MEMORY_BUFFER);
+        }
+    }
+}
+
 /* ---- collectives: kind, S, device groups, trip counts --------------------------------- */
 
 typedef enum CollBytes {
@@ -1477,6 +1531,7 @@ write_all(Wr *w, const IrModule *out, double duration_ms)
     write_loops(w);
     write_collectives(w, out);
     write_warnings(w);
+    write_memory(w);
     if (w->oom && w->rc == SQLITE_OK) {
         w->rc = SQLITE_NOMEM;
         w->what = "buffering rows";
@@ -1514,10 +1569,16 @@ trace_db_end_run(TraceDb *db, const IrModule *out, double duration_ms, int64_t *
         clear_run(db);
         return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory while recording the trace");
     }
-    SlStatus st = prepare_all(db, err);
+    MemEstimate mem[2];
+    SlStatus st = mem_estimate(db->in, &mem[BEFORE], NULL, err);
+    if (st == SL_OK)
+        st = mem_estimate(out, &mem[AFTER], NULL, err);
+    if (st == SL_OK)
+        st = prepare_all(db, err);
     for (int attempt = 0; st == SL_OK; attempt++) {
         Wr w;
         wr_init(&w, db);
+        w.mem = mem;
         w.rc = trace_db_begin_write(db);
         if (w.rc != SQLITE_OK)
             w.what = "starting the run's transaction";

@@ -25,6 +25,8 @@ typedef enum TraceStmt {
     ST_LOOP,
     ST_WHILE,
     ST_WARNING,
+    ST_MEMORY,
+    ST_MEMORY_BUFFER,
     ST_COUNT
 } TraceStmt;
 
