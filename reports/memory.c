@@ -58,7 +58,8 @@ build_one(const TraceRun *run, const TraceRunMemory *m, const ReportOptions *o, 
                               b->kind,
                               s ? s->name : NULL,
                               s ? s->op_name : NULL,
-                              b->bytes};
+                              b->bytes,
+                              b->leaf};
         out->top[out->n_top++] = rb;
     }
     return true;
@@ -155,8 +156,10 @@ print_top(const ReportMemory *m, SlBuf *out)
         const ReportMemBuffer *b = &m->top[k];
         sl_buf_printf(out, "    %2u. ", k + 1);
         put_cell_size(out, b->bytes, 11);
-        sl_buf_printf(out, "%-10s %%%s %s", b->kind, b->name ? b->name : "?",
-                      b->opcode ? b->opcode : "?");
+        sl_buf_printf(out, "%-10s %%%s", b->kind, b->name ? b->name : "?");
+        if (b->leaf || (b->opcode && (!strcmp(b->opcode, "while") || !strcmp(b->opcode, "tuple"))))
+            sl_buf_printf(out, " leaf %u", b->leaf);
+        sl_buf_printf(out, " %s", b->opcode ? b->opcode : "?");
         if (m->is_partitioned && b->source && b->name && strcmp(b->source, b->name))
             sl_buf_printf(out, " <- %%%s", b->source);
         if (b->op_name)
@@ -273,7 +276,8 @@ jgroup(const ReportMemory *m, bool with_devices)
         cJSON *e = cJSON_CreateObject();
         ok = e && cJSON_AddItemToArray(t, e) && jstr(e, "name", b->name) &&
              jstr(e, "opcode", b->opcode) && jstr(e, "kind", b->kind) &&
-             jnum(e, "bytes", (double)b->bytes) && jstr(e, "source", b->source) &&
+             jnum(e, "bytes", (double)b->bytes) && jnum(e, "leaf", b->leaf) &&
+             jstr(e, "source", b->source) &&
              jstr(e, "op_name", b->op_name);
     }
     if (!ok) {

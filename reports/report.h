@@ -108,6 +108,7 @@ typedef struct ReportMemBuffer {
     const char *source;        /* partitioned: the input instruction it derives from */
     const char *op_name;       /* NULL when none */
     int64_t bytes;
+    uint32_t leaf; /* array leaf of the instruction's shape, pre-order (0 for arrays) */
 } ReportMemBuffer;
 
 /* The memory estimate of the input on one device, or of the output for a group of devices
@@ -161,6 +162,8 @@ typedef struct Report {
     /* Rollups (rollup.c), by bytes sent, then key: */
     ReportRollup *by_axes;       /* with a mesh: per set of axes the groups span */
     uint32_t n_by_axes;
+    ReportRollup *by_crossed;    /* with a mesh: per axis crossed, alone or with others */
+    uint32_t n_by_crossed;
     ReportRollup *by_prefix;     /* with op_name_depth: per op_name prefix */
     uint32_t n_by_prefix;
     ReportRollup *by_loop;       /* per while loop (directly in it), trip counts applied */

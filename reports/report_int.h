@@ -69,6 +69,12 @@ void report_memory_diff_text(const Report *old_r, const Report *new_r, const Rep
 bool report_memory_diff_json(struct cJSON *root, const Report *old_r, const Report *new_r,
                              const ReportDiffOptions *o);
 
+/* ---- rollup.c: traffic per mesh axes, op_name prefix, loop, computation ----------------- */
+
+bool report_rollup_build(const TraceRun *run, SlArena *arena, Report *r); /* false: OOM */
+void report_rollup_print_text(const Report *r, SlBuf *out);
+bool report_rollup_put_json(const Report *r, struct cJSON *root); /* adds "rollups" */
+
 /* ---- text.c / summary_json.c helpers ----------------------------------------------------- */
 
 /* Exact byte counts: integers as integers, fractions (packed sub-byte types) with up to

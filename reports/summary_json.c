@@ -225,6 +225,8 @@ report_write_json(const Report *r, SlBuf *out, SlError *err)
         num(&js, root, "num_partitions", (double)r->num_partitions);
         put_model(&js, root, r);
         put_body(&js, root, r);
+        if (!js.oom && !report_rollup_put_json(r, root))
+            js.oom = true;
         if (!js.oom && !report_memory_put_json(r, root))
             js.oom = true;
     }

@@ -582,6 +582,7 @@ report_print_text(const Report *r, SlBuf *out)
     print_collectives(r, out);
     print_loops(r, out);
     print_unknown_loops(r, out);
+    report_rollup_print_text(r, out);
     report_memory_print_text(r, out);
 }
 

@@ -25,7 +25,8 @@
 -- Version 5 added the while_loop table (every while of the output with its trip count and how
 -- it was found), collective.loop and the loop view, and split device_traffic's bytes by trip-
 -- count rule (send_bytes_known_trips, send_bytes_unknown_trips_once, ...).
--- Version 6 added the memory and memory_buffer tables and the memory_peak view.
+-- Version 6 added the memory and memory_buffer tables and the memory_peak, computation_traffic
+-- and op_name_traffic views.
 PRAGMA user_version = 6;
 
 -- One partitioner invocation. created_at and duration_ms come from the caller's clock.
@@ -369,3 +370,21 @@ LEFT JOIN instr p ON p.id = m.peak_instr
 JOIN memory_buffer b ON b.memory_id = m.id
 JOIN instr i ON i.id = b.instr
 LEFT JOIN instr s ON s.id = i.derived_from;
+
+-- Per computation holding collectives: their traffic, trip counts applied (collectives of
+-- unknown trip count counted once, and counted in unknown_trip_collectives).
+CREATE VIEW computation_traffic AS
+SELECT t.run_id, i.computation, COUNT(*) AS collectives, SUM(t.send_bytes) AS send_bytes,
+       SUM(t.trip_count IS NULL) AS unknown_trip_collectives
+FROM collective_traffic t
+JOIN instr i ON i.id = t.instr
+GROUP BY t.run_id, i.computation;
+
+-- Per op_name of the source instructions (roll up by prefix with substr/instr, README): the
+-- traffic they caused, trip counts applied as in collective_traffic.
+CREATE VIEW op_name_traffic AS
+SELECT t.run_id, COALESCE(s.op_name, '') AS op_name, COUNT(*) AS collectives,
+       SUM(t.send_bytes) AS send_bytes, SUM(t.trip_count IS NULL) AS unknown_trip_collectives
+FROM collective_traffic t
+LEFT JOIN instr s ON s.id = t.source
+GROUP BY t.run_id, COALESCE(s.op_name, '');
