@@ -1,7 +1,8 @@
 /* test_memory.c - the memory estimate (src/memory) on modules counted by hand here: a while
  * loop updating its state in place with dynamic-update-slice (with and without donation), a
  * tuple-heavy module of views, a training step with donated parameters, an async collective
- * pair, a call, and a value that cannot be updated in place because it is read later. Each
+ * pair, a call, a conditional, the schedule's order, and a value that cannot be updated in
+ * place because it is read later. Each
  * case gives the schedule's live bytes in its comment. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -138,6 +139,47 @@ static const struct {
      "  ROOT c = f32[64] call(x), to_apply=f\n"
      "}\n",
      {256, 256, 0, 768, 256, "c", "x:0:256:parameter c:0:256:output c:0:256:nested"}},
+    /* a conditional: its larger branch's own peak (t's e 64; the root is the caller's) on top
+     * of p 1 + x 64 + c 64 */
+    {"conditional",
+     "HloModule m\n\n"
+     "t {\n  a = f32[16] parameter(0)\n  e = f32[16] exponential(a)\n"
+     "  ROOT r = f32[16] add(e, a)\n}\n\n"
+     "f {\n  a = f32[16] parameter(0)\n  ROOT r = f32[16] negate(a)\n}\n\n"
+     "ENTRY main {\n"
+     "  p = pred[] parameter(0)\n"
+     "  x = f32[16] parameter(1)\n"
+     "  ROOT c = f32[16] conditional(p, x, x), true_computation=t, false_computation=f\n"
+     "}\n",
+     {65, 64, 0, 193, 64, "c", "x:0:64:parameter c:0:64:output c:0:64:nested p:0:1:parameter"}},
+    /* the schedule is the module's order (is_scheduled=true: its HloSchedule): slicing a before
+     * computing b keeps one 1 KiB temporary live at a time, x + b + sa + sb = 2056 at sb... */
+    {"scheduled_order",
+     "HloModule m, is_scheduled=true\n\n"
+     "ENTRY main {\n"
+     "  x = f32[256] parameter(0)\n"
+     "  a = f32[256] negate(x)\n"
+     "  sa = f32[1] slice(a), slice={[0:1]}\n"
+     "  b = f32[256] exponential(x)\n"
+     "  sb = f32[1] slice(b), slice={[0:1]}\n"
+     "  ROOT t = f32[1] add(sa, sb)\n"
+     "}\n",
+     {1024, 4, 0, 2056, 1032, "sb", "x:0:1024:parameter b:0:1024:temp sa:0:4:temp "
+                                    "sb:0:4:temp"}},
+    /* ... the same instructions with b before the slices: at sa, a (read there) and b are both
+     * live: x + a + b + sa = 3076 */
+    {"other_order",
+     "HloModule m, is_scheduled=true\n\n"
+     "ENTRY main {\n"
+     "  x = f32[256] parameter(0)\n"
+     "  a = f32[256] negate(x)\n"
+     "  b = f32[256] exponential(x)\n"
+     "  sa = f32[1] slice(a), slice={[0:1]}\n"
+     "  sb = f32[1] slice(b), slice={[0:1]}\n"
+     "  ROOT t = f32[1] add(sa, sb)\n"
+     "}\n",
+     {1024, 4, 0, 3076, 2052, "sa", "x:0:1024:parameter a:0:1024:temp b:0:1024:temp "
+                                    "sa:0:4:temp"}},
 };
 
 static void

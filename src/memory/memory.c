@@ -536,7 +536,9 @@ cmp_top(const void *pa, const void *pb)
         return a->bytes > b->bytes ? -1 : 1;
     if (a->instr->id != b->instr->id)
         return a->instr->id < b->instr->id ? -1 : 1;
-    return a->leaf < b->leaf ? -1 : a->leaf > b->leaf;
+    if (a->leaf != b->leaf)
+        return a->leaf < b->leaf ? -1 : 1;
+    return a->kind < b->kind ? -1 : a->kind > b->kind;
 }
 
 static void

@@ -55,7 +55,8 @@ typedef struct MemEstimate {
     uint32_t peak_position;     /* its 0-based place in the entry's schedule */
     uint32_t n_values;          /* values of the entry with storage */
     uint32_t n_top;
-    MemBuffer top[MEM_TOP_BUFFERS]; /* live at the peak, largest first (ties: IR order) */
+    MemBuffer top[MEM_TOP_BUFFERS]; /* live at the peak, largest first (ties: IR order, leaf,
+                                       kind) */
 } MemEstimate;
 
 /* Estimates `m` (its entry computation, and what it calls). Temporary tables live in a local
