@@ -290,6 +290,24 @@ define(Ctx *cx, const IrComputation *c, int mode, const IrInstr *i, uint32_t pos
         for (uint32_t k = 0; k < n; k++)
             in_place(cx, i, k, i->n_operands ? leaves_of(cx, i->operands[0])[k] : NO_VAL, pos);
         return;
+    case IR_OP_FUSION: {
+        /* a fusion whose root updates one of its parameters in place updates that operand */
+        const IrAttr *calls = ir_instr_find_attr(i, IR_ATTR_CALLS);
+        const IrComputation *fc = calls && calls->u.comps.n ? calls->u.comps.v[0] : NULL;
+        const IrInstr *root = fc ? fc->root : NULL;
+        const IrInstr *target = root && (root->op == IR_OP_DYNAMIC_UPDATE_SLICE ||
+                                         root->op == IR_OP_SCATTER) && root->n_operands
+                                    ? root->operands[0]
+                                    : NULL;
+        if (n == 1 && target && target->op == IR_OP_PARAMETER && target->parameter_number >= 0 &&
+            target->parameter_number < i->n_operands &&
+            ir_shape_leaf_count(&i->operands[target->parameter_number]->shape) == 1) {
+            in_place(cx, i, 0, leaves_of(cx, i->operands[target->parameter_number])[0], pos);
+            return;
+        }
+        fresh(cx, i, pos);
+        return;
+    }
     case IR_OP_CONSTANT:
         fresh(cx, i, pos);
         for (uint32_t k = 0; k < n; k++)

@@ -10,7 +10,8 @@
  *   views (no storage):  get-tuple-element, tuple, bitcast, opt-barrier, the *-done of an
  *                        async pair (the result slot of its *-start), the operand slot of a
  *                        *-start;
- *   in place:            dynamic-update-slice (operand 0), scatter (its operands), while
+ *   in place:            dynamic-update-slice (operand 0), scatter (its operands), a fusion
+ *                        whose root is one of those on a fused parameter (that operand), while
  *                        (its state: operand, body parameter and root, output share storage),
  *                        when the operand's value has no later use and is not read-only (an
  *                        entry parameter that is not donated, a constant); else a copy;
