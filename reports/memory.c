@@ -50,6 +50,10 @@ build_one(const TraceRun *run, const TraceRunMemory *m, const ReportOptions *o, 
     out->is_over_limit = o->device_memory_gib > 0 && (double)m->peak_bytes > o->device_memory_gib * GIB;
     if (m->n_top && !(out->top = SL_NEW_ARRAY(a, ReportMemBuffer, m->n_top)))
         return false;
+    if (m->n_profile && !(out->profile = SL_DUP_ARRAY(a, int64_t, m->profile, m->n_profile)))
+        return false;
+    out->n_profile = m->n_profile;
+    out->profile_step = m->profile_step;
     for (uint32_t k = 0; k < m->n_top; k++) {
         const TraceRunMemBuffer *b = &m->top[k];
         const TraceRunInstr *s = source_of(run, b->instr);
@@ -279,6 +283,14 @@ jgroup(const ReportMemory *m, bool with_devices)
              jnum(e, "bytes", (double)b->bytes) && jnum(e, "leaf", b->leaf) &&
              jstr(e, "source", b->source) &&
              jstr(e, "op_name", b->op_name);
+    }
+    cJSON *p = ok ? cJSON_AddObjectToObject(o, "profile") : NULL;
+    ok = p && jnum(p, "step", (double)m->profile_step);
+    cJSON *lb = ok ? cJSON_AddArrayToObject(p, "live_bytes") : NULL;
+    ok = lb != NULL;
+    for (uint32_t k = 0; ok && k < m->n_profile; k++) {
+        cJSON *n = cJSON_CreateNumber((double)m->profile[k]);
+        ok = n && cJSON_AddItemToArray(lb, n);
     }
     if (!ok) {
         cJSON_Delete(o);

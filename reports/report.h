@@ -122,6 +122,9 @@ typedef struct ReportMemory {
     ReportMemBuffer *top;                  /* largest first */
     uint32_t n_top;
     bool is_over_limit; /* peak_bytes > ReportOptions.device_memory_gib */
+    int64_t *profile;   /* live bytes over the schedule (TraceRunMemory.profile), for charts */
+    uint32_t n_profile;
+    int64_t profile_step;
 } ReportMemory;
 
 /* Traffic summed over a group of collectives (rollup.c): a mesh axis set, an op_name prefix,

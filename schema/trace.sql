@@ -343,7 +343,12 @@ CREATE TABLE memory (
     max_temp_bytes  INTEGER NOT NULL,  -- most temporary bytes live at once, anywhere
     peak_instr      INTEGER REFERENCES instr(id), -- where the peak is first reached (entry)
     peak_position   INTEGER NOT NULL,  -- its 0-based place in the entry's schedule
-    n_values        INTEGER NOT NULL   -- values with storage in the entry
+    n_values        INTEGER NOT NULL,  -- values with storage in the entry
+    profile         TEXT,              -- JSON array: live bytes over the entry's schedule, for a
+                                       -- chart; element k is the most live at once in positions
+                                       -- [k * profile_step, (k + 1) * profile_step): the peak is
+                                       -- in it (at most 512 elements)
+    profile_step    INTEGER NOT NULL
 );
 CREATE INDEX memory_by_run ON memory(run_id);
 

@@ -242,6 +242,53 @@ test_memory_cases(void **state)
     }
 }
 
+/* The live-bytes profile: one point per position on a short schedule (scheduled_order's:
+ * x; + a; + sa; a dies, + b; + sb; b dies, + t), and on a long one the most of each bucket,
+ * the peak included. */
+static void
+test_memory_profile(void **state)
+{
+    (void)state;
+    SlArena arena;
+    SlInterner names;
+    sl_arena_init(&arena);
+    sl_interner_init(&names, &arena);
+    IrModule *m = NULL;
+    SlError err = {0};
+    assert_int_equal(hlo_parse(&arena, &names, sl_str(k_cases[8].text), "t.hlo", &m, &err), SL_OK);
+    assert_string_equal(k_cases[8].name, "scheduled_order");
+    MemEstimate e;
+    assert_int_equal(mem_estimate(m, &e, NULL, &err), SL_OK);
+    static const int64_t want[] = {1024, 2048, 2052, 2052, 2056, 1036};
+    assert_int_equal(e.n_profile, SL_COUNTOF(want));
+    assert_int_equal(e.profile_step, 1);
+    for (size_t k = 0; k < SL_COUNTOF(want); k++)
+        assert_int_equal(e.profile[k], want[k]);
+    ir_module_fini(m);
+
+    /* a chain of 1199 scalar negates from v0, each read by the next (v0 + the one read + the
+     * new one live: 12 B), then a 2 KiB broadcast at position 1200, the peak */
+    SlBuf text;
+    sl_buf_init(&text);
+    sl_buf_puts(&text, "HloModule m\n\nENTRY main {\n  v0 = f32[] parameter(0)\n");
+    for (int k = 1; k < 1200; k++)
+        sl_buf_printf(&text, "  v%d = f32[] negate(v%d)\n", k, k - 1);
+    sl_buf_puts(&text, "  ROOT big = f32[512] broadcast(v1199), dimensions={}\n}\n");
+    m = NULL;
+    assert_int_equal(hlo_parse(&arena, &names, sl_buf_str(&text), "t.hlo", &m, &err), SL_OK);
+    assert_int_equal(mem_estimate(m, &e, NULL, &err), SL_OK);
+    assert_int_equal(e.profile_step, 3); /* 1201 positions in 512 points: 3 each */
+    assert_int_equal(e.n_profile, 401);
+    assert_int_equal(e.peak_position, 1200);
+    assert_int_equal(e.peak_bytes, 4 + 4 + 2048);
+    assert_int_equal(e.profile[400], 4 + 4 + 2048);
+    assert_int_equal(e.profile[1], 4 + 4 + 4); /* positions 3-5 */
+    sl_buf_fini(&text);
+    ir_module_fini(m);
+    sl_interner_fini(&names);
+    sl_arena_fini(&arena);
+}
+
 /* An input_output_alias that names no parameter is ignored, and counted. */
 static void
 test_memory_bad_alias(void **state)
@@ -273,6 +320,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory_cases),
         cmocka_unit_test(test_memory_bad_alias),
+        cmocka_unit_test(test_memory_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -321,6 +321,9 @@ test_memory_rows(void **state)
     assert_int_equal(sql_int(raw, "SELECT peak_bytes FROM memory WHERE phase = 'after'"), 640);
     assert_int_equal(sql_int(raw, "SELECT output_bytes FROM memory WHERE phase = 'after'"), 128);
     ASSERT_SQL_TEXT(raw, "SELECT devices FROM memory WHERE phase = 'after'", "[0,1]");
+    ASSERT_SQL_TEXT(raw, "SELECT profile FROM memory WHERE phase = 'before'", "[768,768,896]");
+    ASSERT_SQL_TEXT(raw, "SELECT profile FROM memory WHERE phase = 'after'",
+                    "[384,384,512,640]");
     ASSERT_SQL_TEXT(raw, "SELECT i.name FROM memory m JOIN instr i ON i.id = m.peak_instr"
                          " WHERE m.phase = 'after'", "all-reduce.1");
     ASSERT_SQL_TEXT(raw, "SELECT group_concat(buffer || ':' || bytes || ':' || kind || ':' ||"
@@ -344,6 +347,10 @@ test_memory_rows(void **state)
     assert_int_equal(m->n_top, 4);
     assert_string_equal(run->instrs[m->top[0].instr].name, "lhs.1");
     assert_string_equal(m->top[3].kind, "output");
+    assert_int_equal(m->n_profile, 4);
+    assert_int_equal(m->profile_step, 1);
+    assert_int_equal(m->profile[2], 512);
+    assert_int_equal(m->profile[3], 640);
 }
 
 /* ---- one run, every row ---- */

@@ -372,6 +372,7 @@ settle(Ctx *cx)
 typedef struct Peak {
     int64_t bytes, temp_bytes_at_peak, max_temp;
     uint32_t pos;
+    MemEstimate *profile; /* the entry's walk: receives the profile; NULL for nested ones */
 } Peak;
 
 /* Walks computation `c` in schedule order; with `extra` (n_instrs entries) receives the nested
@@ -408,7 +409,13 @@ walk(Ctx *cx, const IrComputation *c, int mode, int64_t *extra)
 static void
 peak_of(Ctx *cx, uint32_t n_pos, const int64_t *extra, Peak *out)
 {
+    MemEstimate *prof = out->profile;
     memset(out, 0, sizeof(*out));
+    uint32_t step = n_pos / MEM_PROFILE_SLOTS + (n_pos % MEM_PROFILE_SLOTS != 0);
+    if (prof) {
+        prof->profile_step = step ? step : 1;
+        prof->n_profile = n_pos ? (n_pos + prof->profile_step - 1) / prof->profile_step : 0;
+    }
     int64_t *all = SL_NEW_ARRAY(&cx->arena, int64_t, (size_t)n_pos + 1);
     int64_t *tmp = SL_NEW_ARRAY(&cx->arena, int64_t, (size_t)n_pos + 1);
     if (!all || !tmp) {
@@ -438,6 +445,8 @@ peak_of(Ctx *cx, uint32_t n_pos, const int64_t *extra, Peak *out)
         }
         if (here_tmp > out->max_temp)
             out->max_temp = here_tmp;
+        if (prof && here > prof->profile[p / prof->profile_step])
+            prof->profile[p / prof->profile_step] = here;
     }
 }
 
@@ -575,7 +584,7 @@ add_top(MemEstimate *out, MemBuffer b)
 static void
 summarize(Ctx *cx, const IrComputation *entry, const int64_t *extra, MemEstimate *out)
 {
-    Peak pk;
+    Peak pk = {.profile = out};
     peak_of(cx, entry->n_instrs, extra, &pk);
     out->peak_bytes = pk.bytes;
     out->peak_temp_bytes = pk.temp_bytes_at_peak;
@@ -658,7 +667,7 @@ run(Ctx *cx, MemEstimate *out, SlError *err)
                 continue;
             SlArenaMark mk = sl_arena_mark(&cx->arena);
             walk(cx, comp, mode, extra);
-            Peak pk;
+            Peak pk = {0};
             peak_of(cx, comp->n_instrs, extra, &pk);
             cx->nested[mode][comp->id] = pk.bytes;
             sl_arena_release(&cx->arena, mk);

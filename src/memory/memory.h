@@ -28,7 +28,8 @@
 #include "base/base.h"
 #include "ir/ir.h"
 
-#define MEM_TOP_BUFFERS 10 /* buffers kept from the peak, largest first */
+#define MEM_TOP_BUFFERS   10  /* buffers kept from the peak, largest first */
+#define MEM_PROFILE_SLOTS 512 /* points of the live-bytes profile over the schedule */
 
 typedef enum MemBufKind {
     MEM_BUF_PARAMETER, /* an entry parameter (leaf `leaf` of it) */
@@ -56,6 +57,10 @@ typedef struct MemEstimate {
     uint32_t peak_position;     /* its 0-based place in the entry's schedule */
     uint32_t n_values;          /* values of the entry with storage */
     uint32_t n_top;
+    /* Live bytes over the entry's schedule, for a chart: point k is the most live at once in
+     * positions [k * profile_step, (k + 1) * profile_step), so the peak is in it. */
+    uint32_t n_profile, profile_step;
+    int64_t profile[MEM_PROFILE_SLOTS];
     MemBuffer top[MEM_TOP_BUFFERS]; /* live at the peak, largest first (ties: IR order, leaf,
                                        kind) */
 } MemEstimate;

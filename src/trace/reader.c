@@ -697,14 +697,16 @@ row_memory(Rd *r, sqlite3_stmt *st)
     m.max_temp_bytes = sqlite3_column_int64(st, 7);
     m.peak_instr = col_instr(r, st, 8);
     m.peak_position = sqlite3_column_int64(st, 9);
+    m.profile_step = sqlite3_column_int64(st, 10);
     put(r, &r->memory_idx, sqlite3_column_int64(st, 0), r->rows.len);
     return PUSH(r, TraceRunMemory, m);
 }
 
-/* A memory row's list element (a device, or a buffer at the peak), until attached. */
+/* A memory row's list element (a device or profile point, or a buffer at the peak), until
+ * attached. */
 typedef struct MemElem {
     uint32_t memory;
-    int64_t device;
+    int64_t device; /* or the profile point */
     TraceRunMemBuffer buf;
 } MemElem;
 
@@ -723,10 +725,13 @@ row_memory_elem(Rd *r, sqlite3_stmt *st)
     return e.memory != TRACE_NONE ? SL_VEC_PUSH(&r->elems, MemElem, e) : true;
 }
 
-/* Gives each memory row its devices (`is_buf` false) or buffers, in query order. */
+enum { MEM_DEVICES, MEM_BUFFERS, MEM_PROFILE };
+
+/* Gives each memory row its devices, buffers or profile, in query order. */
 static void
-attach_memory(Rd *r, bool is_buf)
+attach_memory(Rd *r, int what)
 {
+    bool is_buf = what == MEM_BUFFERS;
     TraceRun *run = r->run;
     const MemElem *e = r->elems.data;
     for (uint32_t m = 0; m < run->n_memory && !r->oom; m++) {
@@ -736,21 +741,28 @@ attach_memory(Rd *r, bool is_buf)
         if (!n)
             continue;
         TraceRunMemory *mem = &run->memory[m];
+        int64_t *ints = NULL;
         if (is_buf)
             mem->top = SL_NEW_ARRAY(r->arena, TraceRunMemBuffer, n);
         else
-            mem->devices = SL_NEW_ARRAY(r->arena, int64_t, n);
-        if (is_buf ? !mem->top : !mem->devices) {
+            ints = SL_NEW_ARRAY(r->arena, int64_t, n);
+        if (is_buf ? !mem->top : !ints) {
             r->oom = true;
             break;
         }
+        if (what == MEM_DEVICES)
+            mem->devices = ints;
+        else if (what == MEM_PROFILE)
+            mem->profile = ints;
         for (size_t k = 0; k < r->elems.len; k++) {
             if (e[k].memory != m)
                 continue;
             if (is_buf)
                 mem->top[mem->n_top++] = e[k].buf;
-            else
+            else if (what == MEM_DEVICES)
                 mem->devices[mem->n_devices++] = e[k].device;
+            else
+                mem->profile[mem->n_profile++] = e[k].device;
         }
     }
     sl_vec_fini(&r->elems);
@@ -762,7 +774,7 @@ load_memory(Rd *r)
     TraceRun *run = r->run;
     query(r,
           "SELECT id, phase, parameter_bytes, output_bytes, alias_bytes, peak_bytes,"
-          " peak_temp_bytes, max_temp_bytes, peak_instr, peak_position FROM memory"
+          " peak_temp_bytes, max_temp_bytes, peak_instr, peak_position, profile_step FROM memory"
           " WHERE run_id = ?1 ORDER BY phase = 'after', id",
           row_memory);
     run->memory = TAKE(r, TraceRunMemory, &run->n_memory);
@@ -770,12 +782,17 @@ load_memory(Rd *r)
                "SELECT m.id, d.value, NULL FROM memory m, json_each(m.devices) d"
                " WHERE m.run_id = ?1 ORDER BY m.id, d.key",
                row_memory_elem);
-    attach_memory(r, false);
+    attach_memory(r, MEM_DEVICES);
+    query_what(r, "reading memory.profile",
+               "SELECT m.id, p.value, NULL FROM memory m, json_each(m.profile) p"
+               " WHERE m.run_id = ?1 ORDER BY m.id, p.key",
+               row_memory_elem);
+    attach_memory(r, MEM_PROFILE);
     query(r,
           "SELECT b.memory_id, b.instr, b.leaf, b.bytes, b.kind FROM memory_buffer b"
           " JOIN memory m ON m.id = b.memory_id WHERE m.run_id = ?1 ORDER BY b.memory_id, b.rank",
           row_memory_elem);
-    attach_memory(r, true);
+    attach_memory(r, MEM_BUFFERS);
 }
 
 static bool

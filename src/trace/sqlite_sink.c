@@ -297,7 +297,8 @@ static const char *const k_insert_sql[ST_COUNT] = {
     [ST_WARNING] = "INSERT INTO warning(run_id, instr, kind, message) VALUES (?,?,?,?)",
     [ST_MEMORY] = "INSERT INTO memory(run_id, phase, devices, parameter_bytes, output_bytes,"
                   " alias_bytes, peak_bytes, peak_temp_bytes, max_temp_bytes, peak_instr,"
-                  " peak_position, n_values) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                  " peak_position, n_values, profile, profile_step)"
+                  " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_MEMORY_BUFFER] = "INSERT INTO memory_buffer(memory_id, rank, instr, leaf, bytes, kind)"
                          " VALUES (?,?,?,?,?,?)",
 };
@@ -344,6 +345,7 @@ typedef struct Wr {
     uint32_t *comp_loop;  /* AFTER computation id -> index + 1 into whiles of the innermost
                              loop that runs it (its first call site's); 0: in no loop */
     const MemEstimate *mem; /* [BEFORE], [AFTER]: estimated once, before the attempts */
+    SlBuf profile;          /* a memory row's profile text (`text` holds its devices) */
     bool oom;
 } Wr;
 
@@ -1023,6 +1025,15 @@ write_memory(Wr *w)
         bind_row(w, st, 10, e->peak_instr ? w->rows_by_id[phase][e->peak_instr->id] : 0);
         bind_i64(w, st, 11, e->peak_position);
         bind_i64(w, st, 12, e->n_values);
+        sl_buf_clear(&w->profile);
+        sl_buf_putc(&w->profile, '[');
+        for (uint32_t k = 0; k < e->n_profile; k++)
+            sl_buf_printf(&w->profile, k ? ",%lld" : "%lld", (long long)e->profile[k]);
+        sl_buf_putc(&w->profile, ']');
+        if (w->profile.failed)
+            w->oom = true;
+        bind_text(w, st, 13, sl_buf_str(&w->profile).ptr);
+        bind_i64(w, st, 14, e->profile_step);
         int64_t row = insert(w, ST_MEMORY);
         st = stmt(w, ST_MEMORY_BUFFER);
         for (uint32_t k = 0; k < e->n_top && w->rc == SQLITE_OK; k++) {
@@ -1486,6 +1497,7 @@ wr_init(Wr *w, TraceDb *db)
     memset(w, 0, sizeof(*w));
     w->db = db;
     sl_buf_init(&w->text);
+    sl_buf_init(&w->profile);
     sl_map_init(&w->list_idx);
     sl_arena_init(&w->scratch);
     sl_map_init(&w->by_name[BEFORE]);
@@ -1500,6 +1512,7 @@ static void
 wr_fini(Wr *w)
 {
     sl_buf_fini(&w->text);
+    sl_buf_fini(&w->profile);
     for (size_t k = 0; k < w->list_stmts.len; k++) /* returns the last step's error, seen */
         (void)sqlite3_finalize(SL_VEC_AT(&w->list_stmts, sqlite3_stmt *, k));
     sl_vec_fini(&w->list_stmts);

@@ -140,6 +140,10 @@ typedef struct TraceRunMemory {
     int64_t peak_position;
     uint32_t n_top;
     TraceRunMemBuffer *top; /* largest first */
+    uint32_t n_profile;
+    int64_t profile_step; /* positions per profile point */
+    int64_t *profile;     /* live bytes over the schedule: point k is the most live at once in
+                             positions [k * profile_step, (k + 1) * profile_step) */
 } TraceRunMemory;
 
 typedef struct TraceRunOption {
