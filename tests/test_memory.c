@@ -194,6 +194,29 @@ static const struct {
      "  ROOT f = f32[1024] fusion(x, r, i), kind=kLoop, calls=fused\n"
      "}\n",
      {4164, 4096, 4096, 4164, 0, "x", "x:0:4096:parameter r:0:64:parameter i:0:4:parameter"}},
+    /* a loop-invariant weight (the body returns it unchanged) is read in place, not copied:
+     * body peak i1 4 + s 16 + h1 16 = 36; at l, w 1024 + h 16 + z 4 + state copies of z 4 and
+     * h 16 + 36 = 1100 (2124 if w were copied) */
+    {"while_invariant",
+     "HloModule m\n\n"
+     "cond {\n  p = (s32[], f32[256], f32[4]) parameter(0)\n"
+     "  i = s32[] get-tuple-element(p), index=0\n  n = s32[] constant(3)\n"
+     "  ROOT c = pred[] compare(i, n), direction=LT\n}\n\n"
+     "body {\n  p = (s32[], f32[256], f32[4]) parameter(0)\n"
+     "  i = s32[] get-tuple-element(p), index=0\n  w = f32[256] get-tuple-element(p), index=1\n"
+     "  h = f32[4] get-tuple-element(p), index=2\n  one = s32[] constant(1)\n"
+     "  i1 = s32[] add(i, one)\n  s = f32[4] slice(w), slice={[0:4]}\n"
+     "  h1 = f32[4] add(h, s)\n  ROOT t = (s32[], f32[256], f32[4]) tuple(i1, w, h1)\n}\n\n"
+     "ENTRY main {\n"
+     "  w = f32[256] parameter(0)\n"
+     "  h = f32[4] parameter(1)\n"
+     "  z = s32[] constant(0)\n"
+     "  s = (s32[], f32[256], f32[4]) tuple(z, w, h)\n"
+     "  l = (s32[], f32[256], f32[4]) while(s), condition=cond, body=body\n"
+     "  ROOT r = f32[4] get-tuple-element(l), index=2\n"
+     "}\n",
+     {1040, 16, 0, 1100, 44, "l", "w:0:1024:parameter l:0:36:nested h:0:16:parameter "
+                                  "l:2:16:output z:0:4:temp l:0:4:temp"}},
 };
 
 static void

@@ -45,6 +45,8 @@ typedef struct Ctx {
     uint8_t *need;               /* by computation id: 1 << mode for the modes its callers use */
     bool *donated;               /* by entry parameter leaf (leaf_start order): donated */
     bool *is_output_alias;       /* by entry root leaf: an output with a donated parameter */
+    bool **passthru; /* by computation id (while bodies): root leaf k is the parameter's leaf
+                        k unchanged (loop-invariant state, which needs no copy); NULL: none */
     uint32_t n_ignored;
     bool oom;
 } Ctx;
@@ -286,10 +288,18 @@ define(Ctx *cx, const IrComputation *c, int mode, const IrInstr *i, uint32_t pos
             in_place(cx, i, k, k < i->n_operands ? leaves_of(cx, i->operands[k])[0] : NO_VAL,
                      pos);
         return;
-    case IR_OP_WHILE:
-        for (uint32_t k = 0; k < n; k++)
-            in_place(cx, i, k, i->n_operands ? leaves_of(cx, i->operands[0])[k] : NO_VAL, pos);
+    case IR_OP_WHILE: {
+        const IrComputation *body = ir_instr_called(i, IR_ATTR_BODY);
+        const bool *same = body ? cx->passthru[body->id] : NULL;
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t from = i->n_operands ? leaves_of(cx, i->operands[0])[k] : NO_VAL;
+            if (same && same[k] && from != NO_VAL) /* loop-invariant: the operand's storage */
+                lv[k] = from;
+            else
+                in_place(cx, i, k, from, pos);
+        }
         return;
+    }
     case IR_OP_FUSION: {
         /* a fusion whose root updates one of its parameters in place updates that operand */
         const IrAttr *calls = ir_instr_find_attr(i, IR_ATTR_CALLS);
@@ -396,10 +406,13 @@ walk(Ctx *cx, const IrComputation *c, int mode, int64_t *extra)
         if (lv[k] != NO_VAL)
             cx->vals[lv[k]].last = end;
     settle(cx);
+    bool *same = mode == MODE_WHILE ? cx->passthru[c->id] : NULL;
     for (uint32_t k = 0; k < n; k++) {
         if (lv[k] == NO_VAL)
             continue;
         Val *v = &cx->vals[lv[k]];
+        if (same && c->n_params && v->instr == c->params[0] && v->leaf == k)
+            same[k] = true;
         if (v->cls == C_TEMP)
             v->cls = mode < 0 ? C_OUTPUT : mode == MODE_CALL ? C_CALLER : C_TEMP;
     }
@@ -634,7 +647,8 @@ run(Ctx *cx, MemEstimate *out, SlError *err)
     cx->need = SL_NEW_ARRAY(&cx->arena, uint8_t, n_comps ? n_comps : 1);
     for (int mode = 0; mode < MODE_COUNT; mode++)
         cx->nested[mode] = SL_NEW_ARRAY(&cx->arena, int64_t, n_comps ? n_comps : 1);
-    if (!cx->leaf_start || !cx->need || !cx->nested[0] || !cx->nested[1])
+    cx->passthru = SL_NEW_ARRAY(&cx->arena, bool *, n_comps ? n_comps : 1);
+    if (!cx->leaf_start || !cx->need || !cx->nested[0] || !cx->nested[1] || !cx->passthru)
         return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");
     uint64_t n_leaves = 0;
     uint32_t max_instrs = 1;
@@ -665,6 +679,9 @@ run(Ctx *cx, MemEstimate *out, SlError *err)
         for (int mode = 0; mode < MODE_COUNT && !cx->oom; mode++) {
             if (comp == entry || !(cx->need[comp->id] & (1u << mode)))
                 continue;
+            if (mode == MODE_WHILE && comp->root && !cx->passthru[comp->id])
+                cx->passthru[comp->id] =
+                    SL_NEW_ARRAY(&cx->arena, bool, ir_shape_leaf_count(&comp->root->shape));
             SlArenaMark mk = sl_arena_mark(&cx->arena);
             walk(cx, comp, mode, extra);
             Peak pk = {0};

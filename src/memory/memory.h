@@ -14,7 +14,9 @@
  *                        whose root is one of those on a fused parameter (that operand), while
  *                        (its state: operand, body parameter and root, output share storage),
  *                        when the operand's value has no later use and is not read-only (an
- *                        entry parameter that is not donated, a constant); else a copy;
+ *                        entry parameter that is not donated, a constant); else a copy. A
+ *                        while's loop-invariant state (the body returns it unchanged) is never
+ *                        copied: the loop only reads it;
  *   nested computations: a while adds the larger of its body's and condition's own peak at
  *                        its place in the schedule, a call/conditional/async-start its
  *                        callee's (the largest branch); fused computations and to_apply
