@@ -473,6 +473,7 @@ print_json(const Agg *g, const Report *old_r, const Report *new_r, const DRow *k
          cJSON_AddBoolToObject(b, "busiest_device_over", gate->busiest) &&
          cJSON_AddBoolToObject(b, "unknown_trip_grew", gate->unknown) &&
          cJSON_AddBoolToObject(b, "over_budget", gate->total || gate->busiest || gate->unknown);
+    ok = ok && report_memory_diff_json(root, old_r, new_r, o);
     char *text = ok ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     return text;
@@ -502,7 +503,8 @@ report_diff(const Report *old_r, const Report *new_r, const ReportDiffOptions *o
     for (size_t k = 0; o->has_budget && k < g.sources.v.len; k++)
         gate.n_unknown += unknown_grew(&SL_VEC_AT(&g.sources.v, DRow, k));
     gate.unknown = gate.n_unknown > 0;
-    *over_budget = gate.total || gate.busiest || gate.unknown;
+    *over_budget = gate.total || gate.busiest || gate.unknown ||
+                   report_memory_diff_over(old_r, new_r, o);
     if (g.kinds.v.len)
         qsort(g.kinds.v.data, g.kinds.v.len, sizeof(DRow), by_kind);
     if (g.sources.v.len)
@@ -523,6 +525,7 @@ report_diff(const Report *old_r, const Report *new_r, const ReportDiffOptions *o
         }
     } else {
         print_text(&g, old_r, new_r, kinds, g.kinds.v.len, src, g.sources.v.len, o, &gate, out);
+        report_memory_diff_text(old_r, new_r, o, out);
     }
     rows_fini(&g.kinds);
     rows_fini(&g.sources);

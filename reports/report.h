@@ -26,6 +26,8 @@ typedef struct ReportOptions {
     uint32_t top;             /* rows of the text report's ranked tables (collectives, source
                                  ops, op_names); 0: REPORT_DEFAULT_TOP */
     bool is_default_link, is_default_latency, is_default_inter; /* for the output's wording */
+    double device_memory_gib; /* > 0: warn when a device's estimated peak memory exceeds it */
+    uint32_t op_name_depth;   /* > 0: traffic rolled up by the first K op_name components */
 } ReportOptions;
 void report_options_init(ReportOptions *o); /* the defaults above, no mesh, one level */
 
@@ -99,6 +101,40 @@ typedef struct ReportWhile {
     double send_bytes_per_execution; /* theirs, one execution each, summed over devices */
 } ReportWhile;
 
+/* A buffer live at the memory peak (memory.c). */
+typedef struct ReportMemBuffer {
+    const char *name, *opcode; /* the instruction that defines it */
+    const char *kind;          /* parameter, output, temp, nested */
+    const char *source;        /* partitioned: the input instruction it derives from */
+    const char *op_name;       /* NULL when none */
+    int64_t bytes;
+    uint32_t leaf; /* array leaf of the instruction's shape, pre-order (0 for arrays) */
+} ReportMemBuffer;
+
+/* The memory estimate of the input on one device, or of the output for a group of devices
+ * with the same figures (trace tables memory, memory_buffer; src/memory/memory.h). */
+typedef struct ReportMemory {
+    bool is_partitioned;
+    int64_t *devices; /* partitioned: the group's devices, ascending */
+    uint32_t n_devices;
+    int64_t parameter_bytes, output_bytes, alias_bytes, peak_bytes, peak_temp_bytes;
+    const char *peak_instr, *peak_op_name; /* where the peak is; NULL when unknown */
+    ReportMemBuffer *top;                  /* largest first */
+    uint32_t n_top;
+    bool is_over_limit; /* peak_bytes > ReportOptions.device_memory_gib */
+    int64_t *profile;   /* live bytes over the schedule (TraceRunMemory.profile), for charts */
+    uint32_t n_profile;
+    int64_t profile_step;
+} ReportMemory;
+
+/* Traffic summed over a group of collectives (rollup.c): a mesh axis set, an op_name prefix,
+ * a loop or a called computation. Bytes are sent, summed over devices, trip counts applied. */
+typedef struct ReportRollup {
+    const char *key;  /* axes ("data", "data,model"), op_name prefix, loop or computation */
+    const char *info; /* loops: trip count text ("8", "unknown"); else NULL */
+    ReportTraffic t;
+} ReportRollup;
+
 typedef struct Report {
     const char *module, *input_hash, *tool_version;
     int64_t num_partitions;
@@ -123,6 +159,20 @@ typedef struct Report {
     /* Collectives of unknown trip count in no loop of unknown count: in a conditional's
      * branch, which runs at most as often as the conditional (whether it runs is data). */
     uint32_t n_unknown_in_branches;
+    ReportMemory *mem_before; /* the input on one device; NULL when the trace has none */
+    ReportMemory *mem_groups; /* the partitioned module, per group of devices */
+    uint32_t n_mem_groups;
+    /* Rollups (rollup.c), by bytes sent, then key: */
+    ReportRollup *by_axes;       /* with a mesh: per set of axes the groups span */
+    uint32_t n_by_axes;
+    ReportRollup *by_crossed;    /* with a mesh: per axis crossed, alone or with others */
+    uint32_t n_by_crossed;
+    ReportRollup *by_prefix;     /* with op_name_depth: per op_name prefix */
+    uint32_t n_by_prefix;
+    ReportRollup *by_loop;       /* per while loop (directly in it), trip counts applied */
+    uint32_t n_by_loop;
+    ReportRollup *by_computation; /* per computation holding the collectives */
+    uint32_t n_by_computation;
 } Report;
 
 /* Computes the report of `run`. A mesh that does not parse or whose size is not the run's
@@ -150,6 +200,8 @@ typedef struct ReportDiffOptions {
     bool has_budget;
     double max_increase_pct;           /* >= 0: growth allowed for total and busiest-device bytes */
     const char *old_label, *new_label; /* how to name the inputs (paths), may be NULL */
+    bool has_memory_budget;
+    double max_memory_increase_pct; /* >= 0: growth allowed for the largest device peak */
 } ReportDiffOptions;
 
 /* Compares two reports: per kind, busiest device, per source op (matched by name and

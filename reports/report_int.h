@@ -5,6 +5,8 @@
 
 #include "reports/report.h"
 
+struct cJSON;
+
 /* ---- cost.c: ring model and time of one group ---------------------------------------- */
 
 typedef enum ReportKind {
@@ -47,10 +49,31 @@ const char *report_mesh_axes_of(const ReportAxis *axes, uint32_t n_axes,
 /* Generated from schema/summary.schema.json (tools/embed_text.py). */
 extern const char *const report_summary_schema_lines[];
 extern const unsigned report_summary_schema_n_lines;
-struct cJSON;
 /* SL_ERR_INVALID naming the first place `doc` breaks the schema (a missing required key, a
  * value of the wrong type, ...), located at `path`. */
 SlStatus report_check_summary(const struct cJSON *doc, const char *path, SlError *err);
+
+/* ---- memory.c: the memory section (trace tables memory, memory_buffer) ------------------ */
+
+/* Fills r->mem_before and r->mem_groups from the run; false when out of memory. */
+bool report_memory_build(const TraceRun *run, const ReportOptions *o, SlArena *a, Report *r);
+void report_memory_print_text(const Report *r, SlBuf *out);
+/* "warning: device-memory: ..." for each group over --device-memory-gib. */
+void report_memory_warning_lines(const Report *r, SlBuf *out);
+bool report_memory_put_json(const Report *r, struct cJSON *root); /* adds "memory" */
+bool report_memory_parse(const struct cJSON *root, SlArena *a, Report *r);
+/* diff: the largest device peak, and its gate (--max-memory-increase). */
+bool report_memory_diff_over(const Report *old_r, const Report *new_r, const ReportDiffOptions *o);
+void report_memory_diff_text(const Report *old_r, const Report *new_r, const ReportDiffOptions *o,
+                             SlBuf *b);
+bool report_memory_diff_json(struct cJSON *root, const Report *old_r, const Report *new_r,
+                             const ReportDiffOptions *o);
+
+/* ---- rollup.c: traffic per mesh axes, op_name prefix, loop, computation ----------------- */
+
+bool report_rollup_build(const TraceRun *run, SlArena *arena, Report *r); /* false: OOM */
+void report_rollup_print_text(const Report *r, SlBuf *out);
+bool report_rollup_put_json(const Report *r, struct cJSON *root); /* adds "rollups" */
 
 /* ---- text.c / summary_json.c helpers ----------------------------------------------------- */
 

@@ -225,6 +225,10 @@ report_write_json(const Report *r, SlBuf *out, SlError *err)
         num(&js, root, "num_partitions", (double)r->num_partitions);
         put_model(&js, root, r);
         put_body(&js, root, r);
+        if (!js.oom && !report_rollup_put_json(r, root))
+            js.oom = true;
+        if (!js.oom && !report_memory_put_json(r, root))
+            js.oom = true;
     }
     char *text = js.oom ? NULL : cJSON_Print(root);
     cJSON_Delete(root);
@@ -398,6 +402,10 @@ report_parse_json(SlStr text, const char *path, SlArena *arena, Report **out, Sl
         for (int k = 0; !st && r->collectives && k < n; k++)
             st = read_collective(&rd, cJSON_GetArrayItem(a, k), k, &r->collectives[k]);
         r->n_collectives = (uint32_t)n;
+    }
+    if (!st && !report_memory_parse(root, arena, r)) {
+        SlSrcLoc loc = {path, 0, 0};
+        st = sl_fail(err, SL_ERR_NOMEM, loc, "out of memory reading the summary");
     }
     cJSON_Delete(root);
     if (!st && sl_arena_failed(arena)) {

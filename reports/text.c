@@ -520,6 +520,7 @@ report_print_warning_lines(const Report *r, SlBuf *out)
         put_warning(out, &r->warnings[k]);
         sl_buf_putc(out, '\n');
     }
+    report_memory_warning_lines(r, out);
 }
 
 /* Which while loops have no trip count and why: their collectives are the unknown-trip
@@ -581,6 +582,8 @@ report_print_text(const Report *r, SlBuf *out)
     print_collectives(r, out);
     print_loops(r, out);
     print_unknown_loops(r, out);
+    report_rollup_print_text(r, out);
+    report_memory_print_text(r, out);
 }
 
 void

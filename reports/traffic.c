@@ -512,6 +512,10 @@ report_build(const TraceRun *run, const ReportOptions *o, SlArena *arena, Report
     }
     if (!b.oom)
         finish(&b);
+    if (!b.oom && !report_memory_build(run, o, arena, r))
+        b.oom = true;
+    if (!b.oom && !report_rollup_build(run, arena, r))
+        b.oom = true;
     free(b.send);
     free(b.recv);
     free(b.member);

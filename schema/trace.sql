@@ -26,7 +26,9 @@
 -- it was found), collective.loop and the loop view, and split device_traffic's bytes by trip-
 -- count rule (send_bytes_known_trips, send_bytes_unknown_trips_once, ...).
 -- Version 5 added the sharding_origin table (where propagation got each sharding).
-PRAGMA user_version = 5;
+-- Version 6 added the memory and memory_buffer tables and the memory_peak, computation_traffic
+-- and op_name_traffic views.
+PRAGMA user_version = 6;
 
 -- One partitioner invocation. created_at and duration_ms come from the caller's clock.
 CREATE TABLE run (
@@ -347,3 +349,71 @@ LEFT JOIN collective c ON c.loop = w.id
 LEFT JOIN (SELECT collective_id, SUM(send_bytes) AS send_bytes FROM collective_device
            GROUP BY collective_id) d ON d.collective_id = c.id
 GROUP BY w.id;
+
+-- The memory estimate (src/memory/memory.h states the model): one row for the input module on
+-- one device (phase 'before', devices NULL) and one per group of devices with the same figures
+-- for the partitioned module (phase 'after'; an SPMD program gives every device the same local
+-- shapes, so there is one group, every device). Bytes are whole bytes per device.
+CREATE TABLE memory (
+    id              INTEGER PRIMARY KEY,
+    run_id          INTEGER NOT NULL REFERENCES run(id),
+    phase           TEXT    NOT NULL CHECK (phase IN ('before', 'after')),
+    devices         TEXT,              -- JSON array of the device ids the row holds for
+    parameter_bytes INTEGER NOT NULL,  -- entry parameters (local shapes)
+    output_bytes    INTEGER NOT NULL,  -- values the entry returns
+    alias_bytes     INTEGER NOT NULL,  -- of those, in donated parameters' storage
+    peak_bytes      INTEGER NOT NULL,  -- most bytes live at once: parameters, outputs, temps
+    peak_temp_bytes INTEGER NOT NULL,  -- of peak_bytes, temporaries (nested peaks included)
+    max_temp_bytes  INTEGER NOT NULL,  -- most temporary bytes live at once, anywhere
+    peak_instr      INTEGER REFERENCES instr(id), -- where the peak is first reached (entry)
+    peak_position   INTEGER NOT NULL,  -- its 0-based place in the entry's schedule
+    n_values        INTEGER NOT NULL,  -- values with storage in the entry
+    profile         TEXT,              -- JSON array: live bytes over the entry's schedule, for a
+                                       -- chart; element k is the most live at once in positions
+                                       -- [k * profile_step, (k + 1) * profile_step): the peak is
+                                       -- in it (at most 512 elements)
+    profile_step    INTEGER NOT NULL
+);
+CREATE INDEX memory_by_run ON memory(run_id);
+
+-- The largest buffers live at a memory row's peak (at most 10), largest first.
+CREATE TABLE memory_buffer (
+    memory_id INTEGER NOT NULL REFERENCES memory(id),
+    rank      INTEGER NOT NULL,  -- 1 = largest
+    instr     INTEGER NOT NULL REFERENCES instr(id), -- defines it (same phase as the row)
+    leaf      INTEGER NOT NULL,  -- array leaf of instr's shape, pre-order
+    bytes     INTEGER NOT NULL,
+    kind      TEXT    NOT NULL,  -- 'parameter', 'output', 'temp', or 'nested' (the own peak
+                                 -- of the computations instr, a while or call, runs)
+    PRIMARY KEY (memory_id, rank)
+);
+
+-- The peak's buffers with their instruction, its source op ('after': the input instruction
+-- it derives from) and op_name.
+CREATE VIEW memory_peak AS
+SELECT m.run_id, m.phase, m.devices, m.peak_bytes, p.name AS peak_instr, b.rank, b.kind,
+       b.bytes, i.name AS buffer, i.opcode, COALESCE(s.name, i.name) AS source,
+       COALESCE(s.op_name, i.op_name) AS op_name
+FROM memory m
+LEFT JOIN instr p ON p.id = m.peak_instr
+JOIN memory_buffer b ON b.memory_id = m.id
+JOIN instr i ON i.id = b.instr
+LEFT JOIN instr s ON s.id = i.derived_from;
+
+-- Per computation holding collectives: their traffic, trip counts applied (collectives of
+-- unknown trip count counted once, and counted in unknown_trip_collectives).
+CREATE VIEW computation_traffic AS
+SELECT t.run_id, i.computation, COUNT(*) AS collectives, SUM(t.send_bytes) AS send_bytes,
+       SUM(t.trip_count IS NULL) AS unknown_trip_collectives
+FROM collective_traffic t
+JOIN instr i ON i.id = t.instr
+GROUP BY t.run_id, i.computation;
+
+-- Per op_name of the source instructions (roll up by prefix with substr/instr, README): the
+-- traffic they caused, trip counts applied as in collective_traffic.
+CREATE VIEW op_name_traffic AS
+SELECT t.run_id, COALESCE(s.op_name, '') AS op_name, COUNT(*) AS collectives,
+       SUM(t.send_bytes) AS send_bytes, SUM(t.trip_count IS NULL) AS unknown_trip_collectives
+FROM collective_traffic t
+LEFT JOIN instr s ON s.id = t.source
+GROUP BY t.run_id, COALESCE(s.op_name, '');

@@ -508,13 +508,65 @@ has moe_param "$TMP/moe3/summary.json" '"method":	"unknown"'
 run moe_param_gate 1 diff "$TMP/moe0/summary.json" "$TMP/moe3/summary.json" --max-increase 1000
 has moe_param_gate "$TMP/moe_param_gate.out" "unknown trip count: 0 B -> 384 MiB per execution (grew: counts against the budget)"
 run moe_param_user 0 analyze "$TMP/moe_param.hlo" --out "$TMP/moe4" --trip-count w=6
-cmp -s <(grep -v '"reason"\|"method"\|input_hash' "$TMP/moe1/summary.json") <(grep -v '"reason"\|"method"\|input_hash' "$TMP/moe4/summary.json") || fail "moe: --trip-count w=6 on the unknown loop differs from the counted one"
+# (memory, the last key, differs: moe_param has one parameter more)
+cmp -s <(sed '/^\t"memory":/,$d' "$TMP/moe1/summary.json" | grep -v '"reason"\|"method"\|input_hash') <(sed '/^\t"memory":/,$d' "$TMP/moe4/summary.json" | grep -v '"reason"\|"method"\|input_hash') || fail "moe: --trip-count w=6 on the unknown loop differs from the counted one"
 
 # a collective in a conditional's branch: unknown too (a branch runs at most as often as its
 # conditional), and the report says where it is
 printf 'HloModule cond_ar, num_partitions=2\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\nt_branch {\n  p = f32[8] parameter(0), sharding={replicated}\n  ROOT ar = f32[8] all-reduce(p), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add, sharding={replicated}\n}\n\nf_branch {\n  p = f32[8] parameter(0), sharding={replicated}\n  ROOT n = f32[8] negate(p), sharding={replicated}\n}\n\nENTRY main {\n  c = pred[] parameter(0), sharding={replicated}\n  x = f32[8] parameter(1), sharding={replicated}\n  ROOT r = f32[8] conditional(c, x, x), true_computation=t_branch, false_computation=f_branch, sharding={replicated}\n}\n' >"$TMP/cond.hlo"
 run cond_branch 0 analyze "$TMP/cond.hlo" --out "$TMP/cond"
 has cond_branch "$TMP/cond/report.txt" "1 collective of unknown trip count in conditional branches: a branch runs at most as often as its conditional"
+
+# ---- memory estimate and traffic rollups (issue 19)
+run mem_analyze 0 analyze "$SAMPLE" --out "$TMP/mem" --device-memory-gib 0.000002
+has mem_analyze "$TMP/mem/report.txt" "peak 7.50 KiB (temporaries 3.00 KiB) at %maximum.7 (jit(mlp)/jit(main)/max)"
+has mem_analyze "$TMP/mem/report.txt" "after partitioning, devices 0-3:"
+has mem_analyze "$TMP/mem/report.txt" "peak 2.50 KiB (temporaries 512 B) at %all-reduce"
+has mem_analyze "$TMP/mem/report.txt" "partitioning changes the peak by -66.7%"
+has mem_analyze "$TMP/mem/summary.json" '"peak_bytes":	7680,'
+has mem_analyze "$TMP/mem/summary.json" '"devices":	[0, 1, 2, 3],'
+has mem_analyze "$TMP/mem_analyze.err" "warning: device-memory: devices 0-3 peak at 2.50 KiB, over --device-memory-gib 2e-06, at %all-reduce"
+run mem_report_ok 0 report "$TMP/mem/trace.db" --device-memory-gib 1
+if grep -q "device-memory" "$TMP/mem_report_ok.out"; then fail "mem_report_ok: warned under the limit"; fi
+run mem_bad_gib 2 report "$TMP/mem/trace.db" --device-memory-gib 0
+run mem_bad_depth 2 report "$TMP/mem/trace.db" --by-op-name-depth 0
+# a training step: w and m donated and updated, g read-only; 2 devices split w, m, g in halves
+printf '%s\n' 'HloModule step, input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, may-alias) }, num_partitions=2' '' \
+    'ENTRY main {' \
+    '  w = f32[512] parameter(0), sharding={devices=[2]0,1}' \
+    '  m = f32[512] parameter(1), sharding={devices=[2]0,1}' \
+    '  g = f32[512] parameter(2), sharding={devices=[2]0,1}' \
+    '  m2 = f32[512] add(m, g), sharding={devices=[2]0,1}' \
+    '  w2 = f32[512] subtract(w, m2), sharding={devices=[2]0,1}' \
+    '  ROOT r = (f32[512], f32[512]) tuple(w2, m2), sharding={{devices=[2]0,1}, {devices=[2]0,1}}' \
+    '}' >"$TMP/step.hlo"
+run mem_step 0 analyze "$TMP/step.hlo" --out "$TMP/step"
+python3 - "$TMP/step/summary.json" >"$TMP/mem_step.json" <<'PY' || fail "mem_step: summary.json memory unreadable"
+import json, sys
+m = json.load(open(sys.argv[1]))["memory"]
+for g in [m["unpartitioned"]] + m["devices"]:
+    print(g.get("devices"), g["parameter_bytes"], g["output_bytes"], g["alias_bytes"], g["peak_bytes"], g["peak_instr"])
+PY
+same mem_step "$TMP/mem_step.json" "None 6144 4096 4096 8192 m2
+[0, 1] 3072 2048 2048 4096 m2.1"
+# diff: peak memory compared and gated
+run mem_diff_ok 0 diff "$TMP/mem/summary.json" "$TMP/mem/summary.json" --max-memory-increase 0
+has mem_diff_ok "$TMP/mem_diff_ok.out" "budget --max-memory-increase 0%: peak memory ok: pass"
+run mem_diff_over 1 diff "$TMP/mem/summary.json" "$TMP/step/summary.json" --max-memory-increase 10
+has mem_diff_over "$TMP/mem_diff_over.out" "peak bytes                       2.50 KiB -> 4.00 KiB  +60.0%"
+has mem_diff_over "$TMP/mem_diff_over.out" "budget --max-memory-increase 10%: peak memory OVER: FAIL"
+run mem_diff_bad 2 diff "$TMP/mem/summary.json" "$TMP/step/summary.json" --max-memory-increase x
+# rollups: bytes over each mesh axis, per layer, per loop
+python3 "$SRC/bench/gen_transformer.py" --layers 2 --data 2 --model 4 -o "$TMP/t2.hlo"
+run roll_part 0 partition "$TMP/t2.hlo" --trace "$TMP/t2.db"
+run roll_axes 0 report "$TMP/t2.db" --mesh data=2,model=4 --json "$TMP/t2.json"
+has roll_axes "$TMP/roll_axes.out" "traffic crossing each mesh axis, alone or with others"
+has roll_axes "$TMP/roll_axes.out" "  data   1            32 B         10.0 us"
+run roll_layers 0 report "$TMP/t2.db" --by-op-name-depth 2
+has roll_layers "$TMP/roll_layers.out" "  jit(train_step)/layer_0  2            12.0 MiB     186 us"
+has roll_axes "$TMP/t2.json" '"axis":	"data",'
+sqlite3 "$TMP/t2.db" "SELECT computation, collectives FROM computation_traffic" >"$TMP/roll_sql.out" 2>&1 || true
+if command -v sqlite3 >/dev/null; then same roll_sql "$TMP/roll_sql.out" "main|9"; fi
 
 # ---- verify: simulate the partitioned module on N devices (exit 0 agree, 1 mismatch, 3 unsupported)
 run verify 0 verify "$SAMPLE" --seed 7 --trials 2

@@ -327,6 +327,63 @@ test_loop_unknown_trip_count(void **state)
 
 /* ---- the time model ---------------------------------------------------------------------- */
 
+/* ---- rollups (rollup.c): per mesh axes, per op_name prefix, per loop, per computation ---- */
+
+static const ReportRollup *
+rollup(const ReportRollup *rows, uint32_t n, const char *key)
+{
+    for (uint32_t k = 0; k < n; k++)
+        if (strcmp(rows[k].key, key) == 0)
+            return &rows[k];
+    fail_msg("no rollup row '%s'", key);
+    return NULL;
+}
+
+static void
+test_rollups(void **state)
+{
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_kinds, 4, NULL);
+    ReportOptions o;
+    report_options_init(&o);
+    o.mesh = "data=2,model=2";
+    o.op_name_depth = 1;
+    const Report *r = build(fx, run, &o);
+    /* summed over devices: ag 4*384, rs 4*384, a2a 4*96, cp 3*128 span both axes; ar 4*256*2
+     * spans model; one (groups of one) moves nothing */
+    assert_int_equal(r->n_by_axes, 3);
+    assert_string_equal(r->by_axes[0].key, "data,model");
+    near("data,model", r->by_axes[0].t.send_bytes, 1536 + 1536 + 384 + 384);
+    assert_int_equal(r->by_axes[0].t.collectives, 4);
+    assert_string_equal(r->by_axes[1].key, "model");
+    near("model", r->by_axes[1].t.send_bytes, 2048);
+    assert_string_equal(r->by_axes[2].key, "none");
+    near("none", r->by_axes[2].t.send_bytes, 0);
+    /* crossing an axis, alone or with the other */
+    assert_int_equal(r->n_by_crossed, 2);
+    assert_string_equal(r->by_crossed[0].key, "model");
+    near("crossing model", r->by_crossed[0].t.send_bytes, 3840 + 2048);
+    near("crossing data", rollup(r->by_crossed, r->n_by_crossed, "data")->t.send_bytes, 3840);
+    /* op_name prefixes of one component: only ag carries one ("layer/gather") */
+    near("layer", rollup(r->by_prefix, r->n_by_prefix, "layer")->t.send_bytes, 1536);
+    near("no op_name", rollup(r->by_prefix, r->n_by_prefix, "")->t.send_bytes, 4352);
+    assert_int_equal(r->n_by_prefix, 2);
+    assert_int_equal(r->n_by_loop, 0);
+
+    /* a loop of 5: its all-reduce 2 devices * 32 B, five times; main's once */
+    run = traced_loop(fx, ", backend_config={\"known_trip_count\":{\"n\":\"5\"}}");
+    r = build(fx, run, NULL);
+    assert_int_equal(r->n_by_axes, 0);
+    assert_int_equal(r->n_by_prefix, 0);
+    assert_int_equal(r->n_by_loop, 1);
+    assert_string_equal(r->by_loop[0].info, "5");
+    near("loop", r->by_loop[0].t.send_bytes, 5 * 64);
+    assert_int_equal(r->n_by_computation, 2);
+    near("body", r->by_computation[0].t.send_bytes, 5 * 64);
+    assert_string_equal(r->by_computation[1].key, "main");
+    near("main", r->by_computation[1].t.send_bytes, 64);
+}
+
 static void
 test_time_model(void **state)
 {
@@ -668,7 +725,7 @@ one_collective(ReportCollective *c, ReportDevice *d, const char *source, double 
 static bool
 diff_over(const Report *a, const Report *b, double pct, SlBuf *out)
 {
-    ReportDiffOptions o = {true, pct, "old.json", "new.json"};
+    ReportDiffOptions o = {true, pct, "old.json", "new.json", false, 0};
     bool over = false;
     SlError err = {0};
     sl_buf_clear(out);
@@ -707,7 +764,7 @@ test_diff_budget_edge(void **state)
         fail_msg("%s", out.data);
 
     /* JSON for bots */
-    ReportDiffOptions o = {true, 5, "a", "b"};
+    ReportDiffOptions o = {true, 5, "a", "b", false, 0};
     bool over = false;
     SlError err = {0};
     sl_buf_clear(&out);
@@ -1186,6 +1243,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_loop_known_trip_count, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_loop_unknown_trip_count, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_time_model, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_rollups, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_mesh_axes, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_summary_json, tfx_setup, tfx_teardown),
         cmocka_unit_test(test_diff_budget_edge),

@@ -311,6 +311,59 @@ assert_db_empty(const char *path)
     assert_int_equal(sqlite3_close(raw), SQLITE_OK);
 }
 
+/* ---- the memory estimate: rows, the peak's buffers, the view, the reader ---- */
+
+/* The dot run: before, lhs 512 + rhs 256 + dot 128 = 896 at dot; after, lhs.1 256 + rhs.1 128
+ * + dot.1 128 + all-reduce.1 128 = 640 at the all-reduce, for devices [0,1]. */
+static void
+test_memory_rows(void **state)
+{
+    TraceFx *fx = *state;
+    SlError err = {0};
+    TraceDb *db = NULL;
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    (void)write_dot_run(fx, db);
+    trace_db_close(db);
+    sqlite3 *raw = sql_open(fx->path);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM memory"), 2);
+    assert_int_equal(sql_int(raw, "SELECT peak_bytes FROM memory WHERE phase = 'before'"), 896);
+    assert_int_equal(sql_int(raw, "SELECT parameter_bytes FROM memory WHERE phase = 'before'"),
+                     768);
+    assert_int_equal(sql_int(raw, "SELECT peak_bytes FROM memory WHERE phase = 'after'"), 640);
+    assert_int_equal(sql_int(raw, "SELECT output_bytes FROM memory WHERE phase = 'after'"), 128);
+    ASSERT_SQL_TEXT(raw, "SELECT devices FROM memory WHERE phase = 'after'", "[0,1]");
+    ASSERT_SQL_TEXT(raw, "SELECT profile FROM memory WHERE phase = 'before'", "[768,768,896]");
+    ASSERT_SQL_TEXT(raw, "SELECT profile FROM memory WHERE phase = 'after'",
+                    "[384,384,512,640]");
+    ASSERT_SQL_TEXT(raw, "SELECT i.name FROM memory m JOIN instr i ON i.id = m.peak_instr"
+                         " WHERE m.phase = 'after'", "all-reduce.1");
+    ASSERT_SQL_TEXT(raw, "SELECT group_concat(buffer || ':' || bytes || ':' || kind || ':' ||"
+                         " source, ' ') FROM (SELECT * FROM memory_peak WHERE phase = 'after'"
+                         " ORDER BY rank)",
+                    "lhs.1:256:parameter:lhs rhs.1:128:parameter:rhs dot.1:128:temp:dot "
+                    "all-reduce.1:128:output:dot");
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+
+    const TraceRun *run = tfx_load(fx, 0);
+    assert_int_equal(run->n_memory, 2);
+    assert_int_equal(run->memory[0].phase, TRACE_BEFORE);
+    assert_int_equal(run->memory[0].n_devices, 0);
+    assert_int_equal(run->memory[0].n_top, 3);
+    assert_string_equal(run->instrs[run->memory[0].peak_instr].name, "dot");
+    const TraceRunMemory *m = &run->memory[1];
+    assert_int_equal(m->phase, TRACE_AFTER);
+    assert_int_equal(m->n_devices, 2);
+    assert_int_equal(m->devices[1], 1);
+    assert_int_equal(m->peak_bytes, 640);
+    assert_int_equal(m->n_top, 4);
+    assert_string_equal(run->instrs[m->top[0].instr].name, "lhs.1");
+    assert_string_equal(m->top[3].kind, "output");
+    assert_int_equal(m->n_profile, 4);
+    assert_int_equal(m->profile_step, 1);
+    assert_int_equal(m->profile[2], 512);
+    assert_int_equal(m->profile[3], 640);
+}
+
 /* ---- one run, every row ---- */
 
 static void
@@ -508,9 +561,10 @@ test_failed_run_leaves_no_rows(void **state)
     trace_db_abort_run(db);
     assert_db_empty(fx->path);
 
-    /* The write fails at row k, for every k up to the whole run (21 rows: run, 2 options,
-     * 10 instrs, 1 call, 1 decision, 2 reshards, 1 collective, 2 group members, 1 warning). */
-    for (uint64_t k = 1; k <= 21; k++) {
+    /* The write fails at row k, for every k up to the whole run (30 rows: run, 2 options,
+     * 10 instrs, 1 call, 1 decision, 2 reshards, 1 collective, 2 group members, 1 warning,
+     * 2 memory estimates with 3 + 4 buffers at their peaks). */
+    for (uint64_t k = 1; k <= 30; k++) {
         begin_dot_run(fx, db, in, out);
         trace_db_inject_fault(db, k);
         err = (SlError){0};
@@ -519,7 +573,7 @@ test_failed_run_leaves_no_rows(void **state)
         assert_db_empty(fx->path);
     }
     /* With one row more the run goes through, wholly. */
-    trace_db_inject_fault(db, 22);
+    trace_db_inject_fault(db, 31);
     begin_dot_run(fx, db, in, out);
     int64_t run_id = 0;
     err = (SlError){0};
@@ -1696,6 +1750,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_schema_created_and_version_checked, tfx_setup,
                                         tfx_teardown),
         cmocka_unit_test_setup_teardown(test_run_rows, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_memory_rows, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_failed_run_leaves_no_rows, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_damaged_traces_named, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_locked_database_fails_cleanly, tfx_setup,

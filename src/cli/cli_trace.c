@@ -75,6 +75,17 @@ cli_report_options(const CliArgs *a, ReportOptions *o)
         o->is_default_inter = false;
     }
     o->mesh = cli_args_value(a, CLI_OPT_MESH);
+    if ((v = cli_args_value(a, CLI_OPT_DEVICE_MEMORY_GIB)) &&
+        !parse_real(cmd, "--device-memory-gib", v, 0, true, &o->device_memory_gib))
+        return CLI_EXIT_BAD_INPUT;
+    int64_t depth = 0;
+    if ((v = cli_args_value(a, CLI_OPT_OP_NAME_DEPTH))) {
+        if (!cli_parse_count(cmd, "--by-op-name-depth", v, &depth) || depth < 1)
+            return depth < 1 ? cli_usage_error(cmd, "--by-op-name-depth expects K >= 1, got '%s'",
+                                               v)
+                             : CLI_EXIT_BAD_INPUT;
+        o->op_name_depth = depth > UINT32_MAX ? UINT32_MAX : (uint32_t)depth;
+    }
     int64_t top = 0;
     if ((v = cli_args_value(a, CLI_OPT_TOP))) {
         if (!cli_parse_count(cmd, "--top", v, &top))

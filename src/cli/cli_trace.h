@@ -22,6 +22,8 @@ enum {
     CLI_OPT_DEVICES_PER_NODE,
     CLI_OPT_INTER_NODE_GBPS,
     CLI_OPT_TOP,
+    CLI_OPT_DEVICE_MEMORY_GIB,
+    CLI_OPT_OP_NAME_DEPTH,
 };
 
 /* The model options' rows, for a command's CliOpt table. */
@@ -36,6 +38,10 @@ enum {
         {CLI_OPT_MESH, 0, "mesh", "AXES", "name mesh axes over the devices: data=2,model=4", false}, \
         {CLI_OPT_TOP, 0, "top", "K", "rows of each ranked table of the text report (default 10)",   \
          false},                                                                                     \
+        {CLI_OPT_DEVICE_MEMORY_GIB, 0, "device-memory-gib", "G",                                     \
+         "warn when a device's estimated peak memory exceeds G GiB", false},                         \
+        {CLI_OPT_OP_NAME_DEPTH, 0, "by-op-name-depth", "K",                                          \
+         "roll traffic up by the first K '/'-separated components of op_name", false},               \
         {CLI_OPT_DEVICES_PER_NODE,                                                                   \
          0,                                                                                          \
          "devices-per-node",                                                                         \

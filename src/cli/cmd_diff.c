@@ -11,7 +11,7 @@
 
 #include "cli/cli_trace.h"
 
-enum { OPT_MAX_INCREASE, OPT_JSON, OPT_OLD_RUN, OPT_NEW_RUN };
+enum { OPT_MAX_INCREASE, OPT_JSON, OPT_OLD_RUN, OPT_NEW_RUN, OPT_MAX_MEMORY_INCREASE };
 
 static const CliOpt k_opts[] = {
     {OPT_MAX_INCREASE, 0, "max-increase", "PCT",
@@ -19,7 +19,24 @@ static const CliOpt k_opts[] = {
     {OPT_JSON,         0, "json",         NULL,  "print the comparison as JSON (for CI bots)", false},
     {OPT_OLD_RUN,      0, "old-run",      "ID",  "OLD is a trace: compare its run ID (default: its latest)", false},
     {OPT_NEW_RUN,      0, "new-run",      "ID",  "NEW is a trace: compare its run ID (default: its latest)", false},
+    {OPT_MAX_MEMORY_INCREASE, 0, "max-memory-increase", "PCT",
+     "exit 1 when the estimated peak memory of the largest device grows more than PCT percent", false},
 };
+
+/* A non-negative percentage; usage errors print and return false. */
+static bool
+parse_pct(const CliArgs *a, const char *opt, const char *text, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    *out = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(*out) || *out < 0) {
+        (void)cli_usage_error(a->cmd, "--%s expects a non-negative percentage, got '%s'", opt,
+                              text);
+        return false;
+    }
+    return true;
+}
 
 /* One side: a report with everything it points to. */
 typedef struct Side {
@@ -79,7 +96,11 @@ side_fini(Side *s)
 static int
 run(const CliArgs *a)
 {
-    ReportDiffOptions o = {false, 0, a->pos[0], a->pos[1]};
+    ReportDiffOptions o = {false, 0, a->pos[0], a->pos[1], false, 0};
+    const char *mem_pct = cli_args_value(a, OPT_MAX_MEMORY_INCREASE);
+    if (mem_pct && !parse_pct(a, "max-memory-increase", mem_pct, &o.max_memory_increase_pct))
+        return CLI_EXIT_BAD_INPUT;
+    o.has_memory_budget = mem_pct != NULL;
     const char *pct = cli_args_value(a, OPT_MAX_INCREASE);
     if (pct) {
         char *end = NULL;
@@ -137,7 +158,8 @@ run(const CliArgs *a)
 
 const CliCommand cmd_diff = {
     .name = "diff",
-    .usage = "OLD NEW [--old-run ID] [--new-run ID] [--max-increase PCT] [--json]",
+    .usage = "OLD NEW [--old-run ID] [--new-run ID] [--max-increase PCT] [--max-memory-increase PCT]"
+             " [--json]",
     .summary = "compare two traces or summaries; gate on traffic growth",
     .description =
         "Compares the communication of OLD and NEW, each a trace database (its latest run, or\n"
@@ -151,7 +173,10 @@ const CliCommand cmd_diff = {
         "bytes the busiest device sends and receives, grow by more than PCT percent; growing\n"
         "by exactly PCT passes, and growing from zero always fails. A collective whose trip\n"
         "count is unknown cannot be bounded: when it is new, or its bytes per execution grow,\n"
-        "that fails any budget. --json prints the same comparison as JSON.\n",
+        "that fails any budget. --json prints the same comparison as JSON.\n"
+        "Both also compare the estimated peak memory of the largest device (the trace's memory\n"
+        "estimate, summary.json's memory.devices); --max-memory-increase PCT fails (exit 1)\n"
+        "when it grows by more than PCT percent (from zero: always).\n",
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 2,

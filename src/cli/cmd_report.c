@@ -80,7 +80,14 @@ const CliCommand cmd_report = {
         "summary.json keeps the exact figures. Devices with identical traffic share a row.\n"
         "The collectives table lists the --top K (default 10) costliest, by bytes sent over\n"
         "the run, as do the source-op and op_name tables. The warnings section counts the\n"
-        "partitioner's warnings by kind and names the first few of each.\n",
+        "partitioner's warnings by kind and names the first few of each.\n"
+        "Rollups: with --mesh, the bytes per set of axes the groups span and per axis crossed;\n"
+        "with --by-op-name-depth K, per op_name prefix of K components (a layer); always per\n"
+        "while loop (nested loops included, trip counts applied) and per computation.\n"
+        "The memory section gives the estimated memory per device (src/memory/memory.h):\n"
+        "parameters, outputs, donated bytes and the peak under the module's schedule with its\n"
+        "ten largest live buffers, before partitioning (one device) and after (per device);\n"
+        "--device-memory-gib G warns when a device's peak exceeds G GiB.\n",
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

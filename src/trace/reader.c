@@ -36,7 +36,7 @@ typedef struct Rd {
     SlVec instr_ids;                 /* int64_t instr.id per run->instrs entry, ascending */
     SlVec elems;        /* list elements (OperandRow, AltRow, NumberRow) until attached */
     uint32_t instr_cap; /* run->instrs holds this many, filled in place; 0: rows go via `rows` */
-    SlMap decision_idx, reshard_idx, collective_idx, while_idx;
+    SlMap decision_idx, reshard_idx, collective_idx, while_idx, memory_idx;
     bool has_last_decision; /* row_decision_idx's last answer */
     int64_t last_decision_id;
     uint32_t last_decision;
@@ -759,6 +759,118 @@ row_device(Rd *r, sqlite3_stmt *st)
 }
 
 static bool
+row_memory(Rd *r, sqlite3_stmt *st)
+{
+    TraceRunMemory m = {0};
+    m.phase = strcmp((const char *)sqlite3_column_text(st, 1), "after") == 0 ? TRACE_AFTER
+                                                                              : TRACE_BEFORE;
+    m.parameter_bytes = sqlite3_column_int64(st, 2);
+    m.output_bytes = sqlite3_column_int64(st, 3);
+    m.alias_bytes = sqlite3_column_int64(st, 4);
+    m.peak_bytes = sqlite3_column_int64(st, 5);
+    m.peak_temp_bytes = sqlite3_column_int64(st, 6);
+    m.max_temp_bytes = sqlite3_column_int64(st, 7);
+    m.peak_instr = col_instr(r, st, 8);
+    m.peak_position = sqlite3_column_int64(st, 9);
+    m.profile_step = sqlite3_column_int64(st, 10);
+    put(r, &r->memory_idx, sqlite3_column_int64(st, 0), r->rows.len);
+    return PUSH(r, TraceRunMemory, m);
+}
+
+/* A memory row's list element (a device or profile point, or a buffer at the peak), until
+ * attached. */
+typedef struct MemElem {
+    uint32_t memory;
+    int64_t device; /* or the profile point */
+    TraceRunMemBuffer buf;
+} MemElem;
+
+static bool
+row_memory_elem(Rd *r, sqlite3_stmt *st)
+{
+    MemElem e = {col_idx(&r->memory_idx, st, 0), 0, {TRACE_NONE, 0, 0, NULL}};
+    if (sqlite3_column_type(st, 2) == SQLITE_NULL) {
+        e.device = sqlite3_column_int64(st, 1);
+    } else {
+        e.buf.instr = col_instr(r, st, 1);
+        e.buf.leaf = (uint32_t)sqlite3_column_int64(st, 2);
+        e.buf.bytes = sqlite3_column_int64(st, 3);
+        e.buf.kind = col_text(r, st, 4);
+    }
+    return e.memory != TRACE_NONE ? SL_VEC_PUSH(&r->elems, MemElem, e) : true;
+}
+
+enum { MEM_DEVICES, MEM_BUFFERS, MEM_PROFILE };
+
+/* Gives each memory row its devices, buffers or profile, in query order. */
+static void
+attach_memory(Rd *r, int what)
+{
+    bool is_buf = what == MEM_BUFFERS;
+    TraceRun *run = r->run;
+    const MemElem *e = r->elems.data;
+    for (uint32_t m = 0; m < run->n_memory && !r->oom; m++) {
+        uint32_t n = 0;
+        for (size_t k = 0; k < r->elems.len; k++)
+            n += e[k].memory == m;
+        if (!n)
+            continue;
+        TraceRunMemory *mem = &run->memory[m];
+        int64_t *ints = NULL;
+        if (is_buf)
+            mem->top = SL_NEW_ARRAY(r->arena, TraceRunMemBuffer, n);
+        else
+            ints = SL_NEW_ARRAY(r->arena, int64_t, n);
+        if (is_buf ? !mem->top : !ints) {
+            r->oom = true;
+            break;
+        }
+        if (what == MEM_DEVICES)
+            mem->devices = ints;
+        else if (what == MEM_PROFILE)
+            mem->profile = ints;
+        for (size_t k = 0; k < r->elems.len; k++) {
+            if (e[k].memory != m)
+                continue;
+            if (is_buf)
+                mem->top[mem->n_top++] = e[k].buf;
+            else if (what == MEM_DEVICES)
+                mem->devices[mem->n_devices++] = e[k].device;
+            else
+                mem->profile[mem->n_profile++] = e[k].device;
+        }
+    }
+    sl_vec_fini(&r->elems);
+}
+
+static void
+load_memory(Rd *r)
+{
+    TraceRun *run = r->run;
+    query(r,
+          "SELECT id, phase, parameter_bytes, output_bytes, alias_bytes, peak_bytes,"
+          " peak_temp_bytes, max_temp_bytes, peak_instr, peak_position, profile_step FROM memory"
+          " WHERE run_id = ?1 ORDER BY phase = 'after', id",
+          row_memory);
+    run->memory = TAKE(r, TraceRunMemory, &run->n_memory);
+    query_what(r, "reading memory.devices",
+               "SELECT m.id, d.value, NULL FROM memory m, json_each(m.devices) d"
+               " WHERE m.run_id = ?1 ORDER BY m.id, d.key",
+               row_memory_elem);
+    attach_memory(r, MEM_DEVICES);
+    query_what(r, "reading memory.profile",
+               "SELECT m.id, p.value, NULL FROM memory m, json_each(m.profile) p"
+               " WHERE m.run_id = ?1 ORDER BY m.id, p.key",
+               row_memory_elem);
+    attach_memory(r, MEM_PROFILE);
+    query(r,
+          "SELECT b.memory_id, b.instr, b.leaf, b.bytes, b.kind FROM memory_buffer b"
+          " JOIN memory m ON m.id = b.memory_id WHERE m.run_id = ?1 ORDER BY b.memory_id, b.rank",
+          row_memory_elem);
+    attach_memory(r, MEM_BUFFERS);
+}
+
+static bool
 row_run(Rd *r, sqlite3_stmt *st)
 {
     TraceRun *run = r->run;
@@ -879,6 +991,7 @@ load_tables(Rd *r)
           " unknown_trip_collectives FROM device_traffic WHERE run_id = ?1 ORDER BY device",
           row_device);
     run->devices = TAKE(r, TraceRunDevice, &run->n_devices);
+    load_memory(r);
 }
 
 SlStatus
@@ -900,6 +1013,7 @@ trace_run_load_parts(TraceDb *db, int64_t run_id, unsigned parts, SlArena *arena
     sl_map_init(&r.reshard_idx);
     sl_map_init(&r.collective_idx);
     sl_map_init(&r.while_idx);
+    sl_map_init(&r.memory_idx);
     r.run->id = run_id;
     r.rc = trace_db_exec(db, "BEGIN");
     r.what = "starting a read transaction";
@@ -923,6 +1037,7 @@ trace_run_load_parts(TraceDb *db, int64_t run_id, unsigned parts, SlArena *arena
     sl_map_fini(&r.reshard_idx);
     sl_map_fini(&r.collective_idx);
     sl_map_fini(&r.while_idx);
+    sl_map_fini(&r.memory_idx);
     if (failed != SL_OK)
         return failed;
     if (r.bad && !r.bad[0])

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "memory/memory.h"
 #include "sharding/shd.h"
 #include "trace/trace_int.h"
 
@@ -327,6 +328,12 @@ static const char *const k_insert_sql[ST_COUNT] = {
     [ST_WARNING] = "INSERT INTO warning(run_id, instr, kind, message) VALUES (?,?,?,?)",
     [ST_ORIGIN] = "INSERT INTO sharding_origin(run_id, instr, sharding, source, path, direction,"
                   " level, rule, candidate, replaced) VALUES (?,?,?,?,?,?,?,?,?,?)",
+    [ST_MEMORY] = "INSERT INTO memory(run_id, phase, devices, parameter_bytes, output_bytes,"
+                  " alias_bytes, peak_bytes, peak_temp_bytes, max_temp_bytes, peak_instr,"
+                  " peak_position, n_values, profile, profile_step)"
+                  " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [ST_MEMORY_BUFFER] = "INSERT INTO memory_buffer(memory_id, rank, instr, leaf, bytes, kind)"
+                         " VALUES (?,?,?,?,?,?)",
 };
 
 /* The inserts with a JSON list column, up to it; list_stmt completes them for a length. */
@@ -370,6 +377,8 @@ typedef struct Wr {
     SlVec whiles;         /* WhileRow: every while of the output, callers' before callees' */
     uint32_t *comp_loop;  /* AFTER computation id -> index + 1 into whiles of the innermost
                              loop that runs it (its first call site's); 0: in no loop */
+    const MemEstimate *mem; /* [BEFORE], [AFTER]: estimated once, before the attempts */
+    SlBuf profile;          /* a memory row's profile text (`text` holds its devices) */
     bool oom;
 } Wr;
 
@@ -1062,6 +1071,62 @@ write_origins(Wr *w)
     sl_buf_fini(&path);
 }
 
+/* ---- the memory estimate ------------------------------------------------------------- */
+
+/* One memory row per phase: the input on one device, the output for every device (an SPMD
+ * program has the same local shapes everywhere, so every device shares one row). */
+static void
+write_memory(Wr *w)
+{
+    for (int phase = BEFORE; phase <= AFTER && w->rc == SQLITE_OK; phase++) {
+        const MemEstimate *e = &w->mem[phase];
+        sqlite3_stmt *st = stmt(w, ST_MEMORY);
+        bind_i64(w, st, 1, w->run_id);
+        bind_text(w, st, 2, k_phase[phase]);
+        sl_buf_clear(&w->text);
+        if (phase == AFTER) {
+            sl_buf_putc(&w->text, '[');
+            for (int64_t d = 0; d < w->db->info.num_partitions; d++)
+                sl_buf_printf(&w->text, d ? ",%lld" : "%lld", (long long)d);
+            sl_buf_putc(&w->text, ']');
+            if (w->text.failed)
+                w->oom = true;
+            bind_text(w, st, 3, sl_buf_str(&w->text).ptr);
+        } else {
+            bind_null(w, st, 3);
+        }
+        bind_i64(w, st, 4, e->parameter_bytes);
+        bind_i64(w, st, 5, e->output_bytes);
+        bind_i64(w, st, 6, e->alias_bytes);
+        bind_i64(w, st, 7, e->peak_bytes);
+        bind_i64(w, st, 8, e->peak_temp_bytes);
+        bind_i64(w, st, 9, e->max_temp_bytes);
+        bind_row(w, st, 10, e->peak_instr ? w->rows_by_id[phase][e->peak_instr->id] : 0);
+        bind_i64(w, st, 11, e->peak_position);
+        bind_i64(w, st, 12, e->n_values);
+        sl_buf_clear(&w->profile);
+        sl_buf_putc(&w->profile, '[');
+        for (uint32_t k = 0; k < e->n_profile; k++)
+            sl_buf_printf(&w->profile, k ? ",%lld" : "%lld", (long long)e->profile[k]);
+        sl_buf_putc(&w->profile, ']');
+        if (w->profile.failed)
+            w->oom = true;
+        bind_text(w, st, 13, sl_buf_str(&w->profile).ptr);
+        bind_i64(w, st, 14, e->profile_step);
+        int64_t row = insert(w, ST_MEMORY);
+        st = stmt(w, ST_MEMORY_BUFFER);
+        for (uint32_t k = 0; k < e->n_top && w->rc == SQLITE_OK; k++) {
+            bind_i64(w, st, 1, row);
+            bind_i64(w, st, 2, k + 1);
+            bind_row(w, st, 3, w->rows_by_id[phase][e->top[k].instr->id]);
+            bind_i64(w, st, 4, e->top[k].leaf);
+            bind_i64(w, st, 5, e->top[k].bytes);
+            bind_text(w, st, 6, mem_buf_kind_name(e->top[k].kind));
+            (void)insert(w, ST_MEMORY_BUFFER);
+        }
+    }
+}
+
 /* ---- collectives: kind, S, device groups, trip counts --------------------------------- */
 
 typedef enum CollBytes {
@@ -1511,6 +1576,7 @@ wr_init(Wr *w, TraceDb *db)
     memset(w, 0, sizeof(*w));
     w->db = db;
     sl_buf_init(&w->text);
+    sl_buf_init(&w->profile);
     sl_map_init(&w->list_idx);
     sl_arena_init(&w->scratch);
     sl_map_init(&w->by_name[BEFORE]);
@@ -1525,6 +1591,7 @@ static void
 wr_fini(Wr *w)
 {
     sl_buf_fini(&w->text);
+    sl_buf_fini(&w->profile);
     for (size_t k = 0; k < w->list_stmts.len; k++) /* returns the last step's error, seen */
         (void)sqlite3_finalize(SL_VEC_AT(&w->list_stmts, sqlite3_stmt *, k));
     sl_vec_fini(&w->list_stmts);
@@ -1557,6 +1624,7 @@ write_all(Wr *w, const IrModule *out, double duration_ms)
     write_collectives(w, out);
     write_warnings(w);
     write_origins(w);
+    write_memory(w);
     if (w->oom && w->rc == SQLITE_OK) {
         w->rc = SQLITE_NOMEM;
         w->what = "buffering rows";
@@ -1594,10 +1662,16 @@ trace_db_end_run(TraceDb *db, const IrModule *out, double duration_ms, int64_t *
         clear_run(db);
         return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory while recording the trace");
     }
-    SlStatus st = prepare_all(db, err);
+    MemEstimate mem[2];
+    SlStatus st = mem_estimate(db->in, &mem[BEFORE], NULL, err);
+    if (st == SL_OK)
+        st = mem_estimate(out, &mem[AFTER], NULL, err);
+    if (st == SL_OK)
+        st = prepare_all(db, err);
     for (int attempt = 0; st == SL_OK; attempt++) {
         Wr w;
         wr_init(&w, db);
+        w.mem = mem;
         w.rc = trace_db_begin_write(db);
         if (w.rc != SQLITE_OK)
             w.what = "starting the run's transaction";

@@ -26,6 +26,8 @@ typedef enum TraceStmt {
     ST_WHILE,
     ST_WARNING,
     ST_ORIGIN,
+    ST_MEMORY,
+    ST_MEMORY_BUFFER,
     ST_COUNT
 } TraceStmt;
 

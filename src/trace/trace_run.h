@@ -132,6 +132,31 @@ typedef struct TraceRunDevice {
     uint32_t collectives, unknown_trip_collectives;
 } TraceRunDevice;
 
+/* A buffer live at a memory estimate's peak (memory_buffer). */
+typedef struct TraceRunMemBuffer {
+    uint32_t instr;   /* defines it: index into instrs, in the estimate's phase */
+    uint32_t leaf;    /* array leaf of its shape, pre-order */
+    int64_t bytes;
+    const char *kind; /* parameter, output, temp, nested */
+} TraceRunMemBuffer;
+
+/* A memory estimate (memory table): the input on one device, or the output for `devices`. */
+typedef struct TraceRunMemory {
+    TracePhase phase;
+    uint32_t n_devices;
+    int64_t *devices; /* 'after': the devices the figures hold for; 'before': none */
+    int64_t parameter_bytes, output_bytes, alias_bytes, peak_bytes, peak_temp_bytes,
+        max_temp_bytes;
+    uint32_t peak_instr; /* index into instrs; TRACE_NONE when absent */
+    int64_t peak_position;
+    uint32_t n_top;
+    TraceRunMemBuffer *top; /* largest first */
+    uint32_t n_profile;
+    int64_t profile_step; /* positions per profile point */
+    int64_t *profile;     /* live bytes over the schedule: point k is the most live at once in
+                             positions [k * profile_step, (k + 1) * profile_step) */
+} TraceRunMemory;
+
 typedef struct TraceRunOption {
     const char *key, *value;
 } TraceRunOption;
@@ -164,6 +189,8 @@ typedef struct TraceRun {
     uint32_t n_origins; /* in recording order; none when the run had no propagation */
     TraceRunDevice *devices;
     uint32_t n_devices; /* by device id */
+    TraceRunMemory *memory;
+    uint32_t n_memory; /* 'before' first, then the groups of 'after' */
 } TraceRun;
 
 /* Optional parts of a run, for readers that need less than everything: decoding the JSON
