@@ -24,7 +24,8 @@
     X(PERIPHERIES, "peripheries")                                                                  \
     X(LHEAD, "lhead")                                                                              \
     X(ARROWHEAD, "arrowhead")                                                                      \
-    X(TOOLTIP, "tooltip")
+    X(TOOLTIP, "tooltip")                                                                          \
+    X(XLABEL, "xlabel")
 
 typedef enum VizAttrKey {
 #define VIZ_ATTR_ENUM(e, s) VIZ_A_##e,
@@ -100,6 +101,13 @@ void viz_sharding_readable(SlArena *scratch, const char *s, const VizMesh *mesh,
  * whole set of axes. */
 bool viz_mesh_axes_of(const VizMesh *mesh, const int64_t *devices, uint32_t n, SlBuf *out);
 void viz_bytes(SlBuf *out, double bytes); /* "512 B", "2 KiB", "1.5 MiB" */
+/* Label lines are cut to this many characters; the full text goes into the tooltip. */
+#define VIZ_LABEL_WIDTH 48
+/* Appends `s`, cut to `width` characters with "..." when longer. */
+void viz_put_cut(SlBuf *out, const char *s, uint32_t width);
+/* Appends shape text for a label: as is when it fits `width`, a tuple as
+ * "(12 elements: f32[8,16], f32[..], ...)", an array with its dims elided as "f32[..]". */
+void viz_put_shape(SlBuf *out, const char *shape, uint32_t width);
 /* Appends `s` escaped for an HTML-like label. */
 void viz_html_escape(SlBuf *out, const char *s);
 
@@ -156,6 +164,18 @@ viz_comp_of(const VizIndex *x, uint32_t instr)
 {
     return x->comp_of[instr - x->lo];
 }
+
+/* ---- layout budget (viz_budget.c) ----------------------------------------------------------- */
+
+/* What dot's time grows with: nodes plus edges of the graph as written. */
+uint64_t viz_graph_units(const VizGraph *g);
+/* dot's time for that many units on one core, measured on real modules (bench/README.md). */
+double viz_estimate_seconds(uint64_t units);
+/* Past this many edges, edge labels are written as xlabels: dot then places them after the
+ * layout instead of giving each a virtual node on its own rank (ten times faster on a
+ * 450-edge graph of Llama 3). */
+#define VIZ_XLABEL_EDGES 150
+void viz_graph_cheapen(VizGraph *g);
 
 /* ---- views --------------------------------------------------------------------------------- */
 
