@@ -164,5 +164,6 @@ extern const CliCommand cmd_explain;
 extern const CliCommand cmd_diff;
 extern const CliCommand cmd_verify;
 extern const CliCommand cmd_analyze;
+extern const CliCommand cmd_html;
 
 #endif
