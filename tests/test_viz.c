@@ -538,6 +538,53 @@ test_layout_budget(void **state)
     sl_buf_fini(&note);
 }
 
+/* A flat module with op_names: past the limits it collapses per op_name prefix, the deepest
+ * prefix that keeps the boxes within the limit, and instructions with shorter op_names share a
+ * box. */
+static const char k_layers[] =
+    "HloModule viz_layers, num_partitions=2\n"
+    "ENTRY %main (x: f32[8]) -> f32[8] {\n"
+    "  %x = f32[8]{0} parameter(0), sharding={devices=[2]0,1}, metadata={op_name=\"x\"}\n"
+    "  %a0 = f32[8]{0} negate(%x), sharding={devices=[2]0,1}, "
+    "metadata={op_name=\"jit(f)/layer_0/neg\"}\n"
+    "  %b0 = f32[8]{0} abs(%a0), sharding={devices=[2]0,1}, "
+    "metadata={op_name=\"jit(f)/layer_0/abs\"}\n"
+    "  %a1 = f32[8]{0} negate(%b0), sharding={devices=[2]0,1}, "
+    "metadata={op_name=\"jit(f)/layer_1/neg\"}\n"
+    "  %b1 = f32[8]{0} abs(%a1), sharding={devices=[2]0,1}, "
+    "metadata={op_name=\"jit(f)/layer_1/abs\"}\n"
+    "  %a2 = f32[8]{0} negate(%b1), sharding={devices=[2]0,1}, "
+    "metadata={op_name=\"jit(f)/layer_2/neg\"}\n"
+    "  ROOT %b2 = f32[8]{0} abs(%a2), sharding={devices=[2]0,1}, "
+    "metadata={op_name=\"jit(f)/layer_2/abs\"}\n"
+    "}\n";
+
+static void
+test_collapse_by_op_name(void **state)
+{
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_layers, 2, NULL);
+    VizOptions o;
+    viz_options_init(&o);
+    o.view = VIZ_BEFORE;
+    o.max_nodes = 4;
+    SlBuf dot, note;
+    sl_buf_init(&dot);
+    sl_buf_init(&note);
+    dot_text(run, &o, &dot, &note);
+    want(&note, "before: 7 instructions exceed --max-nodes 4: drew one box per op_name prefix of 2 "
+                "parts (4 boxes)");
+    want(&dot, "label=\"jit(f)/layer_0\\n2 instructions\"");
+    want(&dot, "label=\"jit(f)/layer_2\\n2 instructions\"");
+    want(&dot, "label=\"(other op_names)\\n1 instructions\"");
+    assert_int_equal(count_nodes(dot.data, "p"), 4);
+    assert_int_equal(count_nodes(dot.data, "b"), 0);
+    /* layer_0 -> layer_1 -> layer_2, and x into layer_0 */
+    assert_int_equal(fx_count(dot.data, " -> "), 3);
+    sl_buf_fini(&dot);
+    sl_buf_fini(&note);
+}
+
 /* Label text: long shapes and names are cut to VIZ_LABEL_WIDTH, tuples summarised. */
 static void
 test_label_width(void **state)
@@ -815,6 +862,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_collapse, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_layout_budget, tfx_setup, tfx_teardown),
         cmocka_unit_test(test_label_width),
+        cmocka_unit_test_setup_teardown(test_collapse_by_op_name, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_pair, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_render, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_render_graphviz_workarounds, tfx_setup, tfx_teardown),

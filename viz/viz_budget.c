@@ -122,6 +122,7 @@ viz_estimate_seconds(uint64_t units)
 void
 viz_graph_cheapen(VizGraph *g)
 {
+    g->cheap = viz_graph_units(g) > VIZ_CHEAP_UNITS;
     if (g->edges.len <= VIZ_XLABEL_EDGES)
         return;
     for (size_t i = 0; i < g->edges.len; i++) {

@@ -62,6 +62,7 @@ typedef struct VizGraph {
     const char *label;            /* graph label (title line), may be NULL */
     bool compound;                /* some edge uses lhead */
     bool left_right;              /* rankdir LR (wide trees of computations), else TB */
+    bool cheap;                   /* bounded layout: straight edges, few simplex iterations */
     SlVec nodes, edges, clusters; /* VizNode, VizEdge, VizCluster (heap) */
     bool failed;                  /* sticky allocation failure */
 } VizGraph;
@@ -173,8 +174,11 @@ uint64_t viz_graph_units(const VizGraph *g);
 double viz_estimate_seconds(uint64_t units);
 /* Past this many edges, edge labels are written as xlabels: dot then places them after the
  * layout instead of giving each a virtual node on its own rank (ten times faster on a
- * 450-edge graph of Llama 3). */
-#define VIZ_XLABEL_EDGES 150
+ * 450-edge graph of Llama 3). Past VIZ_CHEAP_UNITS, the graph is also laid out cheaply:
+ * straight edges (spline routing was 70% of a 5,000-unit layout) and network simplex cut to a
+ * few iterations (nslimit; long edges give it tens of thousands of virtual nodes). */
+#define VIZ_XLABEL_EDGES 60
+#define VIZ_CHEAP_UNITS 300
 void viz_graph_cheapen(VizGraph *g);
 
 /* ---- views --------------------------------------------------------------------------------- */
@@ -217,6 +221,10 @@ SlStatus viz_build_phase(VizCtx *c, const VizIndex *x, const VizSel *s, SlError 
 SlStatus viz_build_by_source(VizCtx *c, const VizIndex *x, SlError *err);
 SlStatus viz_build_by_comp(VizCtx *c, const VizIndex *x, uint32_t *dropped, SlError *err);
 uint32_t viz_count_sources(const VizIndex *x);
+/* Collapsed per (computation, op_name prefix): the deepest prefix depth that makes at most
+ * `limit` boxes (more than one), with their count; 0 when none does. */
+uint32_t viz_prefix_depth_for(const VizIndex *x, uint32_t limit, uint32_t *n_groups);
+SlStatus viz_build_by_prefix(VizCtx *c, const VizIndex *x, uint32_t depth, SlError *err);
 SlStatus viz_build_pair(VizCtx *c, const VizIndex *before, const VizIndex *after, const char *name,
                         SlError *err);
 

@@ -214,6 +214,30 @@ build_view(VizCtx *c, const VizIndex *x, SlError *err)
     uint32_t comps = 0, dropped = 0;
     for (uint32_t k = 0; k < x->n_comps; k++)
         comps += !x->comps[k].is_reducer;
+    /* Per op_name prefix (jit(main)/layer_3), when that gives more boxes than computations do
+     * and no more than the limits allow. */
+    uint32_t limit = o->max_nodes ? o->max_nodes : UINT32_MAX, n_pre = 0;
+    if (o->budget && limit > o->budget / 6) /* boxes of a chain of layers: long edges */
+        limit = o->budget / 6;
+    uint32_t depth = viz_prefix_depth_for(x, limit, &n_pre);
+    if (depth && n_pre > comps) {
+        st = viz_build_by_prefix(c, x, depth, err);
+        if (!st && !over_budget(c)) {
+            note(c,
+                 "%s: %s: drew one box per op_name prefix of %u parts (%u boxes); use --focus "
+                 "NAME to see instructions",
+                 phase, why.data, depth, n_pre);
+            c->g.label = viz_fmt(&c->g, "%s: %s, %u instructions collapsed into %u op_name groups",
+                                 phase, c->run->module, s.count, n_pre);
+            sl_buf_fini(&why);
+            return SL_OK;
+        }
+        if (st) {
+            sl_buf_fini(&why);
+            return st;
+        }
+        graph_reset(c);
+    }
     /* Each box brings about two edges (data and calls): keep a third of the budget in boxes. */
     VizOptions fewer = *o;
     if (o->budget && (!fewer.max_nodes || fewer.max_nodes > o->budget / 3))

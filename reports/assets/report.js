@@ -386,14 +386,16 @@
     return selectNode(nodeIdFor(idx));
   }
   function nodeClicked(id) {
-    var m = /^([abcg])(\d+)$/.exec(id);
+    var m = /^([abcgp])(\d+)$/.exec(id);
     if (!m) return;
     var idx = +m[2], name = D.names[idx];
-    if (m[1] === 'c' || m[1] === 'g') {
-      /* a collapsed box: open the busiest neighbourhood inside it, when one was drawn */
-      var best = null;
+    if (m[1] === 'c' || m[1] === 'g' || m[1] === 'p') {
+      /* a collapsed box: open the busiest neighbourhood inside it, when one was drawn (an
+       * op_name box holds the collectives whose op_name starts with its first label line) */
+      var best = null, text = G.nodes[id].querySelector('text'), prefix = text ? text.textContent : '';
       (D.collectives || []).forEach(function (c) {
-        if (c.source && graphByKey(c.source) && D.comp[c.instr] === D.comp[idx] && (!best || c.send > best.send)) best = c;
+        var inside = m[1] === 'p' ? (c.op_name || '').indexOf(prefix + '/') === 0 : D.comp[c.instr] === D.comp[idx];
+        if (c.source && graphByKey(c.source) && inside && (!best || c.send > best.send)) best = c;
       });
       if (best) { showGraph(best.source, best.instr); $('search-result').textContent = 'expanded: neighbourhood of %' + best.source; }
       else $('search-result').textContent = 'collapsed box of %' + name + '; search a name inside it, or use viz --focus';

@@ -7,7 +7,7 @@
 #include "reports/html.h"
 #include "viz/viz.h"
 
-enum { CLI_HTML_MAX_FOCUS = 6 }; /* neighbourhood views of the busiest source ops */
+enum { CLI_HTML_MAX_FOCUS = 12 }; /* neighbourhood views of the busiest source ops */
 
 typedef struct CliHtmlGraphs {
     ReportHtmlGraph g[2 + CLI_HTML_MAX_FOCUS]; /* before, after, then neighbourhoods */
