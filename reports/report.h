@@ -15,6 +15,7 @@
 #define REPORT_DEFAULT_LINK_GBPS       100.0 /* Gbit/s per device (bus bandwidth) */
 #define REPORT_DEFAULT_LATENCY_US      5.0   /* per ring step */
 #define REPORT_DEFAULT_INTER_NODE_GBPS 25.0  /* with devices_per_node, between nodes */
+#define REPORT_DEFAULT_TOP             10    /* rows of each ranked table in the text report */
 
 typedef struct ReportOptions {
     double link_gbps;         /* > 0: Gbit/s (1e9 bit/s) each device sends at within a node */
@@ -22,6 +23,8 @@ typedef struct ReportOptions {
     int64_t devices_per_node; /* 0: one level; K: devices [kK, (k+1)K) form node k */
     double inter_node_gbps;   /* > 0: a group with members on two nodes runs at this rate */
     const char *mesh;         /* "data=2,model=4": axes over the device order, or NULL */
+    uint32_t top;             /* rows of the text report's ranked tables (collectives, source
+                                 ops, op_names); 0: REPORT_DEFAULT_TOP */
     bool is_default_link, is_default_latency, is_default_inter; /* for the output's wording */
 } ReportOptions;
 void report_options_init(ReportOptions *o); /* the defaults above, no mesh, one level */
@@ -77,6 +80,25 @@ typedef struct ReportLoop {
     int64_t iterations, bytes_per_iteration;
 } ReportLoop;
 
+/* A partitioner warning about the input or a fallback it took (trace `warning` table). */
+typedef struct ReportWarning {
+    const char *kind;    /* "unannotated", "already-partitioned", "custom-call-fallback",
+                            "full-remat", "no-handler", "other" */
+    const char *instr;   /* the input instruction it is about; NULL: the whole module */
+    const char *op_name; /* that instruction's op_name; NULL when none */
+    const char *message;
+} ReportWarning;
+/* A while loop of the output and its trip count (trace table while_loop). */
+typedef struct ReportWhile {
+    const char *loop, *source, *computation; /* source: the input while; NULL when none */
+    int64_t trip_count;                      /* -1: unknown */
+    const char *method; /* user, backend_config, pattern, partitioner, unknown */
+    const char *reason; /* unknown: why; else how the count was found; may be NULL */
+    int64_t executions; /* runs of the while itself per run of the module; -1: unknown */
+    uint32_t collectives;            /* run by it, loops nested in it included */
+    double send_bytes_per_execution; /* theirs, one execution each, summed over devices */
+} ReportWhile;
+
 typedef struct Report {
     const char *module, *input_hash, *tool_version;
     int64_t num_partitions;
@@ -93,6 +115,14 @@ typedef struct Report {
     uint32_t n_kinds, n_sources, n_op_names;
     ReportLoop *loops;
     uint32_t n_loops;
+    ReportWarning *warnings; /* grouped by kind (kinds in order of first appearance), then in
+                                recording order */
+    uint32_t n_warnings;
+    ReportWhile *whiles; /* output order, outer loops first */
+    uint32_t n_whiles;
+    /* Collectives of unknown trip count in no loop of unknown count: in a conditional's
+     * branch, which runs at most as often as the conditional (whether it runs is data). */
+    uint32_t n_unknown_in_branches;
 } Report;
 
 /* Computes the report of `run`. A mesh that does not parse or whose size is not the run's
@@ -108,6 +138,8 @@ bool report_shape_bytes(const char *shape, double *bytes);
 void report_print_text(const Report *r, SlBuf *out);
 /* One line: collectives, bytes sent, the busiest device, estimated time, unknown trips. */
 void report_print_summary_line(const Report *r, SlBuf *out);
+/* One line per kind of warning: "warning: KIND: N, first %NAME (op_name): MESSAGE". */
+void report_print_warning_lines(const Report *r, SlBuf *out);
 /* summary.json (schema/summary.schema.json), byte-for-byte deterministic. */
 SlStatus report_write_json(const Report *r, SlBuf *out, SlError *err);
 /* Reads a summary.json back (for diff). Errors name `path`. */
@@ -121,9 +153,12 @@ typedef struct ReportDiffOptions {
 } ReportDiffOptions;
 
 /* Compares two reports: per kind, busiest device, per source op (matched by name and
- * op_name), per (source, kind). Writes text or, with `as_json`, JSON for bots into `out`;
- * `*over_budget` is true when a budget is set and a gated figure grew past it. */
+ * op_name), per (source, kind), bytes as per-execution bytes times trip counts. Writes text
+ * or, with `as_json`, JSON for bots into `out`; `*over_budget` is true when a budget is set
+ * and a gated figure grew past it, or traffic of unknown trip count grew (diff.c). */
 SlStatus report_diff(const Report *old_r, const Report *new_r, const ReportDiffOptions *o,
                      bool as_json, SlBuf *out, bool *over_budget, SlError *err);
+/* False when both name their module and the names differ (diff warns: different modules). */
+bool report_same_module(const Report *a, const Report *b);
 
 #endif

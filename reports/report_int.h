@@ -42,12 +42,22 @@ const char *report_mesh_print(const ReportAxis *axes, uint32_t n_axes, SlArena *
 const char *report_mesh_axes_of(const ReportAxis *axes, uint32_t n_axes,
                                 const TraceRunCollective *c, bool is_permute, SlArena *arena);
 
+/* ---- schema_check.c: summary.json against schema/summary.schema.json ----------------------- */
+
+/* Generated from schema/summary.schema.json (tools/embed_text.py). */
+extern const char *const report_summary_schema_lines[];
+extern const unsigned report_summary_schema_n_lines;
+struct cJSON;
+/* SL_ERR_INVALID naming the first place `doc` breaks the schema (a missing required key, a
+ * value of the wrong type, ...), located at `path`. */
+SlStatus report_check_summary(const struct cJSON *doc, const char *path, SlError *err);
+
 /* ---- text.c / summary_json.c helpers ----------------------------------------------------- */
 
 /* Exact byte counts: integers as integers, fractions (packed sub-byte types) with up to
  * three decimals, deterministically. */
 void report_put_bytes(SlBuf *b, double v);
-/* "1.5 MiB" style, for people. */
-void report_put_human(SlBuf *b, double v);
+/* For people, text output uses sl_buf_put_size (base.h): "1.50 MiB", three significant
+ * digits, whole bytes below 1 KiB; report_put_bytes is for exact figures only. */
 
 #endif

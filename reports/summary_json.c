@@ -182,6 +182,32 @@ put_body(Js *js, cJSON *root, const Report *r)
         num(js, o, "iterations", (double)r->loops[k].iterations);
         num(js, o, "bytes_per_iteration", (double)r->loops[k].bytes_per_iteration);
     }
+    cJSON *wa = chk(js, cJSON_AddArrayToObject(root, "warnings"));
+    for (uint32_t k = 0; wa && k < r->n_warnings; k++) {
+        cJSON *o = add_object(js, wa);
+        if (!o)
+            break;
+        str(js, o, "kind", r->warnings[k].kind);
+        str(js, o, "instr", r->warnings[k].instr);
+        str(js, o, "op_name", r->warnings[k].op_name);
+        str(js, o, "message", r->warnings[k].message);
+    }
+    cJSON *wl = chk(js, cJSON_AddArrayToObject(root, "while_loops"));
+    for (uint32_t k = 0; wl && k < r->n_whiles; k++) {
+        const ReportWhile *w = &r->whiles[k];
+        cJSON *o = add_object(js, wl);
+        if (!o)
+            break;
+        str(js, o, "loop", w->loop);
+        str(js, o, "source", w->source);
+        str(js, o, "computation", w->computation);
+        num_or_null(js, o, "trip_count", w->trip_count >= 0, (double)w->trip_count);
+        str(js, o, "method", w->method);
+        str(js, o, "reason", w->reason);
+        num_or_null(js, o, "executions", w->executions >= 0, (double)w->executions);
+        num(js, o, "collectives", w->collectives);
+        num(js, o, "send_bytes_per_execution", w->send_bytes_per_execution);
+    }
 }
 
 SlStatus
@@ -342,7 +368,11 @@ report_parse_json(SlStr text, const char *path, SlArena *arena, Report **out, Sl
     SlStatus st = SL_OK;
     Report *r = SL_NEW(arena, Report);
     double version = 0;
+    const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "schema_version");
+    bool newer = cJSON_IsNumber(sv) && sv->valuedouble > REPORT_SCHEMA_VERSION;
     if (!r) {
+        st = bad(&rd, "schema_version", NULL, -1);
+    } else if (!newer && (st = report_check_summary(root, path, err)) != SL_OK) {
         st = bad(&rd, "schema_version", NULL, -1);
     } else if (!get_num(root, "schema_version", &version)) {
         st = bad(&rd, "schema_version", NULL, -1);

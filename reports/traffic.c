@@ -364,6 +364,72 @@ device_count(const TraceRun *run)
     return (uint32_t)n;
 }
 
+/* The run's warnings grouped by kind, kinds in order of first appearance. */
+static void
+take_warnings(Build *b)
+{
+    const TraceRun *run = b->run;
+    Report *r = b->r;
+    if (!run->n_warnings)
+        return;
+    r->warnings = SL_NEW_ARRAY(b->arena, ReportWarning, run->n_warnings);
+    bool *taken = calloc(run->n_warnings, sizeof(bool));
+    if (!r->warnings || !taken) {
+        free(taken);
+        b->oom = true;
+        return;
+    }
+    for (uint32_t k = 0; k < run->n_warnings; k++) {
+        if (taken[k])
+            continue;
+        const char *kind = run->warnings[k].kind ? run->warnings[k].kind : "other";
+        for (uint32_t j = k; j < run->n_warnings; j++) {
+            const TraceRunWarning *w = &run->warnings[j];
+            if (taken[j] || strcmp(w->kind ? w->kind : "other", kind) != 0)
+                continue;
+            taken[j] = true;
+            const TraceRunInstr *i = w->instr < run->n_instrs ? &run->instrs[w->instr] : NULL;
+            ReportWarning x = {kind, i ? i->name : NULL, i ? i->op_name : NULL,
+                               w->message ? w->message : ""};
+            r->warnings[r->n_warnings++] = x;
+        }
+    }
+    free(taken);
+}
+
+/* The while loops, each with the collectives it runs (through every loop nested in it). */
+static void
+finish_whiles(Build *b)
+{
+    const TraceRun *run = b->run;
+    Report *r = b->r;
+    r->whiles = SL_NEW_ARRAY(b->arena, ReportWhile, run->n_whiles + 1);
+    if (!r->whiles) {
+        b->oom = true;
+        return;
+    }
+    for (uint32_t k = 0; k < run->n_whiles; k++) {
+        const TraceRunWhile *w = &run->whiles[k];
+        const TraceRunInstr *in = w->instr < run->n_instrs ? &run->instrs[w->instr] : NULL;
+        ReportWhile x = {in ? in->name : "",  name_of(run, w->source),
+                         in ? in->computation : "", w->trip_count, w->method, w->reason,
+                         w->executions, 0,  0};
+        r->whiles[k] = x;
+    }
+    r->n_whiles = run->n_whiles;
+    for (uint32_t k = 0; k < run->n_collectives && k < r->n_collectives; k++) {
+        bool in_unknown_loop = false;
+        /* up the chain of enclosing loops; outer indices are smaller, so this ends */
+        for (uint32_t l = run->collectives[k].loop, n = 0; l < r->n_whiles && n <= r->n_whiles;
+             l = run->whiles[l].outer, n++) {
+            r->whiles[l].collectives++;
+            r->whiles[l].send_bytes_per_execution += r->collectives[k].send_bytes;
+            in_unknown_loop = in_unknown_loop || r->whiles[l].trip_count < 0;
+        }
+        r->n_unknown_in_branches += r->collectives[k].trip_count < 0 && !in_unknown_loop;
+    }
+}
+
 static void
 finish(Build *b)
 {
@@ -381,6 +447,7 @@ finish(Build *b)
     r->sources = take_rows(b, &b->sources, &r->n_sources, by_bytes);
     r->op_names = take_rows(b, &b->op_names, &r->n_op_names, by_bytes);
     const TraceRun *run = b->run;
+    finish_whiles(b);
     r->loops = run->n_loops ? SL_NEW_ARRAY(b->arena, ReportLoop, run->n_loops) : NULL;
     b->oom = b->oom || (run->n_loops && !r->loops);
     for (uint32_t k = 0; r->loops && k < run->n_loops; k++) {
@@ -390,6 +457,7 @@ finish(Build *b)
                         l->bytes_per_iteration};
         r->loops[r->n_loops++] = x;
     }
+    take_warnings(b);
 }
 
 void

@@ -21,7 +21,12 @@
 -- dropped the index instr_by_name. Version 4 made decision.numbers an object, {"key":value,...}
 -- (it was a list of [key, value] pairs): json_each reads it with one row per number instead of
 -- json_tree's three, which is most of what loading a 100k-instruction run costs in JSON.
-PRAGMA user_version = 4;
+-- Version 5 added warning.kind.
+-- Version 5 added the while_loop table (every while of the output with its trip count and how
+-- it was found), collective.loop and the loop view, and split device_traffic's bytes by trip-
+-- count rule (send_bytes_known_trips, send_bytes_unknown_trips_once, ...).
+-- Version 5 added the sharding_origin table (where propagation got each sharding).
+PRAGMA user_version = 5;
 
 -- One partitioner invocation. created_at and duration_ms come from the caller's clock.
 CREATE TABLE run (
@@ -144,6 +149,32 @@ CREATE TABLE reshard (
 );
 CREATE INDEX reshard_by_run ON reshard(run_id, seq);
 
+-- Every while instruction of the output module, with its trip count (body executions per
+-- execution of the while) and how it was found. method: 'user' (--trip-count on the input
+-- while it derives from; wins over the rest), 'backend_config' (known_trip_count), 'pattern'
+-- (the induction-variable pattern of XLA's while-loop analysis: src/ir/loop.c), 'partitioner'
+-- (a windowed-einsum loop shardlens emitted, as its windowed_loop row states, when the pattern
+-- does not match it) or 'unknown'. Collectives of loops inside loops or in called computations
+-- get the product of every enclosing count (collective.trip_count).
+CREATE TABLE while_loop (
+    id              INTEGER PRIMARY KEY,
+    run_id          INTEGER NOT NULL REFERENCES run(id),
+    instr           INTEGER NOT NULL REFERENCES instr(id),  -- 'after': the while
+    source          INTEGER REFERENCES instr(id),  -- 'before': the input while it derives from
+                                                   -- (a windowed loop: its dot)
+    trip_count      INTEGER,           -- NULL = unknown
+    method          TEXT    NOT NULL CHECK (method IN ('user', 'backend_config', 'pattern',
+                                                       'partitioner', 'unknown')),
+    reason          TEXT,              -- unknown: why (e.g. "the bound (tuple element 1) is a
+                                       -- parameter: %n of main"); else how, e.g. "i = 0;
+                                       -- i < 8; i += 1 (tuple element 0)"
+    induction_index INTEGER,           -- tuple element of the induction variable; NULL: none
+    executions      INTEGER,           -- runs of the while itself per run of the module (the
+                                       -- enclosing loops' counts multiplied); NULL = unknown
+    outer_loop      INTEGER REFERENCES while_loop(id)  -- the innermost loop around it; NULL: none
+);
+CREATE INDEX while_loop_by_run ON while_loop(run_id);
+
 -- Every collective instruction of the output module, with what caused it.
 -- bytes is S of the cost model: the full buffer (all-gather: the gathered output; reduce-scatter,
 -- all-reduce, all-to-all, collective-permute: the operand).
@@ -167,7 +198,10 @@ CREATE TABLE collective (
     cause       TEXT,                  -- as reported (reshard, dot, ...); "input" for a collective
                                        -- copied from the input; NULL when unreported
     reshard_id  INTEGER REFERENCES reshard(id),
-    decision_id INTEGER REFERENCES decision(id)
+    decision_id INTEGER REFERENCES decision(id),
+    loop        INTEGER REFERENCES while_loop(id)  -- the innermost while whose body (or
+                                       -- condition) runs it, through its first call site when
+                                       -- its computation is called from several; NULL: none
 );
 CREATE INDEX collective_by_run ON collective(run_id);
 
@@ -195,14 +229,42 @@ CREATE TABLE windowed_loop (
 );
 CREATE INDEX windowed_loop_by_run ON windowed_loop(run_id);
 
--- Partitioner warnings (e.g. an opcode without a handler, partitioned as replicated).
+-- Partitioner warnings: what in the input is not what it seems, and the fallbacks taken.
 CREATE TABLE warning (
     id      INTEGER PRIMARY KEY,
     run_id  INTEGER NOT NULL REFERENCES run(id),
     instr   INTEGER REFERENCES instr(id),  -- 'before'; NULL when not about one instruction
+    kind    TEXT    NOT NULL,  -- 'unannotated' (instructions without a sharding),
+                               -- 'already-partitioned' (collectives, partition-id outside
+                               -- manual regions, already-local shapes), 'custom-call-fallback',
+                               -- 'full-remat' (involuntary full rematerialization),
+                               -- 'no-handler' (an opcode without a handler), 'other'
     message TEXT    NOT NULL
 );
+
 CREATE INDEX warning_by_run ON warning(run_id);
+
+-- Where sharding propagation got each sharding it set on a 'before' instruction (XLA's
+-- ShardingPropagation, run before partitioning): the annotated source it came from (a user
+-- annotation, a parameter's or the output's sharding), the path of instructions it passed
+-- through (JSON array of instr ids, source first, instr last), the direction ('forward',
+-- 'backward', 'shard group', 'computation', 'fix-up'), the aggressiveness level (NULL outside
+-- the fixed point), the rule, and when two candidates were merged both of them (candidate:
+-- what the last hop proposed; replaced: what the instruction had). One row per instruction.
+CREATE TABLE sharding_origin (
+    id        INTEGER PRIMARY KEY,
+    run_id    INTEGER NOT NULL REFERENCES run(id),
+    instr     INTEGER NOT NULL REFERENCES instr(id),
+    sharding  TEXT    NOT NULL,
+    source    INTEGER REFERENCES instr(id),
+    path      TEXT,
+    direction TEXT    NOT NULL,
+    level     INTEGER,
+    rule      TEXT,
+    candidate TEXT,
+    replaced  TEXT
+);
+CREATE INDEX sharding_origin_by_run ON sharding_origin(run_id);
 
 -- Ring model (nccl-tests conventions), per device and per execution, g = the size of the
 -- device's own group (groups may differ in size, e.g. {{0,1,2},{3}}):
@@ -225,12 +287,19 @@ JOIN collective_group o ON o.collective_id = c.id AND o.group_idx = g.group_idx
                        AND o.position = (CASE WHEN c.kind = 'collective-permute'
                                               THEN 1 - g.position ELSE g.position END);
 
--- Per device over a run, trip counts applied; collectives with an unknown trip count are
--- counted once and reported in unknown_trip_collectives.
+-- Per device over a run, kept apart by trip-count rule: *_known_trips are collectives whose
+-- trip count is known, times that count; *_unknown_trips_once are the others, each counted
+-- once (one execution), which is a lower bound and no total: never add the two.
 CREATE VIEW device_traffic AS
 SELECT run_id, device,
-       SUM(send_bytes * COALESCE(trip_count, 1)) AS send_bytes,
-       SUM(recv_bytes * COALESCE(trip_count, 1)) AS recv_bytes,
+       SUM(CASE WHEN trip_count IS NOT NULL THEN send_bytes * trip_count ELSE 0 END)
+           AS send_bytes_known_trips,
+       SUM(CASE WHEN trip_count IS NOT NULL THEN recv_bytes * trip_count ELSE 0 END)
+           AS recv_bytes_known_trips,
+       SUM(CASE WHEN trip_count IS NULL THEN send_bytes ELSE 0 END)
+           AS send_bytes_unknown_trips_once,
+       SUM(CASE WHEN trip_count IS NULL THEN recv_bytes ELSE 0 END)
+           AS recv_bytes_unknown_trips_once,
        COUNT(DISTINCT collective_id) AS collectives,
        COUNT(DISTINCT CASE WHEN trip_count IS NULL THEN collective_id END)
            AS unknown_trip_collectives
@@ -257,3 +326,24 @@ SELECT t.run_id, t.source AS source_instr, s.name AS source, s.opcode, s.op_name
 FROM collective_traffic t
 LEFT JOIN instr s ON s.id = t.source
 GROUP BY t.run_id, t.source, t.kind;
+
+-- Per while loop: its trip count, how it was found, and the collectives it runs directly (not
+-- those of loops nested in it: they have their own row). bytes_per_execution is S summed over
+-- them, one execution each; send_bytes_per_execution the bytes sent summed over devices, one
+-- execution each; send_bytes the same with each collective's trip count applied (enclosing
+-- loops included), NULL when any of them has an unknown count.
+CREATE VIEW loop AS
+SELECT w.run_id, w.id AS loop_id, i.name AS loop, i.computation, s.name AS source,
+       w.trip_count, w.method, w.reason, w.executions, w.outer_loop,
+       COUNT(c.id) AS collectives,
+       COALESCE(SUM(c.bytes), 0) AS bytes_per_execution,
+       COALESCE(SUM(d.send_bytes), 0) AS send_bytes_per_execution,
+       CASE WHEN COUNT(c.id) = COUNT(c.trip_count)
+            THEN COALESCE(SUM(d.send_bytes * c.trip_count), 0) END AS send_bytes
+FROM while_loop w
+JOIN instr i ON i.id = w.instr
+LEFT JOIN instr s ON s.id = w.source
+LEFT JOIN collective c ON c.loop = w.id
+LEFT JOIN (SELECT collective_id, SUM(send_bytes) AS send_bytes FROM collective_device
+           GROUP BY collective_id) d ON d.collective_id = c.id
+GROUP BY w.id;

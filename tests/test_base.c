@@ -1,5 +1,6 @@
 /* test_base.c - arenas, interning, buffers, the u64 map and error recording. */
 #include <fcntl.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -105,6 +107,52 @@ test_buf_formatting(void **state)
     sl_buf_printf(&b, " %s=%d", "k", 42);
     assert_string_equal(b.data, "f32[-9223372036854775808] k=42");
     assert_int_equal(b.len, strlen(b.data));
+    sl_buf_fini(&b);
+}
+
+/* Numbers for people: whole bytes below 1 KiB, three significant digits above; times in
+ * us/ms/s with three significant digits; rounding that reaches the next unit moves to it. */
+static void
+test_buf_sizes_and_durations(void **state)
+{
+    (void)state;
+    static const struct {
+        double v;
+        const char *bytes, *time;
+    } cases[] = {
+        {0,             "0 B",      "0 us"   },
+        {4.5,           "5 B",      "4.50 us"},
+        {768,           "768 B",    "768 us" },
+        {1023.4,        "1023 B",   "1.02 ms"},
+        {1023.6,        "1.00 KiB", "1.02 ms"},
+        {1536,          "1.50 KiB", "1.54 ms"},
+        {15.5 * 1024,   "15.5 KiB", "15.9 ms"},
+        {150 * 1024,    "150 KiB",  "154 ms" },
+        {1048575,       "1.00 MiB", "1.05 s" },
+        {3.0 * (1 << 30), "3.00 GiB", "3221 s"}, /* past 1000 s: whole seconds */
+        {0.12,          "0 B",      "0.12 us"},
+        {30.06,         "30 B",     "30.1 us"},
+        {999.4,         "999 B",    "999 us" },
+        {999.6,         "1000 B",   "1.00 ms"},
+    };
+    SlBuf b;
+    sl_buf_init(&b);
+    for (size_t k = 0; k < SL_COUNTOF(cases); k++) {
+        sl_buf_clear(&b);
+        sl_buf_put_size(&b, cases[k].v);
+        if (strcmp(b.data, cases[k].bytes) != 0)
+            fail_msg("size %.17g: got '%s', want '%s'", cases[k].v, b.data, cases[k].bytes);
+        sl_buf_clear(&b);
+        sl_buf_put_duration_us(&b, cases[k].v);
+        if (strcmp(b.data, cases[k].time) != 0)
+            fail_msg("time %.17g: got '%s', want '%s'", cases[k].v, b.data, cases[k].time);
+    }
+    sl_buf_clear(&b);
+    sl_buf_put_size(&b, -1536);
+    assert_string_equal(b.data, "-1.50 KiB");
+    sl_buf_clear(&b);
+    sl_buf_put_size(&b, 5.0 * 1024 * 1024 * 1024 * 1024 * 1024 * 1024); /* past PiB: stays PiB */
+    assert_string_equal(b.data, "5120 PiB");
     sl_buf_fini(&b);
 }
 
@@ -543,6 +591,129 @@ test_file_text_truncated_while_read(void **state)
     unlink(path);
 }
 
+/* A run ended by SIGTERM or SIGINT while writing removes its temporaries (an SlOutFile's and
+ * one registered by hand, as analyze registers its trace) and still dies of the signal. */
+static void
+test_tmp_removed_on_signal(void **state)
+{
+    (void)state;
+    static const int k_sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < SL_COUNTOF(k_sigs); i++) {
+        char dir[] = "/tmp/shardlens_test_sigXXXXXX";
+        assert_non_null(mkdtemp(dir));
+        char out[64], mine[64];
+        snprintf(out, sizeof(out), "%s/out.hlo", dir);
+        snprintf(mine, sizeof(mine), "%s/.trace.db.tmp.x", dir);
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            signal(k_sigs[i], SIG_DFL); /* whatever the test runner set */
+            SlOutFile o;
+            if (sl_out_open(&o, out) != SL_OK || sl_out_write(&o, "partial", 7) != SL_OK)
+                _exit(11);
+            FILE *f = fopen(mine, "w");
+            if (!f || !sl_tmp_register(mine))
+                _exit(12);
+            fclose(f);
+            raise(k_sigs[i]);
+            _exit(13);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), k_sigs[i]);
+        char tmp[96];
+        snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", out, (long)pid);
+        struct stat st;
+        assert_int_not_equal(stat(tmp, &st), 0);
+        assert_int_not_equal(stat(mine, &st), 0);
+        assert_int_not_equal(stat(out, &st), 0);
+        assert_int_equal(rmdir(dir), 0); /* nothing else was left in it */
+    }
+}
+
+/* The pid of a process that has exited. */
+static long
+dead_pid(void)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return (long)pid;
+}
+
+static void
+touch(const char *path, time_t age_s)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("old", f);
+    fclose(f);
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= age_s;
+    t[1] = t[0];
+    assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+/* Opening an output sweeps what killed runs left beside it, and only that. */
+static void
+test_tmp_sweep_only_stale_ours(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/shardlens_test_sweepXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    long dead = dead_pid();
+    char out[64];
+    snprintf(out, sizeof(out), "%s/out.hlo", dir);
+    static const struct {
+        const char *mid, *tail; /* the name: output, mid, a pid, tail */
+        bool alive;      /* the pid is ours (a live process) instead of a dead one */
+        time_t age_s;
+        bool swept;
+    } k_files[] = {
+        {".tmp.", "",         false, 3600, true },
+        {".tmp.", "-journal", false, 3600, true }, /* SQLite's, beside a temporary trace */
+        {".tmp.", "",         true,  3600, false}, /* its process still runs */
+        {".tmp.", ".bak",     false, 3600, false}, /* not a name we make */
+        {".tmp.", "-wal2",    false, 3600, false},
+        {".old.", "",         false, 3600, false},
+    };
+    char names[SL_COUNTOF(k_files)][128];
+    for (size_t k = 0; k < SL_COUNTOF(k_files); k++) {
+        snprintf(names[k], sizeof(names[k]), "%s%s%ld%s", out, k_files[k].mid,
+                 k_files[k].alive ? (long)getppid() : dead, k_files[k].tail);
+        touch(names[k], k_files[k].age_s);
+    }
+    /* Written within the last minute: maybe a live process elsewhere; left alone. */
+    char young[128];
+    snprintf(young, sizeof(young), "%s.tmp.%ld", out, dead + 1);
+    touch(young, 0);
+    bool young_dead = kill((pid_t)(dead + 1), 0) != 0;
+
+    SlError err = {0};
+    assert_int_equal(sl_file_write_atomic(out, "new", 3, &err), SL_OK);
+    struct stat st;
+    for (size_t k = 0; k < SL_COUNTOF(k_files); k++) {
+        bool there = stat(names[k], &st) == 0;
+        if (there == k_files[k].swept)
+            fail_msg("%s: %s", names[k], there ? "not swept" : "swept");
+        unlink(names[k]);
+    }
+    if (young_dead)
+        assert_int_equal(stat(young, &st), 0);
+    unlink(young);
+    assert_int_equal(stat(out, &st), 0);
+    assert_int_equal(st.st_size, 3);
+    unlink(out);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int
 main(void)
 {
@@ -552,6 +723,7 @@ main(void)
         cmocka_unit_test(test_arena_overflow_is_sticky),
         cmocka_unit_test(test_intern_identity),
         cmocka_unit_test(test_buf_formatting),
+        cmocka_unit_test(test_buf_sizes_and_durations),
         cmocka_unit_test(test_map_put_get),
         cmocka_unit_test(test_first_error_wins),
         cmocka_unit_test(test_atomic_write_keeps_devices),
@@ -562,6 +734,8 @@ main(void)
         cmocka_unit_test(test_out_file_commit_and_abort),
         cmocka_unit_test(test_file_text_mapped_and_released),
         cmocka_unit_test(test_file_text_truncated_while_read),
+        cmocka_unit_test(test_tmp_removed_on_signal),
+        cmocka_unit_test(test_tmp_sweep_only_stale_ours),
         cmocka_unit_test(test_arena_extend_in_place),
         cmocka_unit_test(test_arena_big_chunks),
         cmocka_unit_test(test_arena_release_reuses_chunk),

@@ -158,8 +158,9 @@ has partition_recheck "$TMP/partition_recheck.out" "num_partitions=4"
 run partition_unknown_set 2 partition "$SAMPLE" --set no_such_option=1 -o "$TMP/p.hlo"
 has partition_unknown_set "$TMP/partition_unknown_set.err" "no_such_option"
 [ ! -e "$TMP/p.hlo" ] || fail "partition: a failed run left an output file"
-run partition_no_count 2 partition "$TMP/no_header_n.hlo"
-has partition_no_count "$TMP/partition_no_count.err" "no partition count"
+printf 'HloModule m\n\nENTRY main {\n  p = f32[8] parameter(0), sharding={replicated}\n  ROOT n = f32[8] negate(p)\n}\n' >"$TMP/no_count.hlo"
+run partition_no_count 2 partition "$TMP/no_count.hlo" # no sharding names a device
+has partition_no_count "$TMP/partition_no_count.err" "no partition count: pass -n N or put num_partitions=N in the module header (no sharding names devices)"
 run partition_device_out_of_range 2 partition -n 2 "$SAMPLE"
 has partition_device_out_of_range "$TMP/partition_device_out_of_range.err" "does not fit 2 partitions"
 run partition_trace 0 partition "$SAMPLE" --trace "$TMP/t.db" -o "$TMP/traced.hlo"
@@ -189,12 +190,12 @@ cmp -s "$TMP/part.hlo" "$TMP/part_timed1.hlo" || fail "--time-phases partition: 
 has partition_timed_first "$TMP/partition_timed_first.err" "time-phases: partition "
 run partition_timed 0 partition --time-phases "$SAMPLE" -o "$TMP/part_timed.hlo"
 cmp -s "$TMP/part.hlo" "$TMP/part_timed.hlo" || fail "partition --time-phases: output changed"
-for ph in read parse check partition print write total; do
+for ph in read parse check propagate partition print write total; do
     grep -qE "^time-phases: $ph " "$TMP/partition_timed.err" ||
         fail "partition --time-phases: no '$ph' line"
 done
-[ "$(grep -c '^time-phases: ' "$TMP/partition_timed.err")" = 7 ] ||
-    fail "partition --time-phases: want 7 lines (no trace phase without --trace)"
+[ "$(grep -c '^time-phases: ' "$TMP/partition_timed.err")" = 8 ] ||
+    fail "partition --time-phases: want 8 lines (no trace phase without --trace)"
 run check_timed 0 check "$SAMPLE" --time-phases
 same check_timed "$TMP/check_timed.out" "samples/mlp_megatron.hlo: ok: 1 computations, 8 instructions, 7 sharded, num_partitions=4"
 has check_timed "$TMP/check_timed.err" "time-phases: check "
@@ -236,11 +237,12 @@ run report 0 report "$TMP/t.db" --mesh data=2,model=2
 has report "$TMP/report.out" "shardlens report: module jit_mlp_megatron, 4 devices"
 has report "$TMP/report.out" "nccl-tests bus bandwidth"
 has report "$TMP/report.out" "link 100 Gbit/s (default; --link-gbps), latency 5 us per step (default; --latency-us)"
-has report "$TMP/report.out" "  bytes sent       3072 B (3.0 KiB), summed over devices"
+has report "$TMP/report.out" "  bytes sent       3.00 KiB, summed over devices"
 has report "$TMP/report.out" "  busiest device   0: 768 B sent, 768 B received"
-has report "$TMP/report.out" "  all-reduce      1        3072      30.06              0"
-has report "$TMP/report.out" "  %dot.8  dot               1        3072  jit(mlp)/jit(main)/dot_general"
-has report "$TMP/report.out" "  %all-reduce  all-reduce  data,model     1x4    512      1              768      30.06  %dot.8 (dot)"
+has report "$TMP/report.out" "  all-reduce      1    3.00 KiB  30.1 us              0"
+has report "$TMP/report.out" "  %dot.8  dot               1    3.00 KiB  jit(mlp)/jit(main)/dot_general"
+has report "$TMP/report.out" "  %all-reduce  all-reduce  data,model     1x4  512 B      1            768 B    3.00 KiB     30.1 us  %dot.8 (dot)"
+has report "$TMP/report.out" "  0-3           768 B           768 B            1"
 run report_run1 0 report "$TMP/t.db" --run 1
 cmp -s "$TMP/report_run1.out" "$TMP/report_run2.out" || fail "report: runs 1 and 2 of one module differ"
 run report_model 0 report "$TMP/t.db" --link-gbps 800 --latency-us 0 --devices-per-node 2 \
@@ -263,6 +265,12 @@ run explain 0 explain "$TMP/t.db" dot.8
 has explain "$TMP/explain.out" "group_on_contracting"
 has explain "$TMP/explain.out" "all-reduce"
 has explain "$TMP/explain.out" "768 B"
+# the alternatives, priced: maximum.7 f32[8,32] (1 KiB) and Arg_2.3 f32[32,16] (2 KiB) gathered
+# over 4 devices send 3/4 of each, 2.25 KiB, where the chosen all-reduce sends 768 B
+has explain "$TMP/explain.out" "  alternatives (bytes each device would send, ring model; the chosen strategy's collectives send 768 B):"
+has explain "$TMP/explain.out" "    replicate: 2.25 KiB (all-gather of %maximum.7 over 4: 768 B; all-gather of %Arg_2.3 over 4: 1.50 KiB); lost: the last resort, taken only when no strategy applies, and making it apply sends 1.50 KiB more per device"
+grep -q '^    group_on_contracting:' "$TMP/explain.out" && fail "explain: the chosen strategy is listed among its alternatives"
+has explain "$TMP/explain.out" "    windowed_einsum: does not apply: it needs a ring-shaped sharding and an operand or output of at least 256 MiB (threshold_for_windowed_einsum_mib)"
 run explain_percent 0 explain "$TMP/t.db" %dot.8
 cmp -s "$TMP/explain.out" "$TMP/explain_percent.out" || fail "explain: %NAME and NAME differ"
 run explain_unknown 2 explain "$TMP/t.db" no_such_instr
@@ -273,7 +281,7 @@ run analyze 0 analyze "$SAMPLE" --out "$TMP/an"
 for f in partitioned.hlo trace.db summary.json report.txt; do
     [ -s "$TMP/an/$f" ] || fail "analyze: no $f"
 done
-has analyze "$TMP/analyze.out" "1 collective, 3072 B sent summed over devices, busiest device 0 (768 B sent, 768 B received)"
+has analyze "$TMP/analyze.out" "1 collective, 3.00 KiB sent summed over devices, busiest device 0 (768 B sent, 768 B received), estimated 30.1 us"
 cmp -s "$TMP/part.hlo" "$TMP/an/partitioned.hlo" || fail "analyze: partitioned.hlo differs from partition's"
 run analyze_again 0 analyze "$SAMPLE" --out "$TMP/an2/nested/"
 cmp -s "$TMP/an/summary.json" "$TMP/an2/nested/summary.json" || fail "analyze: summary.json is not deterministic"
@@ -293,8 +301,8 @@ run diff_same 0 diff "$TMP/an/summary.json" "$TMP/an/trace.db" --max-increase 0
 has diff_same "$TMP/diff_same.out" "no source op changed"
 has diff_same "$TMP/diff_same.out" "bytes sent ok, busiest device ok: pass"
 run diff_grew 1 diff "$TMP/an/summary.json" "$TMP/ch/summary.json" --max-increase 10
-has diff_grew "$TMP/diff_grew.out" "added    %dot.4 all-gather [jit(mlp)/jit(main)/dot_general]: 0 -> 1, 0 -> 1536 B  +1536 (new)"
-has diff_grew "$TMP/diff_grew.out" "bytes sent, summed over devices  3072 -> 4608 B  +1536 (+50.00%)"
+has diff_grew "$TMP/diff_grew.out" "added    %dot.4 all-gather [jit(mlp)/jit(main)/dot_general]: 0 -> 1, 0 B -> 1.50 KiB  +1.50 KiB (new)"
+has diff_grew "$TMP/diff_grew.out" "bytes sent, summed over devices  3.00 KiB -> 4.50 KiB  +1.50 KiB (+50.00%)"
 has diff_grew "$TMP/diff_grew.out" "FAIL"
 run diff_edge 0 diff "$TMP/an/trace.db" "$TMP/ch/trace.db" --max-increase 50 # exactly +50%
 run diff_past_edge 1 diff "$TMP/an/trace.db" "$TMP/ch/trace.db" --max-increase 49.99
@@ -306,10 +314,207 @@ has diff_json "$TMP/diff_json.out" '"status":	"added"'
 run diff_bad_pct 2 diff "$TMP/an/summary.json" "$TMP/ch/summary.json" --max-increase -1
 printf '{"schema_version": 1, "devices": [\n  {"device": 0}\n]}\n' >"$TMP/broken.json"
 run diff_broken 2 diff "$TMP/broken.json" "$TMP/an/summary.json"
-has diff_broken "$TMP/diff_broken.err" "$TMP/broken.json: error: not a shardlens summary: devices[0] has no valid 'send_bytes'"
+has diff_broken "$TMP/diff_broken.err" "$TMP/broken.json: error: not a valid shardlens summary (schema/summary.schema.json): the document has no 'tool'"
 printf '{"schema_version": 1,\n  "devices": [}\n' >"$TMP/notjson.json"
 run diff_notjson 2 diff "$TMP/notjson.json" "$TMP/an/summary.json"
 has diff_notjson "$TMP/diff_notjson.err" "$TMP/notjson.json:2:15: error: not valid JSON"
+
+# ---- warnings, partition counts from shardings, MLIR input, help, --top, --time-phases ---------
+# analyze: one line per kind of warning on stderr (the sample's constant has no sharding)
+# the sample's constant has no sharding: propagation gives it one first (said on stderr), so
+# nothing is partitioned as replicated for want of a sharding and nothing is warned about
+same analyze_propagated "$TMP/analyze.err" "shardlens analyze: 1 of 8 instructions had no sharding: propagated shardings to 1 of 8 instructions (XLA's sharding propagation; --no-propagate partitions them as replicated)"
+grep -A1 '^warnings$' "$TMP/an/report.txt" | grep -qx '  (none)' ||
+    fail "analyze_propagated: report.txt has warnings after propagation"
+# with --no-propagate, the unannotated constant is warned about
+run analyze_warnings 0 analyze "$SAMPLE" --out "$TMP/an_noprop" --no-propagate
+same analyze_warnings "$TMP/analyze_warnings.err" "analyze: warning: unannotated: 1, first %constant.5: 1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"
+has analyze_warnings "$TMP/an_noprop/report.txt" "    %constant.5: 1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"
+has analyze_warnings "$TMP/an_noprop/summary.json" '"message":	"1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"'
+cmp -s "$TMP/an/partitioned.hlo" "$TMP/an_noprop/partitioned.hlo" ||
+    fail "analyze: propagating the sample's constant changed its partitioned module"
+# a module already partitioned: its collective is named, on stderr and in the report
+printf 'HloModule done, num_partitions=2\n\nsum {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\nENTRY e {\n  p = f32[4] parameter(0), sharding={replicated}\n  ROOT ar = f32[4] all-reduce(p), channel_id=1, replica_groups={{0,1}}, to_apply=sum, sharding={replicated}\n}\n' >"$TMP/done.hlo"
+run analyze_partitioned 0 analyze "$TMP/done.hlo" --out "$TMP/done"
+has analyze_partitioned "$TMP/analyze_partitioned.err" "analyze: warning: already-partitioned: 1, first %ar: all-reduce outside a manual region: the input looks already partitioned"
+has analyze_partitioned "$TMP/done/report.txt" "  already-partitioned      1"
+has analyze_partitioned "$TMP/done/summary.json" '"kind":	"already-partitioned"'
+
+# the fallbacks, each in report.txt, summary.json and on stderr
+printf 'HloModule fb, num_partitions=4\n\nENTRY main {\n  p = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n  c = f32[8,16] custom-call(p), custom_call_target="CustomSPMDPartitioning", sharding={devices=[4,1]<=[4]}\n  b = f32[8,16] bitcast(p), sharding={devices=[4,1]<=[4]}\n  r = f32[8,16] copy(p), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n  ROOT t = (f32[8,16], f32[8,16], f32[8,16]) tuple(c, b, r), sharding={{devices=[4,1]<=[4]}, {devices=[4,1]<=[4]}, {devices=[1,2,2]<=[4] last_tile_dim_replicate}}\n}\n' >"$TMP/fallbacks.hlo"
+run analyze_fallbacks 0 analyze "$TMP/fallbacks.hlo" --out "$TMP/fb"
+for line in "custom-call-fallback: 1, first %c: custom-call \"CustomSPMDPartitioning\" has no partitioning rule here" \
+    "no-handler: 1, first %b: no handler for bitcast: partitioned as replicated" \
+    "full-remat: 1, first %r: involuntary full rematerialization: the value is replicated on every device, then sliced to its new sharding"; do
+    has analyze_fallbacks "$TMP/analyze_fallbacks.err" "analyze: warning: $line"
+done
+has analyze_fallbacks "$TMP/fb/report.txt" "  custom-call-fallback      1"
+has analyze_fallbacks "$TMP/fb/report.txt" "    %c: custom-call \"CustomSPMDPartitioning\" has no partitioning rule here: partitioned by fallback, its operands replicated (all-gathered) and the full call run on every device"
+has analyze_fallbacks "$TMP/fb/report.txt" "    %b: no handler for bitcast: partitioned as replicated"
+has analyze_fallbacks "$TMP/fb/report.txt" "    %r: involuntary full rematerialization: the value is replicated on every device, then sliced to its new sharding"
+for kind in custom-call-fallback no-handler full-remat; do
+    has analyze_fallbacks "$TMP/fb/summary.json" "\"kind\":	\"$kind\""
+done
+has analyze_fallbacks "$TMP/fb/summary.json" '"message":	"no handler for bitcast: partitioned as replicated"'
+
+# no num_partitions and no -n: the count all shardings agree on, said on stderr
+sed 's/, num_partitions=4//' "$SAMPLE" >"$TMP/nonum.hlo"
+run nonum 0 partition "$TMP/nonum.hlo" -o "$TMP/nonum.out.hlo"
+has nonum "$TMP/nonum.err" "shardlens partition: $TMP/nonum.hlo: no num_partitions in the header and no -n: partitioning for 4 devices, the count all the shardings agree on"
+run nonum_n 0 partition "$TMP/nonum.hlo" -n 4 -o "$TMP/nonum_n.out.hlo"
+cmp -s "$TMP/nonum.out.hlo" "$TMP/nonum_n.out.hlo" || fail "nonum: differs from partition -n 4"
+has nonum "$TMP/nonum.out.hlo" "num_partitions=4"
+run nonum_verify 0 verify "$TMP/nonum.hlo"
+has nonum_verify "$TMP/nonum_verify.out" "ok: 1 output agree on 4 devices"
+run nonum_check 0 check "$TMP/nonum.hlo"
+has nonum_check "$TMP/nonum_check.out" "num_partitions=4 (from shardings)"
+printf 'HloModule m\n\nENTRY main {\n  p0 = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n  p1 = f32[8] parameter(1), sharding={devices=[2]<=[2]}\n  ROOT r = f32[8] add(p0, p1), sharding={devices=[4]<=[4]}\n}\n' >"$TMP/disagree.hlo"
+for cmd in partition check verify; do
+    run "disagree_$cmd" 2 "$cmd" "$TMP/disagree.hlo"
+    same "disagree_$cmd" "$TMP/disagree_$cmd.err" "$TMP/disagree.hlo:5:3: error: no num_partitions and the shardings disagree on the device count: 4 (%p0 first), 2 (%p1 first); pass -n N
+  p1 = f32[8] parameter(1), sharding={devices=[2]<=[2]}
+  ^"
+done
+run disagree_given 2 partition "$TMP/disagree.hlo" -n 4 -o "$TMP/disagree.out" # -n decides
+has disagree_given "$TMP/disagree_given.err" "sharding of %p1 in %main does not fit 4 partitions"
+run disagree_analyze 2 analyze "$TMP/disagree.hlo" --out "$TMP/dis"
+[ ! -e "$TMP/dis/summary.json" ] || fail "analyze: disagreeing shardings wrote a summary"
+
+# MLIR (StableHLO) input: named, with how to export HLO text
+printf 'module @jit_f attributes {mhlo.num_partitions = 4 : i32} {\n  func.func public @main(%%arg0: tensor<8xf32>) -> tensor<8xf32> {\n    return %%arg0 : tensor<8xf32>\n  }\n}\n' >"$TMP/f.mlir"
+for cmd in check partition analyze; do
+    if [ "$cmd" = analyze ]; then run "mlir_$cmd" 2 "$cmd" "$TMP/f.mlir" --out "$TMP/mlir"; else run "mlir_$cmd" 2 "$cmd" "$TMP/f.mlir"; fi
+    has "mlir_$cmd" "$TMP/mlir_$cmd.err" "$TMP/f.mlir:1:1: error: this is MLIR text (StableHLO or MHLO), not HLO text"
+    has "mlir_$cmd" "$TMP/mlir_$cmd.err" 'jax.jit(f).lower(*args).as_text(dialect="hlo")'
+    has "mlir_$cmd" "$TMP/mlir_$cmd.err" "compiler_ir('hlo')"
+done
+printf 'func.func @main(%%a: tensor<8xf32>) -> tensor<8xf32> {\n  return %%a : tensor<8xf32>\n}\n' >"$TMP/g.mlir"
+run mlir_func 2 check "$TMP/g.mlir"
+has mlir_func "$TMP/mlir_func.err" "error: this is MLIR text"
+printf 'HloModule m\n\nmodule {\n  ROOT p = f32[8] parameter(0)\n}\n' >"$TMP/named_module.hlo"
+run named_module 0 check "$TMP/named_module.hlo" # a computation may be called module
+
+# usage lines list every option of the command
+for cmd in analyze report partition; do
+    usage=$(head -n 1 "$TMP/help_$cmd.out")
+    for opt in $(grep -oE '^  (-[a-z], )?--[a-z-]+' "$TMP/help_$cmd.out" | grep -oE -- '--[a-z-]+'); do
+        case $opt in --help | --time-phases) continue ;; esac
+        case $usage in *"$opt"*) ;; *) fail "help_$cmd: usage line lacks $opt: $usage" ;; esac
+    done
+done
+# partition --help lists only the --set options the partitioner reads
+has help_partition "$TMP/help_partition.out" "  threshold_for_windowed_einsum_mib=256"
+has help_partition "$TMP/help_partition.out" "  remove_dead_code=true"
+for gone in speculative_windowed_einsum use_v3_sharding report_instruction_count allow_module_signature_change "num_partitions=" "# unused"; do
+    grep -qF -- "$gone" <(sed -n '/partitioner options for --set/,$p' "$TMP/help_partition.out" | grep '^  ') &&
+        fail "help_partition: lists $gone"
+done
+run set_unused_accepted 0 partition "$SAMPLE" --set speculative_windowed_einsum=true -o "$TMP/su.hlo"
+
+# --top K: the K costliest collectives, the costliest first
+run analyze_we 0 analyze samples/windowed_einsum.hlo --out "$TMP/we" --top 1
+has analyze_we "$TMP/we/report.txt" "collectives (the 1 costliest of 2: bytes sent over the run)"
+has analyze_we "$TMP/we/report.txt" "  %all-reduce  all-reduce  -        1x4  128 KiB      1          192 KiB     768 KiB     45.7 us  %dot.down (dot)"
+has analyze_we "$TMP/we/report.txt" "  ... 1 more in summary.json (--top K shows K)"
+run report_top 0 report "$TMP/we/trace.db"
+has report_top "$TMP/report_top.out" "  %all-gather  all-gather  -        1x4  128 KiB      1         96.0 KiB     384 KiB     22.9 us  %dot.up (reshard)"
+run report_top_bad 2 report "$TMP/we/trace.db" --top 0
+has report_top_bad "$TMP/report_top_bad.err" "--top expects a positive integer, got '0'"
+
+# --time-phases: a peak is never below the RSS beside it
+run phases 0 partition "$SAMPLE" --time-phases -o "$TMP/ph.hlo"
+awk '/^time-phases:/ { for (i = 1; i < NF; i++) { if ($i == "RSS") r = $(i + 1); if ($i == "peak") p = $(i + 1) }
+     n++; if (p + 0 < r + 0) { print "peak " p " below RSS " r ": " $0; bad = 1 } }
+     END { if (n < 3) { print "only " n " phase lines"; bad = 1 } exit bad }' "$TMP/phases.err" >"$TMP/phases.chk" ||
+    fail "phases: $(cat "$TMP/phases.chk")"
+# ---- propagation first: partition and analyze fill in missing shardings as XLA's pipeline does
+printf 'HloModule chain, num_partitions=4\n\nENTRY main {\n  x = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n  c = f32[8,16] convert(x)\n  m = f32[8,16] multiply(c, c)\n  ROOT n = f32[8,16] negate(m), sharding={devices=[4,1]<=[4]}\n}\n' >"$TMP/chain.hlo"
+run prop_first 0 partition "$TMP/chain.hlo" --trace "$TMP/chain.db" -o "$TMP/chain.out.hlo"
+same prop_first "$TMP/prop_first.err" "shardlens partition: 2 of 4 instructions had no sharding: propagated shardings to 2 of 4 instructions (XLA's sharding propagation; --no-propagate partitions them as replicated)"
+grep -qE 'all-gather|all-reduce|all-to-all|collective-permute' "$TMP/chain.out.hlo" &&
+    fail "prop_first: the propagated chain needs no collective"
+has prop_first "$TMP/chain.out.hlo" "%m.1 = f32[2,16] multiply(%c.1, %c.1)"
+run prop_first_explain 0 explain "$TMP/chain.db" m
+same prop_first_explain <(head -n 1 "$TMP/prop_first_explain.out") "origin: %m got {devices=[4,1]<=[4]} forward from %x (parameter 0, annotated) through %c at level 0 (rule elementwise)"
+# --no-propagate: the unannotated ops are replicated, so the value is gathered whole
+run prop_off 0 partition "$TMP/chain.hlo" --no-propagate -o "$TMP/chain.noprop.hlo"
+has prop_off "$TMP/chain.noprop.hlo" "all-gather("
+[ -s "$TMP/prop_off.err" ] && fail "prop_off: --no-propagate said something on stderr: $(cat "$TMP/prop_off.err")"
+# the propagation options by XLA's names go through partition's --set; a bad value is an error
+run prop_set 0 partition "$TMP/chain.hlo" --set allow_spmd_sharding_propagation_to_output=true -o "$TMP/chain.set.hlo"
+run prop_set_bad 2 partition "$TMP/chain.hlo" --set is_spmd=maybe
+has prop_set_bad "$TMP/prop_set_bad.err" "--set is_spmd=maybe: bad value 'maybe' for option is_spmd"
+
+# ---- loops: trip counts in the reports and the gate (tests/data/moe_scan.hlo) ---------------------
+MOE=tests/data/moe_scan.hlo
+run moe_base 0 analyze "$MOE" --out "$TMP/moe0"
+has moe_base "$TMP/moe_base.out" "0 collectives, 0 B sent"
+# one sharding in the scan body: the sliced expert weight replicated, an all-gather per layer
+sed 's/  wi_r = bf16\[8,2048,4096\] reshape(wi_l), sharding={devices=\[4,1,1\]0,1,2,3}/  wi_r = bf16[8,2048,4096] reshape(wi_l), sharding={replicated}/' "$MOE" >"$TMP/moe_edit.hlo"
+cmp -s "$MOE" "$TMP/moe_edit.hlo" && fail "moe: the edit did not apply"
+run moe_edit 0 analyze "$TMP/moe_edit.hlo" --out "$TMP/moe1"
+has moe_edit "$TMP/moe1/summary.json" '"method":	"pattern"'
+has moe_edit "$TMP/moe1/summary.json" '"reason":	"i = 0; i < 6; i += 1 (tuple element 0)"'
+run moe_gate 1 diff "$TMP/moe0/summary.json" "$TMP/moe1/summary.json" --max-increase 5
+# 128 MiB gathered over 4: 3/4 of it per device, 4 devices: 384 MiB per execution, 6 layers
+has moe_gate "$TMP/moe_gate.out" "added    %wi_r all-gather: 0 -> 1, 0 B -> 2.25 GiB  +2.25 GiB (new); 384 MiB per execution x 6 trips"
+has moe_gate "$TMP/moe_gate.out" "bytes sent OVER, busiest device OVER: FAIL"
+run moe_gate_db 1 diff "$TMP/moe0/trace.db" "$TMP/moe1/trace.db" --max-increase 5
+# --trip-count wins over the pattern; the trace and the reports say so
+run moe_user 0 analyze "$TMP/moe_edit.hlo" --out "$TMP/moe2" --trip-count %w=10
+has moe_user "$TMP/moe2/summary.json" '"method":	"user"'
+has moe_user "$TMP/moe2/summary.json" '"reason":	"--trip-count w=10"'
+has moe_user "$TMP/moe_user.out" "1 collective, 3.75 GiB sent"
+run moe_user_part 0 partition "$TMP/moe_edit.hlo" --trip-count w=2 --trace "$TMP/moe_runs.db" -o "$TMP/moe_p.hlo"
+run moe_user_part2 0 partition "$TMP/moe_edit.hlo" --trace "$TMP/moe_runs.db" -o "$TMP/moe_p.hlo"
+# --old-run / --new-run: two runs of one trace (2 then 6 iterations): +200%
+run moe_runs 1 diff "$TMP/moe_runs.db" "$TMP/moe_runs.db" --old-run 1 --new-run 2 --max-increase 5
+has moe_runs "$TMP/moe_runs.out" "bytes sent, summed over devices  768 MiB -> 2.25 GiB  +1.50 GiB (+200.00%)"
+run moe_runs_back 0 diff "$TMP/moe_runs.db" "$TMP/moe_runs.db" --old-run 2 --new-run 1 --max-increase 5
+run moe_run_missing 2 diff "$TMP/moe_runs.db" "$TMP/moe_runs.db" --old-run 9
+run moe_run_summary 2 diff "$TMP/moe0/summary.json" "$TMP/moe1/summary.json" --new-run 1
+has moe_run_summary "$TMP/moe_run_summary.err" "--new-run: $TMP/moe1/summary.json is not a trace database"
+run moe_run_bad 2 diff "$TMP/moe_runs.db" "$TMP/moe_runs.db" --old-run x
+# different modules: a warning
+run moe_other 1 diff "$TMP/an/summary.json" "$TMP/moe1/summary.json" --max-increase 5
+has moe_other "$TMP/moe_other.err" "shardlens diff: warning: OLD and NEW are different modules: jit_mlp_megatron (input"
+has moe_other "$TMP/moe_other.out" "warning: OLD and NEW are different modules"
+# --trip-count names a while of the input, as NAME=N
+run trip_unknown_name 2 partition "$MOE" --trip-count nope=3
+has trip_unknown_name "$TMP/trip_unknown_name.err" "shardlens partition: error: --trip-count nope=3: no instruction %nope in the input"
+run trip_not_while 2 analyze "$MOE" --out "$TMP/moe_x" --trip-count x=3
+has trip_not_while "$TMP/trip_not_while.err" "--trip-count x=3: %x is a parameter, not a while"
+[ -e "$TMP/moe_x" ] && fail "analyze --trip-count error: created the output directory"
+run trip_bad_count 2 partition "$MOE" --trip-count w=-1
+has trip_bad_count "$TMP/trip_bad_count.err" "--trip-count expects NAME=N with N >= 0, got 'w=-1'"
+run trip_no_eq 2 partition "$MOE" --trip-count w
+run trip_twice 2 partition "$MOE" --trip-count w=1 --trip-count %w=2
+has trip_twice "$TMP/trip_twice.err" "--trip-count %w is given twice"
+run trip_help 0 partition --help
+has trip_help "$TMP/trip_help.out" "--trip-count NAME=N gives while instruction NAME of the input N iterations"
+# a loop whose bound is a parameter: unknown, and report.txt says which and why
+sed -e 's/  n = s32\[\] constant(6), sharding={replicated}/  n = s32[] get-tuple-element(p), index=4, sharding={replicated}/' \
+    -e 's/(s32\[\], bf16\[8,256,2048\], bf16\[6,8,2048,4096\], bf16\[6,8,4096,2048\])/(s32[], bf16[8,256,2048], bf16[6,8,2048,4096], bf16[6,8,4096,2048], s32[])/g' \
+    -e 's/{devices=\[1,4,1,1\]0,1,2,3}, {devices=\[1,4,1,1\]0,1,2,3}}/{devices=[1,4,1,1]0,1,2,3}, {devices=[1,4,1,1]0,1,2,3}, {replicated}}/g' \
+    -e 's/tuple(i1, y, wi, wo)/tuple(i1, y, wi, wo, nb)/' \
+    -e 's/  one = s32\[\] constant(1), sharding={replicated}/  one = s32[] constant(1), sharding={replicated}\n  nb = s32[] get-tuple-element(p), index=4, sharding={replicated}/' \
+    -e 's/tuple(z, x, wi, wo)/tuple(z, x, wi, wo, layers)/' \
+    -e '/^ENTRY/,/^}/ s/  z = s32\[\] constant(0), sharding={replicated}$/  z = s32[] constant(0), sharding={replicated}\n  layers = s32[] parameter(3), sharding={replicated}/' \
+    "$TMP/moe_edit.hlo" >"$TMP/moe_param.hlo"
+run moe_param 0 analyze "$TMP/moe_param.hlo" --out "$TMP/moe3"
+has moe_param "$TMP/moe3/report.txt" "loops with unknown trip counts (1; their collectives are counted apart"
+has moe_param "$TMP/moe3/report.txt" "the bound (tuple element 4) is a parameter: %layers of main"
+has moe_param "$TMP/moe3/summary.json" '"method":	"unknown"'
+run moe_param_gate 1 diff "$TMP/moe0/summary.json" "$TMP/moe3/summary.json" --max-increase 1000
+has moe_param_gate "$TMP/moe_param_gate.out" "unknown trip count: 0 B -> 384 MiB per execution (grew: counts against the budget)"
+run moe_param_user 0 analyze "$TMP/moe_param.hlo" --out "$TMP/moe4" --trip-count w=6
+cmp -s <(grep -v '"reason"\|"method"\|input_hash' "$TMP/moe1/summary.json") <(grep -v '"reason"\|"method"\|input_hash' "$TMP/moe4/summary.json") || fail "moe: --trip-count w=6 on the unknown loop differs from the counted one"
+
+# a collective in a conditional's branch: unknown too (a branch runs at most as often as its
+# conditional), and the report says where it is
+printf 'HloModule cond_ar, num_partitions=2\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\nt_branch {\n  p = f32[8] parameter(0), sharding={replicated}\n  ROOT ar = f32[8] all-reduce(p), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add, sharding={replicated}\n}\n\nf_branch {\n  p = f32[8] parameter(0), sharding={replicated}\n  ROOT n = f32[8] negate(p), sharding={replicated}\n}\n\nENTRY main {\n  c = pred[] parameter(0), sharding={replicated}\n  x = f32[8] parameter(1), sharding={replicated}\n  ROOT r = f32[8] conditional(c, x, x), true_computation=t_branch, false_computation=f_branch, sharding={replicated}\n}\n' >"$TMP/cond.hlo"
+run cond_branch 0 analyze "$TMP/cond.hlo" --out "$TMP/cond"
+has cond_branch "$TMP/cond/report.txt" "1 collective of unknown trip count in conditional branches: a branch runs at most as often as its conditional"
 
 # ---- verify: simulate the partitioned module on N devices (exit 0 agree, 1 mismatch, 3 unsupported)
 run verify 0 verify "$SAMPLE" --seed 7 --trials 2
@@ -324,6 +529,64 @@ run verify_bad_input 2 verify "$TMP/shape.hlo" -n 4
 printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4] parameter(0), sharding={replicated}\n  ROOT c = f32[4] cholesky(p), sharding={replicated}\n}\n' >"$TMP/vchol.hlo"
 run verify_unsupported 3 verify "$TMP/vchol.hlo" --partitioned "$TMP/vchol.hlo"
 has verify_unsupported "$TMP/verify_unsupported.err" "cholesky"
+
+# ---- propagate: XLA's sharding propagation (exit 0; bad --set 2); --trace records origins
+sed -E '/dot.4 |broadcast.6|maximum.7/ s/, sharding=\{devices=\[1,4\]<=\[4\]\}//' "$SAMPLE" >"$TMP/bare.hlo"
+run propagate 0 propagate "$TMP/bare.hlo" --set is_spmd=true --trace "$TMP/prop.db"
+has propagate "$TMP/propagate.out" '%maximum.7 = f32[8,32]{1,0} maximum(%dot.4, %broadcast.6), sharding={devices=[1,4]<=[4]}'
+has propagate "$TMP/propagate.err" 'propagated shardings to 4 of 8 instructions'
+run propagate_explain 0 explain "$TMP/prop.db" maximum.7
+has propagate_explain "$TMP/propagate_explain.out" 'origin: %maximum.7 got {devices=[1,4]<=[4]} forward from %Arg_1.2 (parameter 1, annotated) through %dot.4 at level 1 (rule elementwise)'
+run propagate_bad_set 2 propagate "$TMP/bare.hlo" --set is_spmd=perhaps
+has propagate_bad_set "$TMP/propagate_bad_set.err" "bad value 'perhaps' for option is_spmd"
+run propagate_unknown_set 2 propagate "$TMP/bare.hlo" --set no_such=true
+# ---- output and trace I/O failures: named, exit 2, nothing new left behind ------------------
+# A full standard output is an error with its reason, for every command that prints.
+i=0
+for cmd in "check $SAMPLE" "print $SAMPLE" "report $TMP/t.db" "--help" "check --help" "--version"; do
+    rc=0
+    i=$((i + 1))
+    # shellcheck disable=SC2086 # word splitting wanted
+    "$BIN" $cmd >/dev/full 2>"$TMP/full.err" || rc=$?
+    [ "$rc" = 2 ] || fail "stdout full ($cmd): exit $rc, want 2"
+    same "stdout_full_$i" "$TMP/full.err" "<stdout>: error: cannot write: No space left on device"
+done
+# A trace that cannot be written (a file size limit; SIGXFSZ ignored so the write fails):
+# the reason, exit 2, and no new file or journal.
+for limit in 1 40; do
+    rc=0
+    (trap '' XFSZ; ulimit -f "$limit"; exec "$BIN" partition "$SAMPLE" --no-propagate --trace "$TMP/full.db" \
+        -o "$TMP/full.hlo") 2>"$TMP/fsize.err" || rc=$?
+    [ "$rc" = 2 ] || fail "trace over ulimit -f $limit: exit $rc, want 2"
+    same "trace_fsize_$limit" "$TMP/fsize.err" "$TMP/full.db: error: creating the trace schema: File too large"
+    ls "$TMP"/full.db* "$TMP"/full.hlo* >/dev/null 2>&1 && fail "trace over ulimit -f $limit: files left: $(ls "$TMP"/full.*)"
+done
+# A first run into a new trace that fails while partitioning (after the trace was created)
+# leaves no file either.
+printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4,4] parameter(0), sharding={devices=[2,1]0,1}\n  ROOT r = f32[4,4] negate(p), sharding={manual}\n}\n' >"$TMP/manual.hlo"
+run trace_new_fail 3 partition "$TMP/manual.hlo" --trace "$TMP/new.db"
+has trace_new_fail "$TMP/trace_new_fail.err" "$TMP/manual.hlo:5:3: error: %r (negate): a sharded {devices=[2,1]0,1} value used as {manual}"
+ls "$TMP"/new.db* >/dev/null 2>&1 && fail "trace_new_fail: $(ls "$TMP"/new.db*) left behind"
+# A directory, a dropped table: named, never SQL.
+run trace_dir 2 report "$TMP"
+same trace_dir "$TMP/trace_dir.err" "$TMP: error: is a directory, not a trace database"
+run trace_dir_append 2 partition "$SAMPLE" --no-propagate --trace "$TMP" -o "$TMP/dir.hlo"
+same trace_dir_append "$TMP/trace_dir_append.err" "$TMP: error: is a directory, not a trace database"
+cp "$TMP/t.db" "$TMP/dropped.db"
+python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("DROP TABLE run_option"); c.commit()' "$TMP/dropped.db"
+run trace_dropped 2 report "$TMP/dropped.db"
+same trace_dropped "$TMP/trace_dropped.err" "$TMP/dropped.db: error: table run_option is missing: not a shardlens trace, or from an older version"
+# Temporaries that a killed run left beside an output are swept when it is written again;
+# a live process's and names we do not make stay.
+sh -c 'exit 0' & dead=$!; wait "$dead" || true
+for f in "out.hlo.tmp.$dead" "out.hlo.tmp.$$" "out.hlo.tmp.$dead.keep"; do
+    echo old >"$TMP/$f"
+    touch -d '2 hours ago' "$TMP/$f"
+done
+run sweep 0 partition "$SAMPLE" -o "$TMP/out.hlo"
+[ -e "$TMP/out.hlo.tmp.$dead" ] && fail "sweep: stale out.hlo.tmp.$dead left"
+[ -e "$TMP/out.hlo.tmp.$$" ] || fail "sweep: a live process's temporary was removed"
+[ -e "$TMP/out.hlo.tmp.$dead.keep" ] || fail "sweep: a file we do not name was removed"
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures CLI check(s) failed" >&2

@@ -16,11 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "reports/report.h"
+#include "reports/report_int.h"
 #include "trace_fixture.h"
 
 /* ---- reports of recorded runs ---------------------------------------------------------- */
@@ -63,12 +65,12 @@ check_against_view(const char *what, const TraceRun *run, const Report *r)
         if (v->device < 0 || v->device >= r->n_devices)
             fail_msg("%s: view has device %lld", what, (long long)v->device);
         const ReportTraffic *t = &r->devices[v->device].t;
-        /* the view counts collectives of unknown trip count once: compare like with like */
+        /* the view keeps collectives of unknown trip count apart, as the report does */
         char label[160];
         snprintf(label, sizeof(label), "%s: device %lld send", what, (long long)v->device);
-        near(label, t->send_bytes + t->unknown_send_bytes, v->send_bytes);
+        near(label, t->send_bytes, v->send_bytes);
         snprintf(label, sizeof(label), "%s: device %lld recv", what, (long long)v->device);
-        near(label, t->recv_bytes + t->unknown_recv_bytes, v->recv_bytes);
+        near(label, t->recv_bytes, v->recv_bytes);
         if (v->unknown_trip_collectives != t->unknown_trip_collectives)
             fail_msg("%s: device %lld: unknown-trip collectives %u vs %u", what,
                      (long long)v->device, t->unknown_trip_collectives,
@@ -246,20 +248,22 @@ test_shape_bytes(void **state)
 
 /* ---- loops: known and unknown trip counts ---------------------------------------------------- */
 
+/* The bound is tuple element 2, passed through from the entry's parameter: no analysis can
+ * count it, so only backend_config does. */
 static const char k_loop_fmt[] =
     "HloModule loop, num_partitions=2\n\n"
     "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\n"
-    "cond {\n  p = (s32[], f32[8]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
-    "  n = s32[] constant(5)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n"
-    "body {\n  p = (s32[], f32[8]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
-    "  v = f32[8] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
-    "  i1 = s32[] add(i, one)\n"
+    "cond {\n  p = (s32[], f32[8], s32[]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+    "  n = s32[] get-tuple-element(p), index=2\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n"
+    "body {\n  p = (s32[], f32[8], s32[]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+    "  v = f32[8] get-tuple-element(p), index=1\n  n = s32[] get-tuple-element(p), index=2\n"
+    "  one = s32[] constant(1)\n  i1 = s32[] add(i, one)\n"
     "  ar = f32[8] all-reduce(v), channel_id=1, replica_groups={{0,1}}, "
     "use_global_device_ids=true, to_apply=add\n"
-    "  ROOT t = (s32[], f32[8]) tuple(i1, ar)\n}\n\n"
-    "ENTRY main {\n  x = f32[8] parameter(0)\n  z = s32[] constant(0)\n"
-    "  t = (s32[], f32[8]) tuple(z, x)\n"
-    "  w = (s32[], f32[8]) while(t), condition=cond, body=body%s\n"
+    "  ROOT t = (s32[], f32[8], s32[]) tuple(i1, ar, n)\n}\n\n"
+    "ENTRY main {\n  x = f32[8] parameter(0)\n  bound = s32[] parameter(1)\n  z = s32[] constant(0)\n"
+    "  t = (s32[], f32[8], s32[]) tuple(z, x, bound)\n"
+    "  w = (s32[], f32[8], s32[]) while(t), condition=cond, body=body%s\n"
     "  g = f32[8] get-tuple-element(w), index=1\n"
     "  ROOT out = f32[8] all-reduce(g), channel_id=2, replica_groups={{0,1}}, "
     "use_global_device_ids=true, to_apply=add\n"
@@ -310,7 +314,14 @@ test_loop_unknown_trip_count(void **state)
         fail_msg("text does not state the unknown trip count:\n%s", text.data);
     if (!strstr(text.data, "unknown"))
         fail_msg("no unknown trip in the collectives table:\n%s", text.data);
+    /* which loop and why: the bound comes from the entry's parameter */
+    if (!strstr(text.data, "loops with unknown trip counts (1; ") ||
+        !strstr(text.data, "\n  %w.1  %w                1                  64 B  the bound "
+                           "(tuple element 2) is a parameter: %bound of main\n"))
+        fail_msg("text does not name the unknown loop:\n%s", text.data);
     sl_buf_fini(&text);
+    assert_int_equal(r->n_whiles, 1);
+    assert_string_equal(r->whiles[0].method, "unknown");
     check_against_view("unknown trip", run, r);
 }
 
@@ -461,6 +472,13 @@ validate(const cJSON *schema, const cJSON *defs, const cJSON *v, const char *whe
     const cJSON *c = cJSON_GetObjectItem(schema, "const");
     if (c && !cJSON_Compare(c, v, true))
         fail_msg("%s: not the constant the schema fixes", where);
+    const cJSON *en = cJSON_GetObjectItem(schema, "enum");
+    if (en) {
+        bool found = false;
+        cJSON_ArrayForEach(s, en) found = found || cJSON_Compare(s, v, true);
+        if (!found)
+            fail_msg("%s: not one of the values the schema lists", where);
+    }
     const cJSON *req = cJSON_GetObjectItem(schema, "required");
     cJSON_ArrayForEach(s, req) if (!cJSON_GetObjectItem(v, s->valuestring))
         fail_msg("%s: required '%s' missing", where, s->valuestring);
@@ -540,6 +558,13 @@ test_summary_json(void **state)
     c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "collectives"), 0);
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(c0, "trip_count")));
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(c0, "send_bytes")));
+    const cJSON *wl = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "while_loops"), 0);
+    assert_string_equal(cJSON_GetObjectItem(wl, "loop")->valuestring, "w.1");
+    assert_string_equal(cJSON_GetObjectItem(wl, "method")->valuestring, "unknown");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(wl, "trip_count")));
+    assert_string_equal(cJSON_GetObjectItem(wl, "reason")->valuestring,
+                        "the bound (tuple element 2) is a parameter: %bound of main");
+    assert_int_equal(cJSON_GetObjectItem(wl, "collectives")->valueint, 1);
     cJSON_Delete(doc);
     cJSON_Delete(schema);
 
@@ -552,6 +577,42 @@ test_summary_json(void **state)
     near("round trip", back->devices[1].t.send_bytes, 1504);
     assert_string_equal(back->collectives[4].kind, "collective-permute");
     near("round trip cp", back->collectives[4].send_bytes, 384);
+    /* Schema-invalid summaries are refused, naming the place (diff's input check): each case
+     * mutates the valid summary `a`. */
+    static const struct {
+        const char *path, *key; /* the object (NULL: the root) and its member to change */
+        int kind;               /* 0: delete it, 1: make it a string */
+        const char *msg;
+    } broken[] = {
+        {"devices",     "send_bytes", 0, "devices[0]: has no 'send_bytes'"},
+        {"collectives", "trip_count", 1,
+         "collectives[0].trip_count: must be integer or null, is string"},
+        {NULL,          "tool",       0, "the document has no 'tool'"},
+        {NULL,          "num_partitions", 1, "num_partitions: must be integer, is string"},
+        {"totals",      "collectives", 1, "totals.collectives: must be integer, is string"},
+    };
+    for (size_t k = 0; k < SL_COUNTOF(broken); k++) {
+        cJSON *doc2 = cJSON_Parse(a);
+        cJSON *obj = doc2;
+        if (broken[k].path) {
+            obj = cJSON_GetObjectItem(doc2, broken[k].path);
+            if (cJSON_IsArray(obj))
+                obj = cJSON_GetArrayItem(obj, 0);
+        }
+        if (broken[k].kind == 0)
+            cJSON_DeleteItemFromObject(obj, broken[k].key);
+        else
+            cJSON_ReplaceItemInObject(obj, broken[k].key, cJSON_CreateString("x"));
+        char *t = cJSON_Print(doc2);
+        Report *x = NULL;
+        SlError e = {0};
+        SlStatus st = report_parse_json(sl_str(t), "m.json", &fx->arena, &x, &e);
+        if (st != SL_ERR_INVALID || !strstr(e.msg, broken[k].msg) ||
+            !strstr(e.msg, "not a valid shardlens summary (schema/summary.schema.json): "))
+            fail_msg("broken %zu: %s: %s", k, sl_status_name(st), e.msg);
+        free(t);
+        cJSON_Delete(doc2);
+    }
     free(u);
     free(a);
     free(b);
@@ -561,14 +622,10 @@ test_summary_json(void **state)
         SlStatus want;
         const char *msg;
     } bad[] = {
-        {"{",                                                                      SL_ERR_PARSE,   "not valid JSON"},
-        {"{\"devices\":[]}",                                                       SL_ERR_INVALID, "schema_version"},
-        {"{\"schema_version\":1,\"collectives\":[]}",                              SL_ERR_INVALID, "'devices'"     },
-        {"{\"schema_version\":1,\"devices\":[{\"device\":0}],\"collectives\":[]}", SL_ERR_INVALID,
-         "devices[0] has no valid 'send_bytes'"                                                                    },
-        {"{\"schema_version\":9,\"devices\":[],\"collectives\":[]}",               SL_ERR_INVALID, "newer"         },
-        {"{\"schema_version\":1,\"devices\":[],\"collectives\":[{\"name\":\"x\",\"kind\":\"all-"
-         "gather\"}]}",                                                                         SL_ERR_INVALID,                                                                            "collectives[0] has no valid 'source'"     },
+        {"{",                                                        SL_ERR_PARSE,   "not valid JSON"          },
+        {"{\"devices\":[]}",                                         SL_ERR_INVALID, "no 'schema_version'"     },
+        {"{\"schema_version\":1,\"collectives\":[]}",                SL_ERR_INVALID, "the document has no 'tool'"},
+        {"{\"schema_version\":9,\"devices\":[],\"collectives\":[]}", SL_ERR_INVALID, "newer"                   },
     };
     for (size_t k = 0; k < SL_COUNTOF(bad); k++) {
         Report *x = NULL;
@@ -646,7 +703,7 @@ test_diff_budget_edge(void **state)
     zero.n_collectives = 0;
     assert_true(diff_over(&zero, &old_r, 1000, &out));
     if (!strstr(out.data,
-                "added    %dot all-reduce [model/dense]: 0 -> 1, 0 -> 1000 B  +1000 (new)"))
+                "added    %dot all-reduce [model/dense]: 0 -> 1, 0 B -> 1000 B  +1000 B (new)"))
         fail_msg("%s", out.data);
 
     /* JSON for bots */
@@ -665,6 +722,413 @@ test_diff_budget_edge(void **state)
     const cJSON *src = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "sources"), 0);
     assert_string_equal(cJSON_GetObjectItem(src, "status")->valuestring, "changed");
     cJSON_Delete(doc);
+    sl_buf_fini(&out);
+}
+
+/* ---- text for people: folded devices, ranked collectives, --top, exact bytes ------------- */
+
+static void
+test_text_ranked_and_folded(void **state)
+{
+    (void)state;
+    /* devices 0-1 and 4-7 move the same bytes, 2-3 others */
+    ReportDevice dev[8];
+    memset(dev, 0, sizeof(dev));
+    for (int k = 0; k < 8; k++) {
+        dev[k].device = k;
+        dev[k].t.send_bytes = dev[k].t.recv_bytes = (k == 2 || k == 3) ? 3 * 1024 : 1536;
+        dev[k].t.collectives = 2;
+    }
+    ReportCollective c[3];
+    memset(c, 0, sizeof(c));
+    const char *names[] = {"small", "big-once", "looped"};
+    const double per_exec[] = {512, 4096, 1024};
+    const int64_t trips[] = {1, 1, 8}; /* looped: 8 KiB over the run, the costliest */
+    for (int k = 0; k < 3; k++) {
+        c[k].name = names[k];
+        c[k].kind = "all-reduce";
+        c[k].source = "dot";
+        c[k].group_size = 8;
+        c[k].n_groups = 1;
+        c[k].bytes = per_exec[k];
+        c[k].send_bytes = c[k].recv_bytes = per_exec[k];
+        c[k].max_device_send_bytes = per_exec[k] / 8;
+        c[k].trip_count = trips[k];
+        c[k].max_trip_count = -1;
+        c[k].time_us = 10;
+    }
+    Report r;
+    memset(&r, 0, sizeof(r));
+    report_options_init(&r.model);
+    r.module = "m";
+    r.num_partitions = 8;
+    r.devices = dev;
+    r.n_devices = 8;
+    r.collectives = c;
+    r.n_collectives = 3;
+    r.bottleneck_device = 2;
+    SlBuf text;
+    sl_buf_init(&text);
+    report_print_text(&r, &text);
+    if (!strstr(text.data, "  devices  bytes sent  bytes received  collectives\n"
+                           "  0-1,4-7    1.50 KiB        1.50 KiB            2\n"
+                           "  2-3        3.00 KiB        3.00 KiB            2\n"))
+        fail_msg("devices not folded:\n%s", strstr(text.data, "\nper device"));
+    const char *looped = strstr(text.data, "  %looped "), *big = strstr(text.data, "  %big-once ");
+    const char *small = strstr(text.data, "  %small ");
+    if (!looped || !big || !small || !(looped < big && big < small))
+        fail_msg("collectives not by cost over the run:\n%s", text.data);
+    if (!strstr(looped, "8.00 KiB") || !strstr(looped, "80.0 us"))
+        fail_msg("looped: no total over its 8 trips:\n%s", looped);
+    r.model.top = 2;
+    sl_buf_clear(&text);
+    report_print_text(&r, &text);
+    if (!strstr(text.data, "collectives (the 2 costliest of 3: bytes sent over the run)") ||
+        strstr(text.data, "  %small ") ||
+        !strstr(text.data, "  ... 1 more in summary.json (--top K shows K)"))
+        fail_msg("--top 2 not applied:\n%s", text.data);
+    sl_buf_fini(&text);
+
+    /* exact bytes (diff, JSON-like text): integers whole, fractions to three places, and a
+     * huge value that is not an integer never overruns the formatting buffer */
+    SlBuf b;
+    sl_buf_init(&b);
+    report_put_bytes(&b, 1536);
+    sl_buf_putc(&b, ' ');
+    report_put_bytes(&b, 4.5);
+    assert_string_equal(b.data, "1536 4.5");
+    sl_buf_clear(&b);
+    report_put_bytes(&b, -1e300);
+    assert_true(b.len < 32);
+    assert_true(strtod(b.data, NULL) == -1e300);
+    sl_buf_fini(&b);
+}
+
+/* ---- warnings: every kind in report.txt and summary.json ----------------------------------- */
+
+static const char k_warn_unannotated[] =
+    "HloModule unann, num_partitions=4\n\n"
+    "sum {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\n"
+    "ENTRY main {\n"
+    "  p = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n"
+    "  q = f32[8] parameter(1)\n"
+    "  a = f32[8] add(p, q), metadata={op_name=\"jit(f)/add\"}\n"
+    "  z = f32[] constant(0)\n"
+    "  ROOT r = f32[] reduce(a, z), dimensions={0}, to_apply=sum\n"
+    "}\n";
+
+/* every instruction but the reducer's is sharded but one: counted, no how-to */
+static const char k_warn_mostly_annotated[] =
+    "HloModule most, num_partitions=4\n\n"
+    "ENTRY main {\n"
+    "  p = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n"
+    "  q = f32[8] parameter(1), sharding={devices=[4]<=[4]}\n"
+    "  a = f32[8] add(p, q), sharding={devices=[4]<=[4]}\n"
+    "  ROOT n = f32[8] negate(a), metadata={op_name=\"jit(f)/neg\"}\n"
+    "}\n";
+
+/* collectives and partition-id outside manual regions, and a parameter whose shape is a
+ * shard's; the all-reduce inside the manual region is no sign of anything */
+static const char k_warn_partitioned[] =
+    "HloModule part, num_partitions=4\n\n"
+    "sum {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\n"
+    "ENTRY main {\n"
+    "  p = f32[1,8] parameter(0), sharding={devices=[4,1]<=[4]}, metadata={op_name=\"jit(f)/x\"}\n"
+    "  m = f32[1,8] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", "
+    "sharding={manual}\n"
+    "  arm = f32[1,8] all-reduce(m), channel_id=2, replica_groups=[1,4]<=[4], "
+    "use_global_device_ids=true, to_apply=sum, sharding={manual}\n"
+    "  ar = f32[1,8] all-reduce(p), channel_id=1, replica_groups=[1,4]<=[4], "
+    "use_global_device_ids=true, to_apply=sum, sharding={replicated}, "
+    "metadata={op_name=\"jit(f)/psum\"}\n"
+    "  pid = u32[] partition-id(), sharding={replicated}\n"
+    "  ROOT t = (f32[1,8], u32[], f32[1,8]) tuple(ar, pid, arm), "
+    "sharding={{replicated}, {replicated}, {manual}}\n"
+    "}\n";
+
+/* a custom call without a rule on sharded data (and one on replicated data, which costs
+ * nothing and is not warned about), and an opcode without a handler */
+static const char k_warn_fallbacks[] =
+    "HloModule cc, num_partitions=4\n\n"
+    "ENTRY main {\n"
+    "  p = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+    "  q = f32[8,16] parameter(1), sharding={replicated}\n"
+    "  c = f32[8,16] custom-call(p), custom_call_target=\"CustomSPMDPartitioning\", "
+    "sharding={devices=[4,1]<=[4]}, metadata={op_name=\"jit(f)/custom_partitioning\"}\n"
+    "  d = f32[8,16] custom-call(q), custom_call_target=\"my_op\", sharding={replicated}\n"
+    "  b = f32[8,16] bitcast(p), sharding={devices=[4,1]<=[4]}, "
+    "metadata={op_name=\"jit(f)/bitcast\"}\n"
+    "  ROOT t = (f32[8,16], f32[8,16], f32[8,16]) tuple(c, d, b), "
+    "sharding={{devices=[4,1]<=[4]}, {replicated}, {devices=[4,1]<=[4]}}\n"
+    "}\n";
+
+/* rows split 4 ways to columns split 2 ways (replicated twice): no collective does it, so the
+ * value is gathered whole first */
+static const char k_warn_remat[] =
+    "HloModule remat, num_partitions=4\n\n"
+    "ENTRY main {\n"
+    "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+    "  ROOT c = f32[8,12] copy(p), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}, "
+    "metadata={op_name=\"jit(f)/copy\"}\n"
+    "}\n";
+
+static const char k_howto[] =
+    "partition the module XLA partitions instead, dumped by running with "
+    "XLA_FLAGS=--xla_dump_to=DIR --xla_dump_hlo_pass_re=spmd-partitioning (take the file whose "
+    "name ends in .before_spmd-partitioning.txt, the module before spmd-partitioning)";
+
+typedef struct WantWarning {
+    const char *kind, *instr, *op_name, *message;
+} WantWarning;
+
+/* The run of `hlo` warns exactly `want` (in order): the text report's warnings section counts
+ * them by kind (`counts`, its exact lines) and names each, summary.json lists each with
+ * kind, instr, op_name and message, and analyze's lines name the first of each kind. */
+static void
+check_warnings(TraceFx *fx, const char *hlo, const char *counts, const WantWarning *want,
+               uint32_t n_want)
+{
+    const Report *r = build(fx, tfx_traced(fx, hlo, 4, NULL), NULL);
+    assert_int_equal(r->n_warnings, n_want);
+    SlBuf text, line;
+    sl_buf_init(&text);
+    sl_buf_init(&line);
+    report_print_text(r, &text);
+    char *sec = strstr(text.data, "\nwarnings\n");
+    char *sec_end = sec ? strstr(sec + 1, "\n\n") : NULL;
+    if (sec_end)
+        sec_end[1] = '\0'; /* the section alone */
+    if (!sec || !strstr(sec, counts))
+        fail_msg("no warnings section with\n%s\nin:\n%s", counts, text.data);
+    char *json = json_of(r);
+    cJSON *doc = cJSON_Parse(json);
+    cJSON *schema = load_schema();
+    validate(schema, cJSON_GetObjectItem(schema, "$defs"), doc, "warnings");
+    const cJSON *arr = cJSON_GetObjectItem(doc, "warnings");
+    assert_int_equal(cJSON_GetArraySize(arr), n_want);
+    for (uint32_t k = 0; k < n_want; k++) {
+        sl_buf_clear(&line);
+        sl_buf_printf(&line, "    %%%s%s%s%s: %s\n", want[k].instr, want[k].op_name ? " (" : "",
+                      want[k].op_name ? want[k].op_name : "", want[k].op_name ? ")" : "",
+                      want[k].message);
+        if (!strstr(sec, line.data))
+            fail_msg("warning %u not in the text:\n%s\nin:\n%s", k, line.data, sec);
+        const cJSON *w = cJSON_GetArrayItem(arr, (int)k);
+        assert_string_equal(cJSON_GetObjectItem(w, "kind")->valuestring, want[k].kind);
+        assert_string_equal(cJSON_GetObjectItem(w, "instr")->valuestring, want[k].instr);
+        const cJSON *op = cJSON_GetObjectItem(w, "op_name");
+        if (want[k].op_name)
+            assert_string_equal(op->valuestring, want[k].op_name);
+        else
+            assert_true(cJSON_IsNull(op));
+        assert_string_equal(cJSON_GetObjectItem(w, "message")->valuestring, want[k].message);
+    }
+    sl_buf_clear(&line);
+    report_print_warning_lines(r, &line);
+    sl_buf_clear(&text);
+    sl_buf_printf(&text, "warning: %s: ", want[0].kind);
+    if (strncmp(line.data, text.data, text.len) != 0)
+        fail_msg("the one-line summary does not start with '%s':\n%s", text.data, line.data);
+    cJSON_Delete(schema);
+    cJSON_Delete(doc);
+    free(json);
+    sl_buf_fini(&line);
+    sl_buf_fini(&text);
+}
+
+static void
+test_warning_unannotated(void **state)
+{
+    TraceFx *fx = *state;
+    char msg[1024];
+    /* the reducer's three instructions are not counted: 4 of the entry's 5 lack a sharding */
+    snprintf(msg, sizeof(msg),
+             "4 of 5 instructions carry no sharding and are partitioned as replicated, this one "
+             "first; the module looks like it has not been through sharding propagation: %s",
+             k_howto);
+    WantWarning w[] = {{"unannotated", "q", NULL, msg}};
+    check_warnings(fx, k_warn_unannotated, "  kind         count\n  unannotated      1\n", w, 1);
+    WantWarning few[] = {{"unannotated", "n", "jit(f)/neg",
+                          "1 of 4 instructions carry no sharding and are partitioned as "
+                          "replicated, this one first"}};
+    check_warnings(fx, k_warn_mostly_annotated, "  unannotated      1\n", few, 1);
+}
+
+static void
+test_warning_already_partitioned(void **state)
+{
+    TraceFx *fx = *state;
+    WantWarning w[] = {
+        {"already-partitioned", "p", "jit(f)/x",
+         "parameter dimension 0 has 1 element but its sharding splits it 4 ways: the shape "
+         "looks already local (the input already partitioned); partition the module before "
+         "spmd-partitioning"},
+        {"already-partitioned", "ar", "jit(f)/psum",
+         "all-reduce outside a manual region: the input looks already partitioned, and is "
+         "partitioned a second time (partition the module before spmd-partitioning)"},
+        {"already-partitioned", "pid", NULL,
+         "partition-id outside a manual region: the input looks already partitioned, and is "
+         "partitioned a second time (partition the module before spmd-partitioning)"},
+    };
+    check_warnings(fx, k_warn_partitioned, "  kind                 count\n"
+                                           "  already-partitioned      3\n",
+                   w, SL_COUNTOF(w));
+}
+
+static void
+test_warning_fallbacks(void **state)
+{
+    TraceFx *fx = *state;
+    WantWarning w[] = {
+        {"custom-call-fallback", "c", "jit(f)/custom_partitioning",
+         "custom-call \"CustomSPMDPartitioning\" has no partitioning rule here: partitioned by "
+         "fallback, its operands replicated (all-gathered) and the full call run on every "
+         "device"},
+        {"no-handler", "b", "jit(f)/bitcast", "no handler for bitcast: partitioned as replicated"},
+    };
+    check_warnings(fx, k_warn_fallbacks,
+                   "  kind                  count\n"
+                   "  custom-call-fallback      1\n"
+                   "  no-handler                1\n",
+                   w, SL_COUNTOF(w));
+}
+
+static void
+test_warning_full_remat(void **state)
+{
+    TraceFx *fx = *state;
+    WantWarning w[] = {{"full-remat", "c", "jit(f)/copy",
+                        "involuntary full rematerialization: the value is replicated on every "
+                        "device, then sliced to its new sharding"}};
+    check_warnings(fx, k_warn_remat, "  kind        count\n  full-remat      1\n", w, 1);
+}
+
+/* More than three of a kind: the text shows three and points at summary.json for the rest. */
+static void
+test_warning_first_few(void **state)
+{
+    TraceFx *fx = *state;
+    SlBuf hlo;
+    sl_buf_init(&hlo);
+    sl_buf_puts(&hlo, "HloModule many, num_partitions=4\n\nENTRY main {\n"
+                      "  p = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n");
+    for (int k = 0; k < 5; k++)
+        sl_buf_printf(&hlo, "  b%d = f32[8,16] bitcast(p), sharding={devices=[4,1]<=[4]}\n", k);
+    sl_buf_puts(&hlo, "  ROOT t = (f32[8,16], f32[8,16], f32[8,16], f32[8,16], f32[8,16]) "
+                      "tuple(b0, b1, b2, b3, b4), sharding={{devices=[4,1]<=[4]}, "
+                      "{devices=[4,1]<=[4]}, {devices=[4,1]<=[4]}, {devices=[4,1]<=[4]}, "
+                      "{devices=[4,1]<=[4]}}\n}\n");
+    const Report *r = build(fx, tfx_traced(fx, hlo.data, 4, NULL), NULL);
+    SlBuf text;
+    sl_buf_init(&text);
+    report_print_text(r, &text);
+    char *sec = strstr(text.data, "\nwarnings\n");
+    assert_non_null(sec);
+    char *sec_end = strstr(sec + 1, "\n\n");
+    assert_non_null(sec_end);
+    sec_end[1] = '\0'; /* the section alone */
+    if (!strstr(sec, "  no-handler      5\n") ||
+        !strstr(sec, "    %b2: no handler for bitcast: partitioned as replicated\n"
+                     "    ... 2 more in summary.json\n") ||
+        strstr(sec, "%b3"))
+        fail_msg("%s", sec);
+    sl_buf_clear(&text);
+    report_print_warning_lines(r, &text);
+    assert_string_equal(text.data, "warning: no-handler: 5, first %b0: no handler for bitcast: "
+                                   "partitioned as replicated\n");
+    sl_buf_fini(&text);
+    sl_buf_fini(&hlo);
+}
+
+/* The gate on loops: bytes are per execution times the trip count; a collective of unknown trip
+ * count fails any budget when it is new or moves more per execution. */
+static void
+test_diff_trip_counts(void **state)
+{
+    (void)state;
+    ReportCollective c1, c2, c3, c4;
+    ReportDevice d1[2], d2[2], d3[2], d4[2];
+    SlBuf out;
+    sl_buf_init(&out);
+    /* in a loop of 8: 100 B per execution is 800 B; 110 B is +10% of it */
+    Report old_r = one_collective(&c1, d1, "dot", 100);
+    Report new_r = one_collective(&c2, d2, "dot", 110);
+    c1.trip_count = c2.trip_count = 8;
+    d2[0].t.send_bytes = d2[0].t.recv_bytes = d2[1].t.send_bytes = d2[1].t.recv_bytes = 440;
+    d1[0].t.send_bytes = d1[0].t.recv_bytes = d1[1].t.send_bytes = d1[1].t.recv_bytes = 400;
+    assert_true(diff_over(&old_r, &new_r, 9, &out));
+    if (!strstr(out.data, "bytes sent, summed over devices  800 B -> 880 B  +80 B (+10.00%)") ||
+        !strstr(out.data, "changed  %dot all-reduce [model/dense]: 1 -> 1, 800 B -> 880 B  +80 B "
+                          "(+10.00%); 110 B per execution x 8 trips"))
+        fail_msg("%s", out.data);
+
+    /* unknown trip count: the same per-execution bytes pass, more fail, new fails */
+    Report u_old = one_collective(&c3, d3, "dot", 100), u_new = one_collective(&c4, d4, "dot", 100);
+    c3.trip_count = c4.trip_count = -1;
+    for (int k = 0; k < 2; k++)
+        d3[k].t.send_bytes = d3[k].t.recv_bytes = d4[k].t.send_bytes = d4[k].t.recv_bytes = 0;
+    assert_false(diff_over(&u_old, &u_new, 0, &out));
+    c4.send_bytes = 101;
+    assert_true(diff_over(&u_old, &u_new, 1000, &out));
+    if (!strstr(out.data, "unknown trip count: 100 B -> 101 B per execution (grew: counts against "
+                          "the budget)") ||
+        !strstr(out.data, "bytes sent ok, busiest device ok, unknown-trip traffic grew (1 source "
+                          "op): FAIL"))
+        fail_msg("%s", out.data);
+    Report none = u_old;
+    none.n_collectives = 0;
+    assert_true(diff_over(&none, &u_old, 1000, &out));
+    assert_false(diff_over(&u_old, &none, 0, &out)); /* removing it is no growth */
+
+    /* different modules: a warning naming both */
+    u_new.module = "other";
+    u_new.input_hash = "0123456789abcdef";
+    c4.send_bytes = 100;
+    assert_false(diff_over(&u_old, &u_new, 0, &out));
+    if (!strstr(out.data, "warning: OLD and NEW are different modules: m (input ?) and other "
+                          "(input 0123456789abcdef)"))
+        fail_msg("%s", out.data);
+    assert_false(report_same_module(&u_old, &u_new));
+    sl_buf_fini(&out);
+}
+
+/* Linear time: two reports of 24k collectives from 24k distinct source ops (issue 17 saw 22 s
+ * with a quadratic join) compare in well under a second. */
+static void
+test_diff_many_collectives(void **state)
+{
+    TraceFx *fx = *state;
+    enum { N = 24000 };
+    ReportCollective *a = SL_NEW_ARRAY(&fx->arena, ReportCollective, N);
+    ReportCollective *b = SL_NEW_ARRAY(&fx->arena, ReportCollective, N);
+    ReportDevice d[2];
+    assert_non_null(a);
+    assert_non_null(b);
+    ReportCollective one;
+    Report ra = one_collective(&one, d, "x", 10), rb = ra;
+    for (uint32_t k = 0; k < N; k++) {
+        char *name = sl_arena_strndup(&fx->arena, "source.00000", 12);
+        snprintf(name + 7, 6, "%05u", k);
+        a[k] = one;
+        a[k].source = name;
+        b[k] = a[k];
+        b[k].send_bytes = k == N - 1 ? 20 : 10; /* one changed */
+    }
+    ra.collectives = a;
+    rb.collectives = b;
+    ra.n_collectives = rb.n_collectives = N;
+    SlBuf out;
+    sl_buf_init(&out);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    (void)diff_over(&ra, &rb, 100, &out);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (!strstr(out.data, "changed  %source.23999 all-reduce [model/dense]: 1 -> 1, 10 B -> 20 B") ||
+        !strstr(out.data, "(23999 unchanged)"))
+        fail_msg("%.300s", out.data);
+    if (s > 1.0)
+        fail_msg("diff of %d collectives took %.2f s", N, s);
     sl_buf_fini(&out);
 }
 
@@ -725,7 +1189,16 @@ main(void)
         cmocka_unit_test_setup_teardown(test_mesh_axes, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_summary_json, tfx_setup, tfx_teardown),
         cmocka_unit_test(test_diff_budget_edge),
+        cmocka_unit_test(test_diff_trip_counts),
+        cmocka_unit_test_setup_teardown(test_diff_many_collectives, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_samples_against_view, tfx_setup, tfx_teardown),
+        cmocka_unit_test(test_text_ranked_and_folded),
+        cmocka_unit_test_setup_teardown(test_warning_unannotated, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_warning_already_partitioned, tfx_setup,
+                                        tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_warning_fallbacks, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_warning_full_remat, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_warning_first_few, tfx_setup, tfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

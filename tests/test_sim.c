@@ -644,10 +644,18 @@ test_verify_pairs(void **state)
         {"unreduced_partials", k_orig_unreduced,
          PART_UNREDUCED("ROOT r = f32[4] reduce(p, z), dimensions={0}, to_apply=add, "
                         "sharding={unreduced}"), true, ""},
-        /* all-reduced already: the sum over the four devices is four times the value */
-        {"unreduced_but_reduced", k_orig_unreduced,
+        /* The whole value on every device: how XLA leaves an {unreduced} instruction with no
+         * reduction pending (it partitions it as replicated); compared as it is. */
+        {"unreduced_whole_on_every_device", k_orig_unreduced,
          PART_UNREDUCED("r = f32[4] reduce(p, z), dimensions={0}, to_apply=add\n"
                         " ROOT a = f32[4] all-reduce(r), channel_id=1, replica_groups={{0,1,2,3}}, "
+                        "use_global_device_ids=true, to_apply=add, sharding={unreduced}"),
+         true, ""},
+        /* Reduced over pairs only: the devices differ, so these are partials, and their sum
+         * over the four devices is twice the value. */
+        {"unreduced_but_half_reduced", k_orig_unreduced,
+         PART_UNREDUCED("r = f32[4] reduce(p, z), dimensions={0}, to_apply=add\n"
+                        " ROOT a = f32[4] all-reduce(r), channel_id=1, replica_groups={{0,1},{2,3}}, "
                         "use_global_device_ids=true, to_apply=add, sharding={unreduced}"),
          false, "differs"},
         {"unreduced_subgroup", k_orig_unreduced_cols, k_part_unreduced_cols, true, ""},

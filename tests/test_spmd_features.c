@@ -328,6 +328,219 @@ test_pad_then_slice_merged(void **state)
     }
 }
 
+/* ---- one computation, two call sites with different shardings ------------------------ */
+
+/* %f is called with a row-sharded and a column-sharded argument, and once more with the row
+ * sharding: the first shardings keep %f, the others get a clone %f.1 (XLA's partitioner
+ * flattens the call graph the same way), the third call reuses %f, and each root has its
+ * caller's local shape. */
+static void
+test_call_cloned_per_sharding(void **state)
+{
+    (void)state;
+    static const char k_text[] =
+        "HloModule m, num_partitions=2\n\n"
+        "f {\n  x = f32[4,4] parameter(0)\n  ROOT n = f32[4,4] negate(x)\n}\n\n"
+        "ENTRY e {\n"
+        "  p = f32[4,4] parameter(0), sharding={devices=[2,1]0,1}\n"
+        "  q = f32[4,4] parameter(1), sharding={devices=[1,2]0,1}\n"
+        "  a = f32[4,4] call(p), to_apply=f, sharding={devices=[2,1]0,1}\n"
+        "  b = f32[4,4] call(q), to_apply=f, sharding={devices=[1,2]0,1}\n"
+        "  c = f32[4,4] call(q), to_apply=f, sharding={devices=[2,1]0,1}\n"
+        "  ROOT t = (f32[4,4], f32[4,4], f32[4,4]) tuple(a, b, c), "
+        "sharding={{devices=[2,1]0,1},{devices=[1,2]0,1},{devices=[2,1]0,1}}\n}\n";
+    SpmdRun r;
+    fx_run(&r, k_text, 2, 256);
+    fx_want(&r, "%f (x.1: f32[4,4]) -> f32[2,4] {");
+    fx_want(&r, "%f.1 (x.2: f32[4,4]) -> f32[4,2] {");
+    fx_want(&r, "%a.1 = f32[2,4] call(%all-gather), to_apply=%f\n");
+    fx_want(&r, "%b.1 = f32[4,2] call(%all-gather.1), to_apply=%f.1\n");
+    fx_want(&r, "%c.1 = f32[2,4] call(%all-gather.1), to_apply=%f\n");
+    fx_want_none(&r, "%f.2");
+    assert_int_equal(r.dst->n_comps, 3);
+    want_same_numbers(&r, 2);
+    fx_done(&r);
+}
+
+/* ---- constructs refused by name ---------------------------------------------------------- */
+
+/* Partitions `hlo` expecting SL_ERR_UNSUPPORTED with `msg` in the message. */
+static void
+want_unsupported(const char *name, const char *hlo, int64_t n, const char *msg)
+{
+    SlArena in, out;
+    SlInterner names;
+    sl_arena_init(&in);
+    sl_arena_init(&out);
+    sl_interner_init(&names, &in);
+    SpmdOptions o;
+    spmd_options_init(&o);
+    o.num_partitions = n;
+    IrModule *src = NULL, *dst = NULL;
+    SlError err = {0};
+    SlStatus st = hlo_parse(&in, &names, sl_str(hlo), "test.hlo", &src, &err);
+    if (st != SL_OK)
+        fail_msg("%s: parse: %s", name, err.msg);
+    TraceSink *sink = trace_null_sink();
+    st = spmd_partition(src, &o, sink, &out, &dst, &err);
+    if (st != SL_ERR_UNSUPPORTED || !strstr(err.msg, msg))
+        fail_msg("%s: got %s: %s", name, sl_status_name(st), err.msg);
+    assert_null(dst);
+    ir_module_fini(src);
+    sl_interner_fini(&names);
+    sl_arena_fini(&out);
+    sl_arena_fini(&in);
+}
+
+static void
+test_manual_misuse_refused(void **state)
+{
+    (void)state;
+    /* {manual} on a reduce (and on a negate) of a tiled operand: the shapes of the two sides
+     * cannot agree without SPMDFullToShardShape. */
+    want_unsupported("manual reduce",
+                     "HloModule m, num_partitions=2\n\n"
+                     "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+                     "  ROOT s = f32[] add(a, b)\n}\n\n"
+                     "ENTRY e {\n  p = f32[4,4] parameter(0), sharding={devices=[2,1]0,1}\n"
+                     "  z = f32[] constant(0)\n"
+                     "  ROOT r = f32[4] reduce(p, z), dimensions={1}, to_apply=add, "
+                     "sharding={manual}\n}\n",
+                     2,
+                     "%r (reduce): a sharded {devices=[2,1]0,1} value used as {manual}: a "
+                     "sharded value enters or leaves manual code only through custom-call "
+                     "SPMDFullToShardShape or SPMDShardToFullShape");
+    want_unsupported("manual negate",
+                     "HloModule m, num_partitions=2\n\n"
+                     "ENTRY e {\n  p = f32[4,4] parameter(0), sharding={devices=[2,1]0,1}\n"
+                     "  ROOT r = f32[4,4] negate(p), sharding={manual}\n}\n",
+                     2, "%r (negate): a sharded {devices=[2,1]0,1} value used as {manual}");
+    /* A parameter in manual subgroups {0,2},{1,3} used in subgroups {0,1},{2,3}: the data
+     * would have to cross manual groups (it was silently permuted, and verify disagreed). */
+    want_unsupported("manual subgroups differ",
+                     "HloModule m, num_partitions=4\n\n"
+                     "ENTRY e {\n  p = f32[8,6] parameter(0), sharding={devices=[1,2,2]<=[4] "
+                     "last_tile_dims={manual}}\n"
+                     "  ROOT n = f32[8,6] negate(p), sharding={devices=[2,1,2]<=[2,2]T(1,0) "
+                     "last_tile_dims={manual}}\n}\n",
+                     4,
+                     "%n (negate): resharding {devices=[1,2,2]<=[4] last_tile_dims={manual}} to "
+                     "{devices=[2,1,2]<=[2,2]T(1,0) last_tile_dims={manual}} would move data "
+                     "between manual subgroups: their devices differ");
+}
+
+/* A manual-subgroup parameter used in the same subgroups is partitioned in place (no
+ * collective across groups) and agrees with the original. */
+static void
+test_manual_subgroup_parameter(void **state)
+{
+    (void)state;
+    static const char k_text[] =
+        "HloModule m, num_partitions=4\n\n"
+        "ENTRY e {\n  p = f32[8,6] parameter(0), sharding={devices=[2,1,2]<=[4] "
+        "last_tile_dims={manual}}\n"
+        "  ROOT n = f32[8,6] negate(p), sharding={devices=[2,1,2]<=[4] "
+        "last_tile_dims={manual}}\n}\n";
+    SpmdRun r;
+    fx_run(&r, k_text, 4, 256);
+    fx_want(&r, "%p.1 = f32[4,6] parameter(0)");
+    fx_want(&r, "ROOT %n.1 = f32[4,6] negate(%p.1)");
+    fx_want_no_collectives(&r);
+    want_same_numbers(&r, 4);
+    fx_done(&r);
+}
+
+/* ---- a maximal outfeed happens on its device only ----------------------------------------- */
+
+static void
+test_maximal_outfeed_on_its_device(void **state)
+{
+    (void)state;
+    static const char k_text[] =
+        "HloModule m, num_partitions=2\n\n"
+        "ENTRY e {\n  p = f32[4,4] parameter(0), sharding={devices=[2,1]0,1}\n"
+        "  tok = token[] after-all()\n"
+        "  o = token[] outfeed(p, tok), outfeed_shape=f32[4,4], sharding={maximal device=1}\n"
+        "  ROOT t = (f32[4,4], token[]) tuple(p, o), sharding={{devices=[2,1]0,1}, "
+        "{maximal device=1}}\n}\n";
+    SpmdRun r;
+    fx_run(&r, k_text, 2, 256);
+    /* one outfeed, inside the branch taken where partition-id == 1; the other returns a token */
+    assert_int_equal(fx_count(r.text.data, " outfeed("), 1);
+    fx_want(&r, "ROOT %o.1 = token[] outfeed(%get-tuple-element, %get-tuple-element.1), "
+                "outfeed_shape=f32[4,4]\n}");
+    fx_want(&r, "ROOT %after-all = token[] after-all()\n}");
+    fx_want(&r, "%constant = u32[] constant(1)\n");
+    fx_want(&r, "compare(%partition-id, %constant), direction=EQ");
+    fx_want(&r, "token[] conditional(%compare, %tuple, %tuple), "
+                "true_computation=%on_device_branch_0, false_computation=%off_device_branch_0");
+    want_same_numbers(&r, 2);
+    fx_done(&r);
+}
+
+/* An {unreduced} root with no reduction pending: XLA partitions it as replicated, so every
+ * device computes the whole value (a negate of replicated data; a dot whose operands are
+ * gathered because neither strategy on contracting dims applies), no all-reduce, and verify
+ * reads the whole value (it used to sum the four copies: four times too large). */
+static void
+test_unreduced_root_whole_value(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *body, *local;
+    } k_cases[] = {
+        {"negate", "  p = f32[8,6] parameter(0), sharding={replicated}\n"
+                   "  ROOT n = f32[8,6] negate(p), sharding={unreduced}\n",
+         "ROOT %n.1 = f32[8,6] negate(%p.1)"},
+        {"dot", "  p = f32[8,8] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+                "  q = f32[8,4] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+                "  ROOT d = f32[8,4] dot(p, q), lhs_contracting_dims={1}, "
+                "rhs_contracting_dims={0}, sharding={unreduced}\n",
+         "ROOT %d.1 = f32[8,4] dot(%all-gather, %all-gather.1)"},
+    };
+    for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i++) {
+        char text[1024];
+        snprintf(text, sizeof(text), "HloModule m, num_partitions=4\n\nENTRY e {\n%s}\n",
+                 k_cases[i].body);
+        SpmdRun r;
+        fx_run(&r, text, 4, 256);
+        if (fx_count(r.text.data, "all-reduce(") != 0 || !strstr(r.text.data, k_cases[i].local))
+            fail_msg("%s:\n%s", k_cases[i].name, r.text.data);
+        want_same_numbers(&r, 4);
+        fx_done(&r);
+    }
+}
+
+/* An uneven infeed and an outfeed used as values: the infeed's data feeds the outfeed and the
+ * root, its tuple is returned whole, the outfeed's token joins an after-all. Each device
+ * receives and sends its own rows (3 and 2 of 5), and the values agree. */
+static void
+test_feeds_used_as_values(void **state)
+{
+    (void)state;
+    static const char k_text[] =
+        "HloModule m, num_partitions=2\n\n"
+        "ENTRY e {\n  tok = token[] after-all()\n"
+        "  in = (f32[5,4], token[]) infeed(tok), sharding={{devices=[2,1]0,1}, {maximal device=0}}\n"
+        "  x = f32[5,4] get-tuple-element(in), index=0, sharding={devices=[2,1]0,1}\n"
+        "  t2 = token[] get-tuple-element(in), index=1, sharding={maximal device=0}\n"
+        "  o = token[] outfeed(x, t2), outfeed_shape=f32[5,4], sharding={{devices=[2,1]0,1}, "
+        "{maximal device=0}}\n"
+        "  a = token[] after-all(o, tok)\n"
+        "  ROOT r = (f32[5,4], token[], (f32[5,4], token[])) tuple(x, a, in), "
+        "sharding={{devices=[2,1]0,1}, {maximal device=0}, {devices=[2,1]0,1}, {maximal device=0}}\n}\n";
+    SpmdRun r;
+    fx_run(&r, k_text, 2, 256);
+    fx_want(&r, "= (f32[3,4], token[]) infeed(");
+    fx_want(&r, "= (f32[2,4], token[]) infeed(");
+    fx_want(&r, "outfeed_shape=f32[3,4]");
+    fx_want(&r, "outfeed_shape=f32[2,4]");
+    fx_want(&r, "ROOT %r.1 = (f32[3,4], token[], (f32[3,4], token[])) tuple(%x.1, %a.1, %conditional)");
+    fx_want_no_collectives(&r);
+    want_same_numbers(&r, 2);
+    fx_done(&r);
+}
+
 int
 main(void)
 {
@@ -340,6 +553,12 @@ main(void)
         cmocka_unit_test(test_ds_broadcast_options),
         cmocka_unit_test(test_unreduced_reduce_keeps_partials),
         cmocka_unit_test(test_pad_then_slice_merged),
+        cmocka_unit_test(test_unreduced_root_whole_value),
+        cmocka_unit_test(test_call_cloned_per_sharding),
+        cmocka_unit_test(test_manual_misuse_refused),
+        cmocka_unit_test(test_manual_subgroup_parameter),
+        cmocka_unit_test(test_maximal_outfeed_on_its_device),
+        cmocka_unit_test(test_feeds_used_as_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -122,7 +122,7 @@ static const char k_dot_out[] =
 static const TraceRunInfo k_info = {
     "0.1.0-test", "2024-01-02T03:04:05Z", {"abc",        3                       },
       {OPTIONS_TEXT, sizeof(OPTIONS_TEXT) - 1},
-      2
+      2, NULL, 0
 };
 
 /* Feeds the events the partitioner would send for the dot (contracting strategy). */
@@ -153,7 +153,7 @@ feed_dot_events(TraceFx *fx, TraceSink *s, const IrModule *in, const IrModule *o
     s->ops->reshard(s, &r2);
     TraceCollective c = {ar, dot, 0, "dot"};
     s->ops->collective(s, &c);
-    s->ops->warning(s, lhs, "test warning");
+    s->ops->warning(s, lhs, TRACE_WARN_OTHER, "test warning");
 }
 
 /* Begins a run of the dot module with k_info and feeds its events; end or abort it next. */
@@ -192,8 +192,19 @@ test_schema_created_and_version_checked(void **state)
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_ERR_IO);
     assert_null(db);
 
+    /* A new file that ends up holding no run is removed again on close, with SQLite's side
+     * files: a failed first --trace leaves nothing behind. */
     err = (SlError){0};
     assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    assert_int_equal(access(fx->path, F_OK), 0);
+    trace_db_close(db);
+    assert_int_not_equal(access(fx->path, F_OK), 0);
+    char side[128];
+    snprintf(side, sizeof(side), "%s-journal", fx->path);
+    assert_int_not_equal(access(side, F_OK), 0);
+
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+    write_dot_run(fx, db);
     trace_db_close(db);
     sqlite3 *raw = sql_open(fx->path);
     assert_int_equal(sql_int(raw, "PRAGMA user_version"), trace_db_schema_version());
@@ -234,11 +245,20 @@ test_schema_created_and_version_checked(void **state)
         assert_int_equal(trace_db_open(fx->path, (TraceDbMode)mode, &db, &err), SL_ERR_DB);
         assert_null(db);
         char want[64];
-        snprintf(want, sizeof(want), "reads version %d", trace_db_schema_version());
+        snprintf(want, sizeof(want), "newer than the version %d", trace_db_schema_version());
         assert_non_null(strstr(err.msg, "version 99"));
         assert_non_null(strstr(err.msg, want));
         assert_string_equal(err.loc.path, fx->path);
     }
+    /* An older trace says so, and what to do. */
+    assert_int_equal(sqlite3_exec(raw, "PRAGMA user_version = 4", NULL, NULL, NULL), SQLITE_OK);
+    err = (SlError){0};
+    assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_ERR_DB);
+    char old[96];
+    snprintf(old, sizeof(old), "schema version 4, older than the version %d",
+             trace_db_schema_version());
+    assert_non_null(strstr(err.msg, old));
+    assert_non_null(strstr(err.msg, "recorded by an older shardlens; record the run again"));
     /* A database that is not ours (tables, user_version 0) is refused, not written into. */
     assert_int_equal(sqlite3_exec(raw, "PRAGMA user_version = 0", NULL, NULL, NULL), SQLITE_OK);
     err = (SlError){0};
@@ -514,6 +534,87 @@ test_failed_run_leaves_no_rows(void **state)
     ir_module_fini(out);
 }
 
+/* ---- damaged traces: named, never the raw SQL ---- */
+
+static void
+test_damaged_traces_named(void **state)
+{
+    TraceFx *fx = *state;
+    static const struct {
+        const char *sql;
+        bool at_open; /* refused by trace_db_open, else by trace_run_load */
+        const char *msg;
+    } k_cases[] = {
+        {"DROP TABLE run_option", true,
+         "table run_option is missing: not a shardlens trace, or from an older version"},
+        {"DROP VIEW device_traffic", true,
+         "view device_traffic is missing: not a shardlens trace, or from an older version"},
+        {"ALTER TABLE decision DROP COLUMN reason", true,
+         "table decision has no column reason: not a shardlens trace, or from an older "
+         "version"},
+        {"UPDATE run SET num_partitions = 2147483648", false,
+         "run 1: run.num_partitions is 2147483648, outside 1..65536 (shardlens handles at "
+         "most 65536 devices)"},
+        {"UPDATE collective SET group_size = 2147483648", false,
+         "run 1: collective.group_size is 2147483648, outside 0..2 (bounded by the run's "
+         "num_partitions)"},
+        {"UPDATE collective SET n_groups = 4294967296", false,
+         "run 1: collective.n_groups is 4294967296, outside 0..2 (bounded by the run's "
+         "num_partitions)"},
+        {"UPDATE collective_group SET device = -1", false,
+         "run 1: collective_group.device is -1, outside 0..1 (bounded by the run's "
+         "num_partitions)"},
+    };
+    for (size_t k = 0; k < SL_COUNTOF(k_cases); k++) {
+        unlink(fx->path);
+        SlError err = {0};
+        TraceDb *db = NULL;
+        assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+        write_dot_run(fx, db);
+        trace_db_close(db);
+        sqlite3 *raw = sql_open(fx->path);
+        if (sqlite3_exec(raw, k_cases[k].sql, NULL, NULL, NULL) != SQLITE_OK)
+            fail_msg("%s: %s", k_cases[k].sql, sqlite3_errmsg(raw));
+        assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+        SlStatus st = trace_db_open(fx->path, TRACE_DB_READ, &db, &err);
+        if (!k_cases[k].at_open) {
+            assert_int_equal(st, SL_OK);
+            const TraceRun *run = NULL;
+            st = trace_run_load(db, 0, &fx->arena, &run, &err);
+            assert_null(run);
+            trace_db_close(db);
+        } else {
+            assert_null(db);
+        }
+        assert_int_equal(st, SL_ERR_DB);
+        assert_string_equal(err.msg, k_cases[k].msg);
+        assert_string_equal(err.loc.path, fx->path);
+    }
+
+    /* A file that is not SQLite at all. */
+    {
+        FILE *f = fopen(fx->path, "w");
+        assert_non_null(f);
+        for (int k = 0; k < 40; k++)
+            fputs("not a database, ", f);
+        fclose(f);
+        SlError err = {0};
+        TraceDb *db = NULL;
+        assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_ERR_DB);
+        assert_null(db);
+        assert_string_equal(err.msg, "not a database: the file is not SQLite, so not a shardlens trace");
+    }
+
+    /* A directory is not a trace, in either mode; nothing is created in it. */
+    for (int mode = TRACE_DB_READ; mode <= TRACE_DB_APPEND; mode++) {
+        SlError err = {0};
+        TraceDb *db = NULL;
+        assert_int_equal(trace_db_open(fx->dir, (TraceDbMode)mode, &db, &err), SL_ERR_IO);
+        assert_null(db);
+        assert_string_equal(err.msg, "is a directory, not a trace database");
+    }
+}
+
 /* ---- two processes appending at once ---- */
 
 enum { RUNS_PER_WRITER = 15 };
@@ -700,10 +801,10 @@ test_device_traffic_views(void **state)
     };
     for (size_t k = 0; k < SL_COUNTOF(want); k++) {
         char q[160];
-        snprintf(q, sizeof(q), "SELECT send_bytes FROM device_traffic WHERE device = %d",
+        snprintf(q, sizeof(q), "SELECT send_bytes_known_trips FROM device_traffic WHERE device = %d",
                  want[k].device);
         assert_true(sql_real(raw, q) == want[k].send);
-        snprintf(q, sizeof(q), "SELECT recv_bytes FROM device_traffic WHERE device = %d",
+        snprintf(q, sizeof(q), "SELECT recv_bytes_known_trips FROM device_traffic WHERE device = %d",
                  want[k].device);
         assert_true(sql_real(raw, q) == want[k].recv);
     }
@@ -891,6 +992,103 @@ test_conditional_trip_counts(void **state)
     assert_int_equal(trace_explain(run, "cpm", &b, &err), SL_OK);
     sl_buf_fini(&b);
     trace_db_close(db);
+}
+
+
+/* ---- loop trip counts: nesting, called computations, windowed loops ------------------------ */
+
+/* An outer scan of 3 whose body calls `layer`, which holds an inner loop of 4 (induction
+ * variable at element 1, counting down); an all-reduce in each body. */
+static const char k_nested[] =
+    "HloModule nested, num_partitions=2\n\n"
+    "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\n"
+    "icond {\n  p = (f32[8], s32[]) parameter(0)\n  j = s32[] get-tuple-element(p), index=1\n"
+    "  z = s32[] constant(0)\n  ROOT c = pred[] compare(j, z), direction=GT\n}\n\n"
+    "ibody {\n  p = (f32[8], s32[]) parameter(0)\n  v = f32[8] get-tuple-element(p), index=0\n"
+    "  j = s32[] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
+    "  j1 = s32[] subtract(j, one)\n"
+    "  inner_ar = f32[8] all-reduce(v), channel_id=1, replica_groups={{0,1}},"
+    " use_global_device_ids=true, to_apply=add\n"
+    "  ROOT t = (f32[8], s32[]) tuple(inner_ar, j1)\n}\n\n"
+    "layer {\n  x = f32[8] parameter(0)\n  four = s32[] constant(4)\n"
+    "  t = (f32[8], s32[]) tuple(x, four)\n"
+    "  w = (f32[8], s32[]) while(t), condition=icond, body=ibody\n"
+    "  ROOT r = f32[8] get-tuple-element(w), index=0\n}\n\n"
+    "ocond {\n  p = (s32[], f32[8]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+    "  n = s32[] constant(3)\n  ROOT c = pred[] compare(i, n), direction=LT\n}\n\n"
+    "obody {\n  p = (s32[], f32[8]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+    "  v = f32[8] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
+    "  i1 = s32[] add(i, one)\n  l = f32[8] call(v), to_apply=layer\n"
+    "  outer_ar = f32[8] all-reduce(l), channel_id=2, replica_groups={{0,1}},"
+    " use_global_device_ids=true, to_apply=add\n"
+    "  ROOT t = (s32[], f32[8]) tuple(i1, outer_ar)\n}\n\n"
+    "ENTRY main {\n  x = f32[8] parameter(0), sharding={replicated}\n  z = s32[] constant(0)\n"
+    "  t = (s32[], f32[8]) tuple(z, x)\n"
+    "  ow = (s32[], f32[8]) while(t), condition=ocond, body=obody\n"
+    "  ROOT g = f32[8] get-tuple-element(ow), index=1\n}\n";
+
+static void
+test_nested_loop_trip_counts(void **state)
+{
+    TraceFx *fx = *state;
+    (void)tfx_traced(fx, k_nested, 2, NULL);
+    sqlite3 *raw = sql_open(fx->path);
+    /* counts multiply: 3 outer iterations, 4 inner ones each */
+    assert_int_equal(sql_int(raw, "SELECT trip_count FROM collective c JOIN instr i ON i.id ="
+                                  " c.instr WHERE i.name LIKE 'inner_ar%'"),
+                     12);
+    assert_int_equal(sql_int(raw, "SELECT trip_count FROM collective c JOIN instr i ON i.id ="
+                                  " c.instr WHERE i.name LIKE 'outer_ar%'"),
+                     3);
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT group_concat(x, ' | ') FROM (SELECT s.name || ' ' || w.trip_count ||"
+                    " ' ' || w.method || ' x' || w.executions || ' in ' ||"
+                    " coalesce(o.source_name, '-') || ': ' || w.reason AS x FROM while_loop w"
+                    " JOIN instr s ON s.id = w.source LEFT JOIN (SELECT w2.id, s2.name AS"
+                    " source_name FROM while_loop w2 JOIN instr s2 ON s2.id = w2.source) o"
+                    " ON o.id = w.outer_loop ORDER BY w.id)",
+                    "ow 3 pattern x1 in -: i = 0; i < 3; i += 1 (tuple element 0) | "
+                    "w 4 pattern x3 in ow: i = 4; i > 0; i -= 1 (tuple element 1)");
+    /* the loop view: each loop with the collectives it runs directly */
+    ASSERT_SQL_TEXT(raw,
+                    "SELECT group_concat(x, ' | ') FROM (SELECT source || ' ' || collectives ||"
+                    " ' ' || bytes_per_execution || ' ' || send_bytes_per_execution || ' ' ||"
+                    " send_bytes AS x FROM loop ORDER BY loop_id)",
+                    /* all-reduce of 32 B over 2: 2(2-1)/2*32 = 32 per device, 64 summed */
+                    "ow 1 32.0 64.0 192.0 | w 1 32.0 64.0 768.0");
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+}
+
+/* Every windowed-einsum loop shardlens emits is counted by the pattern, and the count is the
+ * iterations its windowed_loop row states (plain, unrolled and bidirectional loops). */
+static void
+test_windowed_loops_counted(void **state)
+{
+    TraceFx *fx = *state;
+    const char *root = getenv("SHARDLENS_SOURCE_DIR");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/samples/windowed_einsum.hlo", root ? root : ".");
+    SlBuf text;
+    sl_buf_init(&text);
+    SlError err = {0};
+    assert_int_equal(sl_file_read(path, &text, &err), SL_OK);
+    static const char *const sets[] = {"", "unroll_windowed_einsum=true",
+                                       "bidirectional_windowed_einsum=true"};
+    for (size_t k = 0; k < SL_COUNTOF(sets); k++) {
+        int64_t run_id = 0;
+        char both[160];
+        snprintf(both, sizeof(both), "threshold_for_windowed_einsum_mib=0 %s", sets[k]);
+        if (tfx_record(fx, text.data, 4, both, &run_id, &err))
+            fail_msg("%s: %s", sets[k], err.msg);
+    }
+    sl_buf_fini(&text);
+    sqlite3 *raw = sql_open(fx->path);
+    assert_true(sql_int(raw, "SELECT count(*) FROM windowed_loop") >= 3);
+    assert_int_equal(sql_int(raw, "SELECT count(*) FROM windowed_loop l LEFT JOIN while_loop w"
+                                  " ON w.instr = l.loop WHERE w.method IS NOT 'pattern'"
+                                  " OR w.trip_count IS NOT l.iterations"),
+                     0);
+    assert_int_equal(sqlite3_close(raw), SQLITE_OK);
 }
 
 static void
@@ -1104,6 +1302,95 @@ test_explain_decision_chain(void **state)
         ir_module_fini(out);
     }
     trace_db_close(db);
+}
+
+/* What the alternatives would have cost: the rhs already matches the output on its free dim,
+ * so the dot all-gathers the lhs x (f32[256,128] = 128 KiB; 3/4 of it per device = 96 KiB).
+ * Making the lhs match instead, like replicating both, also all-gathers w (f32[128,512] =
+ * 256 KiB; 192 KiB per device): 288 KiB, 192 KiB more. */
+static const char k_alt_dot[] =
+    "HloModule alt, num_partitions=4\n\n"
+    "ENTRY main {\n"
+    "  x = f32[256,128] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+    "  w = f32[128,512] parameter(1), sharding={devices=[1,4]<=[4]}\n"
+    "  ROOT dot = f32[256,512] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+    "sharding={devices=[1,4]<=[4]}\n"
+    "}\n";
+
+/* The same x alone, gathered for real: a replicated dot of x and a replicated w takes the
+ * output's shardings (replicated), so x's all-gather is what the model priced above. */
+static const char k_alt_gathered[] =
+    "HloModule gathered, num_partitions=4\n\n"
+    "ENTRY main {\n"
+    "  x = f32[256,128] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+    "  w = f32[128,512] parameter(1), sharding={replicated}\n"
+    "  ROOT dot = f32[256,512] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+    "sharding={replicated}\n"
+    "}\n";
+
+static void
+test_explain_alternatives_priced(void **state)
+{
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_alt_dot, 4, NULL);
+    SlBuf b;
+    SlError err = {0};
+    sl_buf_init(&b);
+    assert_int_equal(trace_explain(run, "dot", &b, &err), SL_OK);
+    static const char *const want[] = {
+        "the dot handler chose \"rhs_matches_output_replicate_lhs\"",
+        "  alternatives (bytes each device would send, ring model; the chosen strategy's "
+        "collectives send 96.0 KiB):\n",
+        "    batch_parallel: does not apply: it needs both operands split alike on batch dims "
+        "only, over all 4 devices\n",
+        "    lhs_matches_output_replicate_rhs: 288 KiB (all-gather of %x over 4: 96.0 KiB; "
+        "all-gather of %w over 4: 192 KiB); lost: it needs the lhs split like the output on its "
+        "free dims over all 4 devices (here the lhs 4 ways, the output 1), and making it apply "
+        "sends 192 KiB more per device\n",
+        /* the fixture records no options: the threshold is named, not quoted */
+        "    windowed_einsum: does not apply: it needs a ring-shaped sharding and an operand or "
+        "output of at least threshold_for_windowed_einsum_mib\n",
+        "    replicate: 288 KiB (all-gather of %x over 4: 96.0 KiB; all-gather of %w over 4: "
+        "192 KiB); lost: the last resort, taken only when no strategy applies, and making it "
+        "apply sends 192 KiB more per device\n",
+        "busiest device sends 96.0 KiB (ring (g-1)/g x S, x1 executions)",
+    };
+    for (size_t k = 0; k < SL_COUNTOF(want); k++)
+        if (!strstr(b.data, want[k]))
+            fail_msg("explain lacks \"%s\":\n%s", want[k], b.data);
+    /* the chosen strategy is not among its alternatives, and the numbers are in the trace */
+    const TraceRunDecision *d = &run->decisions[0];
+    assert_string_equal(d->strategy, "rhs_matches_output_replicate_lhs");
+    bool priced = false;
+    for (uint32_t k = 0; k < d->n_alternatives; k++)
+        assert_string_not_equal(d->alternatives[k], d->strategy);
+    for (uint32_t k = 0; k < d->n_numbers; k++) {
+        if (strncmp(d->numbers[k].key, "alt.rhs_matches_output_replicate_lhs.", 37) == 0)
+            fail_msg("the chosen strategy is priced as an alternative: %s", d->numbers[k].key);
+        if (strcmp(d->numbers[k].key, "alt.replicate.bytes") == 0) {
+            assert_true(d->numbers[k].num == 3.0 / 4 * 131072 + 3.0 / 4 * 262144);
+            priced = true;
+        }
+    }
+    assert_true(priced);
+
+    /* the model's all-gather of x is what the partitioner emits when it gathers x */
+    const TraceRun *g = tfx_traced(fx, k_alt_gathered, 4, NULL);
+    double sent = 0;
+    for (uint32_t k = 0; k < g->n_collectives; k++)
+        sent += g->collectives[k].max_device_send_bytes;
+    assert_int_equal(g->n_collectives, 1);
+    assert_string_equal(g->collectives[0].kind, "all-gather");
+    assert_true(sent == 3.0 / 4 * 131072);
+
+    /* a windowed loop: its configuration decision lists the other variants only */
+    const TraceRun *w = tfx_traced(fx, k_alt_dot, 4, "threshold_for_windowed_einsum_mib=0");
+    assert_true(w->n_decisions >= 1);
+    assert_string_equal(w->decisions[0].strategy, "windowed_all_gather");
+    assert_int_equal(w->decisions[0].n_alternatives, 2);
+    assert_string_equal(w->decisions[0].alternatives[0], "windowed_reduce_scatter");
+    assert_string_equal(w->decisions[0].alternatives[1], "no_windowed_einsum");
+    sl_buf_fini(&b);
 }
 
 /* ---- lists kept as JSON in a row: exact both ways, and refused when malformed ---- */
@@ -1410,16 +1697,21 @@ main(void)
                                         tfx_teardown),
         cmocka_unit_test_setup_teardown(test_run_rows, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_failed_run_leaves_no_rows, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_damaged_traces_named, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_locked_database_fails_cleanly, tfx_setup,
                                         tfx_teardown),
         cmocka_unit_test_setup_teardown(test_two_concurrent_writers, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_device_traffic_views, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_conditional_trip_counts, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_nested_loop_trip_counts, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_windowed_loops_counted, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_called_computations_and_params, tfx_setup,
                                         tfx_teardown),
         cmocka_unit_test_setup_teardown(test_load_parts, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_explain_contracting_dot, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_explain_decision_chain, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_explain_alternatives_priced, tfx_setup,
+                                        tfx_teardown),
         cmocka_unit_test_setup_teardown(test_decision_lists_round_trip, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_long_lists_round_trip, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_run_instr_range, tfx_setup, tfx_teardown),

@@ -78,8 +78,13 @@ tfx_record(TraceFx *fx, const char *hlo, int64_t n, const char *set, int64_t *ru
     SpmdOptions o;
     spmd_options_init(&o);
     o.num_partitions = n;
-    TraceRunInfo info = {"test", "2000-01-01T00:00:00Z", sl_str(hlo), sl_str(""), n};
-    SlStatus st = set ? spmd_options_set(&o, sl_str(set), err) : SL_OK;
+    TraceRunInfo info = {"test", "2000-01-01T00:00:00Z", sl_str(hlo), sl_str(""), n, NULL, 0};
+    SlStatus st = SL_OK;
+    for (const char *p = set; p && *p && !st;) { /* KEY=VALUE options separated by spaces */
+        size_t len = strcspn(p, " ");
+        st = spmd_options_set(&o, (SlStr){p, len}, err);
+        p += len + (p[len] == ' ');
+    }
     if (!st)
         st = hlo_parse(&in_arena, &names, sl_str(hlo), "test.hlo", &in, err);
     if (!st)

@@ -22,7 +22,8 @@ int tfx_setup(void **state); /* cmocka setup and teardown: *state is a TraceFx *
 int tfx_teardown(void **state);
 /* Parses `text` into fx->arena; fails the test on a parse error. */
 IrModule *tfx_parse(TraceFx *fx, const char *text);
-/* Partitions `hlo` over n devices (plus one KEY=VALUE option when `set` is not NULL) and
+/* Partitions `hlo` over n devices (plus the KEY=VALUE options, separated by spaces, in `set`
+ * when it is not NULL) and
  * records it as a run in fx->path; returns the first failure, else SL_OK and the run's id in
  * *run_id (may be NULL). */
 SlStatus tfx_record(TraceFx *fx, const char *hlo, int64_t n, const char *set, int64_t *run_id,

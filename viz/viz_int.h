@@ -101,7 +101,7 @@ void viz_sharding_readable(SlArena *scratch, const char *s, const VizMesh *mesh,
 /* Appends the mesh axes a group of devices spans ("model"), or nothing when it spans no
  * whole set of axes. */
 bool viz_mesh_axes_of(const VizMesh *mesh, const int64_t *devices, uint32_t n, SlBuf *out);
-void viz_bytes(SlBuf *out, double bytes); /* "512 B", "2 KiB", "1.5 MiB" */
+void viz_bytes(SlBuf *out, double bytes); /* "512 B", "2.00 KiB", "1.50 MiB" (sl_buf_put_size) */
 /* Label lines are cut to this many characters; the full text goes into the tooltip. */
 #define VIZ_LABEL_WIDTH 48
 /* Appends `s`, cut to `width` characters with "..." when longer. */

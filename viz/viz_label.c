@@ -217,19 +217,7 @@ viz_sharding_readable(SlArena *scratch, const char *text, const VizMesh *mesh, S
 void
 viz_bytes(SlBuf *out, double bytes)
 {
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    uint32_t u = 0;
-    double v = bytes;
-    while (v >= 1024.0 && u + 1 < SL_COUNTOF(units)) {
-        v /= 1024.0;
-        u++;
-    }
-    if (u == 0 && v == (double)(int64_t)v)
-        sl_buf_printf(out, "%lld B", (long long)v);
-    else if (v == (double)(int64_t)v)
-        sl_buf_printf(out, "%lld %s", (long long)v, units[u]);
-    else
-        sl_buf_printf(out, "%.*f %s", v < 10 ? 2 : 1, v, units[u]);
+    sl_buf_put_size(out, bytes); /* the report's wording: three significant digits */
 }
 
 void

@@ -170,6 +170,12 @@ void sl_buf_put_str(SlBuf *b, SlStr s);
 void sl_buf_put_i64(SlBuf *b, int64_t v);
 void sl_buf_printf(SlBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sl_buf_vprintf(SlBuf *b, const char *fmt, va_list ap);
+/* Numbers for people. Bytes: whole bytes below 1 KiB ("512 B"), else three significant digits
+ * in KiB/MiB/GiB/TiB/PiB ("1.50 KiB", "15.0 MiB", "150 GiB"). Microseconds: three significant
+ * digits in us, ms or s ("0.12 us", "30.1 us", "1.23 ms", "4.56 s"). Negative values keep
+ * their sign. Exact figures belong in JSON and SQL, not here. */
+void sl_buf_put_size(SlBuf *b, double bytes);
+void sl_buf_put_duration_us(SlBuf *b, double us);
 /* For writers that only append (never look back at b->data): with a spill function set and at
  * least SL_BUF_SPILL_BYTES held (any amount when `all`), hands the bytes on and empties b. */
 void sl_buf_spill(SlBuf *b, bool all);
@@ -241,6 +247,23 @@ void sl_file_text_release(SlFileText *t);
  * with them; reading them again is still correct, only slower. */
 void sl_file_text_release_before(SlFileText *t, const char *p);
 void sl_file_text_fini(SlFileText *t);
+/* The most devices shardlens handles: -n, shardings, named meshes and the values a trace
+ * holds are checked against it before anything is sized by them. */
+#define SL_MAX_DEVICES 65536
+
+/* Temporary files being written, removed when the process is ended by SIGINT, SIGTERM or
+ * SIGHUP (then it dies of the signal as before; an ignored signal stays ignored). `path`
+ * must stay valid until unregistered; false when the (small) table is full. */
+bool sl_tmp_register(const char *path);
+void sl_tmp_unregister(const char *path);
+/* Removes what killed runs left behind beside an output: files named PREFIX<pid>, or that
+ * with SQLite's "-journal", "-wal" or "-shm", that are regular, ours, a minute old, and whose
+ * process no longer exists. Everything else is left alone. */
+void sl_tmp_sweep(const char *prefix);
+
+/* The name diagnostics give standard output ("<stdout>: error: cannot write: ..."). */
+#define SL_STDOUT_NAME "<stdout>"
+
 /* Writes atomically: a temporary file beside `path`, then rename; "-" writes stdout. A path
  * that exists and is not a regular file (a device such as /dev/null, a FIFO) is written in
  * place instead, so it is never replaced by a file. */

@@ -3,7 +3,9 @@
 #include "base.h"
 #include "base_int.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 SlStr
@@ -152,6 +155,72 @@ void
 sl_buf_put_str(SlBuf *b, SlStr s)
 {
     sl_buf_append(b, s.ptr, s.len);
+}
+
+/* Three significant digits of 0 <= v < 10000 without an exponent (10000 and up stay whole). */
+static void
+put_3sig(SlBuf *b, double v)
+{
+    if (v < 9.995)
+        sl_buf_printf(b, "%.2f", v);
+    else if (v < 99.95)
+        sl_buf_printf(b, "%.1f", v);
+    else
+        sl_buf_printf(b, "%.0f", v);
+}
+
+void
+sl_buf_put_size(SlBuf *b, double bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (bytes != bytes) { /* NaN: never from a cost model, but never print garbage */
+        sl_buf_puts(b, "? B");
+        return;
+    }
+    if (bytes < 0)
+        sl_buf_putc(b, '-');
+    double v = fabs(bytes);
+    size_t u = 0;
+    /* 1023.6 B rounds to 1024 B: that is 1.00 KiB, so compare after rounding */
+    while (u + 1 < SL_COUNTOF(units) && (u == 0 ? floor(v + 0.5) : v) >= 1024.0) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u > 0 && v >= 1023.5 && u + 1 < SL_COUNTOF(units)) { /* 1023.7 KiB prints as 1.00 MiB */
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        sl_buf_printf(b, "%.0f B", floor(v + 0.5));
+    else {
+        put_3sig(b, v);
+        sl_buf_printf(b, " %s", units[u]);
+    }
+}
+
+void
+sl_buf_put_duration_us(SlBuf *b, double us)
+{
+    if (us != us) {
+        sl_buf_puts(b, "? us");
+        return;
+    }
+    if (us < 0)
+        sl_buf_putc(b, '-');
+    double v = fabs(us);
+    const char *unit = "us";
+    if (v >= 999.5 * 1000) {
+        v /= 1e6;
+        unit = "s";
+    } else if (v >= 999.5) {
+        v /= 1e3;
+        unit = "ms";
+    }
+    if (v == 0)
+        sl_buf_puts(b, "0");
+    else
+        put_3sig(b, v);
+    sl_buf_printf(b, " %s", unit);
 }
 
 void
@@ -394,8 +463,130 @@ sl_file_read(const char *path, SlBuf *out, SlError *err)
 #define BUS_GUARD_MAPS 4
 static struct {
     struct { const char *volatile map; size_t len; const char *path; } maps[BUS_GUARD_MAPS];
-    const char *volatile tmp_out; /* the SlOutFile temporary being written, if any */
 } g_bus_guard;
+
+/* ---- temporary files ----
+ * The temporaries being written (SlOutFile's, analyze's trace), so that a run ended by a
+ * signal removes them: the handlers below read this table and nothing else. Slots are set
+ * and cleared only outside the handlers. */
+#define TMP_GUARD_SLOTS 8
+static const char *volatile g_tmp_paths[TMP_GUARD_SLOTS];
+
+static void
+tmp_remove_all(void)
+{
+    for (int k = 0; k < TMP_GUARD_SLOTS; k++) {
+        const char *p = g_tmp_paths[k];
+        if (p)
+            unlink(p);
+    }
+}
+
+static void
+on_fatal_signal(int sig)
+{
+    tmp_remove_all();
+    /* Then die of the signal, as if no handler were installed (the exit status tells). */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void
+tmp_guard_install(void)
+{
+    static const int k_sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < SL_COUNTOF(k_sigs); i++) {
+        struct sigaction old;
+        if (sigaction(k_sigs[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN)
+            continue; /* ignored (nohup): stays ignored */
+        if (old.sa_handler == on_fatal_signal)
+            continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_fatal_signal;
+        sigemptyset(&sa.sa_mask);
+        (void)sigaction(k_sigs[i], &sa, NULL);
+    }
+}
+
+bool
+sl_tmp_register(const char *path)
+{
+    tmp_guard_install();
+    for (int k = 0; k < TMP_GUARD_SLOTS; k++) {
+        if (!g_tmp_paths[k]) {
+            g_tmp_paths[k] = path;
+            return true;
+        }
+    }
+    return false;
+}
+
+void
+sl_tmp_unregister(const char *path)
+{
+    for (int k = 0; k < TMP_GUARD_SLOTS; k++)
+        if (g_tmp_paths[k] == path)
+            g_tmp_paths[k] = NULL;
+}
+
+/* Leftovers of a run killed before it could clean up (kill -9, a crash, a power cut): named
+ * PREFIX<pid>, or that with one of SQLite's suffixes, in PREFIX's directory. Only files that
+ * are certainly stale go: regular files we own, whose process no longer exists and that
+ * nothing has written for a minute (a process of the same pid on another machine sharing the
+ * directory would still be writing). */
+void
+sl_tmp_sweep(const char *prefix)
+{
+    static const char *const k_suffixes[] = {"", "-journal", "-wal", "-shm"};
+    const char *slash = strrchr(prefix, '/');
+    size_t dir_len = slash ? (size_t)(slash - prefix) + 1 : 0;
+    const char *base = prefix + dir_len;
+    size_t base_len = strlen(base);
+    char *dir = malloc(dir_len + 2);
+    if (!dir)
+        return;
+    if (dir_len)
+        memcpy(dir, prefix, dir_len);
+    else
+        dir[dir_len++] = '.';
+    dir[dir_len] = '\0';
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    time_t now = time(NULL);
+    while (d && (e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, base_len) != 0)
+            continue;
+        const char *q = n + base_len;
+        long pid = 0;
+        int digits = 0;
+        while (*q >= '0' && *q <= '9' && digits < 10) {
+            pid = pid * 10 + (*q++ - '0');
+            digits++;
+        }
+        bool suffix_ok = false;
+        for (size_t i = 0; i < SL_COUNTOF(k_suffixes); i++)
+            suffix_ok = suffix_ok || strcmp(q, k_suffixes[i]) == 0;
+        if (!digits || !suffix_ok || pid <= 0 || pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* alive (or not ours to signal): not stale */
+        size_t len = strlen(dir) + 1 + strlen(n) + 1;
+        char *full = malloc(len);
+        if (!full)
+            break;
+        snprintf(full, len, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", n);
+        struct stat sb;
+        if (lstat(full, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
+            now - sb.st_mtime >= 60)
+            (void)unlink(full);
+        free(full);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+}
 
 static void
 put_fd2(const char *s)
@@ -419,8 +610,7 @@ on_sigbus(int sig, siginfo_t *info, void *uctx)
         const char *m = g_bus_guard.maps[k].map;
         if (!m || !at || at < m || at >= m + g_bus_guard.maps[k].len)
             continue;
-        if (g_bus_guard.tmp_out)
-            unlink(g_bus_guard.tmp_out);
+        tmp_remove_all();
         put_fd2(g_bus_guard.maps[k].path);
         put_fd2(": error: the file changed while it was being read (it is shorter now); "
                 "nothing was written\n");
@@ -550,13 +740,17 @@ sl_out_open(SlOutFile *o, const char *path)
     size_t plen = strlen(path);
     if (!(o->tmp = malloc(plen + 32)))
         return sl_fail(&o->err, SL_ERR_NOMEM, loc, "out of memory");
+    snprintf(o->tmp, plen + 32, "%s.tmp.", path);
+    sl_tmp_sweep(o->tmp);
     snprintf(o->tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    sl_tmp_register(o->tmp); /* registered first: a signal between open and here leaves none */
     if (!(o->file = fopen(o->tmp, "wb"))) {
+        int e = errno;
+        sl_tmp_unregister(o->tmp);
         free(o->tmp);
         o->tmp = NULL;
-        return sl_fail(&o->err, SL_ERR_IO, loc, "cannot create: %s", strerror(errno));
+        return sl_fail(&o->err, SL_ERR_IO, loc, "cannot create: %s", strerror(e));
     }
-    g_bus_guard.tmp_out = o->tmp;
     return SL_OK;
 }
 
@@ -569,8 +763,10 @@ sl_out_write(SlOutFile *o, const char *p, size_t n)
     if (!o->file)
         return sl_fail(&o->err, SL_ERR_INTERNAL, loc, "write to a file that is not open");
     if (n && fwrite(p, 1, n, o->file) != n) {
-        if (o->file == stdout)
-            return sl_fail(&o->err, SL_ERR_IO, loc, "write to stdout failed");
+        if (o->file == stdout) {
+            SlSrcLoc out = {SL_STDOUT_NAME, 0, 0};
+            return sl_fail(&o->err, SL_ERR_IO, out, "cannot write: %s", strerror(errno));
+        }
         return sl_fail(&o->err, SL_ERR_IO, loc, "cannot write: %s", strerror(errno));
     }
     o->bytes += n;
@@ -583,13 +779,13 @@ sl_out_commit(SlOutFile *o)
     SlSrcLoc loc = {o->path, 0, 0};
     FILE *f = o->file;
     o->file = NULL;
-    g_bus_guard.tmp_out = NULL;
     if (!f) {
         if (!o->err.status)
             sl_fail(&o->err, SL_ERR_INTERNAL, loc, "commit of a file that is not open");
     } else if (f == stdout) {
-        if (fflush(stdout) != 0)
-            sl_fail(&o->err, SL_ERR_IO, loc, "write to stdout failed");
+        SlSrcLoc out = {SL_STDOUT_NAME, 0, 0};
+        if (!o->err.status && fflush(stdout) != 0)
+            sl_fail(&o->err, SL_ERR_IO, out, "cannot write: %s", strerror(errno));
     } else {
         int e = 0;
         if (fclose(f) != 0)
@@ -602,6 +798,7 @@ sl_out_commit(SlOutFile *o)
     if (o->tmp) {
         if (o->err.status)
             remove(o->tmp);
+        sl_tmp_unregister(o->tmp);
         free(o->tmp);
         o->tmp = NULL;
     }
@@ -614,9 +811,9 @@ sl_out_abort(SlOutFile *o)
     if (o->file && o->file != stdout)
         fclose(o->file);
     o->file = NULL;
-    g_bus_guard.tmp_out = NULL;
     if (o->tmp) {
         remove(o->tmp);
+        sl_tmp_unregister(o->tmp);
         free(o->tmp);
         o->tmp = NULL;
     }

@@ -9,7 +9,7 @@
 
 static const char *const k_phase_names[CLI_PHASE_COUNT] = {
     [CLI_PHASE_READ] = "read",           [CLI_PHASE_PARSE] = "parse", [CLI_PHASE_CHECK] = "check",
-    [CLI_PHASE_PARTITION] = "partition", [CLI_PHASE_TRACE] = "trace", [CLI_PHASE_PRINT] = "print",
+    [CLI_PHASE_PROPAGATE] = "propagate", [CLI_PHASE_PARTITION] = "partition", [CLI_PHASE_TRACE] = "trace", [CLI_PHASE_PRINT] = "print",
     [CLI_PHASE_WRITE] = "write",
 };
 
@@ -37,11 +37,20 @@ rss_kb(void)
     return page > 0 ? resident * (page / 1024) : 0;
 }
 
+/* The kernel's high-water mark, raised to what is resident now and to every peak reported
+ * before: the mark is updated lazily (and counts pages statm may count differently), so on
+ * its own it can lag behind the RSS read a moment later. A peak is never below an RSS. */
 static long
-peak_rss_kb(void)
+peak_rss_kb(const CliPhases *p, long rss_now)
 {
     struct rusage ru;
-    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0;
+    long peak = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0;
+    peak = peak > rss_now ? peak : rss_now;
+    for (int k = 0; k < CLI_PHASE_COUNT; k++) {
+        peak = p->peak_rss_kb[k] > peak ? p->peak_rss_kb[k] : peak;
+        peak = p->rss_kb[k] > peak ? p->rss_kb[k] : peak;
+    }
+    return peak;
 }
 
 void
@@ -84,8 +93,8 @@ cli_phase_end(CliPhases *p, CliPhase ph, uint64_t bytes)
     charge_top(p);
     p->depth--;
     p->bytes[ph] += bytes;
-    p->peak_rss_kb[ph] = peak_rss_kb();
     p->rss_kb[ph] = rss_kb();
+    p->peak_rss_kb[ph] = peak_rss_kb(p, p->rss_kb[ph]);
 }
 
 void
@@ -108,6 +117,7 @@ cli_phases_print(const CliPhases *p, FILE *out)
     }
     wall = clock_s(CLOCK_MONOTONIC) - p->start_wall;
     cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - p->start_cpu;
+    long rss = rss_kb();
     fprintf(out, "time-phases: %-9s wall %8.4f s  cpu %8.4f s  RSS %7.1f MB  peak %7.1f MB\n",
-            "total", wall, cpu, (double)rss_kb() / 1024, (double)peak_rss_kb() / 1024);
+            "total", wall, cpu, (double)rss / 1024, (double)peak_rss_kb(p, rss) / 1024);
 }

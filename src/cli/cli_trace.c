@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "hlo/hlo.h"
+#include "propagate/prop.h"
 
 #ifndef SHARDLENS_VERSION
 #define SHARDLENS_VERSION "unknown"
@@ -22,7 +23,7 @@ cli_report_at(SlError *err, const char *path)
 {
     /* The file as the user named it; also, a location the trace layer set may point into a
      * connection it has already closed. */
-    if (path)
+    if (path && !(err->loc.path && strcmp(err->loc.path, SL_STDOUT_NAME) == 0))
         err->loc.path = path;
     return cli_report(err, NULL);
 }
@@ -74,12 +75,110 @@ cli_report_options(const CliArgs *a, ReportOptions *o)
         o->is_default_inter = false;
     }
     o->mesh = cli_args_value(a, CLI_OPT_MESH);
+    int64_t top = 0;
+    if ((v = cli_args_value(a, CLI_OPT_TOP))) {
+        if (!cli_parse_count(cmd, "--top", v, &top))
+            return CLI_EXIT_BAD_INPUT;
+        o->top = top > UINT32_MAX ? UINT32_MAX : (uint32_t)top;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* "KEY=VALUE" whose KEY is a propagation option (by XLA's ShardingPropagation names). */
+static bool
+is_prop_key(const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    char key[64];
+    size_t n = eq ? (size_t)(eq - kv) : 0;
+    if (!n || n >= sizeof(key))
+        return false;
+    memcpy(key, kv, n);
+    key[n] = '\0';
+    return prop_options_has_key(key);
+}
+
+int
+cli_prop_options(const CliArgs *a, int set_id, PropOptions *o)
+{
+    for (uint32_t i = 0; i < a->n_opts; i++) {
+        if (a->opts[i].opt->id != set_id || !is_prop_key(a->opts[i].value))
+            continue;
+        const char *kv = a->opts[i].value, *eq = strchr(kv, '=');
+        char key[64];
+        memcpy(key, kv, (size_t)(eq - kv));
+        key[eq - kv] = '\0';
+        SlError err = {0};
+        if (prop_options_set(o, key, eq + 1, &err))
+            return cli_usage_error(a->cmd, "--set %s: %s", kv, err.msg);
+    }
     return CLI_EXIT_OK;
 }
 
 int
-cli_spmd_options(const CliArgs *a, int n_id, int set_id, const IrModule *m, SpmdOptions *o)
+cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in, PropResult *r,
+                    bool *ran)
 {
+    memset(r, 0, sizeof(*r));
+    *ran = false;
+    PropOptions po;
+    prop_options_init(&po);
+    po.is_spmd = true; /* as XLA's SPMD pipeline runs it */
+    int code = cli_prop_options(a, set_id, &po);
+    if (code != CLI_EXIT_OK || !enabled)
+        return code;
+    uint32_t total = 0, missing = spmd_count_unannotated(in->module, &total);
+    if (!missing)
+        return CLI_EXIT_OK;
+    SlError err = {0};
+    cli_phase_begin(in->phases, CLI_PHASE_PROPAGATE);
+    SlStatus st = prop_run(in->module, &po, &in->arena, r, &err);
+    cli_phase_end(in->phases, CLI_PHASE_PROPAGATE, 0);
+    if (st) {
+        if (!err.status)
+            sl_fail(&err, st, (SlSrcLoc){0}, "sharding propagation failed");
+        if (!err.loc.path && err.loc.line)
+            err.loc.path = in->display;
+        return cli_report(&err, in);
+    }
+    *ran = true;
+    fprintf(stderr,
+            "shardlens %s: %u of %u instructions had no sharding: propagated shardings to %u of "
+            "%u instructions (XLA's sharding propagation; --no-propagate partitions them as "
+            "replicated)\n",
+            a->cmd->name, missing, total, r->n_propagated, r->n_instrs);
+    return CLI_EXIT_OK;
+}
+
+void
+cli_emit_origins(TraceSink *sink, const IrModule *m, const PropResult *r)
+{
+    if (!r || !r->n_origins || !sink->ops->origin)
+        return;
+    enum { MAX_PATH = 4096 };
+    const IrInstr **path = malloc(MAX_PATH * sizeof(*path));
+    if (!path)
+        return;
+    for (uint32_t c = 0; c < m->n_comps; c++)
+        for (uint32_t k = 0; k < m->comps[c]->n_instrs; k++) {
+            const IrInstr *i = m->comps[c]->instrs[k];
+            const PropOrigin *o = i->id < r->n_ids ? r->final_origin[i->id] : NULL;
+            if (!o)
+                continue;
+            TraceOrigin t = {i, o->sharding, prop_origin_source(o), path,
+                             prop_origin_path(o, path, MAX_PATH), prop_dir_name(o->dir),
+                             o->level, o->rule,
+                             o->replaced && o->candidate ? o->candidate : NULL,
+                             o->replaced && o->candidate ? o->replaced : NULL};
+            sink->ops->origin(sink, &t);
+        }
+    free(path);
+}
+
+int
+cli_spmd_options(const CliArgs *a, int n_id, int set_id, const CliInput *in, SpmdOptions *o)
+{
+    const IrModule *m = in->module;
     spmd_options_init(o);
     const char *n_text = cli_args_value(a, n_id);
     int64_t n = 0;
@@ -87,13 +186,25 @@ cli_spmd_options(const CliArgs *a, int n_id, int set_id, const IrModule *m, Spmd
         return CLI_EXIT_BAD_INPUT;
     if (!n && ir_module_find_header(m, "num_partitions"))
         n = ir_module_num_partitions(m);
+    if (!n) {
+        SlError err = {0};
+        if (cli_devices_from_shardings(m, in->display, &n, &err))
+            return cli_report(&err, in);
+        if (n > 0)
+            fprintf(stderr,
+                    "shardlens %s: %s: no num_partitions in the header and no -n: partitioning "
+                    "for %lld devices, the count all the shardings agree on\n",
+                    a->cmd->name, in->display, (long long)n);
+    }
     if (n < 1)
         return cli_usage_error(a->cmd, "no partition count: pass -n N or put num_partitions=N "
-                                       "in the module header");
+                                       "in the module header (no sharding names devices)");
     for (uint32_t i = 0; i < a->n_opts; i++) {
         if (a->opts[i].opt->id != set_id)
             continue;
         SlError err = {0};
+        if (is_prop_key(a->opts[i].value))
+            continue; /* cli_propagate_first's */
         if (spmd_options_set(o, sl_str(a->opts[i].value), &err))
             return cli_usage_error(a->cmd, "--set %s: %s", a->opts[i].value, err.msg);
     }
@@ -142,6 +253,8 @@ partition_checked(CliInput *in, const SpmdOptions *o, TraceSink *sink, SlArena *
     cli_phase_begin(in->phases, CLI_PHASE_PARTITION);
     SlStatus st = spmd_partition(in->module, o, sink, out_arena, out, &err);
     cli_phase_end(in->phases, CLI_PHASE_PARTITION, 0);
+    if (st && !err.loc.path && err.loc.line)
+        err.loc.path = in->display; /* the partitioner locates the instruction in the input */
     if (st)
         return cli_report(&err, in);
     double t1 = now_ms();
@@ -157,9 +270,76 @@ partition_checked(CliInput *in, const SpmdOptions *o, TraceSink *sink, SlArena *
     return CLI_EXIT_OK;
 }
 
+/* The while instruction of `m` named `name`, or NULL (*what: the opcode found instead). */
+static const IrInstr *
+find_while(const IrModule *m, SlStr name, const char **what)
+{
+    *what = NULL;
+    for (uint32_t c = 0; c < m->n_comps; c++) {
+        for (uint32_t k = 0; k < m->comps[c]->n_instrs; k++) {
+            const IrInstr *i = m->comps[c]->instrs[k];
+            if (!i->name || !sl_str_eq(sl_sym_str(i->name), name))
+                continue;
+            if (i->op == IR_OP_WHILE)
+                return i;
+            *what = ir_op_name(i->op);
+        }
+    }
+    return NULL;
+}
+
 int
-cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path, SlBuf *text,
-                     int64_t *run_id)
+cli_trip_counts(const CliArgs *a, int opt_id, const IrModule *m, SlArena *arena,
+                TraceTripCount **out, uint32_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < a->n_opts; i++)
+        total += a->opts[i].opt->id == opt_id;
+    if (!total)
+        return CLI_EXIT_OK;
+    TraceTripCount *tc = SL_NEW_ARRAY(arena, TraceTripCount, total);
+    if (!tc)
+        return cli_usage_error(a->cmd, "out of memory");
+    for (uint32_t i = 0; i < a->n_opts; i++) {
+        if (a->opts[i].opt->id != opt_id)
+            continue;
+        const char *v = a->opts[i].value, *eq = strrchr(v, '=');
+        const char *name = v[0] == '%' ? v + 1 : v;
+        char *end = NULL;
+        errno = 0;
+        long long count = eq ? strtoll(eq + 1, &end, 10) : -1;
+        if (!eq || eq == name || errno || end == eq + 1 || *end || count < 0)
+            return cli_usage_error(a->cmd, "--trip-count expects NAME=N with N >= 0, got '%s'",
+                                   v);
+        SlStr nm = {name, (size_t)(eq - name)};
+        const char *what = NULL;
+        if (!find_while(m, nm, &what)) {
+            if (what)
+                return cli_usage_error(a->cmd, "--trip-count %s: %%%.*s is a %s, not a while", v,
+                                       SL_STR_ARG(nm), what);
+            return cli_usage_error(a->cmd, "--trip-count %s: no instruction %%%.*s in the input",
+                                   v, SL_STR_ARG(nm));
+        }
+        for (uint32_t k = 0; k < *n; k++)
+            if (strlen(tc[k].name) == nm.len && memcmp(tc[k].name, nm.ptr, nm.len) == 0)
+                return cli_usage_error(a->cmd, "--trip-count %%%.*s is given twice",
+                                       SL_STR_ARG(nm));
+        tc[*n].name = sl_arena_strndup(arena, nm.ptr, nm.len);
+        tc[*n].count = count;
+        if (!tc[*n].name)
+            return cli_usage_error(a->cmd, "out of memory");
+        (*n)++;
+    }
+    *out = tc;
+    return CLI_EXIT_OK;
+}
+
+int
+cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
+                     const TraceTripCount *trips, uint32_t n_trips, const PropResult *origins,
+                     SlBuf *text, int64_t *run_id)
 {
     SlError err = {0};
     if (run_id)
@@ -178,12 +358,14 @@ cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
         char created[32];
         iso_now(created, sizeof(created));
         spmd_options_print(o, &opts);
-        TraceRunInfo info = {SHARDLENS_VERSION, created, in->src.text, sl_buf_str(&opts),
-                             o->num_partitions};
+        TraceRunInfo info = {SHARDLENS_VERSION, created,        in->src.text, sl_buf_str(&opts),
+                             o->num_partitions, trips, n_trips};
         cli_phase_begin(in->phases, CLI_PHASE_TRACE);
         if (trace_db_open(trace_path, TRACE_DB_APPEND, &db, &err) ||
             trace_db_begin_run(db, in->module, &info, &sink, &err))
             code = cli_report_at(&err, trace_path);
+        else
+            cli_emit_origins(sink, in->module, origins);
         sl_file_text_release(&in->src); /* hashing it read the whole input again */
         cli_phase_end(in->phases, CLI_PHASE_TRACE, 0);
     }

@@ -7,6 +7,7 @@
 #define SHARDLENS_CLI_TRACE_H
 
 #include "cli/cli_util.h"
+#include "propagate/prop.h"
 #include "reports/report.h"
 #include "spmd/spmd.h"
 #include "trace/trace_db.h"
@@ -20,6 +21,7 @@ enum {
     CLI_OPT_MESH,
     CLI_OPT_DEVICES_PER_NODE,
     CLI_OPT_INTER_NODE_GBPS,
+    CLI_OPT_TOP,
 };
 
 /* The model options' rows, for a command's CliOpt table. */
@@ -32,6 +34,8 @@ enum {
      false},                                                                                         \
         {CLI_OPT_LATENCY_US, 0, "latency-us", "L", "latency per algorithm step (default 5)", false}, \
         {CLI_OPT_MESH, 0, "mesh", "AXES", "name mesh axes over the devices: data=2,model=4", false}, \
+        {CLI_OPT_TOP, 0, "top", "K", "rows of each ranked table of the text report (default 10)",   \
+         false},                                                                                     \
         {CLI_OPT_DEVICES_PER_NODE,                                                                   \
          0,                                                                                          \
          "devices-per-node",                                                                         \
@@ -46,15 +50,51 @@ enum {
 /* ReportOptions from CLI_REPORT_MODEL_OPTS; usage errors print and return CLI_EXIT_BAD_INPUT. */
 int cli_report_options(const CliArgs *a, ReportOptions *o);
 
-/* SpmdOptions from -n (option `n_id`), else the module header, and every --set (`set_id`). */
-int cli_spmd_options(const CliArgs *a, int n_id, int set_id, const IrModule *m, SpmdOptions *o);
+/* SpmdOptions from -n (option `n_id`), else the module header, else the device count all the
+ * shardings agree on (said on stderr; shardings that disagree are an error naming the counts),
+ * and every --set (`set_id`). */
+int cli_spmd_options(const CliArgs *a, int n_id, int set_id, const CliInput *in, SpmdOptions *o);
+
+/* The --trip-count NAME=N options (option `opt_id`), in `arena`: NAME must name a while
+ * instruction of `m` (a leading '%' is allowed), N a non-negative integer. Usage errors print
+ * and return CLI_EXIT_BAD_INPUT. */
+int cli_trip_counts(const CliArgs *a, int opt_id, const IrModule *m, SlArena *arena,
+                    TraceTripCount **out, uint32_t *n);
+/* The help lines of --trip-count, shared by partition and analyze. */
+#define CLI_TRIP_COUNT_HELP                                                                        \
+    "--trip-count NAME=N gives while instruction NAME of the input N iterations, for loops no\n"   \
+    "analysis can count (the trace records the count with method 'user'; it wins over\n"           \
+    "backend_config and the pattern). Repeatable; a NAME that is no while of the input is an\n"   \
+    "error (exit 2).\n"
 
 /* Checks the shardings against N, partitions `in` (recording the run into `trace_path`, opened
- * for appending, when not NULL), checks the result and prints it into `text`. On success
- * `*run_id` (may be NULL) is the recorded run, 0 without a trace. Nothing of a failed run is
- * in the trace. */
-int cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path, SlBuf *text,
-                         int64_t *run_id);
+ * for appending, when not NULL, with the user's trip counts `trips`), checks the result and
+ * prints it into `text`. On success `*run_id` (may be NULL) is the recorded run, 0 without a
+ * trace. Nothing of a failed run is in the trace. */
+int cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
+                         const TraceTripCount *trips, uint32_t n_trips,
+                         const PropResult *origins, SlBuf *text, int64_t *run_id);
+
+/* The --set options (option `set_id`) that are sharding propagation's, by XLA's names, into
+ * `o`; cli_spmd_options leaves those keys alone. */
+int cli_prop_options(const CliArgs *a, int set_id, PropOptions *o);
+/* Sharding propagation before partitioning, as XLA's pipeline runs it: when `enabled` and
+ * some instruction the partitioner reads has no sharding, runs XLA's ShardingPropagation
+ * (is_spmd=true; --set may change its options) on in->module in place and says so on stderr
+ * ("propagated shardings to K of N instructions"). `*r` keeps the origins for the trace;
+ * `*ran` tells whether it ran. */
+int cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in,
+                        PropResult *r, bool *ran);
+/* Every propagated sharding's origin in `r` (may be NULL), as trace events of `sink`. */
+void cli_emit_origins(TraceSink *sink, const IrModule *m, const PropResult *r);
+/* The help lines of --no-propagate and the propagation --set names, for partition/analyze. */
+#define CLI_PROPAGATE_HELP                                                                         \
+    "A module in which some instruction has no sharding is first run through XLA's sharding\n"   \
+    "propagation (as XLA's pipeline does before its partitioner; `shardlens propagate` shows\n"  \
+    "its result): stderr says how many instructions got a sharding, the trace records where\n"   \
+    "each came from (explain NAME starts with it). --no-propagate partitions unannotated\n"      \
+    "instructions as replicated instead. --set also takes the propagation options by XLA's\n"     \
+    "names (allow_spmd_sharding_propagation_to_output=B, ..., see propagate --help).\n"
 
 /* A run loaded from a trace database. */
 typedef struct CliRun {

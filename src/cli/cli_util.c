@@ -325,10 +325,14 @@ print_caret(SlStr text, uint32_t line, uint32_t col)
     fputs("^\n", stderr);
 }
 
+static bool g_stdout_reported; /* cli_report named SL_STDOUT_NAME (cli_stdout_close) */
+
 int
 cli_report(const SlError *err, const CliInput *in)
 {
     const SlSrcLoc *l = &err->loc;
+    if (l->path && strcmp(l->path, SL_STDOUT_NAME) == 0)
+        g_stdout_reported = true;
     const char *what = err->status == SL_ERR_INTERNAL ? "internal error (a shardlens bug): " : "";
     if (l->path && l->line && l->col)
         fprintf(stderr, "%s:%u:%u: error: %s%s\n", l->path, l->line, l->col, what, err->msg);
@@ -403,6 +407,82 @@ cli_output_fini(CliOutput *o)
     sl_buf_fini(&o->text);
 }
 
+/* The device counts shardings name: a tiled sharding covers all of them; a maximal one
+ * names one device, so the count is at least one more than its id. */
+enum { MAX_COUNTS = 4 };
+typedef struct DevCounts {
+    int64_t counts[MAX_COUNTS]; /* distinct tiled counts, in IR order */
+    const IrInstr *first[MAX_COUNTS];
+    uint32_t n_counts;
+    bool more_counts;     /* more distinct counts than MAX_COUNTS */
+    int64_t max_device;   /* largest maximal device id, -1: none */
+    const IrInstr *max_at;
+} DevCounts;
+
+static void
+add_counts(DevCounts *c, const ShdSharding *s, const IrInstr *at)
+{
+    if (s->kind == SHD_TUPLE) {
+        for (uint32_t k = 0; k < s->n_leaves; k++)
+            add_counts(c, s->leaves[k], at);
+        return;
+    }
+    if (s->kind == SHD_MAXIMAL && s->device > c->max_device) {
+        c->max_device = s->device;
+        c->max_at = at;
+    }
+    if (s->kind != SHD_TILED)
+        return;
+    int64_t n = shd_device_count(s);
+    for (uint32_t k = 0; k < c->n_counts; k++)
+        if (c->counts[k] == n)
+            return;
+    if (c->n_counts == MAX_COUNTS) {
+        c->more_counts = true;
+        return;
+    }
+    c->counts[c->n_counts] = n;
+    c->first[c->n_counts++] = at;
+}
+
+SlStatus
+cli_devices_from_shardings(const IrModule *m, const char *path, int64_t *n, SlError *err)
+{
+    DevCounts c = {.max_device = -1};
+    *n = 0;
+    for (uint32_t k = 0; k < m->n_comps; k++) {
+        const IrComputation *comp = m->comps[k];
+        for (uint32_t i = 0; i < comp->n_instrs; i++) {
+            const ShdSharding *s = ir_instr_sharding(comp->instrs[i]);
+            if (s)
+                add_counts(&c, s, comp->instrs[i]);
+        }
+    }
+    bool maximal_too_far = c.n_counts == 1 && c.max_device >= c.counts[0];
+    if (c.n_counts > 1 || maximal_too_far) {
+        const IrInstr *at = maximal_too_far ? c.max_at : c.first[1];
+        SlBuf b;
+        sl_buf_init(&b);
+        for (uint32_t k = 0; k < c.n_counts; k++)
+            sl_buf_printf(&b, "%s%lld (%%%s first)", k ? ", " : "", (long long)c.counts[k],
+                          sl_sym_cstr(c.first[k]->name));
+        if (c.more_counts)
+            sl_buf_puts(&b, ", and more");
+        if (maximal_too_far)
+            sl_buf_printf(&b, "; %%%s is placed on device %lld", sl_sym_cstr(c.max_at->name),
+                          (long long)c.max_device);
+        SlSrcLoc loc = {path, at->src_line, at->src_col};
+        SlStatus st = sl_fail(err, SL_ERR_INVALID, loc,
+                              "no num_partitions and the shardings disagree on the device "
+                              "count: %s; pass -n N",
+                              b.data ? b.data : "");
+        sl_buf_fini(&b);
+        return st;
+    }
+    *n = c.n_counts ? c.counts[0] : c.max_device + 1;
+    return SL_OK;
+}
+
 SlStatus
 cli_check_shardings(const IrModule *m, const char *path, int64_t n, SlError *err)
 {
@@ -421,4 +501,20 @@ cli_check_shardings(const IrModule *m, const char *path, int64_t n, SlError *err
         }
     }
     return SL_OK;
+}
+
+int
+cli_stdout_close(int code)
+{
+    errno = 0;
+    bool failed = fflush(stdout) != 0;
+    int e = errno;
+    failed = ferror(stdout) || failed;
+    if (!failed)
+        return code;
+    if (!g_stdout_reported)
+        fprintf(stderr, "%s: error: cannot write%s%s\n", SL_STDOUT_NAME, e ? ": " : "",
+                e ? strerror(e) : "");
+    g_stdout_reported = true;
+    return CLI_EXIT_BAD_INPUT;
 }

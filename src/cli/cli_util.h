@@ -53,6 +53,7 @@ typedef enum CliPhase {
     CLI_PHASE_READ,      /* the input text into memory */
     CLI_PHASE_PARSE,     /* text to IR */
     CLI_PHASE_CHECK,     /* structure, shapes and shardings; the partitioned module's too */
+    CLI_PHASE_PROPAGATE, /* prop_run: sharding propagation before partitioning */
     CLI_PHASE_PARTITION, /* spmd_partition */
     CLI_PHASE_TRACE,     /* opening the trace database and committing the run (--trace) */
     CLI_PHASE_PRINT,     /* IR to text */
@@ -130,6 +131,10 @@ void cli_input_fini(CliInput *in);
 SlStatus cli_input_check(CliInput *in, SlError *err);
 
 int cli_exit_code(SlStatus st);
+/* Flushes standard output at the end of a run: when anything written there was lost (a full
+ * disk, a closed descriptor), says so once ("<stdout>: error: cannot write: ...", unless a
+ * diagnostic already named it) and returns CLI_EXIT_BAD_INPUT; else returns `code`. */
+int cli_stdout_close(int code);
 /* Prints `FILE:LINE:COL: error: MESSAGE`, then the source line and a caret when the location
  * is in `in` (may be NULL), and returns the exit code for err->status. */
 int cli_report(const SlError *err, const CliInput *in);
@@ -150,6 +155,12 @@ void cli_output_init(CliOutput *o, const char *path, CliPhases *phases);
 int cli_output_finish(CliOutput *o, const CliInput *in);
 void cli_output_fini(CliOutput *o);
 
+/* The device count all shardings of `m` agree on, for a module without num_partitions: the
+ * device count of every tiled sharding (maximal ones must name a device below it), else one
+ * more than the largest maximal device, else 0 (no sharding names devices). Tiled shardings
+ * of different counts are SL_ERR_INVALID naming the counts, located at the first instruction
+ * that disagrees. */
+SlStatus cli_devices_from_shardings(const IrModule *m, const char *path, int64_t *n, SlError *err);
 /* Checks every sharding in `m` against its instruction's shape and `n` devices (shd_check),
  * naming the instruction; locations are the instructions' positions in `path`. */
 SlStatus cli_check_shardings(const IrModule *m, const char *path, int64_t n, SlError *err);
@@ -165,5 +176,6 @@ extern const CliCommand cmd_diff;
 extern const CliCommand cmd_verify;
 extern const CliCommand cmd_analyze;
 extern const CliCommand cmd_html;
+extern const CliCommand cmd_propagate;
 
 #endif

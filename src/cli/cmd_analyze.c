@@ -11,16 +11,19 @@
 #include <unistd.h>
 
 #include "cli/cli_trace.h"
+#include "propagate/prop.h"
 
 #include "cli/cli_html.h"
 #include "viz/viz.h"
 
-enum { OPT_N, OPT_OUT, OPT_SET };
+enum { OPT_N, OPT_OUT, OPT_SET, OPT_TRIP_COUNT, OPT_NO_PROPAGATE };
 
 static const CliOpt k_opts[] = {
-    {OPT_N,   'n', "num-partitions", "N",         "partition for N devices (default: the header's)",   false},
+    {OPT_N,   'n', "num-partitions", "N",         "partition for N devices (default: the header's, else the shardings')",   false},
     {OPT_OUT, 0,   "out",            "DIR",       "directory for every output (created when missing)", false},
     {OPT_SET, 0,   "set",            "KEY=VALUE", "set a partitioner option by its XLA name",          true },
+    {OPT_TRIP_COUNT, 0, "trip-count", "NAME=N",   "while NAME of the input runs N times",              true },
+    {OPT_NO_PROPAGATE, 0, "no-propagate", NULL, "partition unannotated instructions as replicated (no sharding propagation first)", false},
     CLI_REPORT_MODEL_OPTS,
 };
 
@@ -54,6 +57,7 @@ make_dir(const char *dir, SlError *err)
 typedef struct Paths {
     char hlo[4096], trace[4096], trace_tmp[4096], json[4096], text[4096], before[4096], after[4096],
         html[4096];
+    char trace_journal[4200], tmp_prefix[4096];
 } Paths;
 
 static bool
@@ -70,7 +74,9 @@ make_paths(Paths *p, const char *dir)
 {
     char tmp[64];
     snprintf(tmp, sizeof(tmp), ".trace.db.tmp.%ld", (long)getpid());
-    return join(p->hlo, sizeof(p->hlo), dir, "partitioned.hlo") &&
+    snprintf(p->trace_journal, sizeof(p->trace_journal), "%s", "");
+    return join(p->tmp_prefix, sizeof(p->tmp_prefix), dir, ".trace.db.tmp.") &&
+           join(p->hlo, sizeof(p->hlo), dir, "partitioned.hlo") &&
            join(p->trace, sizeof(p->trace), dir, "trace.db") &&
            join(p->trace_tmp, sizeof(p->trace_tmp), dir, tmp) &&
            join(p->json, sizeof(p->json), dir, "summary.json") &&
@@ -162,6 +168,16 @@ report_all(const Paths *p, const ReportOptions *ro)
         sl_buf_clear(&text);
         report_print_summary_line(rep, &text);
         printf("%.*s", (int)text.len, text.data ? text.data : "");
+        sl_buf_clear(&text);
+        report_print_warning_lines(rep, &text); /* one line per kind; report.txt has more */
+        fflush(stdout);
+        for (size_t i = 0; i < text.len;) {
+            size_t j = i;
+            while (j < text.len && text.data[j] != '\n')
+                j++;
+            fprintf(stderr, "analyze: %.*s\n", (int)(j - i), text.data + i);
+            i = j + 1;
+        }
     }
     sl_buf_fini(&json);
     sl_buf_fini(&text);
@@ -188,15 +204,29 @@ run(const CliArgs *a)
     SpmdOptions o;
     SlBuf hlo;
     sl_buf_init(&hlo);
+    PropResult prop;
+    bool propagated = false;
     if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err))
         code = cli_report(&err, &in);
-    else
-        code = cli_spmd_options(a, OPT_N, OPT_SET, in.module, &o);
+    else if ((code = cli_propagate_first(a, OPT_SET, !cli_args_has(a, OPT_NO_PROPAGATE), &in,
+                                         &prop, &propagated)) == CLI_EXIT_OK)
+        code = cli_spmd_options(a, OPT_N, OPT_SET, &in, &o);
+    o.input_propagated = propagated;
+    TraceTripCount *trips = NULL;
+    uint32_t n_trips = 0;
+    if (code == CLI_EXIT_OK)
+        code = cli_trip_counts(a, OPT_TRIP_COUNT, in.module, &in.arena, &trips, &n_trips);
     if (code == CLI_EXIT_OK && make_dir(dir, &err))
         code = cli_report(&err, NULL);
     if (code == CLI_EXIT_OK) {
+        /* Killed runs' temporaries are swept; ours go if this run is interrupted. */
+        sl_tmp_sweep(p.tmp_prefix);
+        snprintf(p.trace_journal, sizeof(p.trace_journal), "%s-journal", p.trace_tmp);
+        sl_tmp_register(p.trace_tmp);
+        sl_tmp_register(p.trace_journal);
         remove_db(p.trace_tmp);
-        code = cli_partition_traced(&in, &o, p.trace_tmp, &hlo, NULL);
+        code = cli_partition_traced(&in, &o, p.trace_tmp, trips, n_trips, propagated ? &prop : NULL,
+                                    &hlo, NULL);
     }
     if (code == CLI_EXIT_OK) {
         printf("analyze: %s on %lld devices, into %s\n", in.display, (long long)o.num_partitions,
@@ -211,6 +241,8 @@ run(const CliArgs *a)
         printf("  %s\n", p.trace);
     }
     remove_db(p.trace_tmp);
+    sl_tmp_unregister(p.trace_tmp);
+    sl_tmp_unregister(p.trace_journal);
     if (code == CLI_EXIT_OK)
         code = report_all(&p, &ro);
     sl_buf_fini(&hlo);
@@ -220,8 +252,9 @@ run(const CliArgs *a)
 
 const CliCommand cmd_analyze = {
     .name = "analyze",
-    .usage = "IN.hlo [-n N] --out DIR [--set KEY=VALUE]... [--mesh AXES] [--link-gbps G] "
-             "[--latency-us L]",
+    .usage = "IN.hlo [-n|--num-partitions N] --out DIR [--set KEY=VALUE]... [--trip-count NAME=N]... "
+             "[--link-gbps G] [--latency-us L] [--mesh AXES] [--devices-per-node K --inter-node-gbps G] "
+             "[--top K] [--no-propagate]",
     .summary = "partition, trace, report and draw into one directory",
     .description =
         "Partitions IN.hlo with a trace and writes into DIR (created when missing):\n"
@@ -233,7 +266,11 @@ const CliCommand cmd_analyze = {
         "  after.svg        the partitioned graph, collectives highlighted (when built with viz)\n"
         "  report.html      the interactive report (as `shardlens html` writes it)\n"
         "Each file is written atomically; the paths are printed as they are written, then\n"
-        "the totals. The model options are report's.\n",
+        "the totals. The model options and --top are report's. Warnings (input without\n"
+        "shardings, input already partitioned, custom calls partitioned by fallback, full\n"
+        "rematerializations, opcodes without a handler) go to standard error, one line per\n"
+        "kind; report.txt lists the first few of each and summary.json all of them.\n"
+        CLI_TRIP_COUNT_HELP CLI_PROPAGATE_HELP,
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

@@ -11,27 +11,8 @@ static const CliOpt k_opts[] = {
      "check shardings against N devices (default: the header's num_partitions=)", false},
 };
 
-/* 1 + the largest device id `s` names (0 for shardings that name none). */
-static int64_t
-devices_named(const ShdSharding *s)
-{
-    int64_t n = 0;
-    if (s->kind == SHD_MAXIMAL)
-        n = s->device + 1;
-    if (s->kind == SHD_TILED)
-        for (int64_t i = 0; i < shd_device_count(s); i++)
-            n = s->devices[i] + 1 > n ? s->devices[i] + 1 : n;
-    if (s->kind == SHD_TUPLE)
-        for (uint32_t i = 0; i < s->n_leaves; i++) {
-            int64_t k = devices_named(s->leaves[i]);
-            n = k > n ? k : n;
-        }
-    return n;
-}
-
 typedef struct Counts {
     uint32_t instrs, sharded;
-    int64_t devices_named;
 } Counts;
 
 static void
@@ -42,11 +23,7 @@ count_module(const IrModule *m, Counts *c)
         c->instrs += comp->n_instrs;
         for (uint32_t i = 0; i < comp->n_instrs; i++) {
             const ShdSharding *s = ir_instr_sharding(comp->instrs[i]);
-            if (!s)
-                continue;
-            c->sharded++;
-            int64_t d = devices_named(s);
-            c->devices_named = d > c->devices_named ? d : c->devices_named;
+            c->sharded += s != NULL;
         }
     }
 }
@@ -73,8 +50,13 @@ run(const CliArgs *a)
     if (!n && ir_module_find_header(m, "num_partitions")) {
         n = ir_module_num_partitions(m);
     } else if (!n) {
-        n = c.devices_named > 1 ? c.devices_named : 1;
-        how = c.devices_named > 1 ? " (from shardings)" : "";
+        if (cli_devices_from_shardings(m, in.display, &n, &err)) {
+            code = cli_report(&err, &in);
+            cli_input_fini(&in);
+            return code;
+        }
+        how = n > 1 ? " (from shardings)" : "";
+        n = n > 1 ? n : 1;
     }
     cli_phase_begin(a->phases, CLI_PHASE_CHECK);
     SlStatus st = cli_check_shardings(m, in.display, n, &err);
@@ -84,8 +66,7 @@ run(const CliArgs *a)
     } else {
         printf("%s: ok: %u computations, %u instructions, %u sharded, num_partitions=%lld%s\n",
                in.display, m->n_comps, c.instrs, c.sharded, (long long)n, how);
-        if (fflush(stdout) != 0)
-            code = CLI_EXIT_BAD_INPUT;
+        code = cli_stdout_close(code);
     }
     cli_input_fini(&in);
     return code;
@@ -102,9 +83,10 @@ const CliCommand cmd_check = {
         "checks every sharding against its instruction's shape and the device count.\n"
         "Prints one summary line on success:\n"
         "  IN.hlo: ok: C computations, I instructions, S sharded, num_partitions=N\n"
-        "The device count is -n, else the header's num_partitions=, else the number of\n"
-        "devices the shardings name (marked \"(from shardings)\"). An inconsistent module is\n"
-        "bad input: FILE:LINE:COL: error: ..., exit status 2.\n",
+        "The device count is -n, else the header's num_partitions=, else the count all the\n"
+        "shardings agree on (marked \"(from shardings)\"; shardings that disagree are an\n"
+        "error naming the counts). An inconsistent module is bad input:\n"
+        "FILE:LINE:COL: error: ..., exit status 2.\n",
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

@@ -1,5 +1,6 @@
-/* cmd_diff.c - `shardlens diff OLD NEW [--max-increase PCT] [--json]`: compares the traffic of
- * two runs, each a trace database (its latest run) or a summary.json, and gates on growth.
+/* cmd_diff.c - `shardlens diff OLD NEW [--old-run ID] [--new-run ID] [--max-increase PCT]
+ * [--json]`: compares the traffic of two runs, each a trace database (its latest run, or the
+ * one --old-run / --new-run names) or a summary.json, and gates on growth.
  * Owns: telling the two input kinds apart (by the SQLite file header, not the name) and the
  * exit status: 1 when over the budget. Does not own: the comparison (reports/diff.c). */
 #include <errno.h>
@@ -10,12 +11,14 @@
 
 #include "cli/cli_trace.h"
 
-enum { OPT_MAX_INCREASE, OPT_JSON };
+enum { OPT_MAX_INCREASE, OPT_JSON, OPT_OLD_RUN, OPT_NEW_RUN };
 
 static const CliOpt k_opts[] = {
     {OPT_MAX_INCREASE, 0, "max-increase", "PCT",
      "exit 1 when bytes sent (all devices, or the busiest) grow more than PCT percent",        false},
     {OPT_JSON,         0, "json",         NULL,  "print the comparison as JSON (for CI bots)", false},
+    {OPT_OLD_RUN,      0, "old-run",      "ID",  "OLD is a trace: compare its run ID (default: its latest)", false},
+    {OPT_NEW_RUN,      0, "new-run",      "ID",  "NEW is a trace: compare its run ID (default: its latest)", false},
 };
 
 /* One side: a report with everything it points to. */
@@ -39,12 +42,14 @@ is_sqlite(const char *path)
     return n == sizeof(head) && memcmp(head, magic, sizeof(magic)) == 0;
 }
 
+/* `run_id` 0: the latest run of a trace; a summary takes none. */
 static int
-load_side(Side *s, const char *path, SlArena *arena)
+load_side(const CliArgs *a, Side *s, const char *path, const char *which, int64_t run_id,
+          SlArena *arena)
 {
     SlError err = {0};
     if (strcmp(path, "-") != 0 && is_sqlite(path)) {
-        int code = cli_run_load(&s->run, path, 0, 0) /* the report needs no lists */;
+        int code = cli_run_load(&s->run, path, run_id, 0) /* the report needs no lists */;
         s->has_run = true;
         if (code != CLI_EXIT_OK)
             return code;
@@ -54,6 +59,8 @@ load_side(Side *s, const char *path, SlArena *arena)
             return cli_report_at(&err, path);
         return CLI_EXIT_OK;
     }
+    if (run_id)
+        return cli_usage_error(a->cmd, "--%s-run: %s is not a trace database", which, path);
     if (sl_file_read(path, &s->text, &err) ||
         report_parse_json(sl_buf_str(&s->text), strcmp(path, "-") ? path : "<stdin>", arena,
                           &s->report, &err))
@@ -94,9 +101,21 @@ run(const CliArgs *a)
     sl_buf_init(&new_s.text);
     SlArena arena;
     sl_arena_init(&arena);
-    int code = load_side(&old_s, a->pos[0], &arena);
+    int64_t runs[2] = {0, 0};
+    const char *run_text[2] = {cli_args_value(a, OPT_OLD_RUN), cli_args_value(a, OPT_NEW_RUN)};
+    for (int k = 0; k < 2; k++)
+        if (run_text[k] && !cli_parse_count(a->cmd, k ? "--new-run" : "--old-run", run_text[k],
+                                            &runs[k]))
+            return CLI_EXIT_BAD_INPUT;
+    int code = load_side(a, &old_s, a->pos[0], "old", runs[0], &arena);
     if (code == CLI_EXIT_OK)
-        code = load_side(&new_s, a->pos[1], &arena);
+        code = load_side(a, &new_s, a->pos[1], "new", runs[1], &arena);
+    if (code == CLI_EXIT_OK && !report_same_module(old_s.report, new_s.report))
+        fprintf(stderr,
+                "shardlens diff: warning: OLD and NEW are different modules: %s (input %s) and "
+                "%s (input %s)\n",
+                old_s.report->module, old_s.report->input_hash ? old_s.report->input_hash : "?",
+                new_s.report->module, new_s.report->input_hash ? new_s.report->input_hash : "?");
     if (code == CLI_EXIT_OK) {
         SlError err = {0};
         SlBuf out;
@@ -118,17 +137,21 @@ run(const CliArgs *a)
 
 const CliCommand cmd_diff = {
     .name = "diff",
-    .usage = "OLD NEW [--max-increase PCT] [--json]",
+    .usage = "OLD NEW [--old-run ID] [--new-run ID] [--max-increase PCT] [--json]",
     .summary = "compare two traces or summaries; gate on traffic growth",
     .description =
-        "Compares the communication of OLD and NEW, each a trace database (its latest run)\n"
-        "or a summary.json from report --json / analyze: totals, the busiest device, per\n"
-        "collective kind, and per source op matched by name and op_name (added, removed,\n"
-        "changed). Bytes have known trip counts applied.\n"
+        "Compares the communication of OLD and NEW, each a trace database (its latest run, or\n"
+        "run ID with --old-run / --new-run: OLD and NEW may be one file) or a summary.json\n"
+        "from report --json / analyze (checked against schema/summary.schema.json: an\n"
+        "invalid one is an error, exit 2): totals, the busiest device, per collective kind,\n"
+        "and per source op matched by name and op_name (added, removed, changed). Bytes are\n"
+        "per-execution bytes times trip counts, so traffic inside loops counts every\n"
+        "iteration. OLD and NEW of different modules (by name) get a warning.\n"
         "--max-increase PCT fails (exit 1) when the bytes sent summed over devices, or the\n"
         "bytes the busiest device sends and receives, grow by more than PCT percent; growing\n"
-        "by exactly PCT passes, and growing from zero always fails. --json prints the same\n"
-        "comparison as JSON.\n",
+        "by exactly PCT passes, and growing from zero always fails. A collective whose trip\n"
+        "count is unknown cannot be bounded: when it is new, or its bytes per execution grow,\n"
+        "that fails any budget. --json prints the same comparison as JSON.\n",
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 2,

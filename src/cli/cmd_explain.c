@@ -39,6 +39,10 @@ const CliCommand cmd_explain = {
         "name explains its source): its sharding and its operands', the handler and strategy\n"
         "chosen with the alternatives and the numbers compared, each reshard (from -> to,\n"
         "method), each collective it caused with its bytes, and its windowed loop if any.\n"
+        "For a dot, each alternative strategy says what it needs that the dot does not have\n"
+        "and, when resharding the operands would make it apply, the bytes each device would\n"
+        "send for that (ring model, the collectives named), against what the chosen\n"
+        "strategy's collectives send; the chosen strategy is not among them.\n"
         "An unknown NAME is an error that lists the closest names.\n",
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),

@@ -5,20 +5,23 @@
  * unless every step succeeded. */
 #include "cli/cli_trace.h"
 #include "cli/cli_util.h"
+#include "propagate/prop.h"
 #include "hlo/hlo.h"
 #include "sharding/shd.h"
 #include "spmd/spmd.h"
 #include "trace/trace.h"
 
-enum { OPT_NUM_PARTITIONS, OPT_OUTPUT, OPT_TRACE, OPT_SET };
+enum { OPT_NUM_PARTITIONS, OPT_OUTPUT, OPT_TRACE, OPT_SET, OPT_TRIP_COUNT, OPT_NO_PROPAGATE };
 
 static const CliOpt k_opts[] = {
     {OPT_NUM_PARTITIONS, 'n', "num-partitions", "N",
-     "partition for N devices (default: the header's num_partitions=)",                                             false},
+     "partition for N devices (default: the header's num_partitions=, else the shardings')",                                             false},
     {OPT_OUTPUT,         'o', "output",         "OUT.hlo",   "write the partitioned module here (default: stdout)",
      false                                                                                                               },
     {OPT_TRACE,          0,   "trace",          "TRACE.db",  "append this run to a SQLite trace",    false},
     {OPT_SET,            0,   "set",            "KEY=VALUE", "set a partitioner option by its XLA name",            true },
+    {OPT_TRIP_COUNT,     0,   "trip-count",     "NAME=N",    "while NAME of the input runs N times (for the trace)", true },
+    {OPT_NO_PROPAGATE,   0,   "no-propagate",   NULL,        "partition unannotated instructions as replicated (no sharding propagation first)", false},
 };
 
 static void
@@ -28,7 +31,7 @@ help_extra(FILE *out)
     SlBuf b;
     spmd_options_init(&o);
     sl_buf_init(&b);
-    spmd_options_print(&o, &b);
+    spmd_options_print_modelled(&o, &b);
     fputs("\npartitioner options for --set, with their defaults (XLA's SpmdPartitionerOptions):\n",
           out);
     SlStr s = sl_buf_str(&b);
@@ -39,6 +42,9 @@ help_extra(FILE *out)
         fprintf(out, "  %.*s\n", (int)(j - i), s.ptr + i);
         i = j + 1;
     }
+    fputs("remove_dead_code is shardlens's own; XLA's other option names are accepted and have\n"
+          "no effect (the trace records them).\n",
+          out);
     sl_buf_fini(&b);
 }
 
@@ -49,13 +55,24 @@ run(const CliArgs *a)
     SlError err = {0};
     SpmdOptions o;
     CliOutput out;
+    TraceTripCount *trips = NULL;
+    uint32_t n_trips = 0;
+    PropResult prop;
+    bool propagated = false;
     int code;
     cli_output_init(&out, cli_args_value(a, OPT_OUTPUT), a->phases);
     if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err))
         code = cli_report(&err, &in);
-    else if ((code = cli_spmd_options(a, OPT_NUM_PARTITIONS, OPT_SET, in.module, &o)) ==
-             CLI_EXIT_OK)
-        code = cli_partition_traced(&in, &o, cli_args_value(a, OPT_TRACE), &out.text, NULL);
+    else if ((code = cli_propagate_first(a, OPT_SET, !cli_args_has(a, OPT_NO_PROPAGATE), &in,
+                                         &prop, &propagated)) == CLI_EXIT_OK &&
+             (code = cli_spmd_options(a, OPT_NUM_PARTITIONS, OPT_SET, &in, &o)) ==
+                 CLI_EXIT_OK &&
+             (code = cli_trip_counts(a, OPT_TRIP_COUNT, in.module, &in.arena, &trips, &n_trips)) ==
+                 CLI_EXIT_OK) {
+        o.input_propagated = propagated;
+        code = cli_partition_traced(&in, &o, cli_args_value(a, OPT_TRACE), trips, n_trips,
+                                    propagated ? &prop : NULL, &out.text, NULL);
+    }
     /* The text streams out only while printing, the last step; the file is committed only
      * when every step, the trace included, succeeded (else cli_output_fini removes it). */
     if (code == CLI_EXIT_OK)
@@ -68,19 +85,20 @@ run(const CliArgs *a)
 const CliCommand cmd_partition = {
     .name = "partition",
     .usage = "IN.hlo [-n|--num-partitions N] [-o|--output OUT.hlo] [--trace TRACE.db] "
-             "[--set KEY=VALUE]...",
+             "[--set KEY=VALUE]... [--trip-count NAME=N]... [--no-propagate]",
     .summary = "partition a sharded module into its per-device module (GSPMD)",
     .description =
         "Parses and checks IN.hlo ('-' for standard input), checks that every sharding fits\n"
         "N devices, and partitions the module the way XLA's SPMD partitioner does: local\n"
         "shapes, collectives with their replica groups, the same dot strategies. Prints the\n"
         "partitioned module in HLO text; -o writes it atomically (no file on failure).\n"
-        "N is -n, else the header's num_partitions=; giving neither is an error.\n"
+        "N is -n, else the header's num_partitions=, else the device count all the\n"
+        "shardings agree on (said on stderr; shardings that disagree are an error).\n"
         "Unknown --set names are errors (exit 2); constructs the partitioner does not\n"
         "support are named in the message (exit 3).\n"
         "--trace appends the run (every decision, reshard, collective and windowed loop)\n"
         "to a SQLite trace database, creating it when missing; a failed run leaves nothing\n"
-        "in it. report, explain, diff and viz read it.\n",
+        "in it. report, explain, diff and viz read it.\n" CLI_TRIP_COUNT_HELP CLI_PROPAGATE_HELP,
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

@@ -63,7 +63,7 @@ run(const CliArgs *a)
 const CliCommand cmd_report = {
     .name = "report",
     .usage = "TRACE.db [--run ID] [--json OUT.json] [--link-gbps G] [--latency-us L] "
-             "[--mesh AXES] [--devices-per-node K --inter-node-gbps G]",
+             "[--mesh AXES] [--devices-per-node K --inter-node-gbps G] [--top K]",
     .summary = "per-device traffic and communication time from a trace",
     .description =
         "Reads a run of a trace (partition --trace) and prints the bytes every collective\n"
@@ -75,7 +75,12 @@ const CliCommand cmd_report = {
         "bandwidth read as nccl-tests bus bandwidth; with --devices-per-node, a group with\n"
         "devices on two nodes runs at --inter-node-gbps. --mesh names axes over the device\n"
         "order (last axis fastest) so that each collective is said to run over its axes.\n"
-        "--json writes summary.json (schema/summary.schema.json), deterministic byte for byte.\n",
+        "--json writes summary.json (schema/summary.schema.json), deterministic byte for byte.\n"
+        "Bytes and times are printed with three significant digits (B/KiB/MiB/GiB, us/ms/s);\n"
+        "summary.json keeps the exact figures. Devices with identical traffic share a row.\n"
+        "The collectives table lists the --top K (default 10) costliest, by bytes sent over\n"
+        "the run, as do the source-op and op_name tables. The warnings section counts the\n"
+        "partitioner's warnings by kind and names the first few of each.\n",
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

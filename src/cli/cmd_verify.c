@@ -17,7 +17,7 @@
 enum { OPT_N, OPT_SEED, OPT_PARTITIONED, OPT_TRIALS, OPT_RTOL, OPT_ATOL, OPT_SET };
 
 static const CliOpt k_opts[] = {
-    {OPT_N,           'n', "num-partitions", "N",         "simulate N devices (default: the header's)", false},
+    {OPT_N,           'n', "num-partitions", "N",         "simulate N devices (default: the header's, else the shardings')", false},
     {OPT_SEED,        0,   "seed",           "S",         "seed for the random inputs (default 0)",     false},
     {OPT_PARTITIONED, 0,   "partitioned",    "P.hlo",     "check this partitioned module instead",      false},
     {OPT_TRIALS,      0,   "trials",         "T",         "repeat with T input sets (default 1)",       false},
@@ -48,8 +48,9 @@ parse_tol(const char *text, double *out)
 
 /* Fills the simulator and partitioner options; returns an exit code (0 = fine). */
 static int
-build_options(const CliArgs *a, const IrModule *m, SimVerifyOptions *so, SpmdOptions *po)
+build_options(const CliArgs *a, const CliInput *in, SimVerifyOptions *so, SpmdOptions *po)
 {
+    const IrModule *m = in->module;
     sim_verify_options_init(so);
     spmd_options_init(po);
     const char *n_text = cli_args_value(a, OPT_N), *t_text = cli_args_value(a, OPT_TRIALS);
@@ -60,6 +61,9 @@ build_options(const CliArgs *a, const IrModule *m, SimVerifyOptions *so, SpmdOpt
         return CLI_EXIT_BAD_INPUT;
     if (!n && ir_module_find_header(m, "num_partitions"))
         n = ir_module_num_partitions(m);
+    SlError count_err = {0};
+    if (!n && cli_devices_from_shardings(m, in->display, &n, &count_err))
+        return cli_report(&count_err, in);
     if (n < 1)
         return cli_usage_error(a->cmd, "no partition count: pass -n N or put num_partitions=N "
                                        "in the module header");
@@ -93,7 +97,7 @@ print_result(const CliInput *in, const SimVerifyReport *r, int64_t n, const SimV
            ", max error %.3g)\n",
            in->display, r->n_outputs, r->n_outputs == 1 ? "" : "s", n, r->trials_run,
            r->trials_run == 1 ? "" : "s", o->seed, r->max_abs_err);
-    return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
+    return cli_stdout_close(CLI_EXIT_OK);
 }
 
 /* Gets the partitioned module: P.hlo when given, else our partitioner's output. */
@@ -157,7 +161,7 @@ run(const CliArgs *a)
     int code;
     if (cli_input_load(&in, a->pos[0], &err) || ir_module_check(in.module, in.display, &err))
         code = cli_report(&err, &in);
-    else if ((code = build_options(a, in.module, &so, &po)) == CLI_EXIT_OK)
+    else if ((code = build_options(a, &in, &so, &po)) == CLI_EXIT_OK)
         code = verify_loaded(a, &in, &so, &po);
     cli_input_fini(&in);
     return code;

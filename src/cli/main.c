@@ -1,7 +1,8 @@
 /* main.c - the shardlens entry point: top-level options and dispatch over the command table.
  * Owns: the list of commands and the top-level help. Does not own: any command's behaviour
  * (cmd_*.c) or argument parsing (cli_util.c). Invariant: main() is the only place that ends the
- * process, by returning the command's exit code. */
+ * process, by returning the command's exit code (after checking that standard output was
+ * written). */
 #include <stdio.h>
 #include <string.h>
 
@@ -14,7 +15,7 @@
 /* In the order help lists them. */
 static const CliCommand *const k_commands[] = {
     &cmd_print,   &cmd_check, &cmd_partition, &cmd_report,  &cmd_viz,
-    &cmd_explain, &cmd_diff,  &cmd_verify,    &cmd_analyze, &cmd_html,
+    &cmd_explain, &cmd_diff,  &cmd_verify,    &cmd_analyze, &cmd_propagate, &cmd_html,
 };
 
 static void
@@ -57,7 +58,7 @@ run_command(const CliCommand *cmd, int argc, char **argv, bool time_phases)
     int code = CLI_EXIT_BAD_INPUT;
     if (r == CLI_PARSE_HELP) {
         cli_print_command_help(cmd, stdout);
-        code = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
+        code = cli_stdout_close(CLI_EXIT_OK);
     } else if (r == CLI_PARSE_OK) {
         CliPhases phases;
         if (args.time_phases) {
@@ -74,8 +75,8 @@ run_command(const CliCommand *cmd, int argc, char **argv, bool time_phases)
     return code;
 }
 
-int
-main(int argc, char **argv)
+static int
+dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         print_top_help(stderr);
@@ -119,4 +120,10 @@ main(int argc, char **argv)
         return CLI_EXIT_BAD_INPUT;
     }
     return run_command(cmd, argc - 2, argv + 2, time_phases);
+}
+
+int
+main(int argc, char **argv)
+{
+    return cli_stdout_close(dispatch(argc, argv));
 }

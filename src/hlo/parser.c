@@ -899,9 +899,40 @@ parse_recovery_table(HloParser *P)
 /* header := ('HloModule' NAME (',' ATTR value)*)?    values kept verbatim, in order, except
  * origin_recovery_table (parsed into the module's table); like XLA, a module may start
  * directly with its computations (it is then named "module") */
+/* MLIR text (StableHLO, MHLO) starts with `#loc` lines, `module @name`, `module attributes
+ * {...}` or a `func.func`; an HLO computation may be called "module", but never continues with
+ * those. */
+static bool
+is_mlir_start(const HloParser *P)
+{
+    SlStr t = P->tok.text;
+    if (P->tok.kind == HLO_TOK_BAD) /* `#loc = loc(...)` lines open MLIR with debug info */
+        return t.ptr && P->lx.end - t.ptr >= 4 && !memcmp(t.ptr, "#loc", 4);
+    if (P->tok.kind != HLO_TOK_IDENT && P->tok.kind != HLO_TOK_NAME)
+        return false;
+    if (sl_str_eq_cstr(t, "func.func") || (t.len > 5 && !memcmp(t.ptr, "func.", 5)))
+        return true;
+    if (!sl_str_eq_cstr(t, "module"))
+        return false;
+    const char *q = t.ptr + t.len, *end = P->lx.end;
+    while (q < end && (*q == ' ' || *q == '\t'))
+        q++;
+    static const char attrs[] = "attributes";
+    return (q < end && *q == '@') ||
+           ((size_t)(end - q) >= sizeof(attrs) - 1 && !memcmp(q, attrs, sizeof(attrs) - 1));
+}
+
 static SlStatus
 parse_header(HloParser *P)
 {
+    if (is_mlir_start(P))
+        return hlo_fail_tok(
+            P, SL_ERR_PARSE, &P->tok,
+            "this is MLIR text (StableHLO or MHLO), not HLO text: shardlens reads HLO text. "
+            "From JAX, export it with jax.jit(f).lower(*args).as_text(dialect=\"hlo\") (or "
+            "lower(*args).compiler_ir('hlo').as_hlo_text()); from PyTorch/XLA, with "
+            "torch_xla._XLAC._get_xla_tensors_hlo([outputs]); or take XLA's own dump "
+            "(XLA_FLAGS=--xla_dump_to=DIR, the .txt files)");
     if (!tok_is(&P->tok, HLO_TOK_IDENT, "HloModule")) {
         if (!tok_is(&P->tok, HLO_TOK_IDENT, "ENTRY") && P->tok.kind != HLO_TOK_NAME &&
             P->tok.kind != HLO_TOK_IDENT)

@@ -289,6 +289,25 @@ IrComputation *ir_instr_called(const IrInstr *i, IrAttrKey key); /* COMP attribu
  * for pattern checks that already matched everything else, not for every instruction. */
 uint32_t ir_instr_user_count(const IrInstr *i);
 
+/* ---- while-loop trip counts (loop.c) ---- */
+typedef enum IrTripMethod {
+    IR_TRIP_UNKNOWN,        /* not found: `reason` says why */
+    IR_TRIP_BACKEND_CONFIG, /* backend_config={"known_trip_count":{"n":"N"}} (wins when present) */
+    IR_TRIP_PATTERN,        /* the induction-variable pattern of XLA's while-loop analysis */
+} IrTripMethod;
+typedef struct IrTripCount {
+    IrTripMethod method;
+    int64_t count;           /* body executions per execution of the while; -1: unknown */
+    int64_t induction_index; /* tuple element of the induction variable; -1: none found, or
+                                the loop state is a scalar that is the variable itself */
+    char reason[224];        /* unknown: why; else how, e.g. "i = 0; i < 8; i += 1 (tuple
+                                element 0)" */
+} IrTripCount;
+/* The trip count of while `w` of module `m`, exactly (loop.c states the pattern). `m` is
+ * searched for the call site when an initial value is a parameter of a called computation. */
+void ir_while_trip_count(const IrModule *m, const IrInstr *w, IrTripCount *out);
+const char *ir_trip_method_name(IrTripMethod m); /* "backend_config", "pattern", "unknown" */
+
 /* ---- dead code (dce.c) ---- */
 /* Removes the instructions nothing uses (not a root or parameter, no side effect; collectives
  * are removable, as in XLA's cleanup after partitioning), then the computations nothing calls.

@@ -408,6 +408,57 @@ shd_tuple(SlArena *a, const ShdSharding *const *leaves, uint32_t n)
     return s;
 }
 
+/* Deep copy into `a`: arrays, leaves and the metadata text, so that a value built in a scratch
+ * arena outlives it. The shared constants are returned as they are. */
+const ShdSharding *
+shd_clone(SlArena *a, const ShdSharding *s)
+{
+    if (!s || (s >= k_simple && s < k_simple + SL_COUNTOF(k_simple)))
+        return s;
+    ShdSharding *c = SL_NEW(a, ShdSharding);
+    if (!c)
+        return NULL;
+    *c = *s;
+    if (s->metadata.len) {
+        char *t = SL_DUP_ARRAY(a, char, s->metadata.ptr, s->metadata.len);
+        if (!t)
+            return NULL;
+        c->metadata.ptr = t;
+    }
+    if (s->kind == SHD_TUPLE) {
+        const ShdSharding **lv = s->n_leaves ? SL_NEW_ARRAY(a, const ShdSharding *, s->n_leaves)
+                                             : NULL;
+        if (s->n_leaves && !lv)
+            return NULL;
+        for (uint32_t i = 0; i < s->n_leaves; i++)
+            if (!(lv[i] = shd_clone(a, s->leaves[i])))
+                return NULL;
+        c->leaves = lv;
+        return c;
+    }
+    if (s->kind != SHD_TILED)
+        return c;
+    int64_t total = shd_prod(s->tile_dims, s->n_tile_dims);
+    c->tile_dims = SL_DUP_ARRAY(a, int64_t, s->tile_dims, s->n_tile_dims);
+    c->devices = SL_DUP_ARRAY(a, int64_t, s->devices, total);
+    if (!c->tile_dims || !c->devices)
+        return NULL;
+    if (s->n_subgroups && !(c->subgroups = SL_DUP_ARRAY(a, ShdSubgroup, s->subgroups,
+                                                         s->n_subgroups)))
+        return NULL;
+    if (s->has_iota) {
+        c->iota.dims = c->tile_dims;
+        if (s->iota.n_reshape &&
+            (!(c->iota.reshape = SL_DUP_ARRAY(a, int64_t, s->iota.reshape, s->iota.n_reshape)) ||
+             (s->iota.perm &&
+              !(c->iota.perm = SL_DUP_ARRAY(a, int64_t, s->iota.perm, s->iota.n_reshape)))))
+            return NULL;
+    }
+    if (s->dev_pos && !(c->dev_pos = SL_DUP_ARRAY(a, int64_t, s->dev_pos, s->n_dev_pos)))
+        return NULL;
+    return c;
+}
+
 /* ---- predicates ---- */
 
 bool

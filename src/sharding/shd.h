@@ -66,6 +66,9 @@ const ShdSharding *shd_tiled(SlArena *a, const int64_t *tile_dims, uint32_t n_ti
 const ShdSharding *shd_tiled_iota(SlArena *a, const int64_t *tile_dims, uint32_t n_tile_dims,
                                   const ShdSubgroup *subgroups, uint32_t n_subgroups);
 const ShdSharding *shd_tuple(SlArena *a, const ShdSharding *const *leaves, uint32_t n);
+/* Deep copy into `a` (arrays, leaves, metadata text): a value built in a scratch arena that
+ * must outlive it. */
+const ShdSharding *shd_clone(SlArena *a, const ShdSharding *s);
 
 /* ---- predicates ---- */
 bool shd_equal(const ShdSharding *a, const ShdSharding *b); /* ignores metadata */

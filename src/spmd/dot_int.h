@@ -136,6 +136,15 @@ typedef enum DotStrategy {
     DOT_S_INFER_FROM_OUTPUT, DOT_S_REPLICATE, DOT_S_COUNT
 } DotStrategy;
 
+/* dot_alternatives.c: numbers for the decision choosing `chosen` (names[s]: strategy s's name)
+ * about each alternative: the strategies tried before it and the last resort, "replicate".
+ * Per alternative NAME that resharding the operands would make apply: alt.NAME.bytes (the
+ * bytes each device would send for that, ring model) and alt.NAME.plan (those collectives,
+ * in words). Strings live in cx->scratch. Returns the count written (<= cap). */
+uint32_t spmd_dot_alternative_numbers(SpmdCtx *cx, const DotJob *job, const struct DotProblem *p,
+                                      DotStrategy chosen, const char *const *names, TraceKV *out,
+                                      uint32_t cap);
+
 /* Partition counts of a problem per role and tensor (E.1). */
 typedef struct DotCounts {
     int64_t n, lb, rb, ob, lc, rc, lnc, rnc, olnc, ornc, ls, rs, os;

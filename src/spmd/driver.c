@@ -2,8 +2,9 @@
  * ENTRY (called computations in the context of their caller, D.17), dispatches every
  * instruction to its handler by IrOpFamily, reshards roots, runs the windowed-loop code
  * motion on each finished computation, and checks the result.
- * Owns: the dispatch table, the value map, default shardings (gspmd.md §0), error reporting.
- * Does not own: what a handler emits. Invariant: visits follow IR order (deterministic). */
+ * Owns: the dispatch table, visiting, default shardings (gspmd.md §0). Does not own: what a
+ * handler emits, the per-run state handlers share (values, kept shardings, errors: ctx.c).
+ * Invariant: visits follow IR order (deterministic). */
 #include "spmd/spmd_int.h"
 
 #include "spmd/dot_int.h"
@@ -68,165 +69,6 @@ spmd_handler_for(IrOpFamily fam)
     return (unsigned)fam < SL_COUNTOF(k_handlers) ? k_handlers[fam] : NULL;
 }
 
-/* ---- values ---- */
-
-/* Values live in an array by source instruction id (ids are dense per module): a store and a
- * load instead of a hash-map insert and probe per operand. */
-void
-spmd_set_result(SpmdCtx *cx, const IrInstr *src, const SpmdValue *v)
-{
-    if (SL_NEVER(src->id >= cx->n_values || !v->hlo))
-        return;
-    cx->values[src->id] = *v;
-}
-
-const SpmdValue *
-spmd_get_value(const SpmdCtx *cx, const IrInstr *src)
-{
-    if (src->id >= cx->n_values || !cx->values[src->id].hlo)
-        return NULL;
-    return &cx->values[src->id];
-}
-
-const ShdSharding *
-spmd_sharding_of(SpmdCtx *cx, const IrInstr *src)
-{
-    const ShdSharding *s = ir_instr_sharding(src);
-    if (s && s->kind != SHD_UNKNOWN)
-        return s;
-    if (src->op == IR_OP_RNG)
-        return shd_maximal(cx->arena, 0);
-    return shd_replicated(cx->arena);
-}
-
-/* ---- kept shardings ---- */
-
-static uint64_t
-mix(uint64_t h, uint64_t v)
-{
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h;
-}
-
-static uint64_t
-sharding_hash(const ShdSharding *s)
-{
-    uint64_t h = mix(0, (uint64_t)s->n_tile_dims);
-    for (uint32_t k = 0; k < s->n_tile_dims; k++)
-        h = mix(h, (uint64_t)s->tile_dims[k]);
-    int64_t n = shd_device_count(s);
-    for (int64_t k = 0; k < n; k++)
-        h = mix(h, (uint64_t)s->devices[k]);
-    for (uint32_t k = 0; k < s->n_subgroups; k++)
-        h = mix(h, (uint64_t)s->subgroups[k]);
-    h = mix(h, (uint64_t)s->has_iota);
-    return h == SL_MAP_EMPTY ? 0 : h;
-}
-
-static bool
-same_ints(const int64_t *a, const int64_t *b, uint32_t n)
-{
-    return a == b || (a && b && !memcmp(a, b, (size_t)n * sizeof(int64_t)));
-}
-
-/* shd_equal plus everything printing looks at (the iota form), so that a kept sharding
- * prints exactly like the one it stands for (traces print reshard shardings). */
-static bool
-same_sharding(const ShdSharding *a, const ShdSharding *b)
-{
-    if (!shd_equal(a, b) || a->has_iota != b->has_iota || a->metadata.len || b->metadata.len)
-        return false;
-    if (!a->has_iota)
-        return true;
-    const IrIota *x = &a->iota, *y = &b->iota;
-    return x->n_dims == y->n_dims && x->n_reshape == y->n_reshape &&
-           same_ints(x->dims, y->dims, x->n_dims) &&
-           same_ints(x->reshape, y->reshape, x->n_reshape) &&
-           (!x->perm) == (!y->perm) && same_ints(x->perm, y->perm, x->n_reshape);
-}
-
-static bool
-keepable(const ShdSharding *s)
-{
-    return s->kind == SHD_TILED && s->metadata.len == 0 && s->shard_group_kind == 0;
-}
-
-const ShdSharding *
-spmd_keep_sharding(SpmdCtx *cx, SlArenaMark mark, const ShdSharding *s)
-{
-    if (!s || !keepable(s) || sl_arena_failed(cx->arena))
-        return s;
-    uint64_t h = sharding_hash(s), v = 0;
-    const ShdSharding *k = NULL;
-    if (sl_map_get(&cx->kept_shardings, h, &v)) {
-        k = (const ShdSharding *)(uintptr_t)v;
-        if (!same_sharding(k, s))
-            return s; /* a different sharding with the same hash: the first one stays */
-    } else {
-        k = shd_tiled(&cx->kept_arena, s->tile_dims, s->n_tile_dims, s->devices, s->subgroups,
-                      s->n_subgroups);
-        if (!k || !same_sharding(k, s) || !sl_map_put(&cx->kept_shardings, h, SL_MAP_KEY(k)))
-            return s;
-    }
-    sl_arena_release(cx->arena, mark);
-    return k;
-}
-
-IrShape
-spmd_local_shape(SpmdCtx *cx, const IrShape *base, const ShdSharding *s)
-{
-    if (!s || (!shd_is_tiled(s) && s->kind != SHD_TUPLE))
-        return ir_shape_clone(cx->arena, base);
-    return shd_tile_shape(cx->arena, base, s);
-}
-
-SpmdValue
-spmd_value(SpmdCtx *cx, IrInstr *hlo, const IrShape *base, const ShdSharding *s)
-{
-    SpmdValue v = {hlo, base, s, cx->state};
-    return v;
-}
-
-/* ---- errors ---- */
-
-static SlSrcLoc
-loc_of(const SpmdCtx *cx)
-{
-    SlSrcLoc l = {NULL, 0, 0};
-    if (cx->visiting) {
-        l.line = cx->visiting->src_line;
-        l.col = cx->visiting->src_col;
-    }
-    return l;
-}
-
-SlStatus
-spmd_nomem(SpmdCtx *cx, SlError *err)
-{
-    return sl_fail(err, SL_ERR_NOMEM, loc_of(cx), "out of memory while partitioning %s",
-                   cx->visiting ? sl_sym_cstr(cx->visiting->name) : "the module");
-}
-
-SlStatus
-spmd_fail(SpmdCtx *cx, SlError *err, SlStatus st, const char *fmt, ...)
-{
-    char msg[SL_ERROR_MSG_BYTES];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return sl_fail(err, st, loc_of(cx), "%%%s (%s): %s",
-                   cx->visiting ? sl_sym_cstr(cx->visiting->name) : "?",
-                   cx->visiting ? ir_op_name(cx->visiting->op) : "module", msg);
-}
-
-void
-spmd_warn(SpmdCtx *cx, const char *message)
-{
-    if (cx->trace->ops->warning)
-        cx->trace->ops->warning(cx->trace, cx->visiting, message);
-}
-
 /* ---- visiting ---- */
 
 static SlStatus
@@ -237,22 +79,23 @@ visit(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         char msg[128];
         snprintf(msg, sizeof(msg), "no handler for %s: partitioned as replicated",
                  ir_op_name(hlo->op));
-        spmd_warn(cx, msg);
+        spmd_warn(cx, TRACE_WARN_NO_HANDLER, msg);
         h = spmd_handle_default;
     }
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
     if (!s)
         return spmd_nomem(cx, err);
+    spmd_check_partitioned_op(cx, hlo, s);
     SlStatus st = h(cx, hlo, err);
     if (st == SL_OK && !spmd_get_value(cx, hlo))
         return spmd_fail(cx, err, SL_ERR_INTERNAL, "handler produced no value");
     return st == SL_OK ? spmd_record_origin(cx, hlo, err) : st;
 }
 
-SlStatus
-spmd_partition_computation(SpmdCtx *cx, const IrComputation *c,
-                           const ShdSharding *const *param_shardings, uint32_t n_params,
-                           const ShdSharding *root_sharding, IrComputation **out, SlError *err)
+static SlStatus
+partition_as(SpmdCtx *cx, const IrComputation *c, SlSym name,
+             const ShdSharding *const *param_shardings, uint32_t n_params,
+             const ShdSharding *root_sharding, IrComputation **out, SlError *err)
 {
     if (cx->depth > 64)
         return spmd_fail(cx, err, SL_ERR_UNSUPPORTED, "computations nested too deeply");
@@ -260,7 +103,7 @@ spmd_partition_computation(SpmdCtx *cx, const IrComputation *c,
     const IrInstr *saved_visiting = cx->visiting;
     const ShdSharding *const *saved_ps = cx->param_shardings;
     uint32_t saved_nps = cx->n_param_shardings;
-    IrComputation *oc = ir_computation_new(cx->out, c->name);
+    IrComputation *oc = ir_computation_new(cx->out, name);
     if (!oc)
         return spmd_nomem(cx, err);
     oc->execution_thread = c->execution_thread;
@@ -302,6 +145,66 @@ spmd_partition_computation(SpmdCtx *cx, const IrComputation *c,
     if (ir_module_add_computation(cx->out, oc) != SL_OK)
         return spmd_nomem(cx, err);
     *out = oc;
+    return SL_OK;
+}
+
+SlStatus
+spmd_partition_computation(SpmdCtx *cx, const IrComputation *c,
+                           const ShdSharding *const *param_shardings, uint32_t n_params,
+                           const ShdSharding *root_sharding, IrComputation **out, SlError *err)
+{
+    return partition_as(cx, c, c->name, param_shardings, n_params, root_sharding, out, err);
+}
+
+typedef struct SpmdCompVariant {
+    const IrComputation *src;
+    const ShdSharding *const *ps; /* n_params of them; an entry may be NULL (its own) */
+    uint32_t n_params;
+    const ShdSharding *root; /* NULL: the root's own */
+    IrComputation *out;
+    struct SpmdCompVariant *next;
+} SpmdCompVariant;
+
+static bool
+same_or_null(const ShdSharding *a, const ShdSharding *b)
+{
+    return a == b || (a && b && shd_equal(a, b));
+}
+
+SlStatus
+spmd_partition_called(SpmdCtx *cx, const IrComputation *c,
+                      const ShdSharding *const *param_shardings, uint32_t n_params,
+                      const ShdSharding *root_sharding, SlError *err)
+{
+    bool seen = false;
+    for (SpmdCompVariant *v = cx->variants; v; v = v->next) {
+        if (v->src != c)
+            continue;
+        seen = true;
+        bool same = v->n_params == n_params && same_or_null(v->root, root_sharding);
+        for (uint32_t k = 0; same && k < n_params; k++)
+            same = same_or_null(v->ps[k], param_shardings[k]);
+        if (same) {
+            sl_map_put(&cx->comp_map, SL_MAP_KEY(c), SL_MAP_KEY(v->out));
+            return SL_OK;
+        }
+    }
+    SpmdCompVariant *v = SL_NEW(cx->arena, SpmdCompVariant);
+    const ShdSharding **ps = SL_NEW_ARRAY(cx->arena, const ShdSharding *, n_params ? n_params : 1);
+    if (!v || !ps)
+        return spmd_nomem(cx, err);
+    for (uint32_t k = 0; k < n_params; k++)
+        ps[k] = param_shardings[k];
+    SlSym name = seen ? spmd_unique_name(cx, sl_sym_str(c->name)) : c->name;
+    if (!name)
+        return spmd_nomem(cx, err);
+    IrComputation *oc = NULL;
+    SlStatus st = partition_as(cx, c, name, ps, n_params, root_sharding, &oc, err);
+    if (st != SL_OK)
+        return st;
+    *v = (SpmdCompVariant){c, ps, n_params, root_sharding, oc, cx->variants};
+    cx->variants = v;
+    sl_map_put(&cx->comp_map, SL_MAP_KEY(c), SL_MAP_KEY(oc));
     return SL_OK;
 }
 
@@ -447,6 +350,8 @@ spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink, SlA
     if (st == SL_OK && !spmd_names_init(&cx))
         st = sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){NULL, 0, 0}, "out of memory");
     IrComputation *entry = NULL;
+    if (st == SL_OK)
+        spmd_check_input(&cx);
     if (st == SL_OK)
         st = spmd_partition_computation(&cx, in->entry, NULL, 0, NULL, &entry, err);
     if (st == SL_OK) {

@@ -173,22 +173,19 @@ spmd_handle_gte(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     return spmd_finish(cx, hlo, g, es, err);
 }
 
-/* Partitions `c` (once) with every parameter in `param_s` and the root resharded to `root_s`. */
+/* Partitions `c` (once per distinct shardings) with every parameter in `param_s` and the root
+ * resharded to `root_s`. */
 static SlStatus
 partition_called(SpmdCtx *cx, const IrComputation *c, const ShdSharding *param_s,
                  const ShdSharding *root_s, SlError *err)
 {
-    uint64_t done = 0;
-    if (sl_map_get(&cx->comp_map, SL_MAP_KEY(c), &done))
-        return SL_OK;
     uint32_t np = ir_computation_param_count(c);
     const ShdSharding **ps = SL_NEW_ARRAY(cx->arena, const ShdSharding *, np ? np : 1);
     if (!ps)
         return spmd_nomem(cx, err);
     for (uint32_t k = 0; k < np; k++)
         ps[k] = param_s;
-    IrComputation *oc;
-    return spmd_partition_computation(cx, c, ps, np, root_s, &oc, err);
+    return spmd_partition_called(cx, c, ps, np, root_s, err);
 }
 
 SlStatus
@@ -237,13 +234,9 @@ spmd_handle_call(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
             return st;
         ops[i] = v.hlo;
     }
-    uint64_t done = 0;
-    if (!sl_map_get(&cx->comp_map, SL_MAP_KEY(callee), &done)) {
-        IrComputation *oc;
-        SlStatus st = spmd_partition_computation(cx, callee, ps, n, s, &oc, err);
-        if (st != SL_OK)
-            return st;
-    }
+    SlStatus st = spmd_partition_called(cx, callee, ps, n, s, err);
+    if (st != SL_OK)
+        return st;
     IrShape ls = spmd_local_shape(cx, &hlo->shape, s);
     IrInstr *c = spmd_emit_clone(cx, hlo, &ls, ops, n);
     return spmd_finish(cx, hlo, c, s, err);
@@ -300,8 +293,7 @@ SlStatus
 spmd_handle_partition_id(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
 {
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
-    if (!shd_is_manual(s))
-        spmd_warn(cx, "partition-id outside manual sharding");
+    /* outside manual sharding the driver warns (spmd_check_partitioned_op) */
     IrShape ls = ir_shape_clone(cx->arena, &hlo->shape);
     IrInstr *p = spmd_emit_clone(cx, hlo, &ls, NULL, 0);
     if (!p)

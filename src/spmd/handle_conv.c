@@ -880,7 +880,7 @@ spmd_handle_conv(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         return spmd_nomem(cx, err);
     job.replicate_fallback = pv->labels.feature_groups > 1 || pv->labels.batch_groups > 1;
     if (st != SL_OK) {
-        spmd_warn(cx, "convolution with unsupported dimension labels: partitioned as replicated");
+        spmd_warn(cx, TRACE_WARN_OTHER, "convolution with unsupported dimension labels: partitioned as replicated");
         return spmd_handle_default(cx, hlo, err);
     }
     pv->dims = job.dims;

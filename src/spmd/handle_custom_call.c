@@ -4,6 +4,7 @@
  * Invariant: switching between the automatic and the manual world never communicates. */
 #include "spmd/dot_int.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static bool
@@ -31,6 +32,26 @@ copy_as(SpmdCtx *cx, const IrInstr *hlo, IrInstr *x, const IrShape *base, const 
     SpmdValue v = spmd_value(cx, c, base, s);
     spmd_set_result(cx, hlo, &v);
     return SL_OK;
+}
+
+/* DefaultAction on a custom call: every operand replicated, the full computation on every
+ * device. Said when it moves or duplicates data: some operand or the result is sharded. */
+static void
+warn_fallback(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s)
+{
+    bool sharded = !shd_is_tile_maximal(s);
+    for (uint32_t i = 0; i < hlo->n_operands && !sharded; i++)
+        sharded = !shd_is_tile_maximal(spmd_sharding_of(cx, hlo->operands[i]));
+    if (!sharded)
+        return;
+    const IrAttr *a = ir_instr_find_attr(hlo, IR_ATTR_CUSTOM_CALL_TARGET);
+    SlStr t = a ? a->u.text : sl_str("?");
+    char msg[320];
+    snprintf(msg, sizeof(msg),
+             "custom-call %.*s has no partitioning rule here: partitioned by fallback, its "
+             "operands replicated (all-gathered) and the full call run on every device",
+             (int)(t.len < 160 ? t.len : 160), t.ptr);
+    spmd_warn(cx, TRACE_WARN_CUSTOM_CALL, msg);
 }
 
 SlStatus
@@ -94,5 +115,6 @@ spmd_handle_custom_call(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     }
     if (target_is(hlo, "__op$block_scaled_dot"))
         return spmd_handle_block_scaled_dot(cx, hlo, err);
+    warn_fallback(cx, hlo, s);
     return spmd_handle_default(cx, hlo, err);
 }

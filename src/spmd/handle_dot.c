@@ -105,7 +105,13 @@ spmd_dot_decide(SpmdCtx *cx, const DotJob *job, const char *strategy, const char
 {
     if (!cx->trace->ops->decision)
         return;
-    TraceDecision d = {job->hlo, job->handler, strategy, reason, alts, n_alts, nums, n_nums};
+    /* the chosen strategy is never one of its own alternatives */
+    const char *kept[DOT_S_COUNT + 4];
+    uint32_t n_kept = 0;
+    for (uint32_t k = 0; k < n_alts && n_kept < SL_COUNTOF(kept); k++)
+        if (!strategy || !alts[k] || strcmp(alts[k], strategy) != 0)
+            kept[n_kept++] = alts[k];
+    TraceDecision d = {job->hlo, job->handler, strategy, reason, kept, n_kept, nums, n_nums};
     cx->trace->ops->decision(cx->trace, &d);
 }
 
@@ -113,9 +119,12 @@ void
 spmd_dot_decide_strategy(SpmdCtx *cx, const DotJob *job, const DotProblem *p, DotStrategy strategy,
                          const char *reason)
 {
+    if (!cx->trace->ops->decision)
+        return;
     DotCounts c;
     spmd_dot_counts(job, p, &c);
-    TraceKV nums[] = {
+    enum { N_COUNTS = 13, PER_ALT = 3 };
+    TraceKV nums[N_COUNTS + PER_ALT * DOT_S_COUNT] = {
         {"partitions", (double)c.n, NULL},
         {"lhs_batch", (double)c.lb, NULL},
         {"rhs_batch", (double)c.rb, NULL},
@@ -130,10 +139,18 @@ spmd_dot_decide_strategy(SpmdCtx *cx, const DotJob *job, const DotProblem *p, Do
         {"rhs_local_bytes", (double)ir_shape_byte_size(&p->rhs.hlo->shape), NULL},
         {"out_base_bytes", (double)ir_shape_byte_size(p->out_base), NULL},
     };
+    uint32_t n_nums = N_COUNTS;
+    n_nums += spmd_dot_alternative_numbers(cx, job, p, strategy, k_strategy, nums + n_nums,
+                                           SL_COUNTOF(nums) - n_nums);
+    /* the strategies tried before this one, and the last resort */
     int first = job->conv_case ? DOT_S_CONV : DOT_S_BATCH_PARALLEL;
-    uint32_t n_alts = (int)strategy > first ? (uint32_t)((int)strategy - first) : 0;
-    spmd_dot_decide(cx, job, k_strategy[strategy], reason, k_strategy + first, n_alts, nums,
-                    SL_COUNTOF(nums));
+    const char *alts[DOT_S_COUNT];
+    uint32_t n_alts = 0;
+    for (int s = first; s < (int)strategy; s++)
+        alts[n_alts++] = k_strategy[s];
+    if (strategy != DOT_S_REPLICATE && c.n > 1)
+        alts[n_alts++] = k_strategy[DOT_S_REPLICATE];
+    spmd_dot_decide(cx, job, k_strategy[strategy], reason, alts, n_alts, nums, n_nums);
 }
 
 /* ---- small value helpers ---- */
@@ -728,7 +745,7 @@ spmd_handle_dot(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     if (st == SL_ERR_NOMEM)
         return spmd_nomem(cx, err);
     if (st != SL_OK) {
-        spmd_warn(cx, "dot with unsupported dimension numbers: partitioned as replicated");
+        spmd_warn(cx, TRACE_WARN_OTHER, "dot with unsupported dimension numbers: partitioned as replicated");
         return spmd_handle_default(cx, hlo, err);
     }
     return spmd_dot_helper(cx, &job, err);

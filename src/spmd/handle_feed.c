@@ -420,11 +420,107 @@ handle_outfeed(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     return spmd_finish(cx, hlo, of, s, err);
 }
 
+/* ---- single-device feeds (D.0) ----
+ * An infeed or outfeed with a maximal sharding happens on its device only: the operands are
+ * resharded to that device, and the op runs in the true branch of a conditional on
+ * partition-id == device; the false branch returns zeros (a new token for a token), as
+ * upstream's HandleSingleDevice does. */
+
+static IrInstr *
+zero_of(SpmdCtx *cx, const IrShape *shape)
+{
+    if (shape->dtype == IR_DT_TOKEN) {
+        IrShape t = ir_shape_clone(cx->arena, shape);
+        return spmd_emit_op(cx, IR_OP_AFTER_ALL, &t, NULL, 0);
+    }
+    if (shape->dtype != IR_DT_TUPLE)
+        return spmd_emit_zero_like(cx, shape);
+    IrInstr **el = SL_NEW_ARRAY(cx->arena, IrInstr *, shape->n_elems ? shape->n_elems : 1);
+    for (uint32_t k = 0; el && k < shape->n_elems; k++)
+        if (!(el[k] = zero_of(cx, &shape->elems[k])))
+            return NULL;
+    return el ? spmd_emit_tuple(cx, el, shape->n_elems) : NULL;
+}
+
+/* One branch of the single-device conditional: the op on the unpacked operands (`run`), or
+ * zeros of its shape. */
+static IrComputation *
+single_device_branch(SpmdCtx *cx, const IrInstr *hlo, const IrShape *pshape, bool run,
+                     uint32_t n_ops)
+{
+    IrComputation *saved = cx->comp;
+    IrInstr *param;
+    IrComputation *c = open_branch(cx, run ? "on_device" : "off_device", 0, pshape, &param);
+    if (!c)
+        return NULL;
+    IrInstr *root = NULL;
+    if (param && run) {
+        IrInstr **ops = SL_NEW_ARRAY(cx->arena, IrInstr *, n_ops ? n_ops : 1);
+        bool ok = ops != NULL;
+        for (uint32_t k = 0; ok && k < n_ops; k++)
+            ok = (ops[k] = spmd_emit_gte(cx, param, k)) != NULL;
+        root = ok ? spmd_emit_clone(cx, hlo, &hlo->shape, ops, n_ops) : NULL;
+    } else if (param) {
+        root = zero_of(cx, &hlo->shape);
+    }
+    cx->comp = saved;
+    if (!root)
+        return NULL;
+    c->root = root;
+    return ir_module_add_computation(cx->out, c) == SL_OK ? c : NULL;
+}
+
+static SlStatus
+single_device_feed(SpmdCtx *cx, const IrInstr *hlo, int64_t dev, SlError *err)
+{
+    const ShdSharding *on = shd_maximal(cx->arena, dev);
+    uint32_t n = hlo->n_operands;
+    IrInstr **ops = SL_NEW_ARRAY(cx->arena, IrInstr *, n ? n : 1);
+    if (!on || !ops)
+        return spmd_nomem(cx, err);
+    for (uint32_t i = 0; i < n; i++) {
+        SpmdValue v;
+        SlStatus st = spmd_operand(cx, hlo, i, on, &v, err);
+        if (st != SL_OK)
+            return st;
+        ops[i] = v.hlo;
+    }
+    IrInstr *arg = spmd_emit_tuple(cx, ops, n);
+    IrComputation *t = arg ? single_device_branch(cx, hlo, &arg->shape, true, n) : NULL;
+    IrComputation *f = t ? single_device_branch(cx, hlo, &arg->shape, false, n) : NULL;
+    IrInstr *pid = f ? spmd_partition_id(cx, cx->state) : NULL;
+    IrInstr *pred =
+        pid ? spmd_emit_compare(cx, pid, spmd_emit_constant_scalar(cx, pid->shape.dtype, dev),
+                                "EQ")
+            : NULL;
+    IrInstr *cops[3] = {pred, arg, arg};
+    IrInstr *c = pred ? ir_instr_new(cx->out, IR_OP_CONDITIONAL, &hlo->shape, cops, 3) : NULL;
+    IrAttr *ta = c ? ir_instr_add_attr(cx->out, c, IR_ATTR_TRUE_COMPUTATION) : NULL;
+    IrAttr *fa = ta ? ir_instr_add_attr(cx->out, c, IR_ATTR_FALSE_COMPUTATION) : NULL;
+    if (!fa)
+        return spmd_nomem(cx, err);
+    ta->u.comp = t;
+    fa->u.comp = f;
+    if (cx->trace->ops->decision) {
+        TraceDecision d = {hlo, ir_op_name(hlo->op), "single-device",
+                           "maximal sharding: runs on its device only, in a conditional on "
+                           "partition-id",
+                           NULL, 0, NULL, 0};
+        cx->trace->ops->decision(cx->trace, &d);
+    }
+    IrInstr *r = spmd_emit(cx, c, NULL);
+    return r ? spmd_finish(cx, hlo, r, spmd_sharding_of(cx, hlo), err) : spmd_nomem(cx, err);
+}
+
 /* The side-effect family: uneven infeeds here, the rest replicated (with the driver's warning
  * for a family without a handler). */
 SlStatus
 spmd_handle_side_effect(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
 {
+    int64_t dev = -1;
+    if ((hlo->op == IR_OP_INFEED || hlo->op == IR_OP_OUTFEED) && !cx->state->n_groups &&
+        shd_unique_device(spmd_sharding_of(cx, hlo), &dev))
+        return single_device_feed(cx, hlo, dev, err);
     if (hlo->op == IR_OP_INFEED)
         return handle_infeed(cx, hlo, err);
     if (hlo->op == IR_OP_OUTFEED)
@@ -432,6 +528,6 @@ spmd_handle_side_effect(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     char msg[128];
     snprintf(msg, sizeof(msg), "no handler for %s: partitioned as replicated",
              ir_op_name(hlo->op));
-    spmd_warn(cx, msg);
+    spmd_warn(cx, TRACE_WARN_NO_HANDLER, msg);
     return spmd_handle_default(cx, hlo, err);
 }

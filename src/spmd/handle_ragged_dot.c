@@ -217,7 +217,7 @@ spmd_handle_ragged_dot(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         g = spmd_get_value(cx, hlo->operands[2]);
     }
     if (!ragged_dims_of(hlo, &d) || !s || !l || !r || !g) {
-        spmd_warn(cx, "ragged-dot with unsupported dimension numbers: partitioned as replicated");
+        spmd_warn(cx, TRACE_WARN_OTHER, "ragged-dot with unsupported dimension numbers: partitioned as replicated");
         return spmd_handle_default(cx, hlo, err);
     }
     int64_t dev;

@@ -7,8 +7,10 @@
 #include <stddef.h>
 #include <string.h>
 
-typedef enum OptKind { OPT_INT, OPT_BOOL, OPT_STR, OPT_UNUSED_INT, OPT_UNUSED_BOOL,
-                       OPT_UNUSED_STR } OptKind;
+/* OPT_UNREAD_*: stored like OPT_INT/OPT_BOOL but read by no part of the partitioner, so help
+ * does not offer them; OPT_UNUSED_*: accepted and not even stored. */
+typedef enum OptKind { OPT_INT, OPT_BOOL, OPT_STR, OPT_UNREAD_INT, OPT_UNREAD_BOOL,
+                       OPT_UNUSED_INT, OPT_UNUSED_BOOL, OPT_UNUSED_STR } OptKind;
 
 static const struct {
     const char *name;
@@ -28,23 +30,24 @@ static const struct {
      offsetof(SpmdOptions, enable_windowed_einsum_for_all_gather)},
     {"enable_windowed_einsum_for_reduce_scatter", OPT_BOOL,
      offsetof(SpmdOptions, enable_windowed_einsum_for_reduce_scatter)},
-    {"bidirectional_decomposed_windowed_einsum", OPT_BOOL,
+    /* parsed into SpmdOptions, read by nothing yet: accepted, not listed in help */
+    {"bidirectional_decomposed_windowed_einsum", OPT_UNREAD_BOOL,
      offsetof(SpmdOptions, bidirectional_decomposed_windowed_einsum)},
     {"choose_faster_windowed_einsum_over_mem", OPT_BOOL,
      offsetof(SpmdOptions, choose_faster_windowed_einsum_over_mem)},
-    {"allow_module_signature_change", OPT_BOOL,
+    {"allow_module_signature_change", OPT_UNREAD_BOOL,
      offsetof(SpmdOptions, allow_module_signature_change)},
     {"cache_all_gather", OPT_BOOL, offsetof(SpmdOptions, cache_all_gather)},
     {"skip_checking_windowed_einsum_users", OPT_BOOL,
      offsetof(SpmdOptions, skip_checking_windowed_einsum_users)},
-    {"enable_experimental_all_to_all_windowed_einsum", OPT_BOOL,
+    {"enable_experimental_all_to_all_windowed_einsum", OPT_UNREAD_BOOL,
      offsetof(SpmdOptions, enable_experimental_all_to_all_windowed_einsum)},
     {"partial_windowed_einsum", OPT_BOOL, offsetof(SpmdOptions, partial_windowed_einsum)},
     {"disable_ag_rewrite_for_multiple_consumers", OPT_BOOL,
      offsetof(SpmdOptions, disable_ag_rewrite_for_multiple_consumers)},
     {"conv_halo_exchange_always_on_lhs", OPT_BOOL,
      offsetof(SpmdOptions, conv_halo_exchange_always_on_lhs)},
-    {"report_instruction_count", OPT_INT, offsetof(SpmdOptions, report_instruction_count)},
+    {"report_instruction_count", OPT_UNREAD_INT, offsetof(SpmdOptions, report_instruction_count)},
     {"preferred_gather_partition_methods", OPT_STR,
      offsetof(SpmdOptions, preferred_gather_partition_methods)},
     {"preferred_scatter_partition_methods", OPT_STR,
@@ -140,17 +143,19 @@ spmd_options_set(SpmdOptions *o, SlStr kv, SlError *err)
         bool bv = false;
         switch (k_opts[k].kind) {
         case OPT_INT:
+        case OPT_UNREAD_INT:
         case OPT_UNUSED_INT:
             if (!parse_int(val, &iv))
                 break;
-            if (k_opts[k].kind == OPT_INT)
+            if (k_opts[k].kind != OPT_UNUSED_INT)
                 memcpy(field, &iv, sizeof(iv));
             return SL_OK;
         case OPT_BOOL:
+        case OPT_UNREAD_BOOL:
         case OPT_UNUSED_BOOL:
             if (!parse_bool(val, &bv))
                 break;
-            if (k_opts[k].kind == OPT_BOOL)
+            if (k_opts[k].kind != OPT_UNUSED_BOOL)
                 memcpy(field, &bv, sizeof(bv));
             return SL_OK;
         case OPT_STR:
@@ -167,21 +172,44 @@ spmd_options_set(SpmdOptions *o, SlStr kv, SlError *err)
                    SL_STR_ARG(key));
 }
 
-void
-spmd_options_print(const SpmdOptions *o, SlBuf *out)
+static bool
+is_modelled(size_t k)
+{
+    switch (k_opts[k].kind) {
+    case OPT_INT:
+    case OPT_BOOL:
+    case OPT_STR:
+        /* -n sets the count; --set num_partitions would be overridden by it */
+        return strcmp(k_opts[k].name, "num_partitions") != 0;
+    case OPT_UNREAD_INT:
+    case OPT_UNREAD_BOOL:
+    case OPT_UNUSED_INT:
+    case OPT_UNUSED_BOOL:
+    case OPT_UNUSED_STR:
+        return false;
+    }
+    return false;
+}
+
+static void
+print_options(const SpmdOptions *o, bool modelled_only, SlBuf *out)
 {
     for (size_t k = 0; k < SL_COUNTOF(k_opts); k++) {
+        if (modelled_only && !is_modelled(k))
+            continue;
         const char *field = (const char *)o + k_opts[k].offset;
         sl_buf_puts(out, k_opts[k].name);
         sl_buf_putc(out, '=');
         switch (k_opts[k].kind) {
-        case OPT_INT: {
+        case OPT_INT:
+        case OPT_UNREAD_INT: {
             int64_t v;
             memcpy(&v, field, sizeof(v));
             sl_buf_put_i64(out, v);
             break;
         }
-        case OPT_BOOL: {
+        case OPT_BOOL:
+        case OPT_UNREAD_BOOL: {
             bool v;
             memcpy(&v, field, sizeof(v));
             sl_buf_puts(out, v ? "true" : "false");
@@ -201,4 +229,16 @@ spmd_options_print(const SpmdOptions *o, SlBuf *out)
         }
         sl_buf_putc(out, '\n');
     }
+}
+
+void
+spmd_options_print(const SpmdOptions *o, SlBuf *out)
+{
+    print_options(o, false, out);
+}
+
+void
+spmd_options_print_modelled(const SpmdOptions *o, SlBuf *out)
+{
+    print_options(o, true, out);
 }

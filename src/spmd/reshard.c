@@ -954,6 +954,41 @@ manual_dim(const ShdSharding *s)
     return -1;
 }
 
+static const char k_manual_mismatch[] = "manual-subgroup (groups differ)";
+
+/* Whether `a` and `b` put the same devices together (in any order of groups and members). */
+static bool
+same_group_sets(SpmdCtx *cx, const ShdGrouped *a, const ShdGrouped *b)
+{
+    int64_t total = a->n_groups * a->group_size;
+    if (a->n_groups != b->n_groups || a->group_size != b->group_size || total <= 0)
+        return false;
+    int64_t *group_of = SL_NEW_ARRAY(&cx->scratch, int64_t, (size_t)total);
+    if (!group_of)
+        return false;
+    for (int64_t i = 0; i < total; i++)
+        group_of[i] = -1;
+    for (int64_t i = 0; i < total; i++) {
+        int64_t d = b->device_groups[i];
+        if (d < 0 || d >= total)
+            return false;
+        group_of[d] = i / b->group_size;
+    }
+    for (int64_t g = 0; g < a->n_groups; g++) {
+        int64_t first = -1;
+        for (int64_t m = 0; m < a->group_size; m++) {
+            int64_t d = a->device_groups[g * a->group_size + m];
+            if (d < 0 || d >= total || group_of[d] < 0)
+                return false;
+            if (m == 0)
+                first = group_of[d];
+            else if (group_of[d] != first)
+                return false;
+        }
+    }
+    return true;
+}
+
 static SlStatus
 manual_subgroups(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValue *out,
                  SpmdPlan *plan, SlError *err)
@@ -969,6 +1004,24 @@ manual_subgroups(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, SpmdValu
     ShdGrouped gy = shd_align_groups_with(cx->arena, &gy0, &gx);
     if (!gy.inner)
         return SL_ERR_UNSUPPORTED;
+    if (!same_group_sets(cx, &gx, &gy0)) {
+        /* The manual groups differ: the data of a manual group is the user's, and no
+         * collective may move it to another group; XLA's partitioner requires the same
+         * groups on both sides too. */
+        SlBuf a, b;
+        sl_buf_init(&a);
+        sl_buf_init(&b);
+        shd_print(v->sharding, &a);
+        shd_print(y, &b);
+        plan->method = k_manual_mismatch; /* final: no other pattern may try */
+        SlStatus st = spmd_fail(cx, err, SL_ERR_UNSUPPORTED,
+                                "resharding %s to %s would move data between manual "
+                                "subgroups: their devices differ",
+                                a.data ? a.data : "", b.data ? b.data : "");
+        sl_buf_fini(&a);
+        sl_buf_fini(&b);
+        return st;
+    }
     const SpmdState *gs =
         spmd_state_grouped(cx, v->state, gx.device_groups, gx.n_groups, gx.group_size);
     if (!gs)
@@ -1118,7 +1171,7 @@ static SlStatus
 give_up(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, SpmdValue *out,
         SpmdPlan *plan, SlError *err)
 {
-    spmd_warn(cx, "reshard: no progress within the depth limit, replicating");
+    spmd_warn(cx, TRACE_WARN_OTHER, "reshard: no progress within the depth limit, replicating");
     if (!cx->allow_full_replication)
         return SL_ERR_UNSUPPORTED;
     SpmdValue rep;
@@ -1187,7 +1240,7 @@ decide(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, Spmd
     if (shd_is_manual_subgroup(x) || shd_is_manual_subgroup(y)) {
         plan->method = "manual-subgroup";
         st = manual_subgroups(cx, v, y, out, plan, err);
-        if (st != SL_ERR_UNSUPPORTED)
+        if (st != SL_ERR_UNSUPPORTED || plan->method == k_manual_mismatch)
             return st;
     }
     if (y->kind == SHD_MANUAL && x->kind != SHD_MANUAL && v->hlo->op == IR_OP_CONSTANT) {
@@ -1199,6 +1252,28 @@ decide(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, Spmd
         return st;
     }
     if (x->kind == SHD_MANUAL || y->kind == SHD_MANUAL) {
+        /* A manual value has its full shape on every device: only a value whose local shape
+         * is its full shape (replicated, or one device's) enters or leaves manual code as it
+         * is. A sharded one goes through SPMDFullToShardShape / SPMDShardToFullShape in XLA's
+         * input; without them the shapes on both sides cannot agree. */
+        const ShdSharding *other = x->kind == SHD_MANUAL ? y : x;
+        IrShape ls = spmd_local_shape(cx, base, other);
+        if (other->kind != SHD_MANUAL && !ir_shape_equal(&ls, base, false)) {
+            SlBuf a, b;
+            sl_buf_init(&a);
+            sl_buf_init(&b);
+            shd_print(x, &a);
+            shd_print(y, &b);
+            st = spmd_fail(cx, err, SL_ERR_UNSUPPORTED,
+                           "%s %s value used as %s: a sharded value enters or leaves manual "
+                           "code only through custom-call SPMDFullToShardShape or "
+                           "SPMDShardToFullShape",
+                           x->kind == SHD_MANUAL ? "a manual" : "a sharded",
+                           a.data ? a.data : "", b.data ? b.data : "");
+            sl_buf_fini(&a);
+            sl_buf_fini(&b);
+            return st;
+        }
         plan->method = "manual";
         *out = with(v, v->hlo, y);
         return SL_OK;
@@ -1270,7 +1345,9 @@ decide(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad, Spmd
         if (x->kind == SHD_MAXIMAL && y->kind != SHD_MAXIMAL && v->state->n_groups == 0)
             sub.method = "broadcast";
         else if (x_tiled && y_tiled)
-            spmd_warn(cx, "involuntary full rematerialization");
+            spmd_warn(cx, TRACE_WARN_FULL_REMAT, "involuntary full rematerialization: the value is "
+                                                         "replicated on every device, then "
+                                                         "sliced to its new sharding");
         st = replicate_no_cache(cx, v, &rep, &sub, err);
         if (st != SL_OK)
             return st;

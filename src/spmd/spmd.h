@@ -38,13 +38,23 @@ typedef struct SpmdOptions {
     /* shardlens's own, not an XLA name: the dead-code removal XLA's partitioner pass runs
      * after partitioning (true); false shows every instruction the handlers emitted */
     bool remove_dead_code;
+    /* not an option: the input went through sharding propagation first (the CLI's default),
+     * so instructions still without a sharding are no sign of a missing pass */
+    bool input_propagated;
 } SpmdOptions;
 
 void spmd_options_init(SpmdOptions *o);
 /* Sets one option from "KEY=VALUE" text; unknown keys and bad values are SL_ERR_INVALID. */
 SlStatus spmd_options_set(SpmdOptions *o, SlStr key_eq_value, SlError *err);
-/* Writes "key=value" lines for every option, in a fixed order (for help and traces). */
+/* Writes "key=value" lines for every option, in a fixed order (for traces). */
 void spmd_options_print(const SpmdOptions *o, SlBuf *out);
+/* The same for the options the partitioner reads, the ones help offers (XLA names accepted
+ * for compatibility but without effect, and num_partitions, which -n sets, are left out). */
+void spmd_options_print_modelled(const SpmdOptions *o, SlBuf *out);
+
+/* How many of the instructions the partitioner reads (`*total`; reducer, comparator and
+ * scatter/select functions left out) carry no sharding. */
+uint32_t spmd_count_unannotated(const IrModule *m, uint32_t *total);
 
 /* Partitions `in` into a new module allocated in `out_arena` (names interned in `in`'s
  * interner). Emits events to `sink` (never NULL: use trace_null_sink()). Returns

@@ -113,6 +113,8 @@ struct SpmdCtx {
     const IrInstr *visiting;      /* the source instruction being partitioned ("derived-from") */
     IrComputation *comp;          /* the output computation being built */
     SlMap comp_map;               /* source IrComputation* -> output IrComputation* */
+    struct SpmdCompVariant *variants; /* called computations partitioned so far, one per
+                                       * distinct (parameter, root) shardings */
     SlMap reshard_cache;          /* local IrInstr* -> SpmdCacheEntry* chain */
     uint64_t *bcast_dims;         /* by output instruction id: broadcast dims mask | known flag
                                    * (heap, grown with the output; 0 = no entry) */
@@ -292,7 +294,7 @@ SlStatus spmd_reshard_as_windowed_input_ex(SpmdCtx *cx, const SpmdValue *v,
                                            bool force_mask_in_compact, SpmdWindowedInput *out,
                                            SlError *err);
 
-/* ---- values of source instructions ------------------------------------------------------ */
+/* ---- values of source instructions (ctx.c) ---------------------------------------------- */
 
 void spmd_set_result(SpmdCtx *cx, const IrInstr *src, const SpmdValue *v);
 /* The partitioned value of an already-visited source instruction. */
@@ -317,11 +319,18 @@ IrShape spmd_local_shape(SpmdCtx *cx, const IrShape *base, const ShdSharding *s)
 /* A value for a fresh local instruction in the current state. */
 SpmdValue spmd_value(SpmdCtx *cx, IrInstr *hlo, const IrShape *base, const ShdSharding *s);
 
-/* Failure helpers: record an error naming cx->visiting (FILE:LINE:COL from src_line/src_col). */
+/* Failure helpers (ctx.c): record an error naming cx->visiting (FILE:LINE:COL from
+ * src_line/src_col). */
 SlStatus spmd_nomem(SpmdCtx *cx, SlError *err);
 SlStatus spmd_fail(SpmdCtx *cx, SlError *err, SlStatus st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void spmd_warn(SpmdCtx *cx, const char *message);
+void spmd_warn(SpmdCtx *cx, TraceWarnKind kind, const char *message);
+/* input_check.c: warnings about the whole input (instructions without a sharding, entry
+ * parameters whose shape is already local), recorded before anything is partitioned. */
+void spmd_check_input(SpmdCtx *cx);
+/* input_check.c: warns when `hlo` (sharding `s`) is a collective or partition-id outside a
+ * manual region, a sign that the input is already partitioned. */
+void spmd_check_partitioned_op(SpmdCtx *cx, const IrInstr *hlo, const ShdSharding *s);
 
 /* ---- handlers --------------------------------------------------------------------------- */
 
@@ -404,5 +413,14 @@ SlStatus spmd_partition_computation(SpmdCtx *cx, const IrComputation *c,
                                     const ShdSharding *const *param_shardings, uint32_t n_params,
                                     const ShdSharding *root_sharding, IrComputation **out,
                                     SlError *err);
+/* The same for a computation a call, while or conditional calls: once per distinct set of
+ * shardings. A computation called again with the shardings of an earlier call site reuses that
+ * partitioned computation; with other shardings it is partitioned again into a clone with a
+ * new name (XLA's partitioner flattens the call graph the same way: every partitioned
+ * computation has one meaning). comp_map then names the variant chosen, for the caller's
+ * emit. */
+SlStatus spmd_partition_called(SpmdCtx *cx, const IrComputation *c,
+                               const ShdSharding *const *param_shardings, uint32_t n_params,
+                               const ShdSharding *root_sharding, SlError *err);
 
 #endif

@@ -1095,7 +1095,7 @@ choose_shape(Loop *L)
             L->shape = LOOP_BIDIR;
             return;
         }
-        spmd_warn(cx, "bidirectional windowed einsum is not modelled for this operation: "
+        spmd_warn(cx, TRACE_WARN_OTHER, "bidirectional windowed einsum is not modelled for this operation: "
                       "emitting the unrolled or one-direction loop");
     }
     if (cx->opts->unroll_windowed_einsum && L->N % 2 == 0 && full)
@@ -1142,7 +1142,7 @@ finish_rs(Loop *L, IrInstr *loop, IrInstr *res)
         extra = ring_permute(L, extra, 1);
     if (cx->opts->unroll_windowed_einsum && L->N % 2 == 0) {
         if (L->shape == LOOP_BIDIR)
-            spmd_warn(cx, "bidirectional and unroll_windowed_einsum together: the reduce-scatter "
+            spmd_warn(cx, TRACE_WARN_OTHER, "bidirectional and unroll_windowed_einsum together: the reduce-scatter "
                           "result is shifted once more after the loop, as upstream does; the "
                           "blocks end up on the wrong devices");
         res = ring_permute(L, res, 1);

@@ -10,20 +10,7 @@
 static void
 put_bytes(SlBuf *b, double bytes)
 {
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
-    double v = bytes;
-    int u = -1;
-    while (fabs(v) >= 1024.0 && u + 1 < (int)SL_COUNTOF(units)) {
-        v /= 1024.0;
-        u++;
-    }
-    bool whole = bytes == floor(bytes) && fabs(bytes) < 9.0e15;
-    if (u < 0)
-        sl_buf_printf(b, whole ? "%.0f B" : "%.1f B", bytes);
-    else if (whole)
-        sl_buf_printf(b, "%.1f %s (%.0f B)", v, units[u], bytes);
-    else
-        sl_buf_printf(b, "%.1f %s (%.1f B)", v, units[u], bytes);
+    sl_buf_put_size(b, bytes);
 }
 
 static const char *
@@ -74,8 +61,164 @@ put_header(const TraceRun *run, const TraceRunInstr *i, SlBuf *out)
     }
 }
 
+static bool
+is_alt_key(const char *key)
+{
+    return strncmp(key, "alt.", 4) == 0;
+}
+
+/* The number `alt.NAME.FIELD` of decision `d`, or NULL. */
+static const TraceRunNumber *
+alt_number(const TraceRunDecision *d, const char *name, const char *field)
+{
+    size_t nl = strlen(name), fl = strlen(field);
+    for (uint32_t k = 0; k < d->n_numbers; k++) {
+        const char *key = d->numbers[k].key;
+        if (is_alt_key(key) && strncmp(key + 4, name, nl) == 0 && key[4 + nl] == '.' &&
+            strncmp(key + 5 + nl, field, fl) == 0 && key[5 + nl + fl] == '\0')
+            return &d->numbers[k];
+    }
+    return NULL;
+}
+
+static double
+number_or(const TraceRunDecision *d, const char *key, double dflt)
+{
+    for (uint32_t k = 0; k < d->n_numbers; k++)
+        if (!d->numbers[k].str && strcmp(d->numbers[k].key, key) == 0)
+            return d->numbers[k].num;
+    return dflt;
+}
+
+static const char *
+option_of(const TraceRun *run, const char *key)
+{
+    for (uint32_t k = 0; k < run->n_options; k++)
+        if (strcmp(run->options[k].key, key) == 0)
+            return run->options[k].value;
+    return NULL;
+}
+
+/* What dot strategy `name` needs, in words, from the partition counts its decision records
+ * (handle_dot.c's conditions); false for a name this version does not know. */
+static bool
+put_dot_needs(const TraceRun *run, const TraceRunDecision *d, const char *name, SlBuf *out)
+{
+    long long n = (long long)number_or(d, "partitions", 0);
+    long long lnc = (long long)number_or(d, "lhs_non_contracting", 0);
+    long long rnc = (long long)number_or(d, "rhs_non_contracting", 0);
+    long long olnc = (long long)number_or(d, "out_lhs_non_contracting", 0);
+    long long ornc = (long long)number_or(d, "out_rhs_non_contracting", 0);
+    long long ob = (long long)number_or(d, "out_batch", 0);
+    if (!strcmp(name, "conv_spatial"))
+        sl_buf_puts(out, "a convolution case of its own");
+    else if (!strcmp(name, "batch_parallel"))
+        sl_buf_printf(out, "both operands split alike on batch dims only, over all %lld devices",
+                      n);
+    else if (!strcmp(name, "batch_reshard_without_all_reduce") || !strcmp(name, "batch_reshard"))
+        sl_buf_printf(out,
+                      "the output and an operand split alike on batch dims over all %lld devices "
+                      "(here the output %lld way%s)%s",
+                      n, ob, ob == 1 ? "" : "s",
+                      strcmp(name, "batch_reshard") ? ", the other operand within a permute or "
+                                                      "all-to-all"
+                                                    : "");
+    else if (!strcmp(name, "windowed_einsum")) {
+        const char *t = option_of(run, "threshold_for_windowed_einsum_mib");
+        sl_buf_puts(out, "a ring-shaped sharding and an operand or output of at least ");
+        if (t) /* runs recorded without their options leave the number out */
+            sl_buf_printf(out, "%s MiB (threshold_for_windowed_einsum_mib)", t);
+        else
+            sl_buf_puts(out, "threshold_for_windowed_einsum_mib");
+    } else if (!strcmp(name, "lhs_matches_output_replicate_rhs") ||
+               !strcmp(name, "rhs_matches_output_replicate_lhs")) {
+        bool lhs = name[0] == 'l';
+        sl_buf_printf(out,
+                      "the %s split like the output on its free dims over all %lld devices (here "
+                      "the %s %lld way%s, the output %lld)",
+                      lhs ? "lhs" : "rhs", n, lhs ? "lhs" : "rhs", lhs ? lnc : rnc,
+                      (lhs ? lnc : rnc) == 1 ? "" : "s", lhs ? olnc : ornc);
+    } else if (!strcmp(name, "group_on_batch"))
+        sl_buf_puts(out, "batch dims split on the operands and the output");
+    else if (!strcmp(name, "group_on_non_contracting"))
+        sl_buf_puts(out, "an operand split like the output on its free dims");
+    else if (!strcmp(name, "group_on_contracting"))
+        sl_buf_puts(out, "both operands split alike on contracting dims");
+    else if (!strcmp(name, "remove_output_partial_replication"))
+        sl_buf_puts(out, "a partially replicated output");
+    else if (!strcmp(name, "output_batch_partitioned") ||
+             !strcmp(name, "output_lhs_non_contracting_partitioned") ||
+             !strcmp(name, "output_rhs_non_contracting_partitioned")) {
+        bool batch = name[7] == 'b', lhs = name[7] == 'l';
+        long long have = batch ? ob : lhs ? olnc : ornc;
+        sl_buf_printf(out, "the output split on %s dims over all %lld devices (here %lld way%s)",
+                      batch ? "batch" : lhs ? "lhs free" : "rhs free", n, have,
+                      have == 1 ? "" : "s");
+    } else if (!strcmp(name, "replicated_output_sharded_contracting"))
+        sl_buf_puts(out, "a replicated output and a larger operand split on contracting dims");
+    else if (!strcmp(name, "infer_operands_from_output"))
+        sl_buf_puts(out, "no earlier strategy to apply");
+    else
+        return false;
+    return true;
+}
+
+/* Each alternative with why it lost and, when resharding would make it apply, what that would
+ * cost, against `chosen_bytes`, what the chosen strategy's collectives make the busiest device
+ * send (trip counts applied). */
 static void
-put_decision(const TraceRunDecision *d, SlBuf *out)
+put_alternatives(const TraceRun *run, const TraceRunDecision *d, double chosen_bytes,
+                 SlBuf *out)
+{
+    sl_buf_puts(out, "  alternatives (bytes each device would send, ring model; the chosen "
+                     "strategy's collectives send ");
+    put_bytes(out, chosen_bytes);
+    sl_buf_puts(out, "):\n");
+    for (uint32_t k = 0; k < d->n_alternatives; k++) {
+        const char *name = d->alternatives[k];
+        const TraceRunNumber *b = alt_number(d, name, "bytes");
+        const TraceRunNumber *plan = alt_number(d, name, "plan");
+        bool last_resort = strcmp(name, "replicate") == 0;
+        sl_buf_printf(out, "    %s: ", name);
+        if (!b) {
+            sl_buf_puts(out, "does not apply: it needs ");
+            if (!put_dot_needs(run, d, name, out))
+                sl_buf_puts(out, "what this version cannot name");
+            sl_buf_putc(out, '\n');
+            continue;
+        }
+        put_bytes(out, b->num);
+        if (plan && plan->str)
+            sl_buf_printf(out, " (%s)", plan->str);
+        if (last_resort)
+            sl_buf_puts(out, "; lost: the last resort, taken only when no strategy applies");
+        else {
+            sl_buf_puts(out, "; lost: it needs ");
+            if (!put_dot_needs(run, d, name, out))
+                sl_buf_puts(out, "what this version cannot name");
+        }
+        if (b->num > chosen_bytes) {
+            sl_buf_puts(out, ", and making it apply sends ");
+            put_bytes(out, b->num - chosen_bytes);
+            sl_buf_puts(out, " more per device");
+        } else {
+            sl_buf_puts(out, " (it would send no more, but the dot handler takes the first "
+                             "strategy that applies, in GSPMD's order)");
+        }
+        sl_buf_putc(out, '\n');
+    }
+}
+
+/* A decision of the dot engine's strategy order: it records the partition counts. */
+static bool
+is_dot_strategy_decision(const TraceRunDecision *d)
+{
+    return (!strcmp(d->handler, "dot") || !strcmp(d->handler, "convolution")) &&
+           number_or(d, "partitions", -1) >= 0 && number_or(d, "out_batch", -1) >= 0;
+}
+
+static void
+put_decision(const TraceRun *run, const TraceRunDecision *d, double chosen_bytes, SlBuf *out)
 {
     if (d->chain_length <= 1)
         sl_buf_puts(out, "Decision: ");
@@ -87,7 +230,9 @@ put_decision(const TraceRunDecision *d, SlBuf *out)
     sl_buf_printf(out, "the %s handler chose \"%s\".\n", d->handler, d->strategy);
     if (d->reason && *d->reason)
         sl_buf_printf(out, "  why: %s\n", d->reason);
-    if (d->n_alternatives) {
+    if (d->n_alternatives && is_dot_strategy_decision(d)) {
+        put_alternatives(run, d, chosen_bytes, out);
+    } else if (d->n_alternatives) {
         sl_buf_puts(out, "  also considered:");
         for (uint32_t k = 0; k < d->n_alternatives; k++)
             sl_buf_printf(out, "%s %s", k ? "," : "", d->alternatives[k]);
@@ -95,8 +240,16 @@ put_decision(const TraceRunDecision *d, SlBuf *out)
     }
     for (uint32_t k = 0; k < d->n_numbers; k++) {
         const TraceRunNumber *n = &d->numbers[k];
+        if (is_alt_key(n->key))
+            continue;
+        size_t kl = strlen(n->key);
         if (n->str)
             sl_buf_printf(out, "  compared %s = %s\n", n->key, n->str);
+        else if (kl > 6 && strcmp(n->key + kl - 6, "_bytes") == 0 && n->num >= 0) {
+            sl_buf_printf(out, "  compared %s = ", n->key);
+            put_bytes(out, n->num);
+            sl_buf_putc(out, '\n');
+        }
         else if (n->num == floor(n->num) && fabs(n->num) < 9.0e15)
             sl_buf_printf(out, "  compared %s = %.0f\n", n->key, n->num);
         else
@@ -163,7 +316,8 @@ tally(const TraceRun *run, uint32_t src)
 
 /* The instruction's decisions at `level`, in recording order (one per level in practice). */
 static void
-put_level(const TraceRun *run, uint32_t src, uint32_t level, SlBuf *out, bool as_summary)
+put_level(const TraceRun *run, uint32_t src, uint32_t level, double chosen_bytes, SlBuf *out,
+          bool as_summary)
 {
     for (uint32_t k = 0; k < run->n_decisions; k++) {
         const TraceRunDecision *d = &run->decisions[k];
@@ -172,7 +326,7 @@ put_level(const TraceRun *run, uint32_t src, uint32_t level, SlBuf *out, bool as
         if (as_summary)
             sl_buf_printf(out, "%s\"%s\"", level == 2 ? " (then " : ", then ", d->strategy);
         else
-            put_decision(d, out);
+            put_decision(run, d, chosen_bytes, out);
     }
 }
 
@@ -184,7 +338,7 @@ put_summary(const TraceRun *run, uint32_t src, const Tally *t, SlBuf *out)
         sl_buf_printf(out, "%s was partitioned by the %s handler with strategy \"%s\"", i->name,
                       t->top->handler, t->top->strategy);
         for (uint32_t level = 2; level <= t->top->chain_length; level++)
-            put_level(run, src, level, out, true);
+            put_level(run, src, level, t->max_device_bytes, out, true);
         if (t->top->chain_length > 1)
             sl_buf_putc(out, ')');
     } else
@@ -209,7 +363,7 @@ explain_source(const TraceRun *run, uint32_t src, SlBuf *out)
     put_summary(run, src, &t, out);
     put_header(run, i, out);
     for (uint32_t level = 1; t.top && level <= t.top->chain_length; level++)
-        put_level(run, src, level, out, false);
+        put_level(run, src, level, t.max_device_bytes, out, false);
     if (!t.decisions)
         sl_buf_puts(out, "Decision: none recorded (the partitioner kept its sharding as is).\n");
     sl_buf_printf(out, "Reshards requested: %u\n", t.reshards);
@@ -301,6 +455,44 @@ unknown_name(const TraceRun *run, const char *name, SlError *err)
     return st;
 }
 
+/* "%dot.7 got {devices=[4,1]<=[4]} forward from %x (parameter 0, annotated) through %convert.3
+ * and %multiply.5 at level 0 (rule elementwise)": propagation's account, before the
+ * partitioner's. Nothing when propagation did not set this instruction's sharding. */
+static void
+put_origin(const TraceRun *run, uint32_t idx, SlBuf *out)
+{
+    const TraceRunOrigin *o = NULL;
+    for (uint32_t k = 0; k < run->n_origins; k++)
+        if (run->origins[k].instr == idx)
+            o = &run->origins[k]; /* the last one is the final sharding */
+    if (!o)
+        return;
+    sl_buf_printf(out, "origin: %%%s got %s %s", instr_name(run, idx, NULL), o->sharding,
+                  o->direction);
+    if (o->source < run->n_instrs) {
+        const TraceRunInstr *src = &run->instrs[o->source];
+        sl_buf_printf(out, " from %%%s", src->name);
+        if (!strcmp(src->opcode, "parameter"))
+            sl_buf_printf(out, " (parameter %lld, annotated)", (long long)src->param_number);
+        else
+            sl_buf_puts(out, " (annotated)");
+    }
+    /* path: source first, the instruction last; the hops between are what it went through */
+    if (o->n_path > 2) {
+        sl_buf_puts(out, " through");
+        for (uint32_t k = 1; k + 1 < o->n_path; k++)
+            sl_buf_printf(out, "%s%%%s", k == 1 ? " " : k + 2 == o->n_path ? " and " : ", ",
+                          instr_name(run, o->path[k], "?"));
+    }
+    if (o->level >= 0)
+        sl_buf_printf(out, " at level %d", o->level);
+    if (o->rule)
+        sl_buf_printf(out, " (rule %s)", o->rule);
+    if (o->candidate && o->replaced)
+        sl_buf_printf(out, "; merged %s with %s", o->candidate, o->replaced);
+    sl_buf_putc(out, '\n');
+}
+
 SlStatus
 trace_explain(const TraceRun *run, const char *name, SlBuf *out, SlError *err)
 {
@@ -317,6 +509,7 @@ trace_explain(const TraceRun *run, const char *name, SlBuf *out, SlError *err)
         i = &run->instrs[after->derived_from];
         sl_buf_printf(out, "%s is an output instruction derived from %s.\n", after->name, i->name);
     }
+    put_origin(run, (uint32_t)(i - run->instrs), out);
     explain_source(run, (uint32_t)(i - run->instrs), out);
     if (out->failed)
         return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");

@@ -7,6 +7,7 @@
  * in; every string is copied into the caller's arena. Each table is read once, plus once per
  * JSON list it holds; the big ones (instr, called_computation) by key range, in key order, so
  * SQLite neither looks rows up one by one nor sorts them. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,21 +26,40 @@ typedef struct Rd {
     TraceRun *run;
     unsigned parts;   /* TraceLoadParts */
     int rc;           /* first SQLite failure */
-    const char *what; /* the query that failed */
+    const char *what; /* the query that failed, described ("reading run_option") */
+    char what_buf[64];
     bool oom;
     const char *bad;                 /* what held malformed JSON; the load fails */
+    char range[200];                 /* with bad = "": a value out of its bounds, described */
     int64_t first_instr, last_instr; /* run.first_instr, run.last_instr; 0: no instrs */
     SlVec rows;                      /* rows of the current query, copied to the arena at its end */
     SlVec instr_ids;                 /* int64_t instr.id per run->instrs entry, ascending */
     SlVec elems;        /* list elements (OperandRow, AltRow, NumberRow) until attached */
     uint32_t instr_cap; /* run->instrs holds this many, filled in place; 0: rows go via `rows` */
-    SlMap decision_idx, reshard_idx, collective_idx;
+    SlMap decision_idx, reshard_idx, collective_idx, while_idx;
     bool has_last_decision; /* row_decision_idx's last answer */
     int64_t last_decision_id;
     uint32_t last_decision;
 } Rd;
 
 typedef bool (*RowFn)(Rd *r, sqlite3_stmt *st);
+
+/* A value the reader sizes or indexes by must be in lo..hi: a damaged trace fails to load
+ * with a message, instead of making a report allocate by it. */
+static bool
+in_range(Rd *r, const char *what, int64_t v, int64_t lo, int64_t hi)
+{
+    if (v >= lo && v <= hi)
+        return true;
+    if (!r->bad) {
+        snprintf(r->range, sizeof(r->range), "%s is %lld, outside %lld..%lld (%s)", what,
+                 (long long)v, (long long)lo, (long long)hi,
+                 hi == SL_MAX_DEVICES ? "shardlens handles at most 65536 devices"
+                                      : "bounded by the run's num_partitions");
+        r->bad = "";
+    }
+    return false;
+}
 
 static const char *
 col_text(Rd *r, sqlite3_stmt *st, int col)
@@ -103,8 +123,24 @@ put(Rd *r, SlMap *m, int64_t row, size_t idx)
         r->oom = true;
 }
 
+/* "reading TABLE" for a query's first FROM: errors name what was read, never the SQL. */
+static const char *
+describe(Rd *r, const char *sql)
+{
+    const char *from = strstr(sql, " FROM ");
+    size_t n = 0;
+    if (from) {
+        from += 6;
+        while (from[n] && from[n] != ' ' && n < sizeof(r->what_buf) - 16)
+            n++;
+    }
+    snprintf(r->what_buf, sizeof(r->what_buf), "reading %.*s", (int)n,
+             from && n ? from : "the trace");
+    return r->what_buf;
+}
+
 /* Runs `sql` with ?1 bound to the run id and ?2, ?3 to its first and last instr id, calling
- * `fn` per row. A failure is reported as `what` (NULL: the SQL text). */
+ * `fn` per row. A failure is reported as `what` (NULL: "reading" the table it reads). */
 static void
 query_what(Rd *r, const char *what, const char *sql, RowFn fn)
 {
@@ -132,7 +168,7 @@ query_what(Rd *r, const char *what, const char *sql, RowFn fn)
         rc = rc2;
     if (rc != SQLITE_OK) {
         r->rc = rc;
-        r->what = what ? what : sql;
+        r->what = what ? what : describe(r, sql);
     }
 }
 
@@ -562,6 +598,28 @@ row_reshard(Rd *r, sqlite3_stmt *st)
     return PUSH(r, TraceRunReshard, x);
 }
 
+static int64_t
+col_count(sqlite3_stmt *st, int col)
+{
+    return sqlite3_column_type(st, col) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, col);
+}
+
+static bool
+row_while(Rd *r, sqlite3_stmt *st)
+{
+    TraceRunWhile w = {0};
+    w.instr = col_instr(r, st, 1);
+    w.source = col_instr(r, st, 2);
+    w.trip_count = col_count(st, 3);
+    w.method = col_text(r, st, 4);
+    w.reason = col_text(r, st, 5);
+    w.induction_index = col_count(st, 6);
+    w.executions = col_count(st, 7);
+    w.outer = col_idx(&r->while_idx, st, 8);
+    put(r, &r->while_idx, sqlite3_column_int64(st, 0), r->rows.len);
+    return PUSH(r, TraceRunWhile, w);
+}
+
 static bool
 row_collective(Rd *r, sqlite3_stmt *st)
 {
@@ -583,8 +641,10 @@ row_collective(Rd *r, sqlite3_stmt *st)
     c.max_device_send_bytes = sqlite3_column_double(st, 14);
     c.max_trip_count =
         sqlite3_column_type(st, 15) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 15);
-    if (c.n_groups < 0 || c.n_groups >= UINT32_MAX)
-        c.n_groups = 0;
+    c.loop = col_idx(&r->while_idx, st, 16);
+    if (!in_range(r, "collective.group_size", c.group_size, 0, r->run->num_partitions) ||
+        !in_range(r, "collective.n_groups", c.n_groups, 0, r->run->num_partitions))
+        return true;
     c.group_offsets = SL_NEW_ARRAY(r->arena, uint32_t, (size_t)c.n_groups + 1);
     if (!c.group_offsets)
         return false;
@@ -603,6 +663,8 @@ row_group(Rd *r, sqlite3_stmt *st)
     GroupRow g = {col_idx(&r->collective_idx, st, 0), (uint32_t)sqlite3_column_int64(st, 1),
                   sqlite3_column_int64(st, 3)};
     if (g.collective == TRACE_NONE)
+        return true;
+    if (!in_range(r, "collective_group.device", g.device, 0, r->run->num_partitions - 1))
         return true;
     return PUSH(r, GroupRow, g);
 }
@@ -647,8 +709,42 @@ row_loop(Rd *r, sqlite3_stmt *st)
 static bool
 row_warning(Rd *r, sqlite3_stmt *st)
 {
-    TraceRunWarning w = {col_instr(r, st, 0), col_text(r, st, 1)};
+    TraceRunWarning w = {col_instr(r, st, 0), col_text(r, st, 1), col_text(r, st, 2)};
     return PUSH(r, TraceRunWarning, w);
+}
+
+static bool
+row_origin(Rd *r, sqlite3_stmt *st)
+{
+    TraceRunOrigin o = {0};
+    o.instr = col_instr(r, st, 0);
+    o.sharding = col_text(r, st, 1);
+    o.source = col_instr(r, st, 2);
+    o.direction = col_text(r, st, 4);
+    o.level = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : (int)sqlite3_column_int(st, 5);
+    o.rule = col_text(r, st, 6);
+    o.candidate = col_text(r, st, 7);
+    o.replaced = col_text(r, st, 8);
+    /* column 3: the path's instr ids, comma-separated (group_concat over the JSON array) */
+    const unsigned char *p = sqlite3_column_text(st, 3);
+    uint32_t n = 0;
+    for (const unsigned char *q = p; q && *q; q++)
+        n += *q == ',';
+    if (p && *p) {
+        o.path = SL_NEW_ARRAY(r->arena, uint32_t, n + 1);
+        if (!o.path)
+            return false;
+        const char *q = (const char *)p;
+        while (*q) {
+            char *end;
+            long long id = strtoll(q, &end, 10);
+            if (end == q)
+                break;
+            o.path[o.n_path++] = instr_index(r, id);
+            q = *end == ',' ? end + 1 : end;
+        }
+    }
+    return PUSH(r, TraceRunOrigin, o);
 }
 
 static bool
@@ -657,6 +753,8 @@ row_device(Rd *r, sqlite3_stmt *st)
     TraceRunDevice d = {sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1),
                         sqlite3_column_double(st, 2), (uint32_t)sqlite3_column_int64(st, 3),
                         (uint32_t)sqlite3_column_int64(st, 4)};
+    if (!in_range(r, "device_traffic.device", d.device, 0, r->run->num_partitions - 1))
+        return true;
     return PUSH(r, TraceRunDevice, d);
 }
 
@@ -668,6 +766,7 @@ row_run(Rd *r, sqlite3_stmt *st)
     run->module = col_text(r, st, 1);
     run->input_hash = col_text(r, st, 2);
     run->num_partitions = sqlite3_column_int64(st, 3);
+    in_range(r, "run.num_partitions", run->num_partitions, 1, SL_MAX_DEVICES);
     run->tool_version = col_text(r, st, 4);
     run->created_at = col_text(r, st, 5);
     run->duration_ms =
@@ -743,9 +842,14 @@ load_tables(Rd *r)
           row_reshard);
     run->reshards = TAKE(r, TraceRunReshard, &run->n_reshards);
     query(r,
+          "SELECT id, instr, source, trip_count, method, reason, induction_index, executions,"
+          " outer_loop FROM while_loop WHERE run_id = ?1 ORDER BY id",
+          row_while);
+    run->whiles = TAKE(r, TraceRunWhile, &run->n_whiles);
+    query(r,
           "SELECT c.id, c.instr, c.kind, c.channel_id, c.group_size, c.n_groups, c.shape,"
           " c.bytes, c.trip_count, c.source, c.cause, c.reshard_id, c.decision_id,"
-          " t.send_bytes, t.max_device_send_bytes, c.max_trip_count"
+          " t.send_bytes, t.max_device_send_bytes, c.max_trip_count, c.loop"
           " FROM collective c JOIN collective_traffic t ON t.collective_id = c.id"
           " WHERE c.run_id = ?1 AND t.run_id = ?1 ORDER BY c.id",
           row_collective);
@@ -761,11 +865,18 @@ load_tables(Rd *r)
           " FROM windowed_loop WHERE run_id = ?1 ORDER BY id",
           row_loop);
     run->loops = TAKE(r, TraceRunLoop, &run->n_loops);
-    query(r, "SELECT instr, message FROM warning WHERE run_id = ?1 ORDER BY id", row_warning);
+    query(r, "SELECT instr, kind, message FROM warning WHERE run_id = ?1 ORDER BY id", row_warning);
     run->warnings = TAKE(r, TraceRunWarning, &run->n_warnings);
     query(r,
-          "SELECT device, send_bytes, recv_bytes, collectives, unknown_trip_collectives"
-          " FROM device_traffic WHERE run_id = ?1 ORDER BY device",
+          "SELECT o.instr, o.sharding, o.source,"
+          " (SELECT group_concat(p.value) FROM json_each(o.path) p WHERE p.type = 'integer'),"
+          " o.direction, o.level, o.rule, o.candidate, o.replaced"
+          " FROM sharding_origin o WHERE o.run_id = ?1 ORDER BY o.id",
+          row_origin);
+    run->origins = TAKE(r, TraceRunOrigin, &run->n_origins);
+    query(r,
+          "SELECT device, send_bytes_known_trips, recv_bytes_known_trips, collectives,"
+          " unknown_trip_collectives FROM device_traffic WHERE run_id = ?1 ORDER BY device",
           row_device);
     run->devices = TAKE(r, TraceRunDevice, &run->n_devices);
 }
@@ -788,6 +899,7 @@ trace_run_load_parts(TraceDb *db, int64_t run_id, unsigned parts, SlArena *arena
     sl_map_init(&r.decision_idx);
     sl_map_init(&r.reshard_idx);
     sl_map_init(&r.collective_idx);
+    sl_map_init(&r.while_idx);
     r.run->id = run_id;
     r.rc = trace_db_exec(db, "BEGIN");
     r.what = "starting a read transaction";
@@ -810,8 +922,11 @@ trace_run_load_parts(TraceDb *db, int64_t run_id, unsigned parts, SlArena *arena
     sl_map_fini(&r.decision_idx);
     sl_map_fini(&r.reshard_idx);
     sl_map_fini(&r.collective_idx);
+    sl_map_fini(&r.while_idx);
     if (failed != SL_OK)
         return failed;
+    if (r.bad && !r.bad[0])
+        return sl_fail(err, SL_ERR_DB, loc, "run %lld: %s", (long long)r.run->id, r.range);
     if (r.bad)
         return sl_fail(err, SL_ERR_DB, loc, "malformed JSON in %s of run %lld", r.bad,
                        (long long)r.run->id);

@@ -57,8 +57,17 @@ typedef struct EvLoop {
 
 typedef struct EvWarning {
     Ref source;
+    TraceWarnKind kind;
     const char *message;
 } EvWarning;
+
+typedef struct EvOrigin {
+    Ref instr, source;
+    Ref *path; /* n_path refs in the events arena */
+    uint32_t n_path;
+    int level;
+    const char *sharding, *direction, *rule, *candidate, *replaced; /* NULL: none */
+} EvOrigin;
 
 static TraceDb *
 db_of(TraceSink *s)
@@ -191,15 +200,37 @@ on_windowed_loop(TraceSink *s, const TraceWindowedLoop *w)
 }
 
 static void
-on_warning(TraceSink *s, const IrInstr *source, const char *message)
+on_warning(TraceSink *s, const IrInstr *source, TraceWarnKind kind, const char *message)
 {
     TraceDb *db = db_of(s);
-    EvWarning e = {ref_of(source), dup(db, message ? message : "")};
+    EvWarning e = {ref_of(source), kind, dup(db, message ? message : "")};
     PUSH(db, warnings, EvWarning, e);
 }
 
+static void
+on_origin(TraceSink *s, const TraceOrigin *o)
+{
+    TraceDb *db = db_of(s);
+    EvOrigin e = {ref_of(o->instr),
+                  ref_of(o->source),
+                  o->n_path ? SL_NEW_ARRAY(&db->events, Ref, o->n_path) : NULL,
+                  o->n_path,
+                  o->level,
+                  sharding_text(db, o->sharding),
+                  dup(db, o->direction ? o->direction : "unknown"),
+                  dup(db, o->rule),
+                  o->candidate ? sharding_text(db, o->candidate) : NULL,
+                  o->replaced ? sharding_text(db, o->replaced) : NULL};
+    if (o->n_path && !e.path)
+        db->events_failed = true;
+    for (uint32_t k = 0; e.path && k < o->n_path; k++)
+        e.path[k] = ref_of(o->path[k]);
+    PUSH(db, origins, EvOrigin, e);
+}
+
 static const TraceSinkOps k_db_ops = {on_emit,       on_decision,      on_reshard,
-                                      on_collective, on_windowed_loop, on_warning};
+                                      on_collective, on_windowed_loop, on_warning,
+                                      on_origin};
 
 static void
 clear_run(TraceDb *db)
@@ -210,6 +241,7 @@ clear_run(TraceDb *db)
     sl_vec_fini(&db->collectives);
     sl_vec_fini(&db->loops);
     sl_vec_fini(&db->warnings);
+    sl_vec_fini(&db->origins);
     sl_map_fini(&db->last_decision);
     sl_map_init(&db->last_decision);
     sl_interner_fini(&db->strings);
@@ -251,6 +283,17 @@ trace_db_begin_run(TraceDb *db, const IrModule *in, const TraceRunInfo *info, Tr
                            ? sl_arena_strndup(&db->events, info->options.ptr, info->options.len)
                            : "";
     db->info.options = sl_str(opts);
+    TraceTripCount *tc = NULL;
+    if (info->n_trip_counts && (tc = SL_NEW_ARRAY(&db->events, TraceTripCount,
+                                                  info->n_trip_counts)) != NULL) {
+        for (uint32_t k = 0; k < info->n_trip_counts; k++)
+            tc[k] = (TraceTripCount){dup(db, info->trip_counts[k].name),
+                                     info->trip_counts[k].count};
+        db->info.trip_counts = tc;
+        db->info.n_trip_counts = info->n_trip_counts;
+    } else if (info->n_trip_counts) {
+        db->events_failed = true;
+    }
     if (!opts || db->events_failed) {
         clear_run(db);
         return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");
@@ -273,12 +316,17 @@ static const char *const k_insert_sql[ST_COUNT] = {
                    " to_sharding, method, result, result_name) VALUES (?,?,?,?,?,?,?,?,?,?)",
     [ST_COLLECTIVE] = "INSERT INTO collective(run_id, instr, kind, channel_id, group_size,"
                       " n_groups, shape, bytes, trip_count, source, cause, reshard_id,"
-                      " decision_id, max_trip_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                      " decision_id, max_trip_count, loop)"
+                      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_GROUP] = "INSERT INTO collective_group(collective_id, group_idx, position, device, size)"
                  " VALUES (?,?,?,?,?)",
     [ST_LOOP] = "INSERT INTO windowed_loop(run_id, dot, loop, loop_name, variant, iterations,"
                 " bytes_per_iteration) VALUES (?,?,?,?,?,?,?)",
-    [ST_WARNING] = "INSERT INTO warning(run_id, instr, message) VALUES (?,?,?)",
+    [ST_WHILE] = "INSERT INTO while_loop(run_id, instr, source, trip_count, method, reason,"
+                 " induction_index, executions, outer_loop) VALUES (?,?,?,?,?,?,?,?,?)",
+    [ST_WARNING] = "INSERT INTO warning(run_id, instr, kind, message) VALUES (?,?,?,?)",
+    [ST_ORIGIN] = "INSERT INTO sharding_origin(run_id, instr, sharding, source, path, direction,"
+                  " level, rule, candidate, replaced) VALUES (?,?,?,?,?,?,?,?,?,?)",
 };
 
 /* The inserts with a JSON list column, up to it; list_stmt completes them for a length. */
@@ -319,6 +367,9 @@ typedef struct Wr {
     SlMap reshard_row;    /* reshard seq -> row id */
     SlMap loop_trips;     /* while name -> iterations (windowed loops) */
     SlMap branch_hint;    /* AFTER conditional id -> index + 1 into db->loops (true_branch_runs) */
+    SlVec whiles;         /* WhileRow: every while of the output, callers' before callees' */
+    uint32_t *comp_loop;  /* AFTER computation id -> index + 1 into whiles of the innermost
+                             loop that runs it (its first call site's); 0: in no loop */
     bool oom;
 } Wr;
 
@@ -959,9 +1010,56 @@ write_warnings(Wr *w)
     for (size_t k = 0; k < w->db->warnings.len && w->rc == SQLITE_OK; k++) {
         bind_i64(w, st, 1, w->run_id);
         bind_row(w, st, 2, row_of(w, BEFORE, ev[k].source));
-        bind_text(w, st, 3, ev[k].message);
+        bind_text(w, st, 3, trace_warn_kind_name(ev[k].kind));
+        bind_text(w, st, 4, ev[k].message);
         (void)insert(w, ST_WARNING);
     }
+}
+
+/* One row per propagated sharding; the path as a JSON array of 'before' instr ids. */
+static void
+write_origins(Wr *w)
+{
+    const EvOrigin *ev = w->db->origins.data;
+    sqlite3_stmt *st = stmt(w, ST_ORIGIN);
+    SlBuf path;
+    sl_buf_init(&path);
+    for (size_t k = 0; k < w->db->origins.len && w->rc == SQLITE_OK; k++) {
+        int64_t row = row_of(w, BEFORE, ev[k].instr);
+        if (!row)
+            continue; /* not an instruction of the partitioner's input */
+        sl_buf_clear(&path);
+        sl_buf_putc(&path, '[');
+        for (uint32_t p = 0; p < ev[k].n_path; p++) {
+            int64_t r = row_of(w, BEFORE, ev[k].path[p]);
+            if (p)
+                sl_buf_putc(&path, ',');
+            if (r)
+                sl_buf_put_i64(&path, r);
+            else
+                sl_buf_puts(&path, "null");
+        }
+        sl_buf_putc(&path, ']');
+        if (path.failed) {
+            w->oom = true;
+            break;
+        }
+        bind_i64(w, st, 1, w->run_id);
+        bind_row(w, st, 2, row);
+        bind_text(w, st, 3, ev[k].sharding);
+        bind_row(w, st, 4, row_of(w, BEFORE, ev[k].source));
+        bind_text(w, st, 5, path.data);
+        bind_text(w, st, 6, ev[k].direction);
+        if (ev[k].level >= 0)
+            bind_i64(w, st, 7, ev[k].level);
+        else
+            bind_null(w, st, 7);
+        bind_text(w, st, 8, ev[k].rule);
+        bind_text(w, st, 9, ev[k].candidate);
+        bind_text(w, st, 10, ev[k].replaced);
+        (void)insert(w, ST_ORIGIN);
+    }
+    sl_buf_fini(&path);
 }
 
 /* ---- collectives: kind, S, device groups, trip counts --------------------------------- */
@@ -1102,37 +1200,6 @@ replica_groups(Wr *w, const IrInstr *i, Groups *g)
     return true;
 }
 
-/* First occurrence of `needle` in `s` at or after `from`, or s.len. */
-static size_t
-find(SlStr s, size_t from, const char *needle)
-{
-    size_t n = strlen(needle);
-    for (size_t k = from; k + n <= s.len; k++)
-        if (memcmp(s.ptr + k, needle, n) == 0)
-            return k;
-    return s.len;
-}
-
-/* backend_config={"known_trip_count":{"n":"8"}} -> 8; -1 when absent. */
-static int64_t
-known_trip_count(const IrInstr *i)
-{
-    const IrAttr *a = ir_instr_find_attr(i, IR_ATTR_BACKEND_CONFIG);
-    if (!a)
-        return -1;
-    SlStr t = a->u.text;
-    size_t k = find(t, find(t, 0, "\"known_trip_count\""), "\"n\"");
-    if (k == t.len)
-        return -1;
-    for (k += 3; k < t.len && (t.ptr[k] == ':' || t.ptr[k] == ' ' || t.ptr[k] == '"'); k++)
-        ;
-    int64_t n = 0;
-    size_t digits = 0;
-    for (; k < t.len && t.ptr[k] >= '0' && t.ptr[k] <= '9' && n < INT64_MAX / 10; k++, digits++)
-        n = n * 10 + (t.ptr[k] - '0');
-    return digits ? n : -1;
-}
-
 enum { TRIP_UNSEEN = -2, TRIP_UNKNOWN = -1 };
 
 /* Executions of a computation per run of the module: `exact` when known; `max` bounds it
@@ -1140,6 +1207,53 @@ enum { TRIP_UNSEEN = -2, TRIP_UNKNOWN = -1 };
 typedef struct Trips {
     int64_t exact, max;
 } Trips;
+
+/* A while of the output module and its trip count (a while_loop row). */
+typedef struct WhileRow {
+    const IrInstr *w;
+    IrTripCount tc;     /* count -1: unknown; reason says why, or how it was found */
+    const char *method; /* backend_config, pattern, user, partitioner, unknown */
+    Trips runs;         /* executions of the while itself */
+    uint32_t outer;     /* index + 1 into Wr.whiles of the loop around it; 0: none */
+    int64_t row;
+} WhileRow;
+
+/* The trip count of output while `i` (recorded in w->whiles): the user's count for the input
+ * while it derives from; else backend_config or the pattern (ir_while_trip_count), on the
+ * output loop, else on that input while (whose names the reason then gives); else the
+ * iterations the partitioner stated for a windowed loop it emitted. */
+static int64_t
+while_count(Wr *w, const IrInstr *i, Trips runs)
+{
+    uint32_t outer = i->parent && w->comp_loop ? w->comp_loop[i->parent->id] : 0;
+    WhileRow r = {i, {0}, NULL, runs, outer, 0};
+    ir_while_trip_count(w->mod[AFTER], i, &r.tc);
+    r.method = ir_trip_method_name(r.tc.method);
+    const IrInstr *src = i->derived_from && i->derived_from->op == IR_OP_WHILE ? i->derived_from : i;
+    if (r.tc.method == IR_TRIP_UNKNOWN && src != i && src->id < w->n_ids[BEFORE] &&
+        w->instr_by_id[BEFORE][src->id] == src) /* the input's loop: its count, or its names */
+        ir_while_trip_count(w->mod[BEFORE], src, &r.tc);
+    r.method = ir_trip_method_name(r.tc.method);
+    const TraceRunInfo *info = &w->db->info;
+    for (uint32_t k = 0; src->name && k < info->n_trip_counts; k++) {
+        if (strcmp(sl_sym_cstr(src->name), info->trip_counts[k].name) != 0)
+            continue;
+        r.tc.count = info->trip_counts[k].count;
+        r.method = "user";
+        snprintf(r.tc.reason, sizeof(r.tc.reason), "--trip-count %s=%lld",
+                 info->trip_counts[k].name, (long long)r.tc.count);
+    }
+    uint64_t v = 0;
+    if (r.tc.count < 0 && i->name && sl_map_get(&w->loop_trips, SL_MAP_KEY(i->name), &v)) {
+        r.tc.count = (int64_t)v;
+        r.method = "partitioner";
+        snprintf(r.tc.reason, sizeof(r.tc.reason),
+                 "the windowed-einsum loop states %lld iterations", (long long)v);
+    }
+    if (!SL_VEC_PUSH(&w->whiles, WhileRow, r))
+        w->oom = true;
+    return r.tc.count;
+}
 
 static int64_t
 trip_mul(int64_t t, int64_t n)
@@ -1198,8 +1312,10 @@ add_callee_trips(Wr *w, const IrInstr *i, Trips t, Trips *trips, uint32_t n)
     int64_t loop = TRIP_UNKNOWN;
     uint64_t v = 0;
     if (i->op == IR_OP_WHILE)
-        loop = i->name && sl_map_get(&w->loop_trips, SL_MAP_KEY(i->name), &v) ? (int64_t)v
-                                                                              : known_trip_count(i);
+        loop = while_count(w, i, t);
+    uint32_t in_loop = i->op == IR_OP_WHILE ? (uint32_t)w->whiles.len
+                       : i->parent && i->parent->id < n ? w->comp_loop[i->parent->id]
+                                                         : 0;
     const EvLoop *hint = NULL;
     if (i->op == IR_OP_CONDITIONAL && sl_map_get(&w->branch_hint, i->id, &v))
         hint = &((const EvLoop *)w->db->loops.data)[v - 1];
@@ -1223,13 +1339,14 @@ add_callee_trips(Wr *w, const IrInstr *i, Trips t, Trips *trips, uint32_t n)
                                  : at->key == IR_ATTR_TRUE_COMPUTATION ? 0
                                                                        : q);
             trip_add(trips, n, callee, c);
+            if (callee && callee->id < n && !w->comp_loop[callee->id])
+                w->comp_loop[callee->id] = in_loop;
         }
     }
 }
 
 /* Executions of each computation per run of the module, by computation id: the entry runs
- * once; a while body runs trip-count times (a windowed loop's iterations, else
- * known_trip_count), its condition once more; a conditional's branches at most as often as
+ * once; a while body runs trip-count times (while_count), its condition once more; a conditional's branches at most as often as
  * the conditional (exactly, when a windowed loop states it); other callees as often as their
  * caller. */
 static Trips *
@@ -1237,8 +1354,10 @@ comp_trips(Wr *w, const IrModule *m)
 {
     uint32_t n = m->next_comp_id;
     Trips *trips = SL_NEW_ARRAY(&w->scratch, Trips, (size_t)n + 1);
-    if (!trips)
+    w->comp_loop = SL_NEW_ARRAY(&w->scratch, uint32_t, (size_t)n + 1);
+    if (!trips || !w->comp_loop)
         return NULL;
+    memset(w->comp_loop, 0, ((size_t)n + 1) * sizeof(uint32_t));
     for (uint32_t k = 0; k < n; k++)
         trips[k] = (Trips){TRIP_UNSEEN, TRIP_UNSEEN};
     if (m->entry && m->entry->id < n)
@@ -1291,7 +1410,7 @@ was_in_input(const Wr *w, const IrInstr *i)
 }
 
 static void
-write_collective(Wr *w, const IrInstr *i, int kind, Trips trip)
+write_collective(Wr *w, const IrInstr *i, int kind, Trips trip, int64_t loop_row)
 {
     Groups g = {0};
     bool is_permute =
@@ -1328,8 +1447,32 @@ write_collective(Wr *w, const IrInstr *i, int kind, Trips trip)
     bind_row(w, st, 13, ev ? seq_row(&w->decision_row, ev->decision_seq) : 0);
     if (trip.max >= 0)
         bind_i64(w, st, 14, trip.max);
+    bind_row(w, st, 15, loop_row);
     int64_t row = insert(w, ST_COLLECTIVE);
     write_groups(w, row, &g);
+}
+
+/* One while_loop row per while of the output, outer loops first. */
+static void
+write_whiles(Wr *w)
+{
+    sqlite3_stmt *st = stmt(w, ST_WHILE);
+    for (size_t k = 0; k < w->whiles.len && w->rc == SQLITE_OK; k++) {
+        WhileRow *r = &SL_VEC_AT(&w->whiles, WhileRow, k);
+        bind_i64(w, st, 1, w->run_id);
+        bind_row(w, st, 2, r->w->id < w->n_ids[AFTER] ? w->rows_by_id[AFTER][r->w->id] : 0);
+        bind_row(w, st, 3, source_row(w, r->w));
+        if (r->tc.count >= 0)
+            bind_i64(w, st, 4, r->tc.count);
+        bind_text(w, st, 5, r->method);
+        bind_text(w, st, 6, r->tc.reason[0] ? r->tc.reason : NULL);
+        if (r->tc.induction_index >= 0)
+            bind_i64(w, st, 7, r->tc.induction_index);
+        if (r->runs.exact >= 0)
+            bind_i64(w, st, 8, r->runs.exact);
+        bind_row(w, st, 9, r->outer ? SL_VEC_AT(&w->whiles, WhileRow, r->outer - 1).row : 0);
+        r->row = insert(w, ST_WHILE);
+    }
 }
 
 /* One row per collective instruction of the output module, whether reported by an event or
@@ -1343,16 +1486,19 @@ write_collectives(Wr *w, const IrModule *out)
         w->oom = true;
         return;
     }
+    write_whiles(w);
     for (uint32_t c = 0; c < out->n_comps && w->rc == SQLITE_OK && !w->oom; c++) {
         const IrComputation *comp = out->comps[c];
         Trips trip =
             comp->id < out->next_comp_id ? trips[comp->id] : (Trips){TRIP_UNKNOWN, TRIP_UNKNOWN};
+        uint32_t loop = comp->id < out->next_comp_id ? w->comp_loop[comp->id] : 0;
+        int64_t loop_row = loop ? SL_VEC_AT(&w->whiles, WhileRow, loop - 1).row : 0;
         for (uint32_t k = 0; k < comp->n_instrs && w->rc == SQLITE_OK && !w->oom; k++) {
             int kind = collective_row(comp->instrs[k]->op);
             if (kind < 0)
                 continue;
             SlArenaMark mark = sl_arena_mark(&w->scratch);
-            write_collective(w, comp->instrs[k], kind, trip);
+            write_collective(w, comp->instrs[k], kind, trip, loop_row);
             sl_arena_release(&w->scratch, mark);
         }
     }
@@ -1390,6 +1536,7 @@ wr_fini(Wr *w)
     sl_map_fini(&w->reshard_row);
     sl_map_fini(&w->loop_trips);
     sl_map_fini(&w->branch_hint);
+    sl_vec_fini(&w->whiles);
 }
 
 /* One attempt: every row of the run, in dependency order. */
@@ -1409,6 +1556,7 @@ write_all(Wr *w, const IrModule *out, double duration_ms)
     write_loops(w);
     write_collectives(w, out);
     write_warnings(w);
+    write_origins(w);
     if (w->oom && w->rc == SQLITE_OK) {
         w->rc = SQLITE_NOMEM;
         w->what = "buffering rows";
@@ -1453,6 +1601,14 @@ trace_db_end_run(TraceDb *db, const IrModule *out, double duration_ms, int64_t *
         w.rc = trace_db_begin_write(db);
         if (w.rc != SQLITE_OK)
             w.what = "starting the run's transaction";
+        if (w.rc == SQLITE_OK && trace_db_was_removed(db)) { /* see discard_if_new */
+            trace_db_rollback(db);
+            wr_fini(&w);
+            st = sl_fail(err, SL_ERR_IO, loc,
+                         "the trace database was removed while this run waited to write it "
+                         "(another run created it and failed); run again");
+            break;
+        }
         write_all(&w, out, duration_ms);
         if (w.rc == SQLITE_OK && (w.rc = trace_db_commit(db)) != SQLITE_OK)
             w.what = "committing the run";

@@ -60,6 +60,34 @@ typedef struct TraceWindowedLoop {
     int64_t true_branch_runs;
 } TraceWindowedLoop;
 
+/* What a warning is about (trace `warning.kind`, summary.json `warnings[].kind`). */
+typedef enum TraceWarnKind {
+    TRACE_WARN_UNANNOTATED,    /* "unannotated": instructions without a sharding */
+    TRACE_WARN_PARTITIONED,    /* "already-partitioned": the input looks partitioned already */
+    TRACE_WARN_CUSTOM_CALL,    /* "custom-call-fallback": a custom call replicated by fallback */
+    TRACE_WARN_FULL_REMAT,     /* "full-remat": involuntary full rematerialization */
+    TRACE_WARN_NO_HANDLER,     /* "no-handler": an opcode without a handler */
+    TRACE_WARN_OTHER,          /* "other": any other fallback */
+    TRACE_WARN_KIND_COUNT
+} TraceWarnKind;
+const char *trace_warn_kind_name(TraceWarnKind kind);
+
+/* Where sharding propagation (src/propagate, before partitioning) got one sharding it set on
+ * an input instruction: the annotated source, the instructions it passed through, the
+ * direction, aggressiveness level and rule, and the two candidates when it merged. */
+typedef struct TraceOrigin {
+    const IrInstr *instr;         /* an instruction of the partitioner's input */
+    const ShdSharding *sharding;  /* the sharding propagation set */
+    const IrInstr *source;        /* the annotated instruction the chain starts at; NULL: none */
+    const IrInstr *const *path;   /* source first, then each hop, `instr` last */
+    uint32_t n_path;
+    const char *direction;        /* "forward", "backward", "shard group", "computation", ... */
+    int level;                    /* aggressiveness 0..3; -1: outside the fixed point */
+    const char *rule;             /* e.g. "elementwise", "dot lhs (priority)" */
+    const ShdSharding *candidate; /* what the last hop proposed; NULL when it was set as is */
+    const ShdSharding *replaced;  /* the sharding it was merged with; NULL: none */
+} TraceOrigin;
+
 typedef struct TraceSink TraceSink;
 typedef struct TraceSinkOps {
     void (*emit)(TraceSink *s, const IrInstr *out, const IrInstr *source);
@@ -67,7 +95,9 @@ typedef struct TraceSinkOps {
     void (*reshard)(TraceSink *s, const TraceReshard *r);
     void (*collective)(TraceSink *s, const TraceCollective *c);
     void (*windowed_loop)(TraceSink *s, const TraceWindowedLoop *w);
-    void (*warning)(TraceSink *s, const IrInstr *source, const char *message);
+    /* source: the input instruction it is about, NULL for the whole module */
+    void (*warning)(TraceSink *s, const IrInstr *source, TraceWarnKind kind, const char *message);
+    void (*origin)(TraceSink *s, const TraceOrigin *o);
 } TraceSinkOps;
 
 struct TraceSink {
@@ -84,11 +114,13 @@ TraceSink *trace_null_sink(void);
  *   reshard #SEQ REQUESTER VALUE FROM -> TO METHOD RESULT
  *   collective OUT SOURCE cause=CAUSE reshard=SEQ
  *   windowed-loop DOT LOOP VARIANT ITERATIONS BYTES [true-branch=RUNS]
- *   warning SOURCE MESSAGE
+ *   warning SOURCE KIND MESSAGE
+ *   origin INSTR <- SOURCE DIRECTION level=L path=N
  * Names print as "-" when absent. */
 typedef struct TraceMemSink {
     TraceSink sink; /* pass &m->sink to the partitioner */
-    uint32_t n_emits, n_decisions, n_reshards, n_collectives, n_windowed_loops, n_warnings;
+    uint32_t n_emits, n_decisions, n_reshards, n_collectives, n_windowed_loops, n_warnings,
+        n_origins;
     SlBuf log;
 } TraceMemSink;
 void trace_mem_sink_init(TraceMemSink *m);

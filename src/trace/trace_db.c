@@ -3,8 +3,11 @@
  * Owns: the sqlite3 connection of a TraceDb. Does not own: what a run writes (sqlite_sink.c)
  * or reads (reader.c). Invariant: a handle is either fully open with a schema of our version,
  * or not returned at all. */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "trace/trace_int.h"
@@ -29,8 +32,21 @@ trace_db_fail(TraceDb *db, int rc, const char *what, SlError *err)
 {
     SlSrcLoc loc = trace_db_loc(db);
     const char *msg = db && db->sql ? sqlite3_errmsg(db->sql) : sqlite3_errstr(rc);
-    if (rc == SQLITE_NOMEM)
+    /* A failed read or write of the file: the system's reason says more than SQLite's
+     * "disk I/O error" (a full disk, a file size limit, a directory). */
+    int sys = db && db->sql ? sqlite3_system_errno(db->sql) : 0;
+    if ((rc & 0xff) == SQLITE_NOMEM)
         return sl_fail(err, SL_ERR_NOMEM, loc, "%s: out of memory", what);
+    if ((rc & 0xff) == SQLITE_NOTADB)
+        return sl_fail(err, SL_ERR_DB, loc, "not a database: the file is not SQLite, so not a "
+                                            "shardlens trace");
+    if ((rc & 0xff) == SQLITE_CORRUPT)
+        return sl_fail(err, SL_ERR_DB, loc, "%s: the trace database is damaged (truncated or "
+                                            "overwritten)", what);
+    if ((rc & 0xff) == SQLITE_FULL)
+        return sl_fail(err, SL_ERR_IO, loc, "%s: the disk is full", what);
+    if (((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CANTOPEN) && sys)
+        return sl_fail(err, SL_ERR_IO, loc, "%s: %s", what, strerror(sys));
     return sl_fail(err, SL_ERR_DB, loc, "%s: %s (sqlite code %d)", what, msg, rc);
 }
 
@@ -90,8 +106,15 @@ version_mismatch(const char *path, int64_t version, SlError *err)
         return sl_fail(err, SL_ERR_DB, loc,
                        "not a shardlens trace database (schema version 0, expected %d)",
                        trace_schema_version);
+    if (version < trace_schema_version)
+        return sl_fail(err, SL_ERR_DB, loc,
+                       "trace database has schema version %lld, older than the version %d this "
+                       "shardlens reads and writes: it was recorded by an older shardlens; "
+                       "record the run again (partition --trace, analyze) or use a new file",
+                       (long long)version, trace_schema_version);
     return sl_fail(err, SL_ERR_DB, loc,
-                   "trace database has schema version %lld; this shardlens reads version %d",
+                   "trace database has schema version %lld, newer than the version %d this "
+                   "shardlens reads: use the newer shardlens that recorded it",
                    (long long)version, trace_schema_version);
 }
 
@@ -137,6 +160,85 @@ create_schema(TraceDb *db, const char *path, SlError *err)
     return st;
 }
 
+/* Every table and view of our schema, each table with every column ours has: a file of our
+ * version with one dropped (by hand, or by a tool that rewrote it) is refused here, by name,
+ * instead of failing later on a query. The expected names come from the embedded schema, built
+ * once in memory. */
+static SlStatus
+check_tables(TraceDb *db, const char *path, SlError *err)
+{
+    SlSrcLoc loc = {path, 0, 0};
+    sqlite3 *ref = NULL;
+    SlBuf sql;
+    sl_buf_init(&sql);
+    for (unsigned i = 0; i < trace_schema_n_lines; i++)
+        sl_buf_puts(&sql, trace_schema_lines[i]);
+    int rc = sql.failed ? SQLITE_NOMEM : sqlite3_open(":memory:", &ref);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(ref, sql.data, NULL, NULL, NULL);
+    sl_buf_fini(&sql);
+    sqlite3_stmt *objs = NULL, *cols = NULL, *have = NULL, *have_col = NULL;
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(ref,
+                                "SELECT type, name FROM sqlite_schema WHERE type IN ('table', "
+                                "'view') AND name NOT LIKE 'sqlite_%' ORDER BY rowid",
+                                -1, &objs, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(ref, "SELECT name FROM pragma_table_info(?1) ORDER BY cid", -1,
+                                &cols, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db->sql, "SELECT type FROM sqlite_schema WHERE name = ?1", -1,
+                                &have, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db->sql, "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2",
+                                -1, &have_col, NULL);
+    SlStatus st = SL_OK;
+    while (rc == SQLITE_OK && st == SL_OK && sqlite3_step(objs) == SQLITE_ROW) {
+        const char *type = (const char *)sqlite3_column_text(objs, 0);
+        const char *name = (const char *)sqlite3_column_text(objs, 1);
+        sqlite3_reset(have);
+        sqlite3_bind_text(have, 1, name, -1, SQLITE_TRANSIENT);
+        int step = sqlite3_step(have);
+        if (step != SQLITE_ROW && step != SQLITE_DONE) {
+            rc = step;
+            break;
+        }
+        if (step == SQLITE_DONE ||
+            strcmp((const char *)sqlite3_column_text(have, 0), type) != 0) {
+            st = sl_fail(err, SL_ERR_DB, loc,
+                         "%s %s is missing: not a shardlens trace, or from an older version",
+                         type, name);
+            break;
+        }
+        if (strcmp(type, "table") != 0)
+            continue;
+        sqlite3_reset(cols);
+        sqlite3_bind_text(cols, 1, name, -1, SQLITE_TRANSIENT);
+        while (st == SL_OK && sqlite3_step(cols) == SQLITE_ROW) {
+            const char *col = (const char *)sqlite3_column_text(cols, 0);
+            sqlite3_reset(have_col);
+            sqlite3_bind_text(have_col, 1, name, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(have_col, 2, col, -1, SQLITE_TRANSIENT);
+            step = sqlite3_step(have_col);
+            if (step == SQLITE_DONE)
+                st = sl_fail(err, SL_ERR_DB, loc,
+                             "table %s has no column %s: not a shardlens trace, or from an "
+                             "older version",
+                             name, col);
+            else if (step != SQLITE_ROW)
+                rc = step;
+        }
+    }
+    sqlite3_finalize(objs);
+    sqlite3_finalize(cols);
+    sqlite3_finalize(have);
+    sqlite3_finalize(have_col);
+    sqlite3_close(ref);
+    if (st == SL_OK && rc != SQLITE_OK)
+        st = trace_db_fail(db, rc, "reading the trace schema", err);
+    return st;
+}
+
 static SlStatus
 check_version(TraceDb *db, const char *path, SlError *err)
 {
@@ -145,7 +247,7 @@ check_version(TraceDb *db, const char *path, SlError *err)
     if (rc != SQLITE_OK)
         return trace_db_fail(db, rc, "reading the schema version", err);
     if (version == trace_schema_version)
-        return SL_OK;
+        return check_tables(db, path, err);
     if (version == 0 && db->mode == TRACE_DB_APPEND)
         return create_schema(db, path, err);
     return version_mismatch(path, version, err);
@@ -156,13 +258,20 @@ trace_db_open(const char *path, TraceDbMode mode, TraceDb **out, SlError *err)
 {
     *out = NULL;
     SlSrcLoc loc = {path, 0, 0};
-    if (mode == TRACE_DB_READ && access(path, F_OK) != 0)
+    struct stat sb;
+    bool exists = stat(path, &sb) == 0;
+    if (mode == TRACE_DB_READ && !exists)
         return sl_fail(err, SL_ERR_IO, loc, "no such trace database");
+    if (exists && S_ISDIR(sb.st_mode))
+        return sl_fail(err, SL_ERR_IO, loc, "is a directory, not a trace database");
+    if (exists && !S_ISREG(sb.st_mode))
+        return sl_fail(err, SL_ERR_IO, loc, "not a regular file, so not a trace database");
     TraceDb *db = calloc(1, sizeof(*db));
     if (!db)
         return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");
     db->path = path;
     db->mode = mode;
+    db->created = mode == TRACE_DB_APPEND && !exists;
     db->busy_timeout_ms = DEFAULT_BUSY_TIMEOUT_MS;
     db->attempts = DEFAULT_ATTEMPTS;
     sl_arena_init(&db->events);
@@ -217,12 +326,62 @@ trace_db_inject_fault(TraceDb *db, uint64_t rows)
     db->fault_rows = rows;
 }
 
+/* A file this handle created that holds no run (a failed first run, or a schema that could
+ * not be written on a full disk) is removed, with SQLite's side files: a failed --trace leaves
+ * nothing new behind. Decided and done under the write lock, so a writer that has committed a
+ * run into the new file since is never undone; one that opened it and waits for the lock
+ * finds its file gone (trace_db_end_run checks). A run count that cannot be read leaves the
+ * file alone unless it is empty. */
+static void
+discard_if_new(TraceDb *db)
+{
+    if (!db->created || !db->sql)
+        return;
+    bool empty = false;
+    int64_t runs = -1;
+    if (trace_db_begin_write(db) == SQLITE_OK) {
+        int64_t tables = 0;
+        if (query_int(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'run'", &tables) ==
+            SQLITE_OK) {
+            if (tables == 0)
+                runs = 0;
+            else if (query_int(db, "SELECT count(*) FROM run", &runs) != SQLITE_OK)
+                runs = -1;
+        }
+    }
+    struct stat sb;
+    if (runs != 0 && stat(db->path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0)
+        runs = 0;
+    empty = runs == 0;
+    if (empty) {
+        static const char *const k_side[] = {"", "-journal", "-wal", "-shm"};
+        size_t n = strlen(db->path) + 16;
+        char *name = malloc(n);
+        for (size_t i = 0; name && i < SL_COUNTOF(k_side); i++) {
+            snprintf(name, n, "%s%s", db->path, k_side[i]);
+            (void)unlink(name);
+        }
+        free(name);
+    }
+    trace_db_rollback(db);
+}
+
+bool
+trace_db_was_removed(TraceDb *db)
+{
+    int moved = 0;
+    return db && db->sql &&
+           sqlite3_file_control(db->sql, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK &&
+           moved;
+}
+
 void
 trace_db_close(TraceDb *db)
 {
     if (!db)
         return;
     trace_db_abort_run(db);
+    discard_if_new(db);
     for (int i = 0; i < ST_COUNT; i++)
         (void)sqlite3_finalize(db->stmts[i]); /* returns the last step's error, already seen */
     /* sqlite3_close only fails with unfinalized statements, and all are finalized above. */

@@ -36,6 +36,12 @@ SlStatus trace_db_open(const char *path, TraceDbMode mode, TraceDb **out, SlErro
 void trace_db_close(TraceDb *db);  /* aborts a run still open; NULL is fine */
 int trace_db_schema_version(void); /* the version this binary writes and reads */
 
+/* A trip count the user gives for a while instruction of the input (--trip-count NAME=N). */
+typedef struct TraceTripCount {
+    const char *name; /* the input while, without '%' */
+    int64_t count;    /* >= 0 */
+} TraceTripCount;
+
 /* What the run row records besides the module. Strings are copied. */
 typedef struct TraceRunInfo {
     const char *tool_version; /* e.g. "0.1.0" */
@@ -43,6 +49,11 @@ typedef struct TraceRunInfo {
     SlStr input_text;         /* the HLO text as read; hashed into run.input_hash */
     SlStr options;            /* "key=value" lines as spmd_options_print() writes them */
     int64_t num_partitions;   /* the effective device count N (> 0) */
+    /* Counts that win over every analysis for the output loops derived from these input
+     * whiles (copied; may be NULL). Names that are no while of the input are ignored: the
+     * caller checks them. */
+    const TraceTripCount *trip_counts;
+    uint32_t n_trip_counts;
 } TraceRunInfo;
 
 /* Starts buffering a run of the partitioner over `in`; `*sink` is valid until end/abort. */

@@ -23,7 +23,9 @@ typedef enum TraceStmt {
     ST_COLLECTIVE,
     ST_GROUP,
     ST_LOOP,
+    ST_WHILE,
     ST_WARNING,
+    ST_ORIGIN,
     ST_COUNT
 } TraceStmt;
 
@@ -31,6 +33,7 @@ struct TraceDb {
     sqlite3 *sql;
     const char *path; /* the caller's, not a copy: errors point at it (see trace_db_open) */
     TraceDbMode mode;
+    bool created; /* APPEND: the file did not exist before this handle opened it */
     int busy_timeout_ms, attempts;
     uint64_t fault_rows; /* tests: fail a run's write after this many rows; 0 = never */
     sqlite3_stmt *stmts[ST_COUNT];
@@ -45,7 +48,7 @@ struct TraceDb {
     SlInterner strings; /* event strings, one copy each (in `events`): handlers, strategies,
                            methods and sharding texts repeat for every instruction */
     SlBuf text;         /* scratch for printing a sharding */
-    SlVec emits, decisions, reshards, collectives, loops, warnings;
+    SlVec emits, decisions, reshards, collectives, loops, warnings, origins;
     SlMap last_decision; /* source name (SlSym) -> seq of its latest decision */
     TraceSink sink;
 };
@@ -53,6 +56,9 @@ struct TraceDb {
 /* Converts a SQLite failure into SL_ERR_DB with the connection's message, located at the
  * caller's path (never SQLite's copy of the name, which dies with the connection). */
 SlStatus trace_db_fail(TraceDb *db, int rc, const char *what, SlError *err);
+/* The file `db` opened has been unlinked or renamed since (a failed run that created it
+ * removed it again). */
+bool trace_db_was_removed(TraceDb *db);
 /* Runs one or more statements without results. */
 int trace_db_exec(TraceDb *db, const char *sql);
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK; the busy handler waits for other writers. */

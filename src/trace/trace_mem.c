@@ -78,15 +78,26 @@ on_windowed_loop(TraceSink *s, const TraceWindowedLoop *w)
 }
 
 static void
-on_warning(TraceSink *s, const IrInstr *source, const char *message)
+on_warning(TraceSink *s, const IrInstr *source, TraceWarnKind kind, const char *message)
 {
     TraceMemSink *m = mem_of(s);
     m->n_warnings++;
-    sl_buf_printf(&m->log, "warning %s %s\n", name(source), message ? message : "");
+    sl_buf_printf(&m->log, "warning %s %s %s\n", name(source), trace_warn_kind_name(kind),
+                  message ? message : "");
+}
+
+static void
+on_origin(TraceSink *s, const TraceOrigin *o)
+{
+    TraceMemSink *m = mem_of(s);
+    m->n_origins++;
+    sl_buf_printf(&m->log, "origin %s <- %s %s level=%d path=%u\n", name(o->instr),
+                  name(o->source), o->direction ? o->direction : "-", o->level, o->n_path);
 }
 
 static const TraceSinkOps k_mem_ops = {on_emit,       on_decision,      on_reshard,
-                                       on_collective, on_windowed_loop, on_warning};
+                                       on_collective, on_windowed_loop, on_warning,
+                                       on_origin};
 
 void
 trace_mem_sink_init(TraceMemSink *m)

@@ -77,9 +77,22 @@ typedef struct TraceRunCollective {
     uint32_t reshard, decision;   /* indices into reshards / decisions */
     double send_bytes;            /* summed over devices, trip count applied (ring model) */
     double max_device_send_bytes; /* the busiest device, trip count applied */
+    uint32_t loop;                /* the innermost while that runs it: index into whiles */
     uint32_t *group_offsets;      /* n_groups + 1 offsets into devices */
     int64_t *devices;             /* permute: (source, target) per group */
 } TraceRunCollective;
+
+/* A while of the output module and its trip count (a while_loop row). */
+typedef struct TraceRunWhile {
+    uint32_t instr;          /* 'after': the while */
+    uint32_t source;         /* 'before': the input while (a windowed loop: its dot) */
+    int64_t trip_count;      /* -1: unknown */
+    const char *method;      /* user, backend_config, pattern, partitioner, unknown */
+    const char *reason;      /* unknown: why; else how it was found; may be NULL */
+    int64_t induction_index; /* -1: none found */
+    int64_t executions;      /* runs of the while itself per run of the module; -1: unknown */
+    uint32_t outer;          /* the loop around it: index into whiles */
+} TraceRunWhile;
 
 typedef struct TraceRunLoop {
     uint32_t dot;  /* 'before' */
@@ -96,13 +109,26 @@ typedef struct TraceRunCall {
 } TraceRunCall;
 
 typedef struct TraceRunWarning {
-    uint32_t instr; /* 'before' */
+    uint32_t instr;   /* 'before'; TRACE_NONE: about the whole module */
+    const char *kind; /* trace_warn_kind_name() */
     const char *message;
 } TraceRunWarning;
 
+/* A sharding propagation set (sharding_origin): indices into instrs ('before'). */
+typedef struct TraceRunOrigin {
+    uint32_t instr;
+    const char *sharding;
+    uint32_t source;  /* TRACE_NONE: no annotated source */
+    uint32_t *path;   /* n_path instrs, source first, instr last */
+    uint32_t n_path;
+    const char *direction, *rule, *candidate, *replaced; /* rule..replaced may be NULL */
+    int level;        /* -1: outside the fixed point */
+} TraceRunOrigin;
+
 typedef struct TraceRunDevice {
     int64_t device;
-    double send_bytes, recv_bytes; /* ring model, trip counts applied */
+    double send_bytes, recv_bytes; /* ring model, known trip counts applied (collectives of
+                                      unknown count are not in them) */
     uint32_t collectives, unknown_trip_collectives;
 } TraceRunDevice;
 
@@ -126,12 +152,16 @@ typedef struct TraceRun {
     uint32_t n_decisions;
     TraceRunReshard *reshards;
     uint32_t n_reshards;
+    TraceRunWhile *whiles;
+    uint32_t n_whiles; /* outer loops before inner ones */
     TraceRunCollective *collectives;
     uint32_t n_collectives;
     TraceRunLoop *loops;
     uint32_t n_loops;
     TraceRunWarning *warnings;
     uint32_t n_warnings;
+    TraceRunOrigin *origins;
+    uint32_t n_origins; /* in recording order; none when the run had no propagation */
     TraceRunDevice *devices;
     uint32_t n_devices; /* by device id */
 } TraceRun;

@@ -1,0 +1,202 @@
+/* cmd_propagate.c - `shardlens propagate IN.hlo [-n N] [-o OUT] [--set K=V]...`: XLA's sharding
+ * propagation on the module, printed with every instruction's sharding.
+ * Owns: the wiring parse -> (shardings fit N) -> prop_run -> print -> atomic write, and the
+ * --set names. Does not own: propagation (src/propagate). Invariant: nothing is written unless
+ * every step succeeded. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli_trace.h"
+#include "cli/cli_util.h"
+#include "hlo/hlo.h"
+#include "propagate/prop.h"
+#include "spmd/spmd.h"
+#include "trace/trace_db.h"
+
+enum { OPT_NUM_PARTITIONS, OPT_OUTPUT, OPT_TRACE, OPT_SET };
+
+static const CliOpt k_opts[] = {
+    {OPT_NUM_PARTITIONS, 'n', "num-partitions", "N",
+     "check that every sharding fits N devices (default: no check)",                  false},
+    {OPT_OUTPUT,         'o', "output",         "OUT.hlo",   "write the module here (default: stdout)", false},
+    {OPT_TRACE,          0,   "trace",          "TRACE.db",
+     "append a run (the propagated module, partitioned) with every sharding's origin",       false},
+    {OPT_SET,            0,   "set",            "KEY=VALUE", "set a propagation option by its XLA name", true },
+};
+
+static void
+help_extra(FILE *out)
+{
+    PropOptions o;
+    SlBuf b;
+    prop_options_init(&o);
+    sl_buf_init(&b);
+    prop_options_print(&o, &b);
+    fputs("\npropagation options for --set, with their defaults (XLA's ShardingPropagation):\n",
+          out);
+    SlStr s = sl_buf_str(&b);
+    for (size_t i = 0; i < s.len;) {
+        size_t j = i;
+        while (j < s.len && s.ptr[j] != '\n')
+            j++;
+        fprintf(out, "  %.*s\n", (int)(j - i), s.ptr + i);
+        i = j + 1;
+    }
+    fputs("  execution_threads=NAME[,NAME...]  (accepted; every computation is processed)\n"
+          "The two allow_* options take one value, or one per element of the entry's result\n"
+          "tuple (per entry parameter), as XLA's absl::Span<bool> does.\n",
+          out);
+    sl_buf_fini(&b);
+}
+
+static int
+parse_sets(const CliArgs *a, PropOptions *o)
+{
+    prop_options_init(o);
+    for (uint32_t i = 0; i < a->n_opts; i++) {
+        if (a->opts[i].opt->id != OPT_SET)
+            continue;
+        const char *kv = a->opts[i].value;
+        const char *eq = strchr(kv, '=');
+        if (!eq || eq == kv)
+            return cli_usage_error(a->cmd, "--set %s: expected KEY=VALUE", kv);
+        char key[128];
+        size_t kl = (size_t)(eq - kv);
+        if (kl >= sizeof(key))
+            return cli_usage_error(a->cmd, "--set %s: unknown option", kv);
+        memcpy(key, kv, kl);
+        key[kl] = 0;
+        SlError err = {0};
+        if (prop_options_set(o, key, eq + 1, &err))
+            return cli_usage_error(a->cmd, "--set %s: %s", kv, err.msg);
+    }
+    return CLI_EXIT_OK;
+}
+
+/* --trace: the propagated module partitioned for N devices, recorded with the origins. */
+static int
+record_run(const CliArgs *a, CliInput *in, const PropOptions *po, const PropResult *r,
+           int64_t n)
+{
+    const char *path = cli_args_value(a, OPT_TRACE);
+    SlError err = {0};
+    if (!n && ir_module_find_header(in->module, "num_partitions"))
+        n = ir_module_num_partitions(in->module);
+    if (n < 1)
+        return cli_usage_error(a->cmd, "--trace partitions the module: pass -n N or put "
+                                       "num_partitions=N in the module header");
+    if (cli_input_check(in, &err) || cli_check_shardings(in->module, in->display, n, &err))
+        return cli_report(&err, in);
+    SpmdOptions so;
+    spmd_options_init(&so);
+    so.num_partitions = n;
+    SlBuf opts;
+    sl_buf_init(&opts);
+    prop_options_print(po, &opts);
+    spmd_options_print(&so, &opts);
+    char created[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    if (t == (time_t)-1 || !gmtime_r(&t, &tm) ||
+        !strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(created, sizeof(created), "unknown");
+    TraceRunInfo info = {SHARDLENS_VERSION, created, in->src.text, sl_buf_str(&opts), n, NULL, 0};
+    TraceDb *db = NULL;
+    TraceSink *sink = NULL;
+    int code = CLI_EXIT_OK;
+    SlArena out_arena;
+    sl_arena_init(&out_arena);
+    IrModule *out = NULL;
+    if (trace_db_open(path, TRACE_DB_APPEND, &db, &err) ||
+        trace_db_begin_run(db, in->module, &info, &sink, &err)) {
+        code = cli_report_at(&err, path);
+    } else {
+        cli_emit_origins(sink, in->module, r);
+        if (spmd_partition(in->module, &so, sink, &out_arena, &out, &err)) {
+            trace_db_abort_run(db);
+            code = cli_report(&err, in);
+        } else if (trace_db_end_run(db, out, -1, NULL, &err)) {
+            code = cli_report_at(&err, path);
+        }
+    }
+    trace_db_close(db);
+    if (out)
+        ir_module_fini(out);
+    sl_arena_fini(&out_arena);
+    sl_buf_fini(&opts);
+    return code;
+}
+
+static int
+run(const CliArgs *a)
+{
+    CliInput in;
+    SlError err = {0};
+    PropOptions o;
+    CliOutput out;
+    int code = parse_sets(a, &o);
+    if (code != CLI_EXIT_OK)
+        return code;
+    int64_t n = 0;
+    const char *n_text = cli_args_value(a, OPT_NUM_PARTITIONS);
+    if (n_text && !cli_parse_count(a->cmd, "--num-partitions", n_text, &n))
+        return CLI_EXIT_BAD_INPUT;
+    cli_output_init(&out, cli_args_value(a, OPT_OUTPUT), a->phases);
+    if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) ||
+        (n && cli_check_shardings(in.module, in.display, n, &err))) {
+        code = cli_report(&err, &in);
+    } else {
+        PropResult r;
+        cli_phase_begin(a->phases, CLI_PHASE_PROPAGATE);
+        SlStatus st = prop_run(in.module, &o, &in.arena, &r, &err);
+        cli_phase_end(a->phases, CLI_PHASE_PROPAGATE, 0);
+        if (st) {
+            if (!err.status)
+                sl_fail(&err, st, (SlSrcLoc){0}, "propagation failed");
+            if (!err.loc.path && err.loc.line)
+                err.loc.path = in.display;
+            code = cli_report(&err, &in);
+        } else {
+            fprintf(stderr, "propagated shardings to %u of %u instructions\n", r.n_propagated,
+                    r.n_instrs);
+            if (cli_args_value(a, OPT_TRACE))
+                code = record_run(a, &in, &o, &r, n);
+        }
+        if (!st && code == CLI_EXIT_OK) {
+            cli_phase_begin(a->phases, CLI_PHASE_PRINT);
+            hlo_print_module(in.module, &out.text);
+            cli_phase_end(a->phases, CLI_PHASE_PRINT, out.text.spilled + out.text.len);
+            code = cli_output_finish(&out, &in);
+        }
+    }
+    cli_output_fini(&out);
+    cli_input_fini(&in);
+    return code;
+}
+
+const CliCommand cmd_propagate = {
+    .name = "propagate",
+    .usage = "IN.hlo [-n|--num-partitions N] [-o|--output OUT.hlo] [--trace TRACE.db] "
+             "[--set KEY=VALUE]...",
+    .summary = "fill in the shardings of unannotated instructions (XLA's propagation)",
+    .description =
+        "Parses IN.hlo ('-' for standard input) and runs XLA's sharding propagation pass\n"
+        "(GSPMD's ShardingPropagation) on it: forward and backward passes over the\n"
+        "aggressiveness levels 0..3 until nothing changes, merging partial replication so\n"
+        "that the most specific sharding wins. Prints the module with every instruction's\n"
+        "sharding; `Sharding` custom calls become copies and ShardBarrierFrom/To custom calls\n"
+        "are removed, as in XLA. -o writes the text atomically (no file on failure). With -n,\n"
+        "every input sharding must fit N devices. Prints \"propagated shardings to K of N\n"
+        "instructions\" to standard error.\n"
+        "--trace appends a run to a trace database: the propagated module partitioned for N\n"
+        "devices (-n, else the header's num_partitions=), with one sharding_origin row per\n"
+        "propagated sharding (source, path, direction, level, rule, merged candidates);\n"
+        "`explain` starts with that chain.\n",
+    .opts = k_opts,
+    .n_opts = SL_COUNTOF(k_opts),
+    .min_pos = 1,
+    .max_pos = 1,
+    .run = run,
+    .help_extra = help_extra,
+};

@@ -1,0 +1,1015 @@
+/* prop_fwd.c - the forward rules (XLA's InferShardingFromOperands): an instruction's sharding
+ * from its operands', per opcode, plus which instructions take part at all
+ * (SupportSpatialPartitioning) and at which aggressiveness level a sharding passes through an
+ * op. Owns: those rules and the dot/convolution dimension maps. Does not own: the order of the
+ * sweeps (prop_run.c), gather/scatter (prop_gs.c). */
+#include <string.h>
+
+#include "propagate/prop_int.h"
+
+static bool
+is_elementwise(const IrInstr *i)
+{
+    if (ir_op_family(i->op) == IR_FAM_ELEMENTWISE || i->op == IR_OP_RNG)
+        return true;
+    if (i->op == IR_OP_BITCAST_CONVERT && i->n_operands == 1)
+        return i->operands[0]->shape.rank == i->shape.rank;
+    return false;
+}
+
+bool
+prop_can_pass_at_level(const IrInstr *i, int level)
+{
+    if (is_elementwise(i) || prop_is_custom_call(i, "Sharding"))
+        return true;
+    switch (i->op) {
+    case IR_OP_CALL:
+    case IR_OP_CONCATENATE:
+    case IR_OP_COPY:
+    case IR_OP_DYNAMIC_SLICE:
+    case IR_OP_DYNAMIC_UPDATE_SLICE:
+    case IR_OP_GET_TUPLE_ELEMENT:
+    case IR_OP_OPT_BARRIER:
+    case IR_OP_RESHAPE:
+    case IR_OP_TUPLE:
+    case IR_OP_TRANSPOSE:
+    case IR_OP_WHILE: return true;
+    case IR_OP_BROADCAST: return level >= 2;
+    default: return level >= 1;
+    }
+}
+
+static bool
+has_side_effect(const IrInstr *i)
+{
+    switch (i->op) {
+    case IR_OP_SEND:
+    case IR_OP_SEND_DONE:
+    case IR_OP_RECV:
+    case IR_OP_RECV_DONE:
+    case IR_OP_INFEED:
+    case IR_OP_OUTFEED:
+    case IR_OP_RNG:
+    case IR_OP_RNG_GET_AND_UPDATE_STATE: return true;
+    case IR_OP_CUSTOM_CALL:
+        for (uint32_t k = 0; k < i->n_attrs; k++) {
+            const IrAttr *a = &i->attrs[k];
+            if (a->key == IR_ATTR_OTHER && a->u.other.key &&
+                !strcmp(sl_sym_cstr(a->u.other.key), "custom_call_has_side_effect"))
+                return sl_str_eq_cstr(a->u.other.text, "true");
+        }
+        return false;
+    default: return false;
+    }
+}
+
+static bool
+is_passthrough_custom(const IrInstr *i)
+{
+    if (prop_is_custom_call(i, "Sharding") || prop_is_custom_call(i, "X64Combine") ||
+        prop_is_custom_call(i, "LayoutConstraint"))
+        return true;
+    if (i->n_operands != 1 || !ir_shape_is_array(&i->shape) ||
+        !ir_shape_is_array(&i->operands[0]->shape) || i->operands[0]->shape.rank != i->shape.rank)
+        return false;
+    static const char *const k_targets[] = {
+        "ResizeNearest", "ResizeBilinear", "ResizeNearestGrad", "ResizeBilinearGrad", "Cholesky",
+        "MoveToHost",    "MoveToDevice",   "PinToDevice",       "PinToDeviceSram"};
+    for (size_t k = 0; k < SL_COUNTOF(k_targets); k++)
+        if (prop_is_custom_call(i, k_targets[k]))
+            return true;
+    return false;
+}
+
+static bool
+is_barrier(const IrInstr *i)
+{
+    return prop_is_custom_call(i, "ShardBarrierFrom") || prop_is_custom_call(i, "ShardBarrierTo");
+}
+
+bool
+prop_support_spatial(PropCtx *cx, const IrInstr *i, bool allow_output, bool allow_params)
+{
+    bool in_body = cx->caller[i->parent->id] != NULL;
+    if (i->parent->root == i && !in_body && !(prop_is_entry_root(i) && allow_output))
+        return false;
+    if (is_elementwise(i) && (i->op != IR_OP_RNG || cx->o->is_spmd))
+        return true;
+    switch (i->op) {
+    case IR_OP_BROADCAST:
+    case IR_OP_CONCATENATE:
+    case IR_OP_CONDITIONAL:
+    case IR_OP_CONSTANT:
+    case IR_OP_CONVOLUTION:
+    case IR_OP_OPT_BARRIER:
+    case IR_OP_DOT:
+    case IR_OP_DYNAMIC_SLICE:
+    case IR_OP_DYNAMIC_UPDATE_SLICE:
+    case IR_OP_GATHER:
+    case IR_OP_GET_TUPLE_ELEMENT:
+    case IR_OP_INFEED:
+    case IR_OP_IOTA:
+    case IR_OP_PAD:
+    case IR_OP_REDUCE_WINDOW:
+    case IR_OP_RESHAPE:
+    case IR_OP_SCATTER:
+    case IR_OP_SELECT_AND_SCATTER:
+    case IR_OP_SLICE:
+    case IR_OP_SORT:
+    case IR_OP_TRANSPOSE:
+    case IR_OP_TUPLE:
+    case IR_OP_WHILE:
+    case IR_OP_REDUCE:
+    case IR_OP_RNG_BIT_GENERATOR:
+    case IR_OP_ALL_REDUCE:
+    case IR_OP_COLLECTIVE_PERMUTE:
+    case IR_OP_REDUCE_SCATTER: return true;
+    case IR_OP_PARAMETER: return allow_params || in_body;
+    case IR_OP_REVERSE: return cx->o->is_spmd;
+    case IR_OP_CUSTOM_CALL:
+        if (!cx->o->is_spmd)
+            return false;
+        return is_barrier(i) || is_passthrough_custom(i);
+    default: return false;
+    }
+}
+
+/* PickRepresentativeOperand. */
+static const IrInstr *
+representative(PropCtx *cx, const IrInstr *i)
+{
+    switch (i->op) {
+    case IR_OP_MAP:
+    case IR_OP_PAD:
+    case IR_OP_POWER:
+    case IR_OP_OPT_BARRIER:
+    case IR_OP_RAGGED_ALL_TO_ALL:
+    case IR_OP_REVERSE:
+    case IR_OP_SLICE:
+    case IR_OP_SHIFT_LEFT:
+    case IR_OP_SHIFT_RIGHT_ARITHMETIC:
+    case IR_OP_SHIFT_RIGHT_LOGICAL:
+        return i->n_operands && prop_sh(cx, i->operands[0]) ? i->operands[0] : NULL;
+    case IR_OP_CUSTOM_CALL: return is_passthrough_custom(i) && i->n_operands ? i->operands[0] : NULL;
+    case IR_OP_BROADCAST:
+    case IR_OP_CALL:
+    case IR_OP_CONDITIONAL:
+    case IR_OP_CONSTANT:
+    case IR_OP_CONVOLUTION:
+    case IR_OP_DOT:
+    case IR_OP_DYNAMIC_SLICE:
+    case IR_OP_DYNAMIC_UPDATE_SLICE:
+    case IR_OP_GATHER:
+    case IR_OP_GET_TUPLE_ELEMENT:
+    case IR_OP_IOTA:
+    case IR_OP_PARAMETER:
+    case IR_OP_REDUCE:
+    case IR_OP_REDUCE_WINDOW:
+    case IR_OP_RESHAPE:
+    case IR_OP_SCATTER:
+    case IR_OP_SELECT_AND_SCATTER:
+    case IR_OP_TRANSPOSE:
+    case IR_OP_TUPLE: return NULL;
+    default: break;
+    }
+    bool any_op = is_elementwise(i) || i->op == IR_OP_CONCATENATE || i->op == IR_OP_SORT ||
+                  i->op == IR_OP_WHILE || i->op == IR_OP_TOPK ||
+                  ir_op_family(i->op) == IR_FAM_COLLECTIVE || i->op == IR_OP_ALL_REDUCE ||
+                  i->op == IR_OP_COLLECTIVE_PERMUTE;
+    if (!any_op)
+        return NULL;
+    const IrInstr *best = NULL;
+    for (uint32_t k = 0; k < i->n_operands; k++) {
+        const ShdSharding *s = prop_sh(cx, i->operands[k]);
+        if (s && (!best || px_more_specific(s, prop_sh(cx, best))))
+            best = i->operands[k];
+    }
+    return best;
+}
+
+/* ---- dot and convolution dimension maps (dot_as_convolution_util) ---- */
+
+typedef struct PropDimMap {
+    int64_t lhs, rhs, out;
+} PropDimMap;
+
+typedef struct PropDotDims {
+    PropDimMap batch[PROP_MAX_RANK], contr[PROP_MAX_RANK], lnc[PROP_MAX_RANK],
+        rnc[PROP_MAX_RANK], conv[PROP_MAX_RANK];
+    uint32_t nb, nc, nl, nr, ns;
+    uint32_t lrank, rrank, orank;
+} PropDotDims;
+
+static bool
+in_ints(const int64_t *v, uint32_t n, int64_t x)
+{
+    for (uint32_t k = 0; k < n; k++)
+        if (v[k] == x)
+            return true;
+    return false;
+}
+
+static bool
+dot_dims(const IrInstr *d, PropDotDims *o)
+{
+    memset(o, 0, sizeof(*o));
+    if (d->n_operands < 2)
+        return false;
+    const int64_t *lb, *rb, *lc, *rc;
+    uint32_t nlb = ir_instr_ints_attr(d, IR_ATTR_LHS_BATCH_DIMS, &lb);
+    uint32_t nrb = ir_instr_ints_attr(d, IR_ATTR_RHS_BATCH_DIMS, &rb);
+    uint32_t nlc = ir_instr_ints_attr(d, IR_ATTR_LHS_CONTRACTING_DIMS, &lc);
+    uint32_t nrc = ir_instr_ints_attr(d, IR_ATTR_RHS_CONTRACTING_DIMS, &rc);
+    const IrShape *l = &d->operands[0]->shape, *r = &d->operands[1]->shape;
+    if (nlb != nrb || nlc != nrc || l->rank > PROP_MAX_RANK || r->rank > PROP_MAX_RANK)
+        return false;
+    o->lrank = l->rank;
+    o->rrank = r->rank;
+    o->orank = d->shape.rank;
+    for (uint32_t k = 0; k < nlb; k++)
+        o->batch[o->nb++] = (PropDimMap){lb[k], rb[k], k};
+    for (uint32_t k = 0; k < nlc; k++)
+        o->contr[o->nc++] = (PropDimMap){lc[k], rc[k], -1};
+    uint32_t out = nlb;
+    for (uint32_t k = 0; k < l->rank; k++)
+        if (!in_ints(lb, nlb, k) && !in_ints(lc, nlc, k))
+            o->lnc[o->nl++] = (PropDimMap){k, -1, out++};
+    for (uint32_t k = 0; k < r->rank; k++)
+        if (!in_ints(rb, nrb, k) && !in_ints(rc, nrc, k))
+            o->rnc[o->nr++] = (PropDimMap){-1, k, out++};
+    return out == d->shape.rank;
+}
+
+typedef struct ConvLabels {
+    int64_t b, f, sp[PROP_MAX_RANK];
+    uint32_t n_sp;
+} ConvLabels;
+
+static bool
+conv_group(SlStr s, char cb, char cf, ConvLabels *o)
+{
+    o->b = o->f = -1;
+    o->n_sp = 0;
+    int64_t sp[PROP_MAX_RANK];
+    uint32_t nd = 0;
+    for (size_t k = 0; k < s.len; k++) {
+        char c = s.ptr[k];
+        if (c == cb)
+            o->b = (int64_t)k;
+        else if (c == cf)
+            o->f = (int64_t)k;
+        else if (c >= '0' && c <= '9') {
+            int d = c - '0';
+            if (d >= PROP_MAX_RANK)
+                return false;
+            sp[d] = (int64_t)k;
+            if ((uint32_t)d + 1 > nd)
+                nd = (uint32_t)d + 1;
+            o->n_sp++;
+        } else
+            return false;
+    }
+    if (o->b < 0 || o->f < 0 || o->n_sp != nd)
+        return false;
+    memcpy(o->sp, sp, nd * sizeof(int64_t));
+    return true;
+}
+
+typedef struct ConvDnums {
+    ConvLabels in, k, out;
+} ConvDnums;
+
+static bool
+conv_labels(const IrInstr *c, ConvDnums *d)
+{
+    const IrAttr *a = ir_instr_find_attr(c, IR_ATTR_DIM_LABELS);
+    if (!a)
+        return false;
+    SlStr t = a->u.text;
+    const char *us = memchr(t.ptr, '_', t.len);
+    const char *ar = NULL;
+    for (size_t k = 0; k + 1 < t.len; k++)
+        if (t.ptr[k] == '-' && t.ptr[k + 1] == '>')
+            ar = t.ptr + k;
+    if (!us || !ar || ar < us)
+        return false;
+    SlStr ls = {t.ptr, (size_t)(us - t.ptr)}, ks = {us + 1, (size_t)(ar - us - 1)},
+          os = {ar + 2, (size_t)(t.ptr + t.len - ar - 2)};
+    return conv_group(ls, 'b', 'f', &d->in) && conv_group(ks, 'o', 'i', &d->k) &&
+           conv_group(os, 'b', 'f', &d->out) && d->in.n_sp == d->k.n_sp &&
+           d->in.n_sp == d->out.n_sp;
+}
+
+static bool
+conv_dims(const IrInstr *c, PropDotDims *o, ConvDnums *dn)
+{
+    memset(o, 0, sizeof(*o));
+    if (c->n_operands < 2 || !conv_labels(c, dn))
+        return false;
+    const IrAttr *w = ir_instr_find_attr(c, IR_ATTR_WINDOW);
+    uint32_t nw = w ? w->u.window.n : 0;
+    if (nw != dn->in.n_sp)
+        return false;
+    const IrShape *l = &c->operands[0]->shape, *r = &c->operands[1]->shape;
+    o->lnc[o->nl++] = (PropDimMap){dn->in.b, -1, dn->out.b};
+    o->rnc[o->nr++] = (PropDimMap){-1, dn->k.b, dn->out.f}; /* k.b holds 'o' */
+    o->contr[o->nc++] = (PropDimMap){dn->in.f, dn->k.f, -1};
+    for (uint32_t s = 0; s < nw; s++) {
+        const IrWindowDim *wd = &w->u.window.v[s];
+        int64_t lhs = dn->in.sp[s], rhs = dn->k.sp[s], out = dn->out.sp[s];
+        int64_t ls = l->dims[lhs], rs = r->dims[rhs];
+        int64_t m1 = ls - 1 > 1 ? ls - 1 : 1;
+        bool batch =
+            (ls == wd->size && ls == wd->lhs_dilate &&
+             ((m1 == wd->stride && wd->rhs_dilate == 1) || (m1 == wd->rhs_dilate && wd->stride == 1)) &&
+             wd->pad_hi == 0 && wd->pad_lo == 0 && !wd->reversal) ||
+            (ls == wd->size && wd->pad_hi == ls - 1 && wd->pad_lo == ls - 1 && wd->reversal &&
+             wd->rhs_dilate == 1 && wd->stride == ls && wd->lhs_dilate == ls - 1);
+        PropDimMap dm = {lhs, rhs, out};
+        if (batch)
+            o->batch[o->nb++] = dm;
+        else if (ls == wd->size && wd->lhs_dilate == 1 && wd->rhs_dilate == 1 &&
+                 wd->pad_hi == 0 && wd->pad_lo == 0 && !wd->reversal)
+            o->contr[o->nc++] = dm;
+        else if (wd->stride == 1 && wd->rhs_dilate == 1 && wd->lhs_dilate == 1) {
+            if (rs == 1 && wd->size == 1 && wd->pad_hi == 0 && wd->pad_lo == 0 && !wd->reversal)
+                o->lnc[o->nl++] = dm;
+            else if (ls == 1 && wd->size == rs && wd->pad_hi == rs - 1 && wd->pad_lo == rs - 1 &&
+                     wd->reversal)
+                o->rnc[o->nr++] = dm;
+            else
+                o->conv[o->ns++] = dm;
+        } else
+            o->conv[o->ns++] = dm;
+    }
+    o->lrank = l->rank;
+    o->rrank = r->rank;
+    o->orank = c->shape.rank;
+    return true;
+}
+
+/* The output sharding a dot gets from operand `k`'s (InferDotShardingFromOperands' lambda). */
+static const ShdSharding *
+dot_from_operand(PropCtx *cx, const IrInstr *d, const PropDotDims *dn, int k)
+{
+    const ShdSharding *s = prop_sh(cx, d->operands[k]);
+    if (px_tile_maximal(s) || s->kind != SHD_TILED)
+        return s;
+    int64_t rep[PROP_MAX_RANK];
+    uint32_t nrep = 0;
+    for (uint32_t x = 0; x < dn->nc; x++)
+        rep[nrep++] = k == 0 ? dn->contr[x].lhs : dn->contr[x].rhs;
+    const PropDimMap *other = k == 0 ? dn->rnc : dn->lnc;
+    uint32_t no = k == 0 ? dn->nr : dn->nl;
+    for (uint32_t x = 0; x < no; x++) {
+        int64_t dd = k == 0 ? other[x].lhs : other[x].rhs;
+        if (dd >= 0)
+            rep[nrep++] = dd;
+    }
+    const ShdSharding *r = px_replicate_dims(cx, s, rep, nrep);
+    if (r->kind != SHD_TILED)
+        return r;
+    int64_t map[PROP_MAX_RANK];
+    uint32_t rank = k == 0 ? dn->lrank : dn->rrank;
+    for (uint32_t x = 0; x < rank; x++)
+        map[x] = -1;
+    for (uint32_t x = 0; x < dn->nb; x++)
+        map[k == 0 ? dn->batch[x].lhs : dn->batch[x].rhs] = dn->batch[x].out;
+    const PropDimMap *mine = k == 0 ? dn->lnc : dn->rnc;
+    uint32_t nm = k == 0 ? dn->nl : dn->nr;
+    for (uint32_t x = 0; x < nm; x++)
+        map[k == 0 ? mine[x].lhs : mine[x].rhs] = mine[x].out;
+    const ShdSharding *t = shd_transpose_collapsed(cx->a, r, map, rank, dn->orank);
+    return t ? px_keep_md(cx, t, s) : NULL;
+}
+
+/* LookaheadUserSharding: the sharding a chain of single users asks of `i`, or NULL. */
+static const ShdSharding *
+lookahead(PropCtx *cx, IrInstr *i)
+{
+    if (prop_n_users(cx, i) != 1)
+        return NULL;
+    IrInstr *chain[256];
+    uint32_t n = 0;
+    chain[n++] = i;
+    IrInstr *cur = prop_user(cx, i, 0);
+    chain[n++] = cur;
+    while (!prop_sh(cx, cur)) {
+        if (prop_n_users(cx, cur) != 1 || n >= SL_COUNTOF(chain))
+            return NULL;
+        cur = prop_user(cx, cur, 0);
+        chain[n++] = cur;
+    }
+    const ShdSharding *s = NULL;
+    bool set[256] = {false};
+    for (uint32_t k = n - 1; k >= 1; k--) {
+        s = prop_from_user(cx, chain[k - 1], chain[k], 1 << 30);
+        if (s && k != 1) {
+            cx->sh[chain[k - 1]->id] = s;
+            set[k - 1] = true;
+            continue;
+        }
+        break;
+    }
+    for (uint32_t k = 1; k + 1 < n; k++)
+        if (set[k])
+            cx->sh[chain[k]->id] = NULL;
+    return s;
+}
+
+static bool
+dot_forward(PropCtx *cx, IrInstr *d, const PropDotDims *dn, bool combine)
+{
+    const ShdSharding *i0 = NULL, *i1 = NULL, *cur = prop_sh(cx, d);
+    const ShdSharding *c0 = NULL, *c1 = NULL;
+    if (px_spatial(prop_sh(cx, d->operands[0])) && (c0 = dot_from_operand(cx, d, dn, 0)))
+        i0 = px_improved(cx, c0, cur, &d->shape, combine, false);
+    if (px_spatial(prop_sh(cx, d->operands[1])) && (c1 = dot_from_operand(cx, d, dn, 1)))
+        i1 = px_improved(cx, c1, cur, &d->shape, combine, false);
+    if (!i0 && !i1)
+        return false;
+    if (i0 && !i1) {
+        cx->from = d->operands[0];
+        cx->rule = "dot lhs";
+        return prop_set(cx, d, i0, c0);
+    }
+    if (!i0 && i1) {
+        cx->from = d->operands[1];
+        cx->rule = "dot rhs";
+        return prop_set(cx, d, i1, c1);
+    }
+    const ShdSharding *la = lookahead(cx, d);
+    const ShdSharding *pri[2] = {i0, i1};
+    int first = 0;
+    bool defined = false;
+    if (la) {
+        bool s0 = px_subtiling_or_equal(&d->shape, la, i0);
+        bool s1 = px_subtiling_or_equal(&d->shape, la, i1);
+        if (s0 && !s1)
+            defined = true;
+        if (!s0 && s1) {
+            first = 1;
+            defined = true;
+        }
+    }
+    if (!defined &&
+        ir_shape_byte_size(&d->operands[0]->shape) < ir_shape_byte_size(&d->operands[1]->shape))
+        first = 1;
+    cx->from = d->operands[first];
+    cx->rule = first ? "dot rhs (priority)" : "dot lhs (priority)";
+    prop_set(cx, d, pri[first], first ? c1 : c0);
+    cx->from = d->operands[1 - first];
+    cx->rule = first ? "dot lhs (merged)" : "dot rhs (merged)";
+    prop_improve(cx, d, pri[1 - first], combine, false);
+    return true;
+}
+
+static bool
+conv_kernel_small(const IrInstr *c, const ConvDnums *dn)
+{
+    const IrShape *r = &c->operands[1]->shape;
+    int64_t kp = 1, op = 1;
+    for (uint32_t s = 0; s < dn->in.n_sp; s++) {
+        int64_t kd = r->dims[dn->k.sp[s]], od = c->shape.dims[dn->out.sp[s]];
+        kp *= kd;
+        op *= od;
+        if (kd >= od && (s < 2 || kd > 3 || kp >= op))
+            return false;
+    }
+    return true;
+}
+
+static bool
+conv_forward(PropCtx *cx, IrInstr *c, bool combine)
+{
+    PropDotDims dd;
+    ConvDnums dn;
+    if (!conv_dims(c, &dd, &dn))
+        return false;
+    int64_t lparts = 1, rparts = 1;
+    const ShdSharding *ls = prop_sh(cx, c->operands[0]), *rs = prop_sh(cx, c->operands[1]);
+    for (uint32_t k = 0; k < dd.ns; k++) {
+        if (ls && ls->kind == SHD_TILED)
+            lparts *= ls->tile_dims[dd.conv[k].lhs];
+        if (rs && rs->kind == SHD_TILED)
+            rparts *= rs->tile_dims[dd.conv[k].rhs];
+    }
+    int64_t fgc = 1, bgc = 1;
+    ir_instr_int_attr(c, IR_ATTR_FEATURE_GROUP_COUNT, &fgc);
+    ir_instr_int_attr(c, IR_ATTR_BATCH_GROUP_COUNT, &bgc);
+    if (dd.ns == 0 || (lparts == 1 && rparts == 1 && fgc == 1 && bgc == 1))
+        return dot_forward(cx, c, &dd, combine);
+    if (!px_spatial(ls))
+        return false;
+    cx->from = c->operands[0];
+    if (px_tile_maximal(ls)) {
+        cx->rule = "convolution (replicated lhs)";
+        return prop_improve(cx, c, ls, combine, false);
+    }
+    if (ls->kind != SHD_TILED)
+        return false;
+    if (conv_kernel_small(c, &dn)) {
+        if (ls->tile_dims[dn.in.f] > 1)
+            return false;
+        int64_t perm[PROP_MAX_RANK];
+        perm[dn.out.b] = dn.in.b;
+        perm[dn.out.f] = dn.in.f;
+        for (uint32_t s = 0; s < dn.in.n_sp; s++)
+            perm[dn.out.sp[s]] = dn.in.sp[s];
+        const ShdSharding *t = shd_transpose(cx->a, ls, perm);
+        cx->rule = "convolution (small kernel, like lhs)";
+        return t && prop_improve(cx, c, px_keep_md(cx, t, ls), combine, false);
+    }
+    int64_t keep = dn.in.b;
+    cx->rule = "convolution (large kernel, lhs batch)";
+    return prop_improve(cx, c, px_replicate_except(cx, ls, &keep, 1), combine, false);
+}
+
+/* InferReduceShardingFromOperand. */
+static bool
+reduce_forward(PropCtx *cx, IrInstr *r, bool combine)
+{
+    uint32_t n_in = r->n_operands / 2;
+    const int64_t *dims;
+    uint32_t nd = ir_instr_ints_attr(r, IR_ATTR_DIMENSIONS, &dims);
+    bool aggr = prop_non_root_users(cx, r) == 1, changed = false;
+    for (uint32_t k = 0; k < n_in; k++) {
+        IrInstr *op = r->operands[k];
+        const ShdSharding *s = prop_sh(cx, op);
+        if (!px_spatial(s))
+            continue;
+        cx->from = op;
+        cx->rule = "reduce";
+        if (px_manual(s)) {
+            changed |= prop_improve_sub(cx, r, s, k, combine, aggr);
+            continue;
+        }
+        bool sharded_reduced = false;
+        if (!cx->o->is_spmd && s->kind == SHD_TILED)
+            for (uint32_t x = 0; x < nd; x++)
+                sharded_reduced |= dims[x] < shd_data_rank(s) && s->tile_dims[dims[x]] > 1;
+        if (px_replicated(s) || sharded_reduced) {
+            changed |= prop_improve(cx, r,
+                                    px_single_tuple(cx, &r->shape,
+                                                    px_replicate_all_data(cx, s, r->shape.rank)),
+                                    combine, aggr);
+            continue;
+        }
+        const ShdSharding *pr = px_replicate_dims(cx, s, dims, nd);
+        if (px_replicated(pr)) {
+            changed |= prop_improve(cx, r, px_single_tuple(cx, &r->shape, pr), combine, aggr);
+            continue;
+        }
+        const ShdSharding *rm = shd_remove_dims(cx->a, pr, dims, nd);
+        if (!rm)
+            continue;
+        changed |= prop_improve(cx, r, px_single_tuple(cx, &r->shape, px_keep_md(cx, rm, s)),
+                                combine, aggr);
+    }
+    return changed;
+}
+
+static bool
+broadcast_forward(PropCtx *cx, IrInstr *b, bool combine)
+{
+    if (cx->level < 3)
+        return false;
+    const IrInstr *op = b->operands[0];
+    const ShdSharding *s = prop_sh(cx, op);
+    if (!px_spatial(s) || px_replicated(s) || s->kind != SHD_TILED)
+        return false;
+    const int64_t *dims;
+    uint32_t nd = ir_instr_ints_attr(b, IR_ATTR_DIMENSIONS, &dims);
+    int64_t td[PROP_MAX_RANK];
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < b->shape.rank; k++) {
+        int64_t src = -1;
+        for (uint32_t x = 0; x < nd; x++)
+            if (dims[x] == (int64_t)k)
+                src = x;
+        td[n++] = src < 0 ? 1 : s->tile_dims[src];
+    }
+    for (uint32_t k = shd_data_rank(s); k < s->n_tile_dims; k++)
+        td[n++] = s->tile_dims[k];
+    const ShdSharding *t =
+        shd_tiled(cx->a, td, n, s->devices, s->subgroups, s->n_subgroups);
+    cx->from = op;
+    cx->rule = "broadcast";
+    return t && prop_improve(cx, b, px_keep_md(cx, t, s), combine,
+                             prop_non_root_users(cx, b) == 1);
+}
+
+static bool
+concat_forward(PropCtx *cx, IrInstr *c, bool combine)
+{
+    const IrInstr *op = representative(cx, c);
+    if (!op || !px_spatial(prop_sh(cx, op)))
+        return false;
+    if (cx->level == 0) {
+        const int64_t *dims;
+        uint32_t nd = ir_instr_ints_attr(c, IR_ATTR_DIMENSIONS, &dims);
+        for (uint32_t k = 0; k < c->n_operands; k++) {
+            const IrInstr *co = c->operands[k];
+            const ShdSharding *cs = prop_sh(cx, co);
+            if (!px_spatial(cs) || px_num_tiles(cs) <= 1 || co->op != IR_OP_RESHAPE ||
+                (co->operands[0]->op != IR_OP_PARAMETER &&
+                 co->operands[0]->op != IR_OP_GET_TUPLE_ELEMENT))
+                return false;
+            for (uint32_t x = 0; x < nd; x++)
+                if (cs->kind == SHD_TILED && dims[x] < shd_data_rank(cs) &&
+                    cs->tile_dims[dims[x]] > 1)
+                    return false;
+        }
+    }
+    cx->from = op;
+    cx->rule = "concatenate";
+    return prop_improve(cx, c, prop_sh(cx, op), combine, prop_non_root_users(cx, c) == 1);
+}
+
+static bool
+dynamic_slice_from_operand1(PropCtx *cx, IrInstr *i, bool combine)
+{
+    const IrInstr *op = i->op == IR_OP_DYNAMIC_SLICE ? i->operands[0] : i->operands[1];
+    const ShdSharding *s = prop_sh(cx, op);
+    if (!px_spatial(s) || px_manual(s))
+        return false;
+    int64_t sd[PROP_MAX_RANK];
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < i->shape.rank && k < op->shape.rank; k++)
+        if (i->shape.dims[k] != op->shape.dims[k])
+            sd[n++] = k;
+    cx->from = op;
+    cx->rule = i->op == IR_OP_DYNAMIC_SLICE ? "dynamic-slice" : "dynamic-update-slice update";
+    return prop_improve(cx, i, px_replicate_dims(cx, s, sd, n), combine,
+                        prop_non_root_users(cx, i) == 1);
+}
+
+static bool
+sort_forward(PropCtx *cx, IrInstr *s, bool combine)
+{
+    const IrInstr *op = representative(cx, s);
+    const ShdSharding *os = op ? prop_sh(cx, op) : NULL;
+    if (!op || !px_spatial(os))
+        return false;
+    const int64_t *dims;
+    uint32_t nd = ir_instr_ints_attr(s, IR_ATTR_DIMENSIONS, &dims);
+    int64_t sd = nd ? dims[0] : 0;
+    if (os->kind == SHD_TILED && sd < shd_data_rank(os) && os->tile_dims[sd] != 1 &&
+        shd_find_tile_move_target(&op->shape, os, (uint32_t)sd, NULL, 0) < 0)
+        return false;
+    cx->from = op;
+    cx->rule = "sort";
+    return prop_improve(cx, s, px_single_tuple(cx, &s->shape, os), combine,
+                        prop_non_root_users(cx, s) == 1);
+}
+
+static bool
+parameter_forward(PropCtx *cx, IrInstr *p, bool combine)
+{
+    IrInstr *caller = cx->caller[p->parent->id];
+    if (!caller)
+        return false;
+    const IrInstr *src = NULL;
+    if (caller->op == IR_OP_CONDITIONAL) {
+        const IrAttr *b = ir_instr_find_attr(caller, IR_ATTR_BRANCH_COMPUTATIONS);
+        if (b) {
+            for (uint32_t k = 0; k < b->u.comps.n; k++)
+                if (b->u.comps.v[k] == p->parent && k + 1 < caller->n_operands)
+                    src = caller->operands[k + 1];
+        } else if (ir_instr_called(caller, IR_ATTR_TRUE_COMPUTATION) == p->parent &&
+                   caller->n_operands > 1)
+            src = caller->operands[1];
+        else if (ir_instr_called(caller, IR_ATTR_FALSE_COMPUTATION) == p->parent &&
+                 caller->n_operands > 2)
+            src = caller->operands[2];
+    } else if (caller->op == IR_OP_CALL && p->parameter_number < caller->n_operands) {
+        src = caller->operands[p->parameter_number];
+    }
+    if (!src || !prop_sh(cx, src))
+        return false;
+    cx->from = src;
+    cx->rule = "call operand";
+    return prop_improve(cx, p, prop_sh(cx, src), combine, false);
+}
+
+static bool
+tuple_forward(PropCtx *cx, IrInstr *t)
+{
+    bool any = false;
+    for (uint32_t k = 0; k < t->n_operands; k++)
+        any = any || px_spatial(prop_sh(cx, t->operands[k]));
+    if (!any)
+        return false;
+    uint32_t nl = ir_shape_leaf_count(&t->shape);
+    const ShdSharding **lv = SL_NEW_ARRAY(cx->a, const ShdSharding *, nl + 1);
+    if (!lv)
+        return false;
+    const ShdSharding *cur = prop_sh(cx, t);
+    for (uint32_t k = 0; k < nl; k++)
+        lv[k] = !cur ? shd_replicated(cx->a) : cur->kind == SHD_TUPLE ? cur->leaves[k] : cur;
+    uint32_t idx = 0;
+    const IrInstr *last_from = NULL;
+    for (uint32_t k = 0; k < t->n_operands; k++) {
+        const IrInstr *op = t->operands[k];
+        const ShdSharding *os = prop_sh(cx, op);
+        uint32_t n = ir_shape_leaf_count(&op->shape);
+        if (os) {
+            for (uint32_t x = 0; x < n && idx + x < nl; x++) {
+                const ShdSharding *e = os->kind == SHD_TUPLE ? (x < os->n_leaves ? os->leaves[x] : NULL) : os;
+                if (e && (!cur || px_more_specific(e, lv[idx + x]))) {
+                    lv[idx + x] = e;
+                    last_from = op;
+                }
+            }
+        }
+        idx += n;
+    }
+    const ShdSharding *ns = shd_tuple(cx->a, lv, nl);
+    if (cur && shd_equal(ns, px_single_tuple(cx, &t->shape, cur)))
+        return false;
+    cx->from = last_from;
+    cx->rule = "tuple";
+    return prop_set(cx, t, ns, NULL);
+}
+
+bool
+prop_forward(PropCtx *cx, IrInstr *i)
+{
+    if (!prop_can_pass_at_level(i, cx->level))
+        return false;
+    const ShdSharding *cur = prop_sh(cx, i);
+    if (cur && px_manual(cur))
+        return false;
+    bool tuple_cc = i->op == IR_OP_CUSTOM_CALL && ir_shape_is_tuple(&i->shape);
+    if ((!cur || px_tile_maximal(cur)) &&
+        (ir_shape_is_array(&i->shape) || i->op == IR_OP_REDUCE || i->op == IR_OP_SORT ||
+         i->op == IR_OP_REDUCE_WINDOW || tuple_cc)) {
+        for (uint32_t k = 0; k < i->n_operands; k++) {
+            const ShdSharding *os = prop_sh(cx, i->operands[k]);
+            if (!os || !px_manual(os))
+                continue;
+            if (prop_is_custom_call(i, "SPMDShardToFullShape"))
+                return false;
+            if (cx->level == 0 && (i->op == IR_OP_CONCATENATE || i->op == IR_OP_DYNAMIC_SLICE))
+                return false;
+            cx->from = i->operands[k];
+            cx->rule = "manual";
+            return prop_set(cx, i, px_single_tuple(cx, &i->shape, px_manual_sh(cx, os)), NULL);
+        }
+    }
+    if (prop_saturated(cx, cur) && i->op != IR_OP_GET_TUPLE_ELEMENT)
+        return false;
+    bool combine = cx->o->is_spmd && cx->level > 0;
+    if (!prop_support_spatial(cx, i, cx->allow_output, false)) {
+        if (ir_shape_is_tuple(&i->shape) || i->n_operands == 0 || i->parent->root == i ||
+            has_side_effect(i))
+            return false;
+        for (uint32_t k = 0; k < i->n_operands; k++) {
+            const ShdSharding *os = prop_sh(cx, i->operands[k]);
+            if (os && px_tile_maximal(os) && os->kind != SHD_MAXIMAL) {
+                cx->from = i->operands[k];
+                cx->rule = "replicated operand";
+                return prop_improve(cx, i, os, combine, false);
+            }
+        }
+        return false;
+    }
+    bool aggr = prop_non_root_users(cx, i) == 1;
+    switch (i->op) {
+    case IR_OP_GET_TUPLE_ELEMENT: {
+        const IrInstr *op = i->operands[0];
+        if (!px_spatial(prop_sh(cx, op)))
+            return false;
+        int64_t idx = 0;
+        ir_instr_int_attr(i, IR_ATTR_INDEX, &idx);
+        const ShdSharding *s = px_sub(cx, prop_sh(cx, op), &op->shape, (uint32_t)idx);
+        if (!s)
+            return false;
+        cx->from = op;
+        cx->rule = "get-tuple-element";
+        if (px_manual(s))
+            return prop_set(cx, i, s, NULL);
+        return prop_improve(cx, i, s, combine, aggr);
+    }
+    case IR_OP_TUPLE: return tuple_forward(cx, i);
+    case IR_OP_REDUCE: return reduce_forward(cx, i, combine);
+    case IR_OP_BROADCAST: return broadcast_forward(cx, i, combine);
+    case IR_OP_CONCATENATE: return concat_forward(cx, i, combine);
+    case IR_OP_CONVOLUTION: return conv_forward(cx, i, combine);
+    case IR_OP_TRANSPOSE: {
+        const ShdSharding *s = prop_sh(cx, i->operands[0]);
+        if (!px_spatial(s))
+            return false;
+        const int64_t *dims;
+        ir_instr_ints_attr(i, IR_ATTR_DIMENSIONS, &dims);
+        const ShdSharding *t = shd_transpose(cx->a, s, dims);
+        cx->from = i->operands[0];
+        cx->rule = "transpose";
+        return t && prop_improve(cx, i, px_keep_md(cx, t, s), combine, aggr);
+    }
+    case IR_OP_REDUCE_WINDOW: {
+        const IrAttr *w = ir_instr_find_attr(i, IR_ATTR_WINDOW);
+        for (uint32_t k = 0; w && k < w->u.window.n; k++)
+            if (w->u.window.v[k].lhs_dilate > 1 || w->u.window.v[k].rhs_dilate > 1)
+                return false;
+        bool changed = false;
+        for (uint32_t k = 0; k < i->n_operands / 2; k++) {
+            const ShdSharding *s = prop_sh(cx, i->operands[k]);
+            if (!px_spatial(s))
+                continue;
+            cx->from = i->operands[k];
+            cx->rule = "reduce-window";
+            changed |= prop_improve(cx, i, px_single_tuple(cx, &i->shape, s), combine, aggr);
+        }
+        return changed;
+    }
+    case IR_OP_SELECT_AND_SCATTER: {
+        const ShdSharding *s = prop_sh(cx, i->operands[0]);
+        if (!px_spatial(s))
+            return false;
+        const IrAttr *w = ir_instr_find_attr(i, IR_ATTR_WINDOW);
+        for (uint32_t k = 0; w && k < w->u.window.n; k++)
+            if (w->u.window.v[k].lhs_dilate > 1)
+                return false;
+        cx->from = i->operands[0];
+        cx->rule = "select-and-scatter";
+        return prop_improve(cx, i, s, combine, aggr);
+    }
+    case IR_OP_RESHAPE: {
+        const ShdSharding *s = prop_sh(cx, i->operands[0]);
+        if (!px_spatial(s))
+            return false;
+        const ShdSharding *t =
+            shd_propagate_through_reshape(cx->a, &i->operands[0]->shape, &i->shape, s);
+        cx->from = i->operands[0];
+        cx->rule = "reshape";
+        return t && prop_improve(cx, i, px_keep_md(cx, t, s), combine, aggr);
+    }
+    case IR_OP_REVERSE: {
+        const ShdSharding *s = prop_sh(cx, i->operands[0]);
+        if (!px_spatial(s))
+            return false;
+        const int64_t *dims;
+        uint32_t nd = ir_instr_ints_attr(i, IR_ATTR_DIMENSIONS, &dims);
+        const ShdSharding *t = shd_reverse(cx->a, s, dims, nd);
+        cx->from = i->operands[0];
+        cx->rule = "reverse";
+        return t && prop_improve(cx, i, px_keep_md(cx, t, s), combine, aggr);
+    }
+    case IR_OP_DOT: {
+        PropDotDims dd;
+        return dot_dims(i, &dd) && dot_forward(cx, i, &dd, combine);
+    }
+    case IR_OP_PARAMETER: return parameter_forward(cx, i, combine);
+    case IR_OP_SORT: return sort_forward(cx, i, combine);
+    case IR_OP_DYNAMIC_SLICE: return dynamic_slice_from_operand1(cx, i, combine);
+    case IR_OP_DYNAMIC_UPDATE_SLICE: {
+        bool changed = dynamic_slice_from_operand1(cx, i, combine);
+        const ShdSharding *s = prop_sh(cx, i->operands[0]);
+        if (px_spatial(s)) {
+            cx->from = i->operands[0];
+            cx->rule = "dynamic-update-slice operand";
+            changed |= prop_improve(cx, i, s, combine, false);
+        }
+        return changed;
+    }
+    case IR_OP_GATHER: return prop_gather_forward(cx, i, combine);
+    case IR_OP_SCATTER: return prop_scatter_forward(cx, i, combine);
+    case IR_OP_WHILE: {
+        const ShdSharding *s = prop_sh(cx, i->operands[0]);
+        if (!s)
+            return false;
+        if (cur)
+            px_merge(cx, cur, &s, combine);
+        cx->from = i->operands[0];
+        cx->rule = "while operand";
+        return prop_improve(cx, i, s, combine, false);
+    }
+    case IR_OP_CUSTOM_CALL: {
+        const ShdSharding *s = NULL;
+        if (prop_is_custom_call(i, "ShardBarrierFrom"))
+            return false;
+        if (prop_is_custom_call(i, "ShardBarrierTo")) {
+            s = prop_sh(cx, i->operands[0]);
+            if (!s)
+                return false;
+            cx->from = i->operands[0];
+        } else {
+            const IrInstr *op = representative(cx, i);
+            if (!op || !px_spatial(prop_sh(cx, op)))
+                return false;
+            s = prop_sh(cx, op);
+            cx->from = op;
+        }
+        cx->rule = "custom-call";
+        return prop_improve(cx, i, s, combine, aggr);
+    }
+    default: break;
+    }
+    if (is_elementwise(i) && combine) {
+        bool changed = false;
+        for (uint32_t k = 0; k < i->n_operands; k++) {
+            const ShdSharding *s = prop_sh(cx, i->operands[k]);
+            if (!px_spatial(s))
+                continue;
+            cx->from = i->operands[k];
+            cx->rule = "elementwise";
+            if (i->op == IR_OP_RNG) {
+                changed |= prop_improve(cx, i, px_replicate_all_data(cx, s, i->shape.rank),
+                                        combine, aggr);
+                continue;
+            }
+            changed |= prop_improve(cx, i, s, combine, i->n_operands == 1 && aggr);
+        }
+        return changed;
+    }
+    const IrInstr *op = representative(cx, i);
+    if (!op || !px_spatial(prop_sh(cx, op)))
+        return false;
+    cx->from = op;
+    cx->rule = is_elementwise(i) ? "elementwise" : ir_op_name(i->op);
+    return prop_improve(cx, i, prop_sh(cx, op), combine, aggr);
+}
+
+/* ---- shared with the backward rules ---- */
+
+const ShdSharding *prop_dot_operand_from_user(PropCtx *cx, const IrInstr *d, int k);
+
+/* InferDotOperandSharding (with the other operand considered). */
+static const ShdSharding *
+dot_operand(PropCtx *cx, const IrInstr *d, const PropDotDims *dn, int k, bool combine)
+{
+    const ShdSharding *ds = prop_sh(cx, d), *os = prop_sh(cx, d->operands[1 - k]);
+    int64_t orep[PROP_MAX_RANK], xrep[PROP_MAX_RANK];
+    uint32_t no = 0, nx = 0;
+    const PropDimMap *other = k == 0 ? dn->rnc : dn->lnc;
+    uint32_t nother = k == 0 ? dn->nr : dn->nl;
+    for (uint32_t x = 0; x < nother; x++) {
+        orep[no++] = other[x].out;
+        xrep[nx++] = k == 0 ? other[x].rhs : other[x].lhs;
+    }
+    for (uint32_t x = 0; x < dn->nc; x++)
+        if (dn->contr[x].out >= 0)
+            orep[no++] = dn->contr[x].out;
+    const PropDimMap *mine = k == 0 ? dn->lnc : dn->rnc;
+    uint32_t nmine = k == 0 ? dn->nl : dn->nr;
+    for (uint32_t x = 0; x < nmine; x++) {
+        int64_t od = k == 0 ? mine[x].rhs : mine[x].lhs;
+        if (od >= 0)
+            xrep[nx++] = od;
+    }
+    uint32_t rank = k == 0 ? dn->lrank : dn->rrank, orank = k == 0 ? dn->rrank : dn->lrank;
+    const ShdSharding *s = shd_replicated(cx->a);
+    if (ds) {
+        const ShdSharding *r = px_replicate_dims(cx, ds, orep, no);
+        if (r->kind == SHD_TILED) {
+            int64_t map[PROP_MAX_RANK];
+            for (uint32_t x = 0; x < dn->orank; x++)
+                map[x] = -1;
+            for (uint32_t x = 0; x < dn->nb; x++)
+                map[dn->batch[x].out] = k == 0 ? dn->batch[x].lhs : dn->batch[x].rhs;
+            for (uint32_t x = 0; x < nmine; x++)
+                map[mine[x].out] = k == 0 ? mine[x].lhs : mine[x].rhs;
+            const ShdSharding *t = shd_transpose_collapsed(cx->a, r, map, dn->orank, rank);
+            s = t ? px_keep_md(cx, t, ds) : s;
+        } else {
+            s = r;
+        }
+    }
+    if (os && px_spatial(os)) {
+        const ShdSharding *r = px_replicate_dims(cx, os, xrep, nx);
+        const ShdSharding *from_other = r;
+        if (r->kind == SHD_TILED) {
+            int64_t map[PROP_MAX_RANK];
+            for (uint32_t x = 0; x < orank; x++)
+                map[x] = -1;
+            for (uint32_t x = 0; x < dn->nb; x++)
+                map[k == 0 ? dn->batch[x].rhs : dn->batch[x].lhs] =
+                    k == 0 ? dn->batch[x].lhs : dn->batch[x].rhs;
+            for (uint32_t x = 0; x < dn->nc; x++)
+                map[k == 0 ? dn->contr[x].rhs : dn->contr[x].lhs] =
+                    k == 0 ? dn->contr[x].lhs : dn->contr[x].rhs;
+            from_other = shd_transpose_collapsed(cx->a, r, map, orank, rank);
+            from_other = from_other ? px_keep_md(cx, from_other, os) : NULL;
+        }
+        if (from_other && px_merge(cx, s, &from_other, combine))
+            s = from_other;
+    }
+    return s;
+}
+
+const ShdSharding *
+prop_dot_operand_from_user(PropCtx *cx, const IrInstr *d, int k)
+{
+    PropDotDims dd;
+    ConvDnums cdn;
+    bool combine = cx->o->is_spmd && cx->level > 0;
+    if (d->op == IR_OP_DOT) {
+        if (!dot_dims(d, &dd))
+            return NULL;
+    } else {
+        if (!conv_dims(d, &dd, &cdn) || dd.ns)
+            return NULL;
+    }
+    return dot_operand(cx, d, &dd, k, combine);
+}

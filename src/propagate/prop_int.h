@@ -1,0 +1,152 @@
+/* prop_int.h - shared by the files of src/propagate only: the pass state, XLA's sharding
+ * predicates and comparisons (prop_shd.c), the per-op rules (prop_fwd.c, prop_bwd.c) and the
+ * gather/scatter dimension maps (prop_gs.c). Invariant: every sharding the pass sets goes
+ * through prop_set(), which records its origin. */
+#ifndef SHARDLENS_PROP_INT_H
+#define SHARDLENS_PROP_INT_H
+
+#include "propagate/prop.h"
+
+#define PROP_MAX_RANK 64
+
+/* Custom calls the pass treats specially, by instruction id (PropCtx.flags). */
+enum {
+    PROP_F_BARRIER_FROM = 1, PROP_F_BARRIER_TO = 2, PROP_F_MANUAL_CONV = 4, PROP_F_SHARDING = 8,
+    PROP_F_FULL_TO_SHARD = 16,
+};
+
+typedef struct Groups {
+    SlVec members; /* IrInstr *, grouped by id via `ids` */
+    SlVec ids;     /* int64_t group id per member */
+    SlVec kinds;   /* int8_t per member */
+} Groups;
+
+typedef struct PropCtx {
+    SlArena *a;                 /* where rules allocate: `scratch` inside the sweeps, else keep */
+    SlArena *keep;              /* the caller's arena: every sharding prop_set() stores */
+    SlArena scratch;            /* candidates, released after each rule evaluation */
+    IrModule *m;
+    const PropOptions *o;
+    bool allow_output, allow_params; /* any of the lists */
+    uint32_t n_ids;
+    const ShdSharding **sh;     /* current sharding by instruction id; NULL: none */
+    const PropOrigin **origin;  /* origin of the current sharding by id */
+    uint32_t *user_start;       /* CSR: users of id i are users[user_start[i]..[i+1]) */
+    IrInstr **users;
+    bool *provided;             /* by id: the sharding may not change */
+    IrInstr **caller;           /* by computation id: the while/conditional/call calling it */
+    int64_t *group;             /* by id: shard group id, -1 none */
+    int8_t *group_kind;         /* by id: 1 shard_as, 2 shard_like */
+    const int64_t **unspec;     /* by id: sorted unspecified dims of a Sharding op, or NULL */
+    uint32_t *n_unspec;
+    int level;
+    PropDir dir;
+    const IrInstr *from;        /* the neighbour the rule being applied reads */
+    const char *rule;
+    SlVec origins;              /* PropOrigin * */
+    uint8_t *flags;             /* by id: PROP_F_* */
+    IrInstr **by_id;            /* instruction by id */
+    uint32_t *order;            /* ids, computation by computation, in post order */
+    uint32_t *comp_start;       /* n_comps + 1 offsets into order */
+    const ShdSharding **interned; /* open addressing, cap_interned (power of two) slots */
+    uint32_t cap_interned, n_interned;
+    SlVec owned[3];             /* the pass's own lists (freed by prop_run) */
+    Groups groups;              /* shard_as / shard_like members */
+    uint32_t iterations;
+    IrInstr *man_after;         /* the manual conversion op the last refinement also set */
+    int64_t max_devices;        /* the most devices any input sharding uses */
+    uint64_t *memo_sig[2];      /* by id, forward/backward: inputs of the last no-change run */
+    int8_t *memo_level[2];      /* the level it ran at; -1: none */
+    bool *cache_group, *cache_fwd, *cache_bwd; /* XLA's already-inferred sets, by id */
+    uint32_t cache_n;
+} PropCtx;
+
+/* ---- prop_shd.c: XLA's notions over ShdSharding ---- */
+bool px_tile_maximal(const ShdSharding *s);  /* replicated, maximal, unknown; tuples: all */
+bool px_replicated(const ShdSharding *s);
+bool px_manual(const ShdSharding *s);        /* {manual}; tuples: all leaves */
+bool px_manual_leaf(const ShdSharding *s);
+bool px_spatial(const ShdSharding *s);       /* IsSpatiallyPartitioned; NULL: false */
+bool px_partial(const ShdSharding *s);       /* HasPartialReplication */
+int64_t px_num_tiles(const ShdSharding *s);
+bool px_more_specific(const ShdSharding *l, const ShdSharding *r);
+/* MergeSharding: true when `*dst` (possibly replaced by the merge) should win over to_merge. */
+bool px_merge(PropCtx *cx, const ShdSharding *to_merge, const ShdSharding **dst, bool combine);
+/* MergeShardingIfCompatible with minimum tiles; replaces *dst on success. */
+bool px_merge_if_compatible(PropCtx *cx, const ShdSharding *to_merge, int64_t min_tiles,
+                            const ShdSharding **dst);
+bool px_manual_subgroup(const ShdSharding *s); /* tiled with a manual subgroup */
+const ShdSharding *px_manual_as_data(PropCtx *cx, const ShdSharding *s);
+const ShdSharding *px_data_as_manual(PropCtx *cx, const ShdSharding *s);
+bool px_subtiling_or_equal(const IrShape *shape, const ShdSharding *sub, const ShdSharding *s);
+/* ReturnImprovedShardingImpl: the sharding to set, or NULL. */
+const ShdSharding *px_improved(PropCtx *cx, const ShdSharding *from, const ShdSharding *cur,
+                               const IrShape *shape, bool combine, bool aggressive);
+/* Metadata: `s` with the metadata list `md` (verbatim "{...}" or "{{...}, {...}}"). */
+const ShdSharding *px_with_md(PropCtx *cx, const ShdSharding *s, SlStr md);
+/* `s` carrying `src`'s metadata (derived shardings keep their source's). */
+const ShdSharding *px_keep_md(PropCtx *cx, const ShdSharding *s, const ShdSharding *src);
+SlStr px_md_merge(PropCtx *cx, SlStr first, SlStr second);
+const ShdSharding *px_strip_md(PropCtx *cx, const ShdSharding *s);
+/* Sub-sharding of tuple element `index` of `shape`; a leaf sharding or a tuple of leaves. */
+const ShdSharding *px_sub(PropCtx *cx, const ShdSharding *s, const IrShape *shape, uint32_t index);
+/* The same sharding on every leaf of `shape` (SingleTuple); arrays: `s`. */
+const ShdSharding *px_single_tuple(PropCtx *cx, const IrShape *shape, const ShdSharding *s);
+/* A tuple sharding for `shape` with `s` on tuple element `index` and `base` elsewhere. */
+const ShdSharding *px_replace_sub(PropCtx *cx, const ShdSharding *base, const IrShape *shape,
+                                  uint32_t index, const ShdSharding *s);
+const ShdSharding *px_replicate_all_data(PropCtx *cx, const ShdSharding *s, uint32_t rank);
+const ShdSharding *px_replicate_dims(PropCtx *cx, const ShdSharding *s, const int64_t *dims,
+                                     uint32_t n);
+const ShdSharding *px_replicate_except(PropCtx *cx, const ShdSharding *s, const int64_t *keep,
+                                       uint32_t n);
+/* PropagateShardingAlongDimsAndReplicateOthers. */
+const ShdSharding *px_along_dims(PropCtx *cx, const ShdSharding *s, const int64_t *src_dims,
+                                 const int64_t *tgt_dims, uint32_t n, uint32_t tgt_rank);
+const ShdSharding *px_replicated_sh(PropCtx *cx, const ShdSharding *md_from);
+const ShdSharding *px_manual_sh(PropCtx *cx, const ShdSharding *md_from);
+bool px_evenly(const IrShape *shape, const ShdSharding *s);
+
+/* ---- prop_run.c ---- */
+static inline const ShdSharding *
+prop_sh(const PropCtx *cx, const IrInstr *i)
+{
+    return cx->sh[i->id];
+}
+bool prop_set(PropCtx *cx, IrInstr *i, const ShdSharding *s, const ShdSharding *candidate);
+/* MaybeImproveInstructionSharding with the context's origin fields. */
+bool prop_improve(PropCtx *cx, IrInstr *i, const ShdSharding *s, bool combine, bool aggressive);
+bool prop_improve_sub(PropCtx *cx, IrInstr *i, const ShdSharding *s, uint32_t index,
+                      bool combine, bool aggressive);
+uint32_t prop_n_users(const PropCtx *cx, const IrInstr *i);
+IrInstr *prop_user(const PropCtx *cx, const IrInstr *i, uint32_t k);
+uint32_t prop_non_root_users(const PropCtx *cx, const IrInstr *i);
+bool prop_is_custom_call(const IrInstr *i, const char *target);
+bool prop_is_entry_root(const IrInstr *i);
+/* No candidate can improve `s` (tiled on every device, no replication): rules may skip. */
+bool prop_saturated(const PropCtx *cx, const ShdSharding *s);
+
+/* ---- prop_fwd.c / prop_bwd.c ---- */
+bool prop_support_spatial(PropCtx *cx, const IrInstr *i, bool allow_output, bool allow_params);
+bool prop_can_pass_at_level(const IrInstr *i, int level);
+bool prop_forward(PropCtx *cx, IrInstr *i);
+bool prop_backward(PropCtx *cx, IrInstr *i);
+/* GetShardingFromUser: what `user` asks of `i`, or NULL. */
+const ShdSharding *prop_from_user(PropCtx *cx, const IrInstr *i, const IrInstr *user, int level);
+
+/* ---- prop_flatten.c ---- */
+/* Gives every while/conditional/call site its own body (XLA's FlattenCallGraph); returns the
+ * number of computations copied. Temporary tables go to `scratch`. */
+uint32_t prop_flatten_calls(IrModule *m, SlArena *scratch);
+
+/* ---- prop_gs.c: gather/scatter dims ---- */
+typedef struct PropGsDims {
+    uint32_t n;
+    int64_t operand[PROP_MAX_RANK], indices[PROP_MAX_RANK], output[PROP_MAX_RANK];
+} PropGsDims;
+bool prop_gather_forward(PropCtx *cx, IrInstr *g, bool combine);
+bool prop_scatter_forward(PropCtx *cx, IrInstr *s, bool combine);
+const ShdSharding *prop_gather_from_user(PropCtx *cx, const IrInstr *i, const IrInstr *g);
+const ShdSharding *prop_scatter_from_user(PropCtx *cx, const IrInstr *i, const IrInstr *s);
+
+#endif
