@@ -8,7 +8,8 @@ For modules of about 100, 1k, 10k and 100k instructions (bench/gen_transformer.p
 and for each page its size and when it is interactive in headless Chromium: the page's script
 stamps performance.now() on <body data-ready> when everything is drawn and wired, and
 `chromium --dump-dom` prints it (so the figure is from navigation start, parsing included).
-With --screenshots DIR, 1280x800 screenshots of the pages go there (PNG).
+With --screenshots DIR, 1280x800 screenshots of each page (report_SIZE.png) and of its graph
+panel alone (graph_SIZE.png) go there.
 Benchmarks, not tests: nothing here runs under `meson test`.
 
 usage: bench/html_bench.py [--bin SHARDLENS] [--sizes 100,1k,10k,100k] [--workdir DIR]
@@ -93,6 +94,13 @@ def main():
         if a.screenshots:
             os.makedirs(a.screenshots, exist_ok=True)
             screenshot(page, os.path.join(a.screenshots, 'report_%s.png' % s), work)
+            # the graph panel alone (the rest of the page hidden by a style added to a copy)
+            graph_only = os.path.join(work, 'graph%s.html' % s)
+            text = open(page, encoding='utf-8').read().replace(
+                '</head>', '<style>main>section:not(#graph-panel){display:none}'
+                '#graph{height:680px}</style></head>', 1)
+            open(graph_only, 'w', encoding='utf-8').write(text)
+            screenshot(graph_only, os.path.join(a.screenshots, 'graph_%s.png' % s), work)
 
 
 if __name__ == '__main__':

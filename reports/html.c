@@ -145,8 +145,61 @@ put_groups(Js *js, cJSON *o, const TraceRunCollective *c)
     }
 }
 
+/* Explanations are stored as lists of line numbers into one table of distinct lines: the
+ * explanations of a model's layers repeat most of their lines (the alternatives and their
+ * reasons), and a 100k-instruction module's page shrinks by more than half. */
+typedef struct Lines {
+    cJSON *table;
+    SlMap by_hash; /* hash -> index + 1 of the first line with that hash */
+    SlVec text;    /* const char * (owned copies), by index */
+} Lines;
+
+static uint32_t
+line_index(Js *js, Lines *l, const char *s, size_t n)
+{
+    uint64_t h = sl_hash_bytes(s, n), v = 0;
+    if (h == SL_MAP_EMPTY)
+        h = 0;
+    if (sl_map_get(&l->by_hash, h, &v)) {
+        const char *old = SL_VEC_AT(&l->text, const char *, v - 1);
+        if (strlen(old) == n && memcmp(old, s, n) == 0)
+            return (uint32_t)v - 1;
+    }
+    char *copy = malloc(n + 1);
+    if (!copy || !SL_VEC_PUSH(&l->text, const char *, copy)) {
+        free(copy);
+        js->failed = true;
+        return 0;
+    }
+    memcpy(copy, s, n);
+    copy[n] = '\0';
+    uint32_t idx = (uint32_t)l->text.len - 1;
+    push_string(js, l->table, copy);
+    if (!v && !sl_map_put(&l->by_hash, h, (uint64_t)idx + 1))
+        js->failed = true;
+    return idx;
+}
+
+static void
+push_lines(Js *js, Lines *l, cJSON *array, const char *text)
+{
+    cJSON *a = chk(js, cJSON_CreateArray());
+    if (a && !cJSON_AddItemToArray(array, a)) {
+        cJSON_Delete(a);
+        js->failed = true;
+        return;
+    }
+    for (const char *p = text; a && *p && !js->failed;) {
+        size_t n = strcspn(p, "\n");
+        push_number(js, a, line_index(js, l, p, n));
+        p += n;
+        if (*p == '\n')
+            p++;
+    }
+}
+
 /* One row per collective of the run, in output order, with its explanation (one per source,
- * shared by index). */
+ * shared by index; each a list of indices into "lines"). */
 static void
 put_collectives(Js *js, cJSON *root, const TraceRun *run)
 {
@@ -160,6 +213,8 @@ put_collectives(Js *js, cJSON *root, const TraceRun *run)
     uint32_t n_explained = 0;
     SlBuf b;
     sl_buf_init(&b);
+    Lines lines = {chk(js, cJSON_AddArrayToObject(root, "lines")), {0}, {0}};
+    sl_map_init(&lines.by_hash);
     for (uint32_t k = 0; a && ex && k < run->n_collectives; k++) {
         const TraceRunCollective *c = &run->collectives[k];
         const TraceRunInstr *in = &run->instrs[c->instr];
@@ -192,7 +247,8 @@ put_collectives(Js *js, cJSON *root, const TraceRun *run)
                 sl_buf_clear(&b);
                 sl_buf_printf(&b, "no explanation: %s", err.msg);
             }
-            push_string(js, ex, b.data ? b.data : "");
+            if (lines.table)
+                push_lines(js, &lines, ex, b.data ? b.data : "");
             explain_of[c->source] = ++n_explained;
         }
         num(js, o, "explain", explain_of[c->source] - 1);
@@ -200,6 +256,10 @@ put_collectives(Js *js, cJSON *root, const TraceRun *run)
     js->failed = js->failed || b.failed;
     sl_buf_fini(&b);
     free(explain_of);
+    for (size_t k = 0; k < lines.text.len; k++)
+        free((void *)SL_VEC_AT(&lines.text, const char *, k));
+    sl_vec_fini(&lines.text);
+    sl_map_fini(&lines.by_hash);
 }
 
 /* Every instruction's name, and the first instruction of its computation (the box that holds

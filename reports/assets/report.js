@@ -192,7 +192,8 @@
     var c = D.collectives[i];
     document.querySelectorAll('#collectives tr.selected').forEach(function (x) { x.classList.remove('selected'); });
     tr.classList.add('selected');
-    var text = c.explain >= 0 ? D.explain[c.explain] : 'No source instruction was recorded for ' + c.name + '.';
+    var text = c.explain >= 0 ? D.explain[c.explain].map(function (k) { return D.lines[k]; }).join('\n')
+                              : 'No source instruction was recorded for ' + c.name + '.';
     $('explain').textContent = c.kind + ' %' + c.name + ' ' + c.shape + (c.cause ? ' (' + c.cause + ')' : '') + '\n\n' + text;
     showGroups(c);
     if (c.source && graphByKey(c.source)) showGraph(c.source, c.instr);
