@@ -320,7 +320,7 @@
           if (t) G.nodes[t.textContent] = n;
           n.addEventListener('click', function () { nodeClicked(t ? t.textContent : ''); });
         });
-        fit();
+        start();
       }
       document.querySelectorAll('.tab').forEach(function (t) { t.classList.toggle('active', t.getAttribute('data-key') === key); });
       $('graph-note').textContent = g.note || '';
@@ -333,6 +333,17 @@
     G.svg.setAttribute('viewBox', x + ' ' + y + ' ' + w + ' ' + h);
   }
   function fit() { if (G.svg) setView(G.full.x, G.full.y, G.full.w, G.full.h); }
+  /* The first view: the whole graph, unless it is so tall (or wide) that fitting it would make
+   * its text unreadable; then its top (left) end at one screen pixel per point. */
+  function start() {
+    var r = $('graph').getBoundingClientRect(), f = G.full;
+    if (!r.width || !r.height || (f.w <= r.width * 1.5 && f.h <= r.height * 1.5)) return fit();
+    var s = Math.max(f.w / r.width, f.h / r.height);
+    if (s < 3) return fit();
+    var w = Math.max(r.width, Math.min(f.w, r.width * 1.5)), h = w * r.height / r.width;
+    if (f.w > f.h) { h = Math.max(r.height, Math.min(f.h, r.height * 1.5)); w = h * r.width / r.height; }
+    setView(f.h >= f.w ? f.x + f.w / 2 - w / 2 : f.x, f.y, w, h);
+  }
   function zoom(f, cx, cy) {
     if (!G.svg) return;
     var v = G.vb;
