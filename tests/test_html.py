@@ -10,7 +10,9 @@ then clicks the first row of the collectives table, searches an op by name, and 
 saw into the DOM, which `chromium --dump-dom` prints. Asserted: one table row per collective
 of the trace (counted with SQL), the first row's explanation is `shardlens explain`'s text for
 its source op, the search finds and highlights the op, no script error reached the console,
-and the page fetches nothing (no http(s) src/href, a CSP that allows no network).
+and the page fetches nothing (no http(s) src/href, a CSP that allows no network). A 12-layer
+generated transformer starts collapsed per op_name prefix, and clicking the boxes opens a
+neighbourhood for a box holding one of the busiest source ops (the page carries 12); a missing trace is exit 2 with no page.
 Python standard library only; Chromium must be installed (tools/bootstrap.sh test does it).
 """
 import html
@@ -46,6 +48,19 @@ r.diffHidden=q('#diff').hidden;
 r.meshCells=document.querySelectorAll('#mesh td').length;
 r.inGroup=document.querySelectorAll('#mesh td.in-group').length;
 r.treeNodes=document.querySelectorAll('#tree details').length;
+r.graphNote=q('#graph-note').textContent;
+var boxes=[].slice.call(document.querySelectorAll('#graph g.node')).filter(function(n){
+  var tt=n.querySelector('title');return tt && /^p/.test(tt.textContent);});
+r.boxes=boxes.length;
+for(var i=0;i<boxes.length;i++){boxes[i].dispatchEvent(new MouseEvent('click',{bubbles:true}));
+  var said=q('#search-result').textContent;
+  if(said.indexOf('expanded')===0){r.boxClick=said;r.boxNote=q('#graph-note').textContent;
+    r.boxText=boxes[i].querySelector('text').textContent;
+    r.boxHit=document.querySelectorAll('#graph .hit').length;break;}
+  showAfter();}
+function showAfter(){var b=document.querySelector('.tab[data-key=after]');if(b)b.click();
+  boxes=[].slice.call(document.querySelectorAll('#graph g.node')).filter(function(n){
+  var tt=n.querySelector('title');return tt && /^p/.test(tt.textContent);});}
 r.errors=window.__errors;
 var pre=document.createElement('pre');pre.id='test-result';pre.textContent=JSON.stringify(r);
 document.body.appendChild(pre);})();</script>"""
@@ -164,6 +179,38 @@ def main():
         check(r['diffNew'] > 0, 'the diff shows nothing new')
         check(r['rows'] == n_coll, 'diff page rows %r, collectives %d' % (r['rows'], n_coll))
         check(not r['errors'], 'diff page console errors: %r' % r['errors'])
+
+        # A 12-layer transformer (about 1,000 instructions) starts collapsed into op_name
+        # boxes; clicking a box that holds one of the busiest source ops opens its neighbourhood
+        # with the op selected.
+        big = os.path.join(tmp, 'big.hlo')
+        run([sys.executable, os.path.join(src, 'bench', 'gen_transformer.py'), '--layers', '12',
+             '-o', big])
+        bigdir = os.path.join(tmp, 'big')
+        run([shardlens, 'analyze', big, '--out', bigdir])
+        bdb = os.path.join(bigdir, 'trace.db')
+        c, rid = latest_run(bdb)
+        n_big = c.execute('SELECT COUNT(*) FROM collective WHERE run_id=?', (rid,)).fetchone()[0]
+        bname = c.execute("SELECT name FROM instr WHERE run_id=? AND phase='before' AND "
+                          "op_name LIKE '%layer_7/mlp/%' AND opcode='dot' ORDER BY id LIMIT 1",
+                          (rid,)).fetchone()[0]
+        r, log = browse(os.path.join(bigdir, 'report.html'), tmp, bname)
+        check(r['rows'] == n_big, 'big page rows %r, collectives %d' % (r['rows'], n_big))
+        check('op_name prefix' in r['graphNote'], 'big page not collapsed: %r' % r['graphNote'])
+        check(r['found'] == bname, 'big page search for %s found %r' % (bname, r['found']))
+        check(r['boxes'] > 12, 'big page has %r op_name boxes' % r['boxes'])
+        check((r.get('boxClick') or '').startswith('expanded: neighbourhood of %'),
+              'clicking the op_name boxes expanded none: %r' % r.get('boxClick'))
+        check(r.get('boxHit') == 1, 'the expanded neighbourhood does not select its op')
+        check(not r['errors'], 'big page console errors: %r' % r['errors'])
+
+        # Bad input: exit 2, a FILE: error: line, and no page written.
+        bad = subprocess.run([shardlens, 'html', os.path.join(tmp, 'missing.db'), '-o',
+                              os.path.join(tmp, 'bad.html')], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        check(bad.returncode == 2 and 'missing.db: error:' in bad.stderr,
+              'missing trace: exit %d, %r' % (bad.returncode, bad.stderr))
+        check(not os.path.exists(os.path.join(tmp, 'bad.html')), 'a page for a missing trace')
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if FAILS:
