@@ -16,6 +16,7 @@
 #include "spmd_fixture.h"
 #include "trace_fixture.h"
 #include "viz/viz.h"
+#include "viz/viz_int.h"
 
 /* Megatron MLP on a 2x2 mesh (data x model): batch over data, the hidden dim over model; the
  * second dot contracts the model-sharded dim, so one all-reduce over model groups follows. */
@@ -493,6 +494,128 @@ test_collapse(void **state)
     sl_buf_fini(&note);
 }
 
+/* A layout budget: the whole loop graph (40 instructions after partitioning) is past a budget
+ * of 30 units, so it is collapsed with the reason in the note; a focus neighbourhood past it is
+ * cut to fit instead; with no budget (0) nothing changes. */
+static void
+test_layout_budget(void **state)
+{
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_loop, 4, "threshold_for_windowed_einsum_mib=0");
+    VizOptions o;
+    viz_options_init(&o);
+    assert_int_equal(o.budget, VIZ_DEFAULT_BUDGET);
+    o.view = VIZ_AFTER;
+    o.budget = 30;
+    SlBuf dot, note;
+    sl_buf_init(&dot);
+    sl_buf_init(&note);
+    dot_text(run, &o, &dot, &note);
+    want(&note, "after: 40 instructions (");
+    want(&note, "nodes and edges) are past the layout budget of 30");
+    want(&note, "drew one box per");
+    assert_int_equal(count_nodes(dot.data, "a"), 0);
+
+    /* after: the seeds of "dot" are everything emitted for it, drawn however many they are */
+    o.focus = "%neg";
+    o.depth = 50;
+    o.budget = 12;
+    sl_buf_clear(&note);
+    dot_text(run, &o, &dot, &note);
+    want(&note, "is past the layout budget of 12 (about");
+    want(&note, "cut at ");
+    size_t drawn = count_nodes(dot.data, "a");
+    assert_true(drawn >= 1 && drawn < 12);
+    o.budget = 30;
+
+    o.budget = 0;
+    o.focus = NULL;
+    sl_buf_clear(&note);
+    dot_text(run, &o, &dot, &note);
+    assert_int_equal(note.len, 0);
+    assert_int_equal(count_nodes(dot.data, "a"), 40);
+    sl_buf_fini(&dot);
+    sl_buf_fini(&note);
+}
+
+/* A flat module with op_names: past the limits it collapses per op_name prefix, the deepest
+ * prefix that keeps the boxes within the limit, and instructions with shorter op_names share a
+ * box. */
+static const char k_layers[] =
+    "HloModule viz_layers, num_partitions=2\n"
+    "ENTRY %main (x: f32[8]) -> f32[8] {\n"
+    "  %x = f32[8]{0} parameter(0), sharding={devices=[2]0,1}, metadata={op_name=\"x\"}\n"
+    "  %a0 = f32[8]{0} negate(%x), sharding={devices=[2]0,1}, "
+    "metadata={op_name=\"jit(f)/layer_0/neg\"}\n"
+    "  %b0 = f32[8]{0} abs(%a0), sharding={devices=[2]0,1}, "
+    "metadata={op_name=\"jit(f)/layer_0/abs\"}\n"
+    "  %a1 = f32[8]{0} negate(%b0), sharding={devices=[2]0,1}, "
+    "metadata={op_name=\"jit(f)/layer_1/neg\"}\n"
+    "  %b1 = f32[8]{0} abs(%a1), sharding={devices=[2]0,1}, "
+    "metadata={op_name=\"jit(f)/layer_1/abs\"}\n"
+    "  %a2 = f32[8]{0} negate(%b1), sharding={devices=[2]0,1}, "
+    "metadata={op_name=\"jit(f)/layer_2/neg\"}\n"
+    "  ROOT %b2 = f32[8]{0} abs(%a2), sharding={devices=[2]0,1}, "
+    "metadata={op_name=\"jit(f)/layer_2/abs\"}\n"
+    "}\n";
+
+static void
+test_collapse_by_op_name(void **state)
+{
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_layers, 2, NULL);
+    VizOptions o;
+    viz_options_init(&o);
+    o.view = VIZ_BEFORE;
+    o.max_nodes = 4;
+    SlBuf dot, note;
+    sl_buf_init(&dot);
+    sl_buf_init(&note);
+    dot_text(run, &o, &dot, &note);
+    want(&note, "before: 7 instructions exceed --max-nodes 4: drew one box per op_name prefix of 2 "
+                "parts (4 boxes)");
+    want(&dot, "label=\"jit(f)/layer_0\\n2 instructions\"");
+    want(&dot, "label=\"jit(f)/layer_2\\n2 instructions\"");
+    want(&dot, "label=\"(other op_names)\\n1 instructions\"");
+    assert_int_equal(count_nodes(dot.data, "p"), 4);
+    assert_int_equal(count_nodes(dot.data, "b"), 0);
+    /* layer_0 -> layer_1 -> layer_2, and x into layer_0 */
+    assert_int_equal(fx_count(dot.data, " -> "), 3);
+    sl_buf_fini(&dot);
+    sl_buf_fini(&note);
+}
+
+/* Label text: long shapes and names are cut to VIZ_LABEL_WIDTH, tuples summarised. */
+static void
+test_label_width(void **state)
+{
+    (void)state;
+    SlBuf b;
+    sl_buf_init(&b);
+    viz_put_shape(&b, "f32[8,16]", 48);
+    assert_string_equal(b.data, "f32[8,16]");
+    sl_buf_clear(&b);
+    viz_put_shape(&b,
+                  "(f32[16,32], f32[32,4], f32[64,4], (f32[64,4], s32[]), u32[], "
+                  "bf16[1024,1024,8], pred[])",
+                  48);
+    assert_string_equal(b.data, "(7 elements: f32[16,32], f32[32,4], f32[..], ...)");
+    assert_true(b.len <= 48 + 4);
+    sl_buf_clear(&b);
+    viz_put_shape(&b, "(f32[123456789,123456789,123456789,123456789,123456789,1])", 20);
+    assert_string_equal(b.data, "(1 elements: f32[..])");
+    sl_buf_clear(&b);
+    viz_put_shape(&b, "bf16[123456789,123456789,123456789,123456789,123456789,1]", 20);
+    assert_string_equal(b.data, "bf16[..]");
+    sl_buf_clear(&b);
+    viz_put_cut(&b, "abcdefghij", 8);
+    assert_string_equal(b.data, "abcde...");
+    sl_buf_clear(&b);
+    viz_put_cut(&b, "abcdefgh", 8);
+    assert_string_equal(b.data, "abcdefgh");
+    sl_buf_fini(&b);
+}
+
 static void
 test_pair(void **state)
 {
@@ -746,6 +869,9 @@ main(void)
         cmocka_unit_test_setup_teardown(test_focus_hand_built, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_recorded_callers, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_collapse, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_layout_budget, tfx_setup, tfx_teardown),
+        cmocka_unit_test(test_label_width),
+        cmocka_unit_test_setup_teardown(test_collapse_by_op_name, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_pair, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_render, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_render_graphviz_workarounds, tfx_setup, tfx_teardown),

@@ -33,6 +33,10 @@ read -r -a extra <<<"${MESON_ARGS:-}"
 # ---- Debian packages ----------------------------------------------------------------------
 packages=(meson ninja-build pkg-config gcc libsqlite3-dev libcjson-dev libgraphviz-dev
     libcmocka-dev python3)
+# The HTML report's test loads the page in headless Chromium (tests/test_html.py).
+if [ "$mode" = test ]; then
+    packages+=(chromium)
+fi
 missing=()
 for p in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

@@ -18,9 +18,13 @@ typedef struct VizOptions {
     int depth;           /* neighbourhood radius around `focus` */
     uint32_t max_nodes;  /* above this, collapse per source op, then per computation */
     const char *mesh;    /* "data=2,model=4" or NULL: names mesh axes in labels */
+    uint32_t budget;     /* layout units (nodes + edges) dot may get; past it the view is
+                            collapsed (whole graphs) or cut (neighbourhoods). 0: none */
+    bool progress;       /* a line on stderr before and after a layout estimated over 1 s */
 } VizOptions;
 
-void viz_options_init(VizOptions *o); /* svg, before, depth 2, max_nodes 400 */
+#define VIZ_DEFAULT_BUDGET 1000
+void viz_options_init(VizOptions *o); /* svg, before, depth 2, max_nodes 400, default budget */
 /* Renders one view of `run` to `path` (written atomically). `note` (may be NULL) receives a
  * one-line account of any collapsing done, for the CLI to print. */
 SlStatus viz_render(const TraceRun *run, const VizOptions *o, const char *path, SlBuf *note,
@@ -38,6 +42,9 @@ SlStatus viz_render_with(VizRenderer *r, const TraceRun *run, const VizOptions *
  * viz_render_with is this after viz_dot_text. */
 SlStatus viz_render_dot(VizRenderer *r, const SlBuf *dot, const char *format, const char *path,
                         SlError *err);
+/* One view as SVG text appended to `svg` (as viz_render_with would write it as svg). */
+SlStatus viz_svg_text(VizRenderer *r, const TraceRun *run, const VizOptions *o, SlBuf *svg,
+                      SlBuf *note, SlError *err);
 /* The DOT text of one view (what VIZ_DOT writes), for tests and golden files. */
 SlStatus viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note,
                       SlError *err);

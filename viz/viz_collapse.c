@@ -17,6 +17,8 @@ typedef struct Group {
     uint32_t n_coll[8];     /* per collective kind (viz_kind_index) */
     double send_per_device; /* summed over its collectives, per execution */
     uint32_t loop;          /* a windowed loop among its members, VIZ_NONE */
+    const char *prefix;     /* op_name prefix groups: the prefix (not NUL-terminated) */
+    uint32_t prefix_len;
 } Group;
 
 typedef struct Groups {
@@ -25,9 +27,33 @@ typedef struct Groups {
     uint32_t *of; /* [hi - lo]: group per instruction, VIZ_NONE for undrawn */
 } Groups;
 
-/* Groups by (computation, source); `by_comp`: by computation alone. */
+/* The first `depth` '/'-separated parts of the op_name that names instruction i (after
+ * partitioning: its source's), or NULL when it has no more parts than that. */
+static const char *
+op_prefix(const VizIndex *x, uint32_t i, uint32_t depth, uint32_t *len)
+{
+    const TraceRunInstr *in = &x->run->instrs[i];
+    if (in->phase == TRACE_AFTER && in->derived_from != TRACE_NONE)
+        in = &x->run->instrs[in->derived_from];
+    const char *s = in->op_name;
+    if (!s || !*s)
+        return NULL;
+    const char *p = s;
+    for (uint32_t d = 0; d < depth; d++) {
+        const char *slash = strchr(p, '/');
+        if (!slash) /* no more than `depth` parts: a leaf, not a prefix */
+            return NULL;
+        p = slash + (d + 1 < depth ? 1 : 0);
+    }
+    *len = (uint32_t)(p - s);
+    return s;
+}
+
+/* Groups by (computation, source); `by_comp`: by computation alone; `prefix_depth` > 0: by
+ * (computation, op_name prefix of that many parts), instructions whose op_name is shorter (or
+ * missing) together. */
 static bool
-make_groups(const VizIndex *x, bool by_comp, Groups *out)
+make_groups_at(const VizIndex *x, bool by_comp, uint32_t prefix_depth, Groups *out)
 {
     const TraceRun *run = x->run;
     uint32_t n = x->hi - x->lo;
@@ -45,13 +71,23 @@ make_groups(const VizIndex *x, bool by_comp, Groups *out)
         uint32_t src = run->instrs[i].derived_from;
         uint32_t who = by_comp ? 0 : src != TRACE_NONE ? src : i;
         uint64_t key = (uint64_t)comp << 32 | who, gi = 0;
+        uint32_t plen = 0;
+        const char *prefix = prefix_depth ? op_prefix(x, i, prefix_depth, &plen) : NULL;
+        if (prefix_depth && !prefix) { /* one box per computation for all of them */
+            prefix = "(other op_names)";
+            plen = (uint32_t)strlen(prefix);
+        }
+        if (prefix) /* top bit set: never a (comp, instruction) key */
+            key = (sl_hash_bytes(prefix, plen) * 31u + comp) | (1ull << 63);
         if (!sl_map_get(&key_to_group, key, &gi)) {
             gi = out->n++;
             Group *g = &out->g[gi];
             g->first = i;
-            g->source = by_comp ? VIZ_NONE : src != TRACE_NONE ? src : VIZ_NONE;
+            g->source = by_comp || prefix ? VIZ_NONE : src != TRACE_NONE ? src : VIZ_NONE;
             g->comp = comp;
             g->loop = VIZ_NONE;
+            g->prefix = prefix;
+            g->prefix_len = plen;
             ok = sl_map_put(&key_to_group, key, gi);
         }
         Group *g = &out->g[gi];
@@ -70,6 +106,12 @@ make_groups(const VizIndex *x, bool by_comp, Groups *out)
     }
     sl_map_fini(&key_to_group);
     return ok;
+}
+
+static bool
+make_groups(const VizIndex *x, bool by_comp, Groups *out)
+{
+    return make_groups_at(x, by_comp, 0, out);
 }
 
 static void
@@ -94,7 +136,10 @@ group_label(VizCtx *c, const VizIndex *x, const Group *g, bool by_comp)
     const TraceRun *run = c->run;
     SlBuf t;
     sl_buf_init(&t);
-    if (by_comp) {
+    if (g->prefix) {
+        sl_buf_append(&t, g->prefix, g->prefix_len);
+        sl_buf_printf(&t, "\\n%u instructions", g->members);
+    } else if (by_comp) {
         const VizComp *cp = &x->comps[g->comp];
         sl_buf_printf(&t, "%%%s\\n%u instructions", cp->name, g->members);
         if (cp->is_entry)
@@ -220,14 +265,15 @@ keep_biggest(const Groups *gs, uint32_t limit, bool *keep)
 }
 
 static SlStatus
-build_groups(VizCtx *c, const VizIndex *x, bool by_comp, uint32_t *dropped, SlError *err)
+build_groups(VizCtx *c, const VizIndex *x, bool by_comp, uint32_t prefix_depth, uint32_t *dropped,
+             SlError *err)
 {
     Groups gs = {0};
     EdgeAcc acc = {0};
     sl_map_init(&acc.index);
     uint32_t *made = malloc(((size_t)x->n_comps + 1) * sizeof(uint32_t));
     uint32_t *node = NULL;
-    bool ok = made && make_groups(x, by_comp, &gs);
+    bool ok = made && make_groups_at(x, by_comp, prefix_depth, &gs);
     if (ok) {
         memset(made, 0xff, ((size_t)x->n_comps + 1) * sizeof(uint32_t));
         node = malloc(((size_t)gs.n + 1) * sizeof(uint32_t));
@@ -247,7 +293,8 @@ build_groups(VizCtx *c, const VizIndex *x, bool by_comp, uint32_t *dropped, SlEr
         if (!keep[k])
             continue;
         uint32_t cl = by_comp ? VIZ_NONE : comp_cluster(c, x, made, g->comp);
-        node[k] = viz_add_node(&c->g, viz_fmt(&c->g, "%s%u", by_comp ? "c" : "g", g->first), cl);
+        node[k] = viz_add_node(
+            &c->g, viz_fmt(&c->g, "%s%u", by_comp ? "c" : g->prefix ? "p" : "g", g->first), cl);
         VizAttrs *a = viz_node_attrs(&c->g, node[k]);
         ok = a != NULL;
         if (ok) {
@@ -303,7 +350,34 @@ build_groups(VizCtx *c, const VizIndex *x, bool by_comp, uint32_t *dropped, SlEr
 SlStatus
 viz_build_by_source(VizCtx *c, const VizIndex *x, SlError *err)
 {
-    return build_groups(c, x, false, NULL, err);
+    return build_groups(c, x, false, 0, NULL, err);
+}
+
+uint32_t
+viz_prefix_depth_for(const VizIndex *x, uint32_t limit, uint32_t *n_groups)
+{
+    enum { MAX_DEPTH = 12 };
+    uint32_t best = 0;
+    *n_groups = 0;
+    for (uint32_t d = 1; d <= MAX_DEPTH; d++) {
+        Groups g = {0};
+        bool ok = make_groups_at(x, false, d, &g);
+        uint32_t n = g.n;
+        groups_fini(&g);
+        if (!ok || n > limit)
+            break;
+        if (n > *n_groups) {
+            best = d;
+            *n_groups = n;
+        }
+    }
+    return *n_groups > 1 ? best : 0;
+}
+
+SlStatus
+viz_build_by_prefix(VizCtx *c, const VizIndex *x, uint32_t depth, SlError *err)
+{
+    return build_groups(c, x, false, depth, NULL, err);
 }
 
 SlStatus
@@ -311,5 +385,5 @@ viz_build_by_comp(VizCtx *c, const VizIndex *x, uint32_t *dropped, SlError *err)
 {
     *dropped = 0;
     c->g.left_right = true;
-    return build_groups(c, x, true, dropped, err);
+    return build_groups(c, x, true, 0, dropped, err);
 }

@@ -98,13 +98,52 @@ put_loop(const TraceRunLoop *l, SlBuf *b)
     sl_buf_puts(b, "/iteration/device");
 }
 
-static const char *
-tooltip(VizCtx *c, const TraceRunInstr *in)
+/* Appends `s` cut to the label width, with DOT's backslashes kept literal. */
+static void
+put_cut(SlBuf *b, const char *s)
 {
-    if (!in->op_name && !in->source_file)
+    SlBuf t;
+    sl_buf_init(&t);
+    viz_put_cut(&t, s, VIZ_LABEL_WIDTH);
+    put_text(b, t.data ? t.data : "");
+    b->failed = b->failed || t.failed;
+    sl_buf_fini(&t);
+}
+
+static void
+put_shape(SlBuf *b, const char *shape)
+{
+    SlBuf t;
+    sl_buf_init(&t);
+    viz_put_shape(&t, shape, VIZ_LABEL_WIDTH);
+    put_text(b, t.data ? t.data : "");
+    b->failed = b->failed || t.failed;
+    sl_buf_fini(&t);
+}
+
+/* A node's tooltip: its op_name and source line and, when the label had to cut its name,
+ * shape or sharding to VIZ_LABEL_WIDTH, the full text of them first. */
+static const char *
+tooltip(VizCtx *c, const TraceRunInstr *in, const char *readable)
+{
+    bool cut = strlen(in->name) > VIZ_LABEL_WIDTH || strlen(in->shape) > VIZ_LABEL_WIDTH ||
+               (readable && strlen(readable) > VIZ_LABEL_WIDTH);
+    if (!cut && !in->op_name && !in->source_file)
         return NULL;
     SlBuf b;
     sl_buf_init(&b);
+    if (cut) {
+        sl_buf_puts(&b, "%");
+        put_text(&b, in->name);
+        sl_buf_printf(&b, " = %s ", in->opcode);
+        put_text(&b, in->shape);
+        if (in->sharding) {
+            sl_buf_puts(&b, "\\nsharding=");
+            put_text(&b, in->sharding);
+        }
+        if (in->op_name || in->source_file)
+            sl_buf_puts(&b, "\\n");
+    }
     if (in->op_name)
         put_text(&b, in->op_name);
     if (in->source_file) {
@@ -132,22 +171,26 @@ viz_add_instr_node(VizCtx *c, const VizIndex *x, uint32_t i, uint32_t cluster, b
     if (coll != VIZ_NONE) {
         sl_buf_printf(&b, "%s%s ", in->is_root ? "ROOT " : "", c->run->collectives[coll].kind);
         sl_buf_puts(&b, "%");
-        put_text(&b, in->name);
-        sl_buf_printf(&b, "\\n%s", in->shape);
+        put_cut(&b, in->name);
+        sl_buf_puts(&b, "\\n");
+        put_shape(&b, in->shape);
     } else {
         sl_buf_printf(&b, "%s%%", in->is_root ? "ROOT " : "");
-        put_text(&b, in->name);
-        sl_buf_printf(&b, "\\n%s %s", in->opcode, in->shape);
+        put_cut(&b, in->name);
+        sl_buf_printf(&b, "\\n%s ", in->opcode);
+        put_shape(&b, in->shape);
     }
     if (in->phase == TRACE_AFTER && in->derived_from != TRACE_NONE && !in_group &&
         strcmp(c->run->instrs[in->derived_from].name, in->name) != 0) {
         sl_buf_puts(&b, "\\nfrom %");
-        put_text(&b, c->run->instrs[in->derived_from].name);
+        put_cut(&b, c->run->instrs[in->derived_from].name);
     }
+    const char *readable = NULL;
     if (in->phase == TRACE_BEFORE && in->sharding) {
         uint32_t p = viz_palette_find(&c->pal, in->sharding);
+        readable = p != VIZ_NONE ? c->pal.readable[p] : in->sharding;
         sl_buf_puts(&b, "\\n");
-        put_text(&b, p != VIZ_NONE ? c->pal.readable[p] : in->sharding);
+        put_cut(&b, readable);
     }
     if (coll != VIZ_NONE)
         put_collective(c, &c->run->collectives[coll], &b);
@@ -156,7 +199,7 @@ viz_add_instr_node(VizCtx *c, const VizIndex *x, uint32_t i, uint32_t cluster, b
     a->v[VIZ_A_LABEL] = viz_strdup_buf(&c->g, &b);
     sl_buf_fini(&b);
     a->v[VIZ_A_FILLCOLOR] = viz_palette_color(palette_of(c, i));
-    a->v[VIZ_A_TOOLTIP] = tooltip(c, in);
+    a->v[VIZ_A_TOOLTIP] = tooltip(c, in, readable);
     if (coll != VIZ_NONE) {
         const char *color = viz_collective_color(c->run->collectives[coll].kind);
         a->v[VIZ_A_SHAPE] = "box";
@@ -207,9 +250,16 @@ viz_add_legend(VizCtx *c, bool with_kinds)
             continue;
         }
         sl_buf_printf(&b, "<tr><td bgcolor=\"%s\">", viz_palette_color(p));
-        viz_html_escape(&b, c->pal.readable[p]);
+        SlBuf cut;
+        sl_buf_init(&cut);
+        viz_put_cut(&cut, c->pal.readable[p], VIZ_LABEL_WIDTH);
+        viz_html_escape(&b, cut.data ? cut.data : "");
         sl_buf_puts(&b, "</td><td align=\"left\">");
-        viz_html_escape(&b, c->pal.shardings[p]);
+        sl_buf_clear(&cut);
+        viz_put_cut(&cut, c->pal.shardings[p], 2 * VIZ_LABEL_WIDTH);
+        viz_html_escape(&b, cut.data ? cut.data : "");
+        b.failed = b.failed || cut.failed;
+        sl_buf_fini(&cut);
         sl_buf_puts(&b, "</td></tr>");
     }
     if (hidden)

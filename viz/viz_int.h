@@ -24,7 +24,8 @@
     X(PERIPHERIES, "peripheries")                                                                  \
     X(LHEAD, "lhead")                                                                              \
     X(ARROWHEAD, "arrowhead")                                                                      \
-    X(TOOLTIP, "tooltip")
+    X(TOOLTIP, "tooltip")                                                                          \
+    X(XLABEL, "xlabel")
 
 typedef enum VizAttrKey {
 #define VIZ_ATTR_ENUM(e, s) VIZ_A_##e,
@@ -61,6 +62,7 @@ typedef struct VizGraph {
     const char *label;            /* graph label (title line), may be NULL */
     bool compound;                /* some edge uses lhead */
     bool left_right;              /* rankdir LR (wide trees of computations), else TB */
+    bool cheap;                   /* bounded layout: straight edges, few simplex iterations */
     SlVec nodes, edges, clusters; /* VizNode, VizEdge, VizCluster (heap) */
     bool failed;                  /* sticky allocation failure */
 } VizGraph;
@@ -100,6 +102,13 @@ void viz_sharding_readable(SlArena *scratch, const char *s, const VizMesh *mesh,
  * whole set of axes. */
 bool viz_mesh_axes_of(const VizMesh *mesh, const int64_t *devices, uint32_t n, SlBuf *out);
 void viz_bytes(SlBuf *out, double bytes); /* "512 B", "2.00 KiB", "1.50 MiB" (sl_buf_put_size) */
+/* Label lines are cut to this many characters; the full text goes into the tooltip. */
+#define VIZ_LABEL_WIDTH 48
+/* Appends `s`, cut to `width` characters with "..." when longer. */
+void viz_put_cut(SlBuf *out, const char *s, uint32_t width);
+/* Appends shape text for a label: as is when it fits `width`, a tuple as
+ * "(12 elements: f32[8,16], f32[..], ...)", an array with its dims elided as "f32[..]". */
+void viz_put_shape(SlBuf *out, const char *shape, uint32_t width);
 /* Appends `s` escaped for an HTML-like label. */
 void viz_html_escape(SlBuf *out, const char *s);
 
@@ -157,6 +166,21 @@ viz_comp_of(const VizIndex *x, uint32_t instr)
     return x->comp_of[instr - x->lo];
 }
 
+/* ---- layout budget (viz_budget.c) ----------------------------------------------------------- */
+
+/* What dot's time grows with: nodes plus edges of the graph as written. */
+uint64_t viz_graph_units(const VizGraph *g);
+/* dot's time for that many units on one core, measured on real modules (bench/README.md). */
+double viz_estimate_seconds(uint64_t units);
+/* Past this many edges, edge labels are written as xlabels: dot then places them after the
+ * layout instead of giving each a virtual node on its own rank (ten times faster on a
+ * 450-edge graph of Llama 3). Past VIZ_CHEAP_UNITS, the graph is also laid out cheaply:
+ * straight edges (spline routing was 70% of a 5,000-unit layout) and network simplex cut to a
+ * few iterations (nslimit; long edges give it tens of thousands of virtual nodes). */
+#define VIZ_XLABEL_EDGES 60
+#define VIZ_CHEAP_UNITS 300
+void viz_graph_cheapen(VizGraph *g);
+
 /* ---- views --------------------------------------------------------------------------------- */
 
 /* Everything a view builder needs. */
@@ -197,6 +221,10 @@ SlStatus viz_build_phase(VizCtx *c, const VizIndex *x, const VizSel *s, SlError 
 SlStatus viz_build_by_source(VizCtx *c, const VizIndex *x, SlError *err);
 SlStatus viz_build_by_comp(VizCtx *c, const VizIndex *x, uint32_t *dropped, SlError *err);
 uint32_t viz_count_sources(const VizIndex *x);
+/* Collapsed per (computation, op_name prefix): the deepest prefix depth that makes at most
+ * `limit` boxes (more than one), with their count; 0 when none does. */
+uint32_t viz_prefix_depth_for(const VizIndex *x, uint32_t limit, uint32_t *n_groups);
+SlStatus viz_build_by_prefix(VizCtx *c, const VizIndex *x, uint32_t depth, SlError *err);
 SlStatus viz_build_pair(VizCtx *c, const VizIndex *before, const VizIndex *after, const char *name,
                         SlError *err);
 

@@ -154,14 +154,17 @@ readable(const ShdSharding *s, const VizMesh *mesh, SlBuf *out)
         return;
     case SHD_TUPLE: {
         enum { SHOWN_LEAVES = 3 };
-        sl_buf_putc(out, '(');
+        if (s->n_leaves > SHOWN_LEAVES)
+            sl_buf_printf(out, "(%u elements: ", s->n_leaves);
+        else
+            sl_buf_putc(out, '(');
         for (uint32_t i = 0; i < s->n_leaves && i < SHOWN_LEAVES; i++) {
             if (i)
                 sl_buf_puts(out, "; ");
             readable(s->leaves[i], mesh, out);
         }
         if (s->n_leaves > SHOWN_LEAVES)
-            sl_buf_printf(out, "; +%u more", s->n_leaves - SHOWN_LEAVES);
+            sl_buf_puts(out, "; ...");
         sl_buf_putc(out, ')');
         return;
     }

@@ -262,6 +262,9 @@ viz_graph_write_dot(const VizGraph *g, SlBuf *out)
                       g->left_right ? "LR" : "TB");
         if (g->compound)
             sl_buf_puts(out, ", compound=\"true\"");
+        if (g->cheap)
+            sl_buf_puts(out, ", splines=\"line\", nslimit=\"0.02\", nslimit1=\"2\", "
+                             "mclimit=\"0.5\"");
         if (g->label) {
             sl_buf_puts(out, ", label=");
             put_quoted(out, g->label);

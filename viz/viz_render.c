@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "viz/viz.h"
 
@@ -25,6 +26,7 @@ viz_options_init(VizOptions *o)
     o->format = VIZ_SVG;
     o->depth = 2;
     o->max_nodes = 400;
+    o->budget = VIZ_DEFAULT_BUDGET;
 }
 
 static SlStatus
@@ -91,7 +93,72 @@ sel_new(const VizIndex *x, SlArena *a)
     return s;
 }
 
-/* A whole phase, or the neighbourhood of o->focus in it, collapsed when too big. */
+/* Empties the graph for another try at a view (the legend's marks too). */
+static void
+graph_reset(VizCtx *c)
+{
+    const char *name = c->g.name;
+    viz_graph_fini(&c->g);
+    viz_graph_init(&c->g, c->arena, name);
+    memset(c->used_pal, 0, (c->pal.n + 1) * sizeof(bool));
+    memset(c->used_kind, 0, viz_kind_count() * sizeof(bool));
+}
+
+static bool
+over_budget(const VizCtx *c)
+{
+    return c->opt->budget && viz_graph_units(&c->g) > c->opt->budget;
+}
+
+/* The neighbourhood of o->focus, cut further while its graph is past the layout budget. */
+static SlStatus
+build_focus(VizCtx *c, const VizIndex *x, VizSel *s, const char *phase, SlError *err)
+{
+    const VizOptions *o = c->opt;
+    SlVec seeds = {0};
+    SlStatus st = viz_resolve(x, o->focus, &seeds, err);
+    uint32_t cap = o->max_nodes ? o->max_nodes : UINT32_MAX;
+    bool truncated = false, shrunk = false;
+    uint64_t first_units = 0;
+    uint32_t last_count = UINT32_MAX;
+    while (st == SL_OK) {
+        viz_select_focus(x, seeds.data, (uint32_t)seeds.len, o->depth < 0 ? 0 : o->depth, cap, s,
+                         &truncated);
+        st = viz_build_phase(c, x, s, err);
+        /* the seeds themselves are always drawn: stop when a try draws no fewer */
+        if (st || !over_budget(c) || s->count <= 1 || s->count >= last_count)
+            break;
+        last_count = s->count;
+        uint64_t units = viz_graph_units(&c->g);
+        if (!first_units)
+            first_units = units;
+        /* nodes in proportion to the budget, and always fewer than this try */
+        uint64_t next = (uint64_t)s->count * o->budget / units;
+        cap = next >= s->count ? s->count - 1 : next < 1 ? 1 : (uint32_t)next;
+        shrunk = true;
+        graph_reset(c);
+    }
+    sl_vec_fini(&seeds);
+    if (st)
+        return st;
+    if (shrunk)
+        note(c,
+             "%s: the neighbourhood of %s within depth %d (%llu nodes and edges) is past the "
+             "layout budget of %u (about %.0f s of dot): cut at %u nodes",
+             phase, o->focus, o->depth, (unsigned long long)first_units, o->budget,
+             viz_estimate_seconds(first_units), s->count);
+    else if (truncated)
+        note(c,
+             "%s: the neighbourhood of %s within depth %d was cut at %u nodes "
+             "(--max-nodes)",
+             phase, o->focus, o->depth, s->count);
+    c->g.label = viz_phase_title(c, x, s->count);
+    return SL_OK;
+}
+
+/* A whole phase, or the neighbourhood of o->focus in it, collapsed when too big: past
+ * --max-nodes or past the layout budget, one box per source instruction (after), else one per
+ * computation (the biggest ones, as many as the budget allows). */
 static SlStatus
 build_view(VizCtx *c, const VizIndex *x, SlError *err)
 {
@@ -101,55 +168,100 @@ build_view(VizCtx *c, const VizIndex *x, SlError *err)
     SlSrcLoc nowhere = {0};
     if (!s.sel)
         return sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
-    if (o->focus) {
-        SlVec seeds = {0};
-        SlStatus st = viz_resolve(x, o->focus, &seeds, err);
-        bool truncated = false;
-        if (st == SL_OK)
-            viz_select_focus(x, seeds.data, (uint32_t)seeds.len, o->depth < 0 ? 0 : o->depth,
-                             o->max_nodes ? o->max_nodes : UINT32_MAX, &s, &truncated);
-        sl_vec_fini(&seeds);
-        if (st)
-            return st;
-        if (truncated)
-            note(c,
-                 "%s: the neighbourhood of %s within depth %d was cut at %u nodes "
-                 "(--max-nodes)",
-                 phase, o->focus, o->depth, s.count);
+    if (o->focus)
+        return build_focus(c, x, &s, phase, err);
+    viz_select_all(x, &s);
+    SlBuf why;
+    sl_buf_init(&why);
+    SlStatus st = SL_OK;
+    if (!o->max_nodes || s.count <= o->max_nodes) {
         st = viz_build_phase(c, x, &s, err);
         c->g.label = viz_phase_title(c, x, s.count);
-        return st;
-    }
-    viz_select_all(x, &s);
-    if (!o->max_nodes || s.count <= o->max_nodes) {
-        SlStatus st = viz_build_phase(c, x, &s, err);
-        c->g.label = viz_phase_title(c, x, s.count);
-        return st;
+        if (st || !over_budget(c)) {
+            sl_buf_fini(&why);
+            return st;
+        }
+        uint64_t units = viz_graph_units(&c->g);
+        sl_buf_printf(&why,
+                      "%u instructions (%llu nodes and edges) are past the layout budget of %u "
+                      "(about %.0f s of dot)",
+                      s.count, (unsigned long long)units, o->budget, viz_estimate_seconds(units));
+        graph_reset(c);
+    } else {
+        sl_buf_printf(&why, "%u instructions exceed --max-nodes %u", s.count, o->max_nodes);
     }
     uint32_t n_src = x->phase == TRACE_AFTER ? viz_count_sources(x) : UINT32_MAX;
-    SlStatus st;
+    bool by_source = false;
     if (n_src <= o->max_nodes) {
-        note(c,
-             "%s: %u instructions exceed --max-nodes %u: drew one box per source instruction "
-             "(%u boxes); use --focus NAME to see instructions",
-             phase, s.count, o->max_nodes, n_src);
         st = viz_build_by_source(c, x, err);
+        by_source = !st && !over_budget(c);
+        if (!st && !by_source)
+            graph_reset(c);
+    }
+    if (st) {
+        sl_buf_fini(&why);
+        return st;
+    }
+    if (by_source) {
+        note(c, "%s: %s: drew one box per source instruction (%u boxes); use --focus NAME to see "
+             "instructions",
+             phase, why.data, n_src);
         c->g.label = viz_fmt(&c->g, "%s: %s, %u instructions collapsed into %u source ops", phase,
                              c->run->module, s.count, n_src);
-    } else {
-        uint32_t comps = 0, dropped = 0;
-        for (uint32_t k = 0; k < x->n_comps; k++)
-            comps += !x->comps[k].is_reducer;
+        sl_buf_fini(&why);
+        return SL_OK;
+    }
+    uint32_t comps = 0, dropped = 0;
+    for (uint32_t k = 0; k < x->n_comps; k++)
+        comps += !x->comps[k].is_reducer;
+    /* Per op_name prefix (jit(main)/layer_3), when that gives more boxes than computations do
+     * and no more than the limits allow. */
+    uint32_t limit = o->max_nodes ? o->max_nodes : UINT32_MAX, n_pre = 0;
+    if (o->budget && limit > o->budget / 6) /* boxes of a chain of layers: long edges */
+        limit = o->budget / 6;
+    uint32_t depth = viz_prefix_depth_for(x, limit, &n_pre);
+    if (depth && n_pre > comps) {
+        st = viz_build_by_prefix(c, x, depth, err);
+        if (!st && !over_budget(c)) {
+            note(c,
+                 "%s: %s: drew one box per op_name prefix of %u parts (%u boxes); use --focus "
+                 "NAME to see instructions",
+                 phase, why.data, depth, n_pre);
+            c->g.label = viz_fmt(&c->g, "%s: %s, %u instructions collapsed into %u op_name groups",
+                                 phase, c->run->module, s.count, n_pre);
+            sl_buf_fini(&why);
+            return SL_OK;
+        }
+        if (st) {
+            sl_buf_fini(&why);
+            return st;
+        }
+        graph_reset(c);
+    }
+    /* Each box brings about two edges (data and calls): keep a third of the budget in boxes. */
+    VizOptions fewer = *o;
+    if (o->budget && (!fewer.max_nodes || fewer.max_nodes > o->budget / 3))
+        fewer.max_nodes = o->budget / 3 ? o->budget / 3 : 1;
+    for (;;) {
+        c->opt = &fewer;
         st = viz_build_by_comp(c, x, &dropped, err);
+        c->opt = o;
+        if (st || !over_budget(c) || fewer.max_nodes <= 1)
+            break;
+        fewer.max_nodes /= 2;
+        graph_reset(c);
+    }
+    if (!st) {
         note(c,
-             "%s: %u instructions exceed --max-nodes %u: drew one box per computation (%u "
-             "boxes%s); use --focus NAME to see instructions",
-             phase, s.count, o->max_nodes, comps - dropped,
+             "%s: %s: drew one box per computation (%u boxes%s); use --focus NAME to see "
+             "instructions",
+             phase, why.data, comps - dropped,
              dropped ? viz_fmt(&c->g, ", leaving out the %u smallest computations", dropped) : "");
         c->g.label = viz_fmt(&c->g, "%s: %s, %u instructions collapsed into %u computations%s",
                              phase, c->run->module, s.count, comps - dropped,
                              dropped ? viz_fmt(&c->g, " (the %u smallest left out)", dropped) : "");
     }
+    sl_buf_fini(&why);
     return st;
 }
 
@@ -221,8 +333,10 @@ build_pair(VizCtx *c, const VizIndex *bx, const VizIndex *ax, SlError *err)
     return st;
 }
 
-SlStatus
-viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out, SlError *err)
+/* viz_dot_text, also giving the layout units of what it wrote. */
+static SlStatus
+dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out, uint64_t *units,
+         SlError *err)
 {
     SlArena arena;
     VizCtx c;
@@ -239,6 +353,8 @@ viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_o
         st = build_view(&c, o->view == VIZ_BEFORE ? &bx : &ax, err);
     if (!st) {
         viz_add_legend(&c, o->view != VIZ_BEFORE);
+        viz_graph_cheapen(&c.g);
+        *units = viz_graph_units(&c.g);
         viz_graph_write_dot(&c.g, out);
         if (out->failed) {
             SlSrcLoc nowhere = {0};
@@ -248,6 +364,50 @@ viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_o
     ctx_fini(&c);
     sl_arena_fini(&arena);
     return st;
+}
+
+SlStatus
+viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out, SlError *err)
+{
+    uint64_t units = 0;
+    return dot_text(run, o, out, note_out, &units, err);
+}
+
+/* ---- progress --------------------------------------------------------------------------------
+ */
+
+typedef struct Progress {
+    bool on;
+    const char *what;
+    double start;
+} Progress;
+
+static double
+now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A line before a layout estimated at a second or more, and one after any that took that. */
+static Progress
+progress_begin(const VizOptions *o, const char *what, uint64_t units)
+{
+    Progress p = {o->progress, what, now_seconds()};
+    double est = viz_estimate_seconds(units);
+    if (p.on && est >= 1.0)
+        fprintf(stderr, "shardlens: laying out %s: %llu nodes and edges, about %.0f s of dot\n",
+                what, (unsigned long long)units, est);
+    return p;
+}
+
+static void
+progress_end(const Progress *p)
+{
+    double took = now_seconds() - p->start;
+    if (p->on && took >= 1.0)
+        fprintf(stderr, "shardlens: laid out %s in %.1f s\n", p->what, took);
 }
 
 /* ---- rendering --------------------------------------------------------------------------------
@@ -450,11 +610,17 @@ viz_render_with(VizRenderer *r, const TraceRun *run, const VizOptions *o, const 
 {
     SlBuf dot;
     sl_buf_init(&dot);
-    SlStatus st = viz_dot_text(run, o, &dot, note_out, err);
+    uint64_t units = 0;
+    SlStatus st = dot_text(run, o, &dot, note_out, &units, err);
+    Progress p = {0};
+    if (!st && o->format != VIZ_DOT)
+        p = progress_begin(o, path, units);
     if (!st && o->format == VIZ_DOT)
         st = sl_file_write_atomic(path, dot.data, dot.len, err);
     else if (!st)
         st = viz_render_dot(r, &dot, o->format == VIZ_PNG ? "png" : "svg", path, err);
+    if (p.on)
+        progress_end(&p);
     sl_buf_fini(&dot);
     return st;
 }
@@ -476,5 +642,45 @@ viz_render(const TraceRun *run, const VizOptions *o, const char *path, SlBuf *no
         st = viz_render_with(r, run, o, path, note_out, err);
     }
     viz_renderer_free(r);
+    return st;
+}
+
+/* ---- SVG in memory (for pages that embed diagrams) ------------------------------------------ */
+
+SlStatus
+viz_svg_text(VizRenderer *r, const TraceRun *run, const VizOptions *o, SlBuf *svg, SlBuf *note_out,
+             SlError *err)
+{
+    SlBuf dot;
+    sl_buf_init(&dot);
+    uint64_t units = 0;
+    SlSrcLoc nowhere = {0};
+    SlStatus st = dot_text(run, o, &dot, note_out, &units, err);
+    Agraph_t *g = NULL;
+    if (!st && !(g = read_dot(&dot)))
+        st = sl_fail(err, SL_ERR_INTERNAL, nowhere, "graphviz could not read our DOT text: %s",
+                     aglasterr() ? aglasterr() : "no message");
+    if (!st) {
+        Progress p = progress_begin(o, o->view == VIZ_BEFORE ? "before" : "after", units);
+        char *data = NULL;
+        unsigned int len = 0;
+        if (gvLayout(r->gvc, g, "dot") != 0) {
+            st = sl_fail(err, SL_ERR_IO, nowhere, "graphviz: layout failed");
+        } else {
+            if (gvRenderData(r->gvc, g, "svg", &data, &len) != 0 || !data)
+                st = sl_fail(err, SL_ERR_IO, nowhere, "graphviz: cannot render svg");
+            else
+                sl_buf_append(svg, data, len);
+            gvFreeRenderData(data);
+            if (!has_labelled_flat_edge(g)) /* as viz_render_dot does */
+                gvFreeLayout(r->gvc, g);
+        }
+        progress_end(&p);
+    }
+    if (g)
+        agclose(g);
+    sl_buf_fini(&dot);
+    if (!st && svg->failed)
+        st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
     return st;
 }

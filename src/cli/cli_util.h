@@ -175,6 +175,7 @@ extern const CliCommand cmd_explain;
 extern const CliCommand cmd_diff;
 extern const CliCommand cmd_verify;
 extern const CliCommand cmd_analyze;
+extern const CliCommand cmd_html;
 extern const CliCommand cmd_propagate;
 
 #endif

@@ -13,6 +13,7 @@
 #include "cli/cli_trace.h"
 #include "propagate/prop.h"
 
+#include "cli/cli_html.h"
 #include "viz/viz.h"
 
 enum { OPT_N, OPT_OUT, OPT_SET, OPT_TRIP_COUNT, OPT_NO_PROPAGATE };
@@ -54,7 +55,8 @@ make_dir(const char *dir, SlError *err)
 }
 
 typedef struct Paths {
-    char hlo[4096], trace[4096], trace_tmp[4096], json[4096], text[4096], before[4096], after[4096];
+    char hlo[4096], trace[4096], trace_tmp[4096], json[4096], text[4096], before[4096], after[4096],
+        html[4096];
     char trace_journal[4200], tmp_prefix[4096];
 } Paths;
 
@@ -80,7 +82,8 @@ make_paths(Paths *p, const char *dir)
            join(p->json, sizeof(p->json), dir, "summary.json") &&
            join(p->text, sizeof(p->text), dir, "report.txt") &&
            join(p->before, sizeof(p->before), dir, "before.svg") &&
-           join(p->after, sizeof(p->after), dir, "after.svg");
+           join(p->after, sizeof(p->after), dir, "after.svg") &&
+           join(p->html, sizeof(p->html), dir, "report.html");
 }
 
 /* Removes a temporary database and the journal files SQLite may have left beside it. */
@@ -105,33 +108,33 @@ write_file(const char *path, const SlBuf *b)
     return CLI_EXIT_OK;
 }
 
+/* before.svg, after.svg and report.html, from one set of layouts. */
 static int
-draw(const TraceRun *run, const ReportOptions *ro, const Paths *p)
+draw(const TraceRun *run, const Report *rep, const ReportOptions *ro, const Paths *p)
 {
-    /* One renderer for both pictures: graphviz must not be set up twice in one process. */
+    /* One renderer for every picture: graphviz must not be set up twice in one process. */
     SlError err = {0};
     VizRenderer *r = NULL;
     if (viz_renderer_new(&r, &err))
         return cli_report_at(&err, p->after);
+    CliHtmlGraphs g;
+    int code = cli_html_graphs(r, run, ro->mesh, p->trace, &g);
     const char *paths[] = {p->before, p->after};
-    const VizView views[] = {VIZ_BEFORE, VIZ_AFTER};
-    int code = CLI_EXIT_OK;
     for (size_t k = 0; k < SL_COUNTOF(paths) && code == CLI_EXIT_OK; k++) {
-        VizOptions vo;
-        viz_options_init(&vo);
-        vo.view = views[k];
-        vo.format = VIZ_SVG;
-        vo.mesh = ro->mesh;
-        SlBuf note;
-        sl_buf_init(&note);
-        if (viz_render_with(r, run, &vo, paths[k], &note, &err))
+        if (sl_file_write_atomic(paths[k], g.svg[k].data, g.svg[k].len, &err))
             code = cli_report_at(&err, paths[k]);
-        else if (note.len)
-            printf("  %s  (%.*s)\n", paths[k], (int)note.len, note.data);
+        else if (g.note[k].len)
+            printf("  %s  (%.*s)\n", paths[k], (int)g.note[k].len, g.note[k].data);
         else
             printf("  %s\n", paths[k]);
-        sl_buf_fini(&note);
     }
+    if (code == CLI_EXIT_OK) {
+        ReportHtmlInput in = {.run = run, .rep = rep};
+        code = cli_html_write(&in, &g, p->html);
+    }
+    if (code == CLI_EXIT_OK)
+        printf("  %s\n", p->html);
+    cli_html_graphs_fini(&g);
     viz_renderer_free(r);
     return code;
 }
@@ -160,7 +163,7 @@ report_all(const Paths *p, const ReportOptions *ro)
         code = write_file(p->text, &text);
     }
     if (code == CLI_EXIT_OK)
-        code = draw(r.run, ro, p);
+        code = draw(r.run, rep, ro, p);
     if (code == CLI_EXIT_OK) {
         sl_buf_clear(&text);
         report_print_summary_line(rep, &text);
@@ -261,6 +264,7 @@ const CliCommand cmd_analyze = {
         "  report.txt       the report for people (as report prints it)\n"
         "  before.svg       the input graph, nodes coloured by sharding (when built with viz)\n"
         "  after.svg        the partitioned graph, collectives highlighted (when built with viz)\n"
+        "  report.html      the interactive report (as `shardlens html` writes it)\n"
         "Each file is written atomically; the paths are printed as they are written, then\n"
         "the totals. The model options and --top are report's. Warnings (input without\n"
         "shardings, input already partitioned, custom calls partitioned by fallback, full\n"

@@ -21,7 +21,8 @@ enum {
     OPT_DEPTH,
     OPT_FORMAT,
     OPT_MESH,
-    OPT_MAX_NODES
+    OPT_MAX_NODES,
+    OPT_BUDGET
 };
 
 static const CliOpt k_opts[] = {
@@ -36,6 +37,8 @@ static const CliOpt k_opts[] = {
      false                                                                                                       },
     {OPT_MESH,      0,   "mesh",      "AXES",        "name mesh axes in labels: data=2,model=4",            false},
     {OPT_MAX_NODES, 0,   "max-nodes", "N",           "collapse whole graphs above N nodes (default 400)",
+     false                                                                                                       },
+    {OPT_BUDGET,    0,   "layout-budget", "U",       "most nodes + edges given to dot (default 1000; 0: none)",
      false                                                                                                       },
 };
 
@@ -122,6 +125,14 @@ options(const CliArgs *a, VizOptions *o, int64_t *run_id)
             return CLI_EXIT_BAD_INPUT;
         o->max_nodes = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
     }
+    if ((v = cli_args_value(a, OPT_BUDGET))) {
+        if (!strcmp(v, "0"))
+            n = 0;
+        else if (!cli_parse_count(a->cmd, "--layout-budget", v, &n))
+            return CLI_EXIT_BAD_INPUT;
+        o->budget = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+    }
+    o->progress = true;
     VizFormat f;
     if ((v = cli_args_value(a, OPT_FORMAT)) && !parse_format(v, &f))
         return cli_usage_error(a->cmd, "--format expects svg, png or dot, got '%s'", v);
@@ -195,7 +206,8 @@ run(const CliArgs *a)
 const CliCommand cmd_viz = {
     .name = "viz",
     .usage = "TRACE.db [--run ID] [--before B.svg] [--after A.svg] [--focus NAME] [--depth K] "
-             "[--pair NAME [-o P.svg]] [--format svg|png|dot] [--mesh AXES] [--max-nodes N]",
+             "[--pair NAME [-o P.svg]] [--format svg|png|dot] [--mesh AXES] [--max-nodes N] "
+             "[--layout-budget U]",
     .summary = "before/after Graphviz diagrams from a trace",
     .description =
         "Renders the input graph (--before: every instruction with its opcode, shape and\n"
@@ -208,6 +220,10 @@ const CliCommand cmd_viz = {
         "source name selects everything emitted for it in the after view). Without\n"
         "--focus, a graph above --max-nodes is collapsed, one box per source instruction,\n"
         "then per computation, and a note says so.\n"
+        "--layout-budget U bounds dot's work: a view whose nodes plus edges exceed U is\n"
+        "collapsed the same way (a --focus neighbourhood is cut instead), and the note\n"
+        "says so. Past 150 edges, edge labels are placed after the layout (xlabels).\n"
+        "A layout estimated at a second or more is announced on stderr.\n"
         "The format is --format, else the file's extension (.svg, .png, .dot), else svg;\n"
         "dot text is deterministic. Files are written atomically.\n",
     .opts = k_opts,

@@ -15,7 +15,7 @@
 /* In the order help lists them. */
 static const CliCommand *const k_commands[] = {
     &cmd_print,   &cmd_check, &cmd_partition, &cmd_report,  &cmd_viz,
-    &cmd_explain, &cmd_diff,  &cmd_verify,    &cmd_analyze, &cmd_propagate,
+    &cmd_explain, &cmd_diff,  &cmd_verify,    &cmd_analyze, &cmd_propagate, &cmd_html,
 };
 
 static void

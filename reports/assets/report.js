@@ -1,0 +1,458 @@
+/* report.js - the shardlens HTML report: reads the page's JSON (#data, written by
+ * reports/html.c) and draws totals, bar charts, the mesh, the collectives table with its
+ * explanations, the op_name tree, the warnings, the diff and the graphs (Graphviz SVG with
+ * pan, zoom and search). Plain DOM code, no library, nothing fetched. */
+(function () {
+  'use strict';
+  var D = JSON.parse(document.getElementById('data').textContent);
+  var R = D.report;
+  var $ = function (id) { return document.getElementById(id); };
+  var KIND_COLORS = {
+    'all-gather': '#e8743b', 'reduce-scatter': '#9b59b6', 'all-reduce': '#d9534f',
+    'all-to-all': '#2e86c1', 'collective-permute': '#17a589', 'collective-broadcast': '#b7950b'
+  };
+
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    if (attrs) for (var k in attrs) e.setAttribute(k, attrs[k]);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function bytes(v) {
+    if (v === null || v === undefined) return '-';
+    var u = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'], i = 0;
+    while (Math.abs(v) >= 1024 && i + 1 < u.length) { v /= 1024; i++; }
+    return (i === 0 ? String(Math.round(v)) : v.toPrecision(3)) + ' ' + u[i];
+  }
+  function micros(us) {
+    if (us >= 1e6) return (us / 1e6).toPrecision(3) + ' s';
+    if (us >= 1e3) return (us / 1e3).toPrecision(3) + ' ms';
+    return us.toPrecision(3) + ' us';
+  }
+  function kindColor(k) {
+    for (var p in KIND_COLORS) if (k && k.indexOf(p) === 0) return KIND_COLORS[p];
+    return '#7f8c8d';
+  }
+
+  /* ---- totals ---- */
+  function card(parent, value, key) {
+    var c = el('div', { 'class': 'card' });
+    c.appendChild(el('div', { 'class': 'v' }, value));
+    c.appendChild(el('div', { 'class': 'k' }, key));
+    parent.appendChild(c);
+  }
+  function drawTotals() {
+    $('title').textContent = 'shardlens: ' + R.module;
+    $('subtitle').textContent = R.num_partitions + ' devices; ring model at ' +
+      R.model.link_gbps + ' Gbit/s, ' + R.model.latency_us + ' us per step' +
+      (D.old ? '; compared with ' + (D.old_label || 'the old run') : '');
+    var t = R.total, box = $('totals');
+    card(box, t.collectives, 'collectives');
+    card(box, bytes(t.send), 'bytes sent, all devices');
+    var busy = null;
+    R.devices.forEach(function (d) { if (d.device === R.busiest) busy = d; });
+    card(box, busy ? 'device ' + busy.device : '-',
+         busy ? 'busiest: sends ' + bytes(busy.send) + ', receives ' + bytes(busy.recv) : 'busiest device');
+    card(box, micros(t.time_us), 'estimated communication time');
+    if (t.unknown) card(box, t.unknown, 'collectives with unknown trip count (' + bytes(t.unknown_send) + ' per run, apart)');
+  }
+
+  /* ---- bars ---- */
+  function bars(box, rows, busiestKey) {
+    var max = 0;
+    rows.forEach(function (r) { max = Math.max(max, r.v); });
+    if (!rows.length) box.appendChild(el('div', { 'class': 'note' }, 'no traffic'));
+    rows.forEach(function (r) {
+      var b = el('div', { 'class': 'bar', title: r.label + ': ' + bytes(r.v) });
+      b.appendChild(el('span', { 'class': 'l' }, r.label));
+      var t = el('span', { 'class': 't' }), f = el('div', { 'class': 'f' + (r.key === busiestKey ? ' busiest' : '') });
+      f.style.width = (max ? 100 * r.v / max : 0) + '%';
+      if (r.color) f.style.background = r.color;
+      t.appendChild(f); b.appendChild(t);
+      b.appendChild(el('span', { 'class': 'n' }, bytes(r.v)));
+      box.appendChild(b);
+    });
+  }
+  function drawBars() {
+    bars($('bars-device'), R.devices.map(function (d) {
+      return { label: 'device ' + d.device, v: d.send, key: d.device };
+    }), R.busiest);
+    bars($('bars-kind'), R.kinds.map(function (k) {
+      return { label: k.key, v: k.send, color: kindColor(k.key) };
+    }));
+  }
+
+  /* ---- mesh ---- */
+  var meshCells = [];
+  function drawMesh() {
+    if (!R.mesh.length) return;
+    $('mesh-panel').hidden = false;
+    var axes = R.mesh, cols = axes[axes.length - 1].size, rows = R.num_partitions / cols;
+    var max = 0, byDev = {};
+    R.devices.forEach(function (d) { byDev[d.device] = d; max = Math.max(max, d.send); });
+    var tbl = el('table');
+    for (var r = 0; r < rows; r++) {
+      var tr = el('tr');
+      for (var c = 0; c < cols; c++) {
+        var dev = r * cols + c, d = byDev[dev], v = d ? d.send : 0, a = max ? v / max : 0;
+        var td = el('td', { title: 'device ' + dev + ': sends ' + bytes(v) }, dev);
+        td.style.background = 'rgba(217, 83, 79, ' + (0.08 + 0.85 * a).toFixed(3) + ')';
+        meshCells[dev] = td; tr.appendChild(td);
+      }
+      tbl.appendChild(tr);
+    }
+    $('mesh').appendChild(tbl);
+    $('mesh-note').textContent = 'axes ' + axes.map(function (x) { return x.name + '=' + x.size; }).join(', ') +
+      ' (rows: ' + (axes.length > 1 ? axes.slice(0, -1).map(function (x) { return x.name; }).join(' x ') : '-') +
+      ', columns: ' + axes[axes.length - 1].name + '); colour: bytes sent. Hover a collective to see its groups.';
+  }
+  function showGroups(c) {
+    meshCells.forEach(function (td) { if (td) { td.classList.remove('in-group'); td.textContent = td.textContent.split(':')[0]; } });
+    if (!c || !meshCells.length) return;
+    c.groups.forEach(function (g, gi) {
+      g.forEach(function (dev) {
+        var td = meshCells[dev];
+        if (!td) return;
+        if (gi === 0) td.classList.add('in-group');
+        td.textContent = dev + ':' + 'g' + gi;
+      });
+    });
+    $('mesh-note').textContent = c.name + ': ' + c.n_groups + ' group(s) of ' + c.group_size +
+      (c.groups.length < c.n_groups ? ' (first ' + c.groups.length + ' shown)' : '') + '; group 0 outlined';
+  }
+
+  /* ---- collectives table ---- */
+  var rows = [], sortKey = 'send', sortDir = -1;
+  function groupsText(c) {
+    var g0 = c.groups[0] || [];
+    var s = c.n_groups + 'x' + c.group_size;
+    if (g0.length) s += ' {' + g0.slice(0, 8).join(',') + (g0.length > 8 ? ',...' : '') + '}' + (c.n_groups > 1 ? ',...' : '');
+    return s;
+  }
+  function tripsText(c) {
+    if (c.trips >= 0) return String(c.trips);
+    return c.max_trips > 0 ? '<=' + c.max_trips : 'unknown';
+  }
+  function drawTable() {
+    var tb = document.querySelector('#collectives tbody');
+    (D.collectives || []).forEach(function (c, i) {
+      var tr = el('tr', { 'data-index': i });
+      tr.appendChild(el('td', null, c.name));
+      var k = el('td'), s = el('span', { 'class': 'kind' }, c.kind);
+      s.style.background = kindColor(c.kind); k.appendChild(s); tr.appendChild(k);
+      tr.appendChild(el('td', null, groupsText(c)));
+      tr.appendChild(el('td', { 'class': 'num' }, bytes(c.bytes)));
+      tr.appendChild(el('td', { 'class': 'num' }, tripsText(c)));
+      tr.appendChild(el('td', { 'class': 'num' }, c.trips >= 0 ? bytes(c.send) : bytes(c.send) + ' per run'));
+      tr.appendChild(el('td', { title: c.op_name || '' }, c.source || '-'));
+      tr.addEventListener('click', function () { selectCollective(i, tr); });
+      tr.addEventListener('mouseenter', function () { showGroups(c); });
+      rows.push({ tr: tr, c: c, text: [c.name, c.kind, c.source, c.op_name, c.shape].join(' ').toLowerCase() });
+    });
+    $('coll-count').textContent = '(' + rows.length + ')';
+    sortRows();
+    $('filter').addEventListener('input', filterRows);
+    document.querySelectorAll('#collectives th').forEach(function (th) {
+      th.addEventListener('click', function () {
+        var k = th.getAttribute('data-key');
+        if (k === sortKey) sortDir = -sortDir; else { sortKey = k; sortDir = k === 'name' || k === 'kind' || k === 'source' ? 1 : -1; }
+        sortRows();
+      });
+    });
+  }
+  function sortValue(c, k) {
+    if (k === 'groups') return c.n_groups * 1e6 + c.group_size;
+    var v = c[k];
+    return v === null || v === undefined ? '' : v;
+  }
+  function sortRows() {
+    rows.sort(function (a, b) {
+      var x = sortValue(a.c, sortKey), y = sortValue(b.c, sortKey);
+      if (x < y) return -sortDir;
+      if (x > y) return sortDir;
+      return a.c.instr - b.c.instr;
+    });
+    var tb = document.querySelector('#collectives tbody');
+    rows.forEach(function (r) { tb.appendChild(r.tr); });
+    document.querySelectorAll('#collectives th').forEach(function (th) {
+      th.classList.remove('sorted-asc', 'sorted-desc');
+      if (th.getAttribute('data-key') === sortKey) th.classList.add(sortDir > 0 ? 'sorted-asc' : 'sorted-desc');
+    });
+  }
+  function filterRows() {
+    var q = $('filter').value.trim().toLowerCase(), shown = 0;
+    rows.forEach(function (r) {
+      var ok = !q || r.text.indexOf(q) >= 0;
+      r.tr.style.display = ok ? '' : 'none';
+      shown += ok;
+    });
+    $('coll-count').textContent = '(' + shown + (shown < rows.length ? ' of ' + rows.length : '') + ')';
+  }
+  function selectCollective(i, tr) {
+    var c = D.collectives[i];
+    document.querySelectorAll('#collectives tr.selected').forEach(function (x) { x.classList.remove('selected'); });
+    tr.classList.add('selected');
+    var text = c.explain >= 0 ? D.explain[c.explain].map(function (k) { return D.lines[k]; }).join('\n')
+                              : 'No source instruction was recorded for ' + c.name + '.';
+    $('explain').textContent = c.kind + ' %' + c.name + ' ' + c.shape + (c.cause ? ' (' + c.cause + ')' : '') + '\n\n' + text;
+    showGroups(c);
+    if (c.source && graphByKey(c.source)) showGraph(c.source, c.instr);
+    else if (!selectInstr(c.instr, 'after') && c.source_instr >= 0) selectInstr(c.source_instr, 'before');
+  }
+
+  /* ---- op_name tree ---- */
+  function drawTree() {
+    var root = { name: '', bytes: 0, kids: {}, n: 0 };
+    (D.collectives || []).forEach(function (c) {
+      var parts = (c.op_name || '(no op_name)').split('/'), node = root;
+      root.bytes += c.send; root.n++;
+      parts.forEach(function (p) {
+        if (!node.kids[p]) node.kids[p] = { name: p, bytes: 0, kids: {}, n: 0 };
+        node = node.kids[p]; node.bytes += c.send; node.n++;
+      });
+    });
+    function render(node, depth) {
+      var kids = Object.keys(node.kids).map(function (k) { return node.kids[k]; });
+      kids.sort(function (a, b) { return b.bytes - a.bytes || (a.name < b.name ? -1 : 1); });
+      var frag = document.createDocumentFragment();
+      kids.forEach(function (k) {
+        var d = el('details'), s = el('summary');
+        if (depth < 2) d.open = true;
+        s.appendChild(document.createTextNode(k.name));
+        s.appendChild(el('span', { 'class': 'b' }, bytes(k.bytes) + ' (' + k.n + ')'));
+        d.appendChild(s);
+        if (Object.keys(k.kids).length) d.appendChild(render(k, depth + 1));
+        frag.appendChild(d);
+      });
+      return frag;
+    }
+    if (!root.n) $('tree').appendChild(el('div', { 'class': 'note' }, 'no collectives'));
+    else $('tree').appendChild(render(root, 0));
+  }
+
+  function drawWarnings() {
+    var w = D.warnings || [];
+    $('warn-count').textContent = '(' + w.length + ')';
+    if (!w.length) $('warnings').appendChild(el('li', { 'class': 'note' }, 'none'));
+    w.forEach(function (x) { $('warnings').appendChild(el('li', null, (x.instr ? '%' + x.instr + ': ' : '') + x.message)); });
+  }
+
+  /* ---- diff ---- */
+  function diffRows(oldRows, newRows) {
+    var m = {}, out = [];
+    oldRows.forEach(function (r) { m[r.key + '\u0000' + (r.op_name || '')] = r; });
+    newRows.forEach(function (r) {
+      var k = r.key + '\u0000' + (r.op_name || ''), o = m[k];
+      delete m[k];
+      out.push({ key: r.key, old: o ? o.send : null, now: r.send });
+    });
+    Object.keys(m).forEach(function (k) { out.push({ key: m[k].key, old: m[k].send, now: null }); });
+    return out;
+  }
+  function drawDiff() {
+    if (!D.old) return;
+    $('diff').hidden = false;
+    var box = $('diff-body');
+    function table(title, list) {
+      box.appendChild(el('h3', null, title));
+      var t = el('table', { 'class': 'diff' }), h = el('tr');
+      ['', 'old', 'new', 'change'].forEach(function (x) { h.appendChild(el('th', null, x)); });
+      t.appendChild(h);
+      list.sort(function (a, b) { return Math.abs((b.now || 0) - (b.old || 0)) - Math.abs((a.now || 0) - (a.old || 0)); });
+      list.forEach(function (r) {
+        var tr = el('tr'), st, cls;
+        if (r.old === null) { st = 'new'; cls = 'diff-new'; }
+        else if (r.now === null) { st = 'gone'; cls = 'diff-gone'; }
+        else if (r.now > r.old) { st = 'grew +' + bytes(r.now - r.old) + (r.old ? ' (+' + (100 * (r.now - r.old) / r.old).toFixed(1) + '%)' : ''); cls = 'diff-grew'; }
+        else if (r.now < r.old) { st = 'shrank -' + bytes(r.old - r.now) + ' (' + (100 * (r.now - r.old) / r.old).toFixed(1) + '%)'; cls = 'diff-shrank'; }
+        else { st = 'same'; cls = ''; }
+        tr.appendChild(el('td', null, r.key));
+        tr.appendChild(el('td', { 'class': 'num' }, r.old === null ? '-' : bytes(r.old)));
+        tr.appendChild(el('td', { 'class': 'num' }, r.now === null ? '-' : bytes(r.now)));
+        tr.appendChild(el('td', { 'class': cls }, st));
+        tr.className = 'diff-row ' + cls;
+        t.appendChild(tr);
+      });
+      box.appendChild(t);
+    }
+    table('Total bytes sent', [{ key: 'all devices', old: D.old.total.send, now: R.total.send }]);
+    table('Per kind', diffRows(D.old.kinds, R.kinds));
+    table('Per source op', diffRows(D.old.sources, R.sources));
+  }
+
+  /* ---- graphs: pan, zoom, search ---- */
+  var G = { key: null, svg: null, vb: null, nodes: {}, hit: null };
+  function graphByKey(k) {
+    var gs = D.graphs || [];
+    for (var i = 0; i < gs.length; i++) if (gs[i].key === k) return gs[i];
+    return null;
+  }
+  function drawTabs() {
+    var tabs = $('graph-tabs');
+    (D.graphs || []).forEach(function (g) {
+      if (g.key !== 'before' && g.key !== 'after') return;
+      var b = el('button', { 'class': 'tab', 'data-key': g.key }, g.title);
+      b.addEventListener('click', function () { showGraph(g.key); });
+      tabs.appendChild(b);
+    });
+    var focus = (D.graphs || []).filter(function (g) { return g.key !== 'before' && g.key !== 'after'; });
+    if (focus.length) {
+      var s = el('select', { id: 'focus-select', title: 'neighbourhoods of the busiest source ops' });
+      s.appendChild(el('option', { value: '' }, 'neighbourhood of...'));
+      focus.forEach(function (g) { s.appendChild(el('option', { value: g.key }, g.title)); });
+      s.addEventListener('change', function () { if (s.value) showGraph(s.value); });
+      tabs.appendChild(s);
+    }
+  }
+  function showGraph(key, selectIdx) {
+    var g = graphByKey(key);
+    if (!g) return false;
+    if (G.key !== key) {
+      var box = $('graph');
+      box.innerHTML = g.svg;
+      G.key = key; G.svg = box.querySelector('svg'); G.nodes = {}; G.hit = null;
+      if (G.svg) {
+        var vb = G.svg.viewBox.baseVal;
+        G.full = { x: vb.x, y: vb.y, w: vb.width, h: vb.height };
+        G.svg.removeAttribute('width'); G.svg.removeAttribute('height');
+        G.svg.querySelectorAll('g.node').forEach(function (n) {
+          var t = n.querySelector('title');
+          if (t) G.nodes[t.textContent] = n;
+          n.addEventListener('click', function () { nodeClicked(t ? t.textContent : ''); });
+        });
+        start();
+      }
+      document.querySelectorAll('.tab').forEach(function (t) { t.classList.toggle('active', t.getAttribute('data-key') === key); });
+      $('graph-note').textContent = g.note || '';
+    }
+    if (selectIdx !== undefined) selectNode(nodeIdFor(selectIdx));
+    return true;
+  }
+  function setView(x, y, w, h) {
+    G.vb = { x: x, y: y, w: w, h: h };
+    G.svg.setAttribute('viewBox', x + ' ' + y + ' ' + w + ' ' + h);
+  }
+  function fit() { if (G.svg) setView(G.full.x, G.full.y, G.full.w, G.full.h); }
+  /* The first view: the whole graph, unless it is so tall (or wide) that fitting it would make
+   * its text unreadable; then its top (left) end at one screen pixel per point. */
+  function start() {
+    var r = $('graph').getBoundingClientRect(), f = G.full;
+    if (!r.width || !r.height || (f.w <= r.width * 1.5 && f.h <= r.height * 1.5)) return fit();
+    var s = Math.max(f.w / r.width, f.h / r.height);
+    if (s < 3) return fit();
+    var w = Math.max(r.width, Math.min(f.w, r.width * 1.5)), h = w * r.height / r.width;
+    if (f.w > f.h) { h = Math.max(r.height, Math.min(f.h, r.height * 1.5)); w = h * r.width / r.height; }
+    setView(f.h >= f.w ? f.x + f.w / 2 - w / 2 : f.x, f.y, w, h);
+  }
+  function zoom(f, cx, cy) {
+    if (!G.svg) return;
+    var v = G.vb;
+    if (cx === undefined) { cx = v.x + v.w / 2; cy = v.y + v.h / 2; }
+    setView(cx - (cx - v.x) * f, cy - (cy - v.y) * f, v.w * f, v.h * f);
+  }
+  function svgPoint(evt) {
+    var r = G.svg.getBoundingClientRect(), v = G.vb;
+    var s = Math.max(v.w / r.width, v.h / r.height);
+    var ox = v.x + (v.w - r.width * s) / 2, oy = v.y + (v.h - r.height * s) / 2;
+    return { x: ox + (evt.clientX - r.left) * s, y: oy + (evt.clientY - r.top) * s, s: s };
+  }
+  function initPanZoom() {
+    var box = $('graph'), drag = null;
+    box.addEventListener('wheel', function (e) {
+      if (!G.svg) return;
+      e.preventDefault();
+      var p = svgPoint(e);
+      zoom(e.deltaY > 0 ? 1.2 : 1 / 1.2, p.x, p.y);
+    }, { passive: false });
+    box.addEventListener('mousedown', function (e) { if (G.svg) drag = { x: e.clientX, y: e.clientY, vb: G.vb, s: svgPoint(e).s }; });
+    window.addEventListener('mousemove', function (e) {
+      if (!drag) return;
+      setView(drag.vb.x - (e.clientX - drag.x) * drag.s, drag.vb.y - (e.clientY - drag.y) * drag.s, drag.vb.w, drag.vb.h);
+    });
+    window.addEventListener('mouseup', function () { drag = null; });
+    $('zoom-in').addEventListener('click', function () { zoom(1 / 1.5); });
+    $('zoom-out').addEventListener('click', function () { zoom(1.5); });
+    $('zoom-fit').addEventListener('click', fit);
+  }
+  /* The node that shows instruction idx in the current graph: its own, or its computation's
+   * box when the graph is collapsed per computation. */
+  function nodeIdFor(idx) {
+    var own = (idx < D.n_before ? 'b' : 'a') + idx;
+    if (G.nodes[own]) return own;
+    var c = 'c' + D.comp[idx];
+    return G.nodes[c] ? c : null;
+  }
+  function selectNode(id) {
+    if (G.hit) G.hit.classList.remove('hit');
+    G.hit = null;
+    var n = id ? G.nodes[id] : null;
+    if (!n) return false;
+    n.classList.add('hit'); G.hit = n;
+    var b = n.getBBox(), v = G.vb, w = Math.min(v.w, G.full.w), h = Math.min(v.h, G.full.h);
+    if (w > 1200) { h = h * 1200 / w; w = 1200; }
+    setView(b.x + b.width / 2 - w / 2, b.y + b.height / 2 - h / 2, w, h);
+    return true;
+  }
+  function selectInstr(idx, phase) {
+    if (!showGraph(phase)) return false;
+    return selectNode(nodeIdFor(idx));
+  }
+  function nodeClicked(id) {
+    var m = /^([abcgp])(\d+)$/.exec(id);
+    if (!m) return;
+    var idx = +m[2], name = D.names[idx];
+    if (m[1] === 'c' || m[1] === 'g' || m[1] === 'p') {
+      /* a collapsed box: open the busiest neighbourhood inside it, when one was drawn (an
+       * op_name box holds the collectives whose op_name starts with its first label line) */
+      var best = null, text = G.nodes[id].querySelector('text'), prefix = text ? text.textContent : '';
+      (D.collectives || []).forEach(function (c) {
+        var inside = m[1] === 'p' ? (c.op_name || '').indexOf(prefix + '/') === 0 : D.comp[c.instr] === D.comp[idx];
+        if (c.source && graphByKey(c.source) && inside && (!best || c.send > best.send)) best = c;
+      });
+      if (best) { showGraph(best.source, best.instr); $('search-result').textContent = 'expanded: neighbourhood of %' + best.source; }
+      else $('search-result').textContent = 'collapsed box of %' + name + '; search a name inside it, or use viz --focus';
+      return;
+    }
+    $('search-result').textContent = '%' + name;
+    for (var i = 0; i < rows.length; i++) {
+      var c = rows[i].c;
+      if (c.instr === idx || c.source_instr === idx) { rows[i].tr.scrollIntoView({ block: 'nearest' }); rows[i].tr.click(); return; }
+    }
+  }
+  function search(q) {
+    q = q.trim().replace(/^%/, '');
+    if (!q) { $('search-result').textContent = ''; return; }
+    var names = D.names || [], exact = -1, part = -1, count = 0;
+    var want = G.key === 'before' ? [0, D.n_before] : [D.n_before, names.length];
+    for (var i = 0; i < names.length; i++) {
+      var inView = i >= want[0] && i < want[1];
+      if (names[i] === q) { if (exact < 0 || (inView && !(exact >= want[0] && exact < want[1]))) exact = i; }
+      else if (names[i].indexOf(q) >= 0) { count++; if (part < 0 || (inView && !(part >= want[0] && part < want[1]))) part = i; }
+    }
+    var idx = exact >= 0 ? exact : part;
+    if (idx < 0) { $('search-result').textContent = 'no op named ' + q; return; }
+    var phase = idx < D.n_before ? 'before' : 'after';
+    if (G.key !== 'before' && G.key !== 'after' && G.nodes[(phase === 'before' ? 'b' : 'a') + idx]) phase = G.key;
+    var ok = selectInstr(idx, phase);
+    $('search-result').textContent = 'found %' + names[idx] + ' (' + (idx < D.n_before ? 'before' : 'after') + ')' +
+      (ok ? '' : ', not drawn in this view') + (exact < 0 && count > 1 ? '; ' + count + ' names contain "' + q + '"' : '');
+    $('search-result').setAttribute('data-found', names[idx]);
+  }
+
+  function main() {
+    drawTotals();
+    drawDiff();
+    drawBars();
+    drawMesh();
+    drawTable();
+    drawTree();
+    drawWarnings();
+    drawTabs();
+    initPanZoom();
+    $('search').addEventListener('keydown', function (e) { if (e.key === 'Enter') search($('search').value); });
+    $('search').addEventListener('change', function () { search($('search').value); });
+    if (D.graphs && D.graphs.length) showGraph(graphByKey('after') ? 'after' : D.graphs[0].key);
+    document.body.setAttribute('data-ready', String(Math.round(performance.now())));
+  }
+  main();
+}());
