@@ -47,8 +47,11 @@ VENV_PY = os.path.join(ROOT, ".venv-xla", "bin", "python")
 CPU_SET = ["threshold_for_windowed_einsum_mib=100000"]
 
 
-def run_shardlens(tool, path, n, settings, out, timeout):
+def run_shardlens(tool, path, n, settings, out, timeout, propagate=False):
+    # like for like: shardlens propagates first only where XLA's side ran a propagation pass
     cmd = [tool, "partition", path, "-n", str(n), "-o", out]
+    if not propagate:
+        cmd.append("--no-propagate")
     for s in settings:
         cmd += ["--set", s]
     t0 = time.perf_counter()
@@ -156,7 +159,8 @@ def job_case(item, tool, timeout):
                     if a is not None and b is not None and b < a:
                         rec["import_dropped_shardings"] = a - b
         rec["xla_pass_seconds"] = x.get("pass_seconds")
-        s = run_shardlens(tool, src, item["n"], item["ours_settings"], ours_out, timeout)
+        s = run_shardlens(tool, src, item["n"], item["ours_settings"], ours_out, timeout,
+                          item.get("ours_propagate", item.get("propagate", False)))
         rec["shardlens_seconds"] = s.get("seconds")
         if x["rc"] != 0 and x.get("skipped"):
             rec.update(status="skipped", reason=x["error"])
@@ -202,7 +206,7 @@ def devices_in_shardings(text):
     return best or None
 
 
-def items_from_target(t):
+def items_from_target(t, corpus_input="spmd_input"):
     if os.path.isdir(t):
         man = os.path.join(t, "manifest.json")
         if not os.path.exists(man):
@@ -210,13 +214,14 @@ def items_from_target(t):
         with open(man) as f:
             manifest = json.load(f)
         for prog in manifest["programs"]:
-            with open(os.path.join(t, prog["spmd_input"])) as f:
+            with open(os.path.join(t, prog[corpus_input])) as f:
                 text = f.read()
             with open(os.path.join(t, prog["spmd_output"])) as f:
                 out = f.read()
             yield {"name": "%s:%s" % (os.path.basename(t.rstrip("/")), prog["name"]),
                    "text": text, "n": prog["devices"], "settings": [],
                    "ours_settings": CPU_SET, "xla_output": out,
+                   "ours_propagate": corpus_input == "before_optimizations",
                    "pass_seconds": prog.get("xla_pass_seconds"), "family": prog.get("family"),
                    "mesh": prog.get("mesh")}
     elif t.endswith(".jsonl"):
@@ -257,6 +262,11 @@ def main():
     ap.add_argument("--timeout", type=int, default=120,
                     help="seconds for one shardlens run (XLA gets 6 times as much)")
     ap.add_argument("--show", type=int, default=4, help="differences printed per module")
+    ap.add_argument("--input", choices=["spmd_input", "before_optimizations"],
+                    default="spmd_input",
+                    help="which corpus module shardlens partitions: the input of XLA's "
+                         "spmd-partitioning (after XLA's propagation; default) or the one JAX "
+                         "hands to XLA (shardlens then propagates itself: end to end)")
     ap.add_argument("--clean", action="store_true",
                     help="count opcodes after XLA's spmd-cleanup (CSE, tuple forwarding, "
                          "dead code) applied to both outputs: separates a missing clean-up "
@@ -272,7 +282,7 @@ def main():
         CACHE = args.xla_cache
     items = []
     for t in args.targets:
-        for it in items_from_target(t):
+        for it in items_from_target(t, args.input):
             if args.filter and args.filter not in it["name"]:
                 continue
             items.append(it)
