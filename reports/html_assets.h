@@ -1,5 +1,5 @@
 /* html_assets.h - the HTML report's page template, style and script, compiled in from
- * reports/assets/ by tools/embed_assets.py (one string per line). Used only by html.c. */
+ * reports/assets/ by tools/embed.py (one string per line). Used only by html.c. */
 #ifndef SHARDLENS_HTML_ASSETS_H
 #define SHARDLENS_HTML_ASSETS_H
 

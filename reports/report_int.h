@@ -46,7 +46,7 @@ const char *report_mesh_axes_of(const ReportAxis *axes, uint32_t n_axes,
 
 /* ---- schema_check.c: summary.json against schema/summary.schema.json ----------------------- */
 
-/* Generated from schema/summary.schema.json (tools/embed_text.py). */
+/* Generated from schema/summary.schema.json (tools/embed.py). */
 extern const char *const report_summary_schema_lines[];
 extern const unsigned report_summary_schema_n_lines;
 /* SL_ERR_INVALID naming the first place `doc` breaks the schema (a missing required key, a

@@ -1,5 +1,5 @@
 /* schema_check.c - checks a summary.json document against schema/summary.schema.json, compiled
- * in (tools/embed_text.py), so that diff refuses what the schema does not allow instead of
+ * in (tools/embed.py), so that diff refuses what the schema does not allow instead of
  * reading zeros from it. Owns: the subset of JSON Schema the file uses: type (one or a list),
  * required, properties, items, allOf, local $ref (#/$defs/NAME), const, enum, minimum and
  * exclusiveMinimum. Keys the schema does not describe are allowed (the schema lets later

@@ -1,5 +1,5 @@
 -- trace.sql - the trace database: what one or more partitioner runs did, in plain tables.
--- The only copy of the schema: tools/embed_sql.py embeds it into the binary at build time, and
+-- The only copy of the schema: tools/embed.py embeds it into the binary at build time, and
 -- the version below is the one the code checks (PRAGMA user_version). Bump it on any change
 -- that an older reader could misread.
 --

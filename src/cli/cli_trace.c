@@ -244,9 +244,8 @@ now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* ISO 8601 UTC, e.g. 2025-01-31T12:00:00Z. */
-static void
-iso_now(char *buf, size_t n)
+void
+cli_iso_now(char *buf, size_t n)
 {
     time_t t = time(NULL);
     struct tm tm;
@@ -367,7 +366,7 @@ cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
     int code = CLI_EXIT_OK;
     if (trace_path) {
         char created[32];
-        iso_now(created, sizeof(created));
+        cli_iso_now(created, sizeof(created));
         spmd_options_print(o, &opts);
         TraceRunInfo info = {SHARDLENS_VERSION, created,        in->src.text, sl_buf_str(&opts),
                              o->num_partitions, trips, n_trips};

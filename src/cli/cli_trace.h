@@ -115,6 +115,10 @@ void cli_run_fini(CliRun *r);
 /* --run ID (CLI_OPT_RUN) as a positive integer, 0 when absent. */
 int cli_run_id(const CliArgs *a, int64_t *run_id);
 
+/* The time now for a trace's run.created_at: ISO 8601 UTC, e.g. 2025-01-31T12:00:00Z
+ * ("unknown" when the clock fails). */
+void cli_iso_now(char *buf, size_t n);
+
 /* Prints err as being about file `path` (its line:col kept) and returns the exit code. */
 int cli_report_at(SlError *err, const char *path);
 

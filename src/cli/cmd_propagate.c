@@ -5,7 +5,6 @@
  * every step succeeded. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli_trace.h"
 #include "cli/cli_util.h"
@@ -96,11 +95,7 @@ record_run(const CliArgs *a, CliInput *in, const PropOptions *po, const PropResu
     prop_options_print(po, &opts);
     spmd_options_print(&so, &opts);
     char created[32];
-    time_t t = time(NULL);
-    struct tm tm;
-    if (t == (time_t)-1 || !gmtime_r(&t, &tm) ||
-        !strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm))
-        snprintf(created, sizeof(created), "unknown");
+    cli_iso_now(created, sizeof(created));
     TraceRunInfo info = {SHARDLENS_VERSION, created, in->src.text, sl_buf_str(&opts), n, NULL, 0};
     TraceDb *db = NULL;
     TraceSink *sink = NULL;

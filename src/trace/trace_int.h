@@ -1,5 +1,5 @@
 /* trace_int.h - shared inside src/trace only: the TraceDb handle, the embedded schema (built
- * from schema/trace.sql by tools/embed_sql.py) and small SQLite helpers. */
+ * from schema/trace.sql by tools/embed.py) and small SQLite helpers. */
 #ifndef SHARDLENS_TRACE_INT_H
 #define SHARDLENS_TRACE_INT_H
 
