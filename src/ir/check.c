@@ -1242,6 +1242,26 @@ check_callees(IrCheck *ck, const IrInstr *in, uint64_t caller_pos)
     return SL_OK;
 }
 
+/* The operand count and the required attributes of ir_ops.def, for every opcode. */
+static SlStatus
+check_signature(IrCheck *ck, const IrInstr *in)
+{
+    uint32_t min = ir_op_min_operands(in->op), n = in->n_operands;
+    int max = ir_op_max_operands(in->op);
+    if (n < min || (max >= 0 && n > (uint32_t)max)) {
+        if (max == (int)min)
+            return ck_bad(ck, in, "expects %u operand%s, got %u", min, min == 1 ? "" : "s", n);
+        if (max < 0)
+            return ck_bad(ck, in, "expects at least %u operand%s, got %u", min,
+                          min == 1 ? "" : "s", n);
+        return ck_bad(ck, in, "expects %u to %d operands, got %u", min, max, n);
+    }
+    for (unsigned k = 0; k < IR_ATTR_COUNT; k++)
+        if (ir_op_requires_attr(in->op, (IrAttrKey)k) && !ir_instr_find_attr(in, (IrAttrKey)k))
+            return ck_bad(ck, in, "missing %s=", ir_attr_name((IrAttrKey)k));
+    return SL_OK;
+}
+
 static SlStatus
 check_operands_defined(IrCheck *ck, const IrComputation *c, const IrInstr *in)
 {
@@ -1295,8 +1315,8 @@ check_computation(IrCheck *ck, const IrComputation *c, uint64_t pos)
                            "instruction %%%s is listed in %%%s but belongs elsewhere",
                            sl_sym_cstr(in->name), sl_sym_cstr(c->name));
         SlArenaMark mark = sl_arena_mark(&ck->scratch);
-        if ((st = check_operands_defined(ck, c, in)) || (st = check_callees(ck, in, pos)) ||
-            (st = check_shape_rules(ck, in)))
+        if ((st = check_operands_defined(ck, c, in)) || (st = check_signature(ck, in)) ||
+            (st = check_callees(ck, in, pos)) || (st = check_shape_rules(ck, in)))
             return st;
         if (sl_arena_failed(&ck->scratch))
             return ck_nomem(ck, in);

@@ -17,14 +17,19 @@ static const struct {
 #undef IR_DTYPE
 };
 
+_Static_assert(IR_ATTR_COUNT <= 64, "required attributes are a 64-bit mask");
+
 static const struct {
     const char *name;
     IrOpFamily family;
-    int arity;
+    int min, max;
+    uint64_t attrs; /* bit k: IR_ATTR k is required */
 } k_ops[] = {
-#define IR_OP(e, name, family, arity) {name, IR_FAM_##family, arity},
+#define A(k) (UINT64_C(1) << IR_ATTR_##k)
+#define IR_OP(e, name, family, min, max, attrs) {name, IR_FAM_##family, min, max, attrs},
 #include "ir/ir_ops.def"
 #undef IR_OP
+#undef A
 };
 
 static const struct {
@@ -84,7 +89,28 @@ ir_op_family(IrOp op)
 int
 ir_op_arity(IrOp op)
 {
-    return (unsigned)op < IR_OP_COUNT ? k_ops[op].arity : -1;
+    if ((unsigned)op >= IR_OP_COUNT || k_ops[op].min != k_ops[op].max)
+        return -1;
+    return k_ops[op].min;
+}
+
+uint32_t
+ir_op_min_operands(IrOp op)
+{
+    return (unsigned)op < IR_OP_COUNT ? (uint32_t)k_ops[op].min : 0;
+}
+
+int
+ir_op_max_operands(IrOp op)
+{
+    return (unsigned)op < IR_OP_COUNT ? k_ops[op].max : -1;
+}
+
+bool
+ir_op_requires_attr(IrOp op, IrAttrKey k)
+{
+    return (unsigned)op < IR_OP_COUNT && (unsigned)k < IR_ATTR_COUNT &&
+           (k_ops[op].attrs >> k & 1u);
 }
 
 bool

@@ -111,15 +111,16 @@ lex_next(Lex *lx)
         advance(lx, 2);
     } else if (is_digit(c) || (c == '-' && is_digit(cur(lx, 1)))) {
         size_t n = c == '-' ? 1 : 0;
-        uint64_t v = 0;
+        uint64_t v = 0, max = (uint64_t)INT64_MAX + (c == '-'); /* -2^63 is an int64 */
         bool overflow = false;
         while (is_digit(cur(lx, n))) {
-            v = v * 10 + (uint64_t)(cur(lx, n) - '0');
-            overflow = overflow || v > (uint64_t)INT64_MAX;
+            overflow = overflow || v > (max - (uint64_t)(cur(lx, n) - '0')) / 10;
+            v = overflow ? 0 : v * 10 + (uint64_t)(cur(lx, n) - '0');
             n++;
         }
         t.kind = overflow ? T_BAD : T_INT;
-        t.val = c == '-' ? -(int64_t)v : (int64_t)v;
+        /* two's complement: 0 - v as unsigned, then back; exact for v <= 2^63 */
+        t.val = c == '-' ? (int64_t)(0 - v) : (int64_t)v;
         t.text.len = n;
         advance(lx, n);
     } else if (is_ident_start(c)) {
