@@ -185,6 +185,19 @@ cli_parse_count(const CliCommand *cmd, const char *opt, const char *text, int64_
     return true;
 }
 
+bool
+cli_parse_devices(const CliCommand *cmd, const char *opt, const char *text, int64_t *out)
+{
+    if (!cli_parse_count(cmd, opt, text, out))
+        return false;
+    if (*out > IR_MAX_DEVICES) {
+        cli_usage_error(cmd, "%s %s is more than %d devices (the limit)", opt, text,
+                        IR_MAX_DEVICES);
+        return false;
+    }
+    return true;
+}
+
 /* ---- help ---------------------------------------------------------------------------- */
 
 static void

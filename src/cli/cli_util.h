@@ -106,6 +106,8 @@ int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Parses a positive count for `opt`; prints a usage error and returns false when bad. */
 bool cli_parse_count(const CliCommand *cmd, const char *opt, const char *text, int64_t *out);
+/* The same for a device count (-n): also at most IR_MAX_DEVICES. */
+bool cli_parse_devices(const CliCommand *cmd, const char *opt, const char *text, int64_t *out);
 
 /* One input module: its text (kept for diagnostics and the trace's input hash; a mapped file's
  * pages are given back after parsing and read in again only when looked at) and everything

@@ -16,8 +16,8 @@ static int64_t
 devices_named(const ShdSharding *s)
 {
     int64_t n = 0;
-    if (s->kind == SHD_MAXIMAL)
-        n = s->device + 1;
+    if (s->kind == SHD_MAXIMAL) /* a device past the limit fails shd_check later */
+        n = s->device >= 0 && s->device < IR_MAX_DEVICES ? s->device + 1 : IR_MAX_DEVICES;
     if (s->kind == SHD_TILED)
         for (int64_t i = 0; i < shd_device_count(s); i++)
             n = s->devices[i] + 1 > n ? s->devices[i] + 1 : n;
@@ -56,7 +56,7 @@ run(const CliArgs *a)
 {
     const char *n_text = cli_args_value(a, OPT_NUM_PARTITIONS);
     int64_t n = 0;
-    if (n_text && !cli_parse_count(a->cmd, "--num-partitions", n_text, &n))
+    if (n_text && !cli_parse_devices(a->cmd, "--num-partitions", n_text, &n))
         return CLI_EXIT_BAD_INPUT;
     CliInput in;
     SlError err = {0};

@@ -167,6 +167,9 @@ check_iota(HloParser *P, const HloTok *at, const IrIota *io)
         return hlo_fail_tok(P, SL_ERR_INVALID, at,
                             "iota dims hold %lld ids but the reshape holds %lld",
                             (long long)total, (long long)rtotal);
+    if (total > IR_MAX_DEVICES) /* before ir_iota_expand() allocates that many */
+        return hlo_fail_tok(P, SL_ERR_INVALID, at, "iota of %lld ids is more than %d devices "
+                            "(the limit)", (long long)total, IR_MAX_DEVICES);
     uint64_t seen = 0;
     for (uint32_t k = 0; io->perm && k < io->n_reshape; k++) {
         int64_t d = io->perm[k];

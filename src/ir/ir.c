@@ -410,6 +410,8 @@ header_int(const IrModule *m, const char *key)
         char c = h->value.ptr[i];
         if (c < '0' || c > '9')
             return 1;
+        if (v > (INT64_MAX - 9) / 10)
+            return INT64_MAX; /* the parser allows at most IR_MAX_DEVICES */
         v = v * 10 + (c - '0');
     }
     return h->value.len ? v : 1;

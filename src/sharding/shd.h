@@ -11,6 +11,9 @@
 #include "base/base.h"
 #include "ir/ir.h"
 
+/* The most devices a sharding may name (tile assignment, mesh): IR_MAX_DEVICES. */
+#define SHD_MAX_DEVICES IR_MAX_DEVICES
+
 typedef enum ShdKind {
     SHD_REPLICATED, SHD_MAXIMAL, SHD_MANUAL, SHD_UNKNOWN, SHD_UNREDUCED, SHD_TILED, SHD_TUPLE,
 } ShdKind;

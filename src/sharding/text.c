@@ -274,8 +274,9 @@ check_dims(Parser *p, Tok at, const int64_t *dims, uint32_t n, int64_t *total)
     for (uint32_t i = 0; i < n; i++) {
         if (dims[i] < 1)
             return fail_at(p, SL_ERR_INVALID, at, "tile dims must be positive");
-        if (*total > (INT64_C(1) << 32) / dims[i])
-            return fail_at(p, SL_ERR_INVALID, at, "too many devices");
+        if (*total > SHD_MAX_DEVICES / dims[i]) /* before anything of that size is allocated */
+            return sl_fail(p->err, SL_ERR_INVALID, at.loc, "more than %d devices (the limit)",
+                           SHD_MAX_DEVICES);
         *total *= dims[i];
     }
     return SL_OK;
@@ -337,6 +338,10 @@ parse_tile_assign(Parser *p, Items *it)
         if (t.kind != T_INT) {
             sl_vec_fini(&v);
             return fail_at(p, SL_ERR_PARSE, t, "expected a device id or '<='");
+        }
+        if ((int64_t)v.len == total) {
+            sl_vec_fini(&v);
+            return fail_at(p, SL_ERR_INVALID, t, "device count differs from the tile dims' product");
         }
         if (!SL_VEC_PUSH(&v, int64_t, t.val)) {
             sl_vec_fini(&v);
@@ -726,6 +731,7 @@ parse_axes(Parser *p, Named *nm)
 static SlStatus
 parse_mesh(Parser *p, Named *nm)
 {
+    Tok open = peek(p);
     SlStatus st = expect(p, T_LBRACK, "expected '['", NULL);
     if (st != SL_OK)
         return st;
@@ -747,6 +753,11 @@ parse_mesh(Parser *p, Named *nm)
         add_cut(ax, 1);
         add_cut(ax, size.val);
     }
+    int64_t axes_dims[SHD_MAX_DIMS], total;
+    for (uint32_t i = 0; i < nm->n_axes; i++)
+        axes_dims[i] = nm->axes[i].size;
+    if ((st = check_dims(p, open, axes_dims, nm->n_axes, &total)) != SL_OK)
+        return st;
     Lex save = p->lx;
     Tok t = next(p);
     if (t.kind == T_COMMA)
@@ -755,11 +766,7 @@ parse_mesh(Parser *p, Named *nm)
         p->lx = save;
         return SL_OK;
     }
-    int64_t axes_dims[SHD_MAX_DIMS], total;
-    for (uint32_t i = 0; i < nm->n_axes; i++)
-        axes_dims[i] = nm->axes[i].size;
-    if ((st = check_dims(p, t, axes_dims, nm->n_axes, &total)) != SL_OK ||
-        (st = expect(p, T_EQ, "expected '='", NULL)) != SL_OK ||
+    if ((st = expect(p, T_EQ, "expected '='", NULL)) != SL_OK ||
         (st = expect(p, T_LPAREN, "expected '('", NULL)) != SL_OK)
         return st;
     Tok first = peek(p);
