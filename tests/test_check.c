@@ -414,6 +414,273 @@ test_check_cases(void **state)
         fail_msg("%d of %zu check cases failed", failures, SL_COUNTOF(k_cases));
 }
 
+/* ---- hostile input (issue 17): exact messages and locations ------------------------------ */
+
+/* Every row is one class of input a later stage could not take: what `check` must say, as
+ * "LINE:COL: message" (parse errors and check errors alike); want NULL: accepted. */
+/* clang-format off */
+static const struct {
+    const char *name, *text, *want;
+} k_hostile[] = {
+    {"reverse_no_operand",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] reverse(), dimensions={0}\n"
+     "}\n",
+     "5:3: instruction %r (reverse) in computation %main: expects 1 operand, got 0"},
+    {"bitcast_two",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] bitcast(p0, p0)\n"
+     "}\n",
+     "5:3: instruction %r (bitcast) in computation %main: expects 1 operand, got 2"},
+    {"opt_barrier_none",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = () opt-barrier()\n"
+     "}\n",
+     "5:3: instruction %r (opt-barrier) in computation %main: expects 1 operand, got 0"},
+    {"add_dependency_one",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] add-dependency(p0)\n"
+     "}\n",
+     "5:3: instruction %r (add-dependency) in computation %main: expects 2 operands, got 1"},
+    {"select_and_scatter_two",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] select-and-scatter(p0, p0)\n"
+     "}\n",
+     "5:3: instruction %r (select-and-scatter) in computation %main: expects 3 operands, got 2"},
+    {"triangular_solve_one",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4,4] parameter(0)\n"
+     "  ROOT r = f32[4,4] triangular-solve(p0)\n"
+     "}\n",
+     "5:3: instruction %r (triangular-solve) in computation %main: expects 2 operands, got 1"},
+    {"ragged_dot_two",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4,4] parameter(0)\n"
+     "  ROOT r = f32[4,4] ragged-dot(p0, p0)\n"
+     "}\n",
+     "5:3: instruction %r (ragged-dot) in computation %main: expects 3 operands, got 2"},
+    {"collective_broadcast_none",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] collective-broadcast()\n"
+     "}\n",
+     "5:3: instruction %r (collective-broadcast) in computation %main: expects at least 1 operand, got 0"},
+    {"constant_operand",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[] parameter(0)\n"
+     "  ROOT r = f32[] constant(p0)\n"
+     "}\n",
+     "5:3: instruction %r (constant) in computation %main: the literal 'p0' is not a list of scalars"},
+    {"reverse_no_dims",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] reverse(p0)\n"
+     "}\n",
+     "5:3: instruction %r (reverse) in computation %main: missing dimensions="},
+    {"elems_overflow",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4294967296,4294967296] parameter(0)\n"
+     "  ROOT r = f32[4294967296,4294967296] negate(p0)\n"
+     "}\n",
+     "4:3: instruction %p0 (parameter) in computation %main: shape f32[4294967296,4294967296] holds more than 2^63-1 elements or bytes"},
+    {"bytes_overflow",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT p0 = f32[2305843009213693952] parameter(0)\n"
+     "}\n",
+     "4:3: instruction %p0 (parameter) in computation %main: shape f32[2305843009213693952] holds more than 2^63-1 elements or bytes"},
+    {"tuple_overflow",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT p0 = (s8[4611686018427387904], s8[4611686018427387904]) parameter(0)\n"
+     "}\n",
+     "4:3: instruction %p0 (parameter) in computation %main: shape (s8[4611686018427387904], s8[4611686018427387904]) holds more than 2^63-1 elements or bytes"},
+    {"literal_short",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT c = f32[3] constant({1, 2})\n"
+     "}\n",
+     "4:3: instruction %c (constant) in computation %main: the literal has 2 values, the shape 3 elements"},
+    {"literal_long",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT c = f32[2,2] constant({{1, 2}, {3, 4}, {5, 6}})\n"
+     "}\n",
+     "4:3: instruction %c (constant) in computation %main: the literal has more than 4 values, the shape 4 elements"},
+    {"literal_tuple",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT c = (f32[2], s32[]) constant(({1, 2}, 3, 4))\n"
+     "}\n",
+     "4:3: instruction %c (constant) in computation %main: the tuple literal has more than 2 elements"},
+    {"literal_ok",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  c = (f32[2], pred[]) constant(({1.5, -inf}, true))\n"
+     "  d = c64[2] constant({(1, 2), (3, 4)})\n"
+     "  ROOT e = f32[100] constant({...})\n"
+     "}\n",
+     NULL},
+    {"groups_dup",
+     "HloModule m, num_partitions=4\n"
+     "\n"
+     "add {\n"
+     "  x = f32[] parameter(0)\n"
+     "  y = f32[] parameter(1)\n"
+     "  ROOT s = f32[] add(x, y)\n"
+     "}\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] all-reduce(p0), channel_id=1, replica_groups={{0,1},{1,2}}, use_global_device_ids=true, to_apply=add\n"
+     "}\n",
+     "11:3: instruction %r (all-reduce) in computation %main: replica_groups names device 1 twice"},
+    {"groups_range",
+     "HloModule m, num_partitions=4\n"
+     "\n"
+     "add {\n"
+     "  x = f32[] parameter(0)\n"
+     "  y = f32[] parameter(1)\n"
+     "  ROOT s = f32[] add(x, y)\n"
+     "}\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] all-reduce(p0), channel_id=1, replica_groups={{0,4}}, use_global_device_ids=true, to_apply=add\n"
+     "}\n",
+     "11:3: instruction %r (all-reduce) in computation %main: replica_groups names device 4, outside 0..3"},
+    {"pairs_dup_target",
+     "HloModule m, num_partitions=2\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] collective-permute(p0), channel_id=1, source_target_pairs={{0,0},{1,0}}\n"
+     "}\n",
+     "5:3: instruction %r (collective-permute) in computation %main: device 0 is a target twice in source_target_pairs"},
+    {"header_zero",
+     "HloModule m, num_partitions=0\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT p0 = f32[4] parameter(0)\n"
+     "}\n",
+     "1:29: num_partitions=0 is not a device count in 1..65536"},
+    {"header_huge",
+     "HloModule m, replica_count=2, num_partitions=9223372036854775807\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT p0 = f32[4] parameter(0)\n"
+     "}\n",
+     "1:46: num_partitions=9223372036854775807 is not a device count in 1..65536"},
+    {"comment_open",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0) /* never\n"
+     " closed\n"
+     "}\n",
+     "4:28: expected an instruction name, got unterminated /* comment '/*'"},
+    {"sig_result",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main (a: f32[4]) -> f32[8] {\n"
+     "  ROOT a = f32[4] parameter(0)\n"
+     "}\n",
+     "3:27: signature gives the result f32[8] but the body has f32[4]"},
+    {"sig_count",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main (a: f32[4], b: f32[4]) -> f32[4] {\n"
+     "  ROOT a = f32[4] parameter(0)\n"
+     "}\n",
+     "3:13: signature lists 2 parameters but %main has 1"},
+    {"iota_groups",
+     "HloModule m\n"
+     "\n"
+     "add {\n"
+     "  x = f32[] parameter(0)\n"
+     "  y = f32[] parameter(1)\n"
+     "  ROOT s = f32[] add(x, y)\n"
+     "}\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] all-reduce(p0), replica_groups=[1,65537]<=[65537], to_apply=add\n"
+     "}\n",
+     "11:50: iota of 65537 ids is more than 65536 devices (the limit)"},
+    {"param_number",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT p = f32[] parameter(1048576)\n"
+     "}\n",
+     "4:28: parameter number 1048576 is not below the limit of 1048576"},
+};
+/* clang-format on */
+
+static void
+test_check_hostile(void **state)
+{
+    Fixture *fx = *state;
+    int failures = 0;
+    for (size_t i = 0; i < SL_COUNTOF(k_hostile); i++) {
+        SlError err = {0};
+        IrModule *m = NULL;
+        SlStatus st = hlo_parse(&fx->arena, &fx->names, sl_str(k_hostile[i].text), "t.hlo", &m, &err);
+        if (st == SL_OK) {
+            st = ir_module_check(m, "t.hlo", &err);
+            ir_module_fini(m);
+        }
+        char got[SL_ERROR_MSG_BYTES + 32] = "";
+        if (st)
+            snprintf(got, sizeof(got), "%u:%u: %s", err.loc.line, err.loc.col, err.msg);
+        const char *want = k_hostile[i].want;
+        bool ok = want ? st != SL_OK && (st == SL_ERR_PARSE || st == SL_ERR_INVALID) &&
+                             strcmp(got, want) == 0 && err.loc.path &&
+                             strcmp(err.loc.path, "t.hlo") == 0
+                       : st == SL_OK;
+        if (!ok) {
+            print_error("%s: got '%s' (%s), want '%s'\n", k_hostile[i].name, got,
+                        sl_status_name(st), want ? want : "ok");
+            failures++;
+        }
+    }
+    if (failures)
+        fail_msg("%d of %zu hostile cases failed", failures, SL_COUNTOF(k_hostile));
+}
+
 /* ---- modules built in memory: what text cannot express ------------------------------------ */
 
 static IrInstr *
@@ -603,6 +870,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_check_cases, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_check_hostile, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_check_built_dot, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_check_no_root, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_check_operand_defined_later, fixture_setup,

@@ -51,7 +51,7 @@ take_ints(HloParser *P, size_t base, uint32_t *n, int64_t **v)
 {
     *n = (uint32_t)(P->ints.len - base);
     *v = NULL;
-    const int64_t *src = &SL_VEC_AT(&P->ints, int64_t, base);
+    const int64_t *src = *n ? &SL_VEC_AT(&P->ints, int64_t, base) : NULL; /* data may be NULL */
     for (uint32_t k = 0; *n && k < HLO_RECENT && !*v; k++)
         if (P->recent_n_ints[k] == *n && memcmp(P->recent_ints[k], src, *n * sizeof(*src)) == 0)
             *v = (int64_t *)P->recent_ints[k];

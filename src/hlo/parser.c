@@ -530,6 +530,10 @@ parse_instr_args(HloParser *P, IrOp op, SlStr *literal, int64_t *param_no)
         hlo_advance(P);
         if (P->tok.kind != HLO_TOK_INT || P->tok.ival < 0)
             return hlo_expected(P, "a parameter number");
+        if (P->tok.ival >= IR_MAX_PARAMS)
+            return hlo_fail_tok(P, SL_ERR_INVALID, &P->tok,
+                                "parameter number %lld is not below the limit of %d",
+                                (long long)P->tok.ival, IR_MAX_PARAMS);
         *param_no = P->tok.ival;
         hlo_advance(P);
         return expect(P, HLO_TOK_RPAREN, "')'");

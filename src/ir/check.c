@@ -1296,13 +1296,29 @@ literal_skip(const char *p, const char *end)
     return p;
 }
 
-/* Scalars in an array literal (a complex scalar "(re, im)" is one), up to `stop` + 1. */
+/* A scalar of a literal: a number (sign, digits, '.', exponent), inf or nan (with an
+ * optional payload), true or false. */
+static bool
+is_literal_scalar(const char *p, const char *end)
+{
+    if (p < end && (*p == '-' || *p == '+'))
+        p++;
+    size_t n = (size_t)(end - p);
+    if ((n >= 3 && (!memcmp(p, "inf", 3) || !memcmp(p, "nan", 3))) ||
+        (n == 4 && !memcmp(p, "true", 4)) || (n == 5 && !memcmp(p, "false", 5)))
+        return true;
+    return n > 0 && ((*p >= '0' && *p <= '9') || *p == '.');
+}
+
+/* Scalars in an array literal (a complex scalar "(re, im)" is one), up to `stop` + 1; -1 when
+ * one of them is not a scalar. */
 static int64_t
 literal_scalars(SlStr text, bool complex, int64_t stop)
 {
     const char *p = text.ptr, *end = text.ptr + text.len;
     int64_t n = 0;
     for (p = literal_skip(p, end); p < end && n <= stop; p = literal_skip(p, end)) {
+        const char *start = p;
         if (complex && *p == '(') {
             while (p < end && *p != ')')
                 p++;
@@ -1310,6 +1326,8 @@ literal_scalars(SlStr text, bool complex, int64_t stop)
         } else {
             while (p < end && !strchr(" \t\n\r,{}", *p))
                 p++;
+            if (!is_literal_scalar(start, p))
+                return -1;
         }
         n++;
     }
@@ -1364,6 +1382,11 @@ literal_fits(const IrShape *shape, SlStr text, char *why, size_t n_why)
     int64_t got = literal_scalars(text, kind == 'C', want);
     if (got == want)
         return true;
+    if (got < 0) {
+        snprintf(why, n_why, "the literal '%.*s' is not a list of scalars",
+                 text.len > 40 ? 40 : (int)text.len, text.ptr);
+        return false;
+    }
     snprintf(why, n_why, "the literal has %s%lld values, the shape %lld elements",
              got > want ? "more than " : "", (long long)(got > want ? want : got),
              (long long)want);

@@ -168,12 +168,15 @@ ir_shape_is_array(const IrShape *s)
            s->dtype != IR_DT_INVALID;
 }
 
+/* Saturating at INT64_MAX: ir_module_check rejects input shapes that big, so only modules
+ * built in memory could get there, and a saturated size never wraps into a small one. */
 int64_t
 ir_shape_elem_count(const IrShape *s)
 {
     int64_t n = 1;
     for (uint32_t i = 0; i < s->rank; i++)
-        n *= s->dims[i];
+        if (__builtin_mul_overflow(n, s->dims[i], &n))
+            return INT64_MAX;
     return n;
 }
 
@@ -183,14 +186,16 @@ ir_shape_byte_size(const IrShape *s)
     if (ir_shape_is_tuple(s)) {
         int64_t total = 0;
         for (uint32_t i = 0; i < s->n_elems; i++)
-            total += ir_shape_byte_size(&s->elems[i]);
+            if (__builtin_add_overflow(total, ir_shape_byte_size(&s->elems[i]), &total))
+                return INT64_MAX;
         return total;
     }
     uint32_t bits = ir_dtype_bits(s->dtype);
     if (bits == 0)
         return 0;
     int64_t bytes_per = bits < 8 ? 1 : bits / 8; /* GSPMD counts sub-byte types as whole bytes */
-    return ir_shape_elem_count(s) * bytes_per;
+    int64_t bytes;
+    return __builtin_mul_overflow(ir_shape_elem_count(s), bytes_per, &bytes) ? INT64_MAX : bytes;
 }
 
 bool
@@ -693,7 +698,7 @@ static SlStatus
 index_param(IrComputation *c, IrModule *m, IrInstr *i)
 {
     int64_t k = i->parameter_number;
-    if (k < 0 || k >= (int64_t)(UINT32_MAX / 2))
+    if (k < 0 || k >= IR_MAX_PARAMS)
         return SL_OK;
     uint32_t need = (uint32_t)k + 1;
     if (need > c->cap_params) {

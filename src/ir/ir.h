@@ -50,6 +50,9 @@ typedef enum IrAttrKey {
  * replica_count=, a sharding's tile assignment or mesh, replica groups. Checked before
  * anything of that size is allocated (README "Limits"). */
 #define IR_MAX_DEVICES 65536
+/* Parameter numbers are below this (the parser rejects larger ones): a computation's
+ * parameter index is an array of that size. */
+#define IR_MAX_PARAMS (1 << 20)
 
 typedef enum IrAttrKind {
     IR_AK_INT, IR_AK_BOOL, IR_AK_INTS, IR_AK_INT_LISTS, IR_AK_REPLICA_GROUPS, IR_AK_COMP,
