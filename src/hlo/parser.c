@@ -755,7 +755,9 @@ check_signature(HloParser *P, const Signature *sig, const IrComputation *c)
 {
     if (!sig->present)
         return SL_OK;
-    uint32_t n = ir_computation_param_count(c);
+    uint32_t n = 0; /* parameter instructions, as the printer lists them (numbers: check) */
+    for (uint32_t i = 0; i < c->n_instrs; i++)
+        n += c->instrs[i]->op == IR_OP_PARAMETER;
     if (sig->n_params != n)
         return hlo_fail_tok(P, SL_ERR_INVALID, sig->n_params ? &sig->at[0] : &sig->result_at,
                             "signature lists %u parameters but %%%s has %u", sig->n_params,

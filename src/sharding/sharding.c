@@ -719,6 +719,10 @@ check_array(const ShdSharding *s, const IrShape *shape, int64_t num_devices, SlS
                            (long long)s->device, (long long)num_devices);
         return SL_OK;
     }
+    if (s->is_written_tiled && shape->rank != s->written_rank)
+        return sl_fail(err, SL_ERR_INVALID, loc,
+                       "sharding has %u tiled dims but the shape has rank %u", s->written_rank,
+                       shape->rank);
     if (s->kind != SHD_TILED)
         return SL_OK;
     int64_t total = shd_device_count(s);

@@ -29,6 +29,10 @@ typedef struct ShdSharding {
     uint32_t n_subgroups;   /* TILED: trailing dims that are subgroups */
     uint32_t n_leaves;      /* TUPLE: leaf shardings in pre-order */
     int shard_group_kind;   /* 0 none, 1 shard_as, 2 shard_like */
+    uint32_t written_rank;  /* is_written_tiled: the data rank of the tiled text */
+    bool is_written_tiled;  /* parsed from tiled text that normalized to another kind (all
+                               tiles in subgroups): shd_check still wants the written rank to
+                               be the shape's; not compared, not printed */
     bool has_iota;          /* TILED: `iota` describes `devices` (print as <=[..]) */
     int64_t device;         /* MAXIMAL: the device */
     int64_t *tile_dims;     /* TILED: shards per dim */

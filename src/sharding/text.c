@@ -508,6 +508,10 @@ finish_items(Parser *p, const Items *it, Tok close, const ShdSharding **out)
     if (!s)
         return sl_fail(p->err, SL_ERR_NOMEM, close.loc, "out of memory");
     *s = *base;
+    if (it->kind == SHD_TILED && base->kind != SHD_TILED) {
+        s->is_written_tiled = true;
+        s->written_rank = it->n_dims - (it->last_rep ? 1u : it->n_sub);
+    }
     s->shard_group_kind = it->shard_kind;
     s->shard_group_id = it->shard_id;
     s->metadata = it->metadata;
