@@ -31,12 +31,16 @@ devices_named(const ShdSharding *s)
 
 typedef struct Counts {
     uint32_t instrs, sharded;
-    int64_t devices_named;
+    int64_t devices_named; /* only when `with_devices` */
 } Counts;
 
+/* Counts instructions and sharded ones; with `with_devices` also the devices the shardings
+ * name, once per distinct sharding value (the parser shares identical texts' values). */
 static void
-count_module(const IrModule *m, Counts *c)
+count_module(const IrModule *m, bool with_devices, Counts *c)
 {
+    SlMap seen;
+    sl_map_init(&seen);
     for (uint32_t k = 0; k < m->n_comps; k++) {
         const IrComputation *comp = m->comps[k];
         c->instrs += comp->n_instrs;
@@ -45,10 +49,14 @@ count_module(const IrModule *m, Counts *c)
             if (!s)
                 continue;
             c->sharded++;
+            if (!with_devices || sl_map_get(&seen, SL_MAP_KEY(s), NULL))
+                continue;
+            (void)sl_map_put(&seen, SL_MAP_KEY(s), 1); /* a failed put only costs a recount */
             int64_t d = devices_named(s);
             c->devices_named = d > c->devices_named ? d : c->devices_named;
         }
     }
+    sl_map_fini(&seen);
 }
 
 static int
@@ -68,7 +76,7 @@ run(const CliArgs *a)
     }
     const IrModule *m = in.module;
     Counts c = {0};
-    count_module(m, &c);
+    count_module(m, !n && !ir_module_find_header(m, "num_partitions"), &c);
     const char *how = "";
     if (!n && ir_module_find_header(m, "num_partitions")) {
         n = ir_module_num_partitions(m);

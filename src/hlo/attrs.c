@@ -608,7 +608,8 @@ parse_sharding(HloParser *P, IrAttr *a)
     if (sl_map_get(&P->shardings, SL_MAP_KEY(key), &cached)) {
         s = (const ShdSharding *)(uintptr_t)cached;
     } else {
-        if ((st = shd_parse(P->arena, sl_sym_str(key), loc, &s, P->err)) != SL_OK)
+        if ((st = shd_parse_bounded(P->arena, sl_sym_str(key), loc, &P->sharding_ids_left, &s,
+                                    P->err)) != SL_OK)
             return st;
         if (!sl_map_put(&P->shardings, SL_MAP_KEY(key), SL_MAP_KEY(s)))
             return nomem(P);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hlo/hlo_int.h"
+#include "sharding/shd.h"
 
 /* ---- plumbing ---- */
 
@@ -1107,6 +1108,7 @@ parse_text(SlArena *arena, SlInterner *names, SlStr text, SlFileText *src, const
     P.arena = arena;
     P.names = names;
     P.err = err;
+    P.sharding_ids_left = SHD_MAX_TOTAL_IDS;
     P.m = ir_module_new(arena, names, NULL);
     /* Size the name tables for the input up front (about one instruction per 256 bytes of
      * text in real dumps), instead of rehashing them through every doubling. */

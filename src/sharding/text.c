@@ -32,6 +32,7 @@ typedef struct Parser {
     Lex lx;
     SlArena *a;
     SlError *err;
+    int64_t *ids_left; /* device ids the caller still allows to be materialized; NULL: any */
 } Parser;
 
 static void
@@ -282,6 +283,20 @@ check_dims(Parser *p, Tok at, const int64_t *dims, uint32_t n, int64_t *total)
     return SL_OK;
 }
 
+/* Takes `total` device ids from the caller's budget, before they are materialized. */
+static SlStatus
+spend_ids(Parser *p, Tok at, int64_t total)
+{
+    if (!p->ids_left)
+        return SL_OK;
+    if (total > *p->ids_left)
+        return sl_fail(p->err, SL_ERR_INVALID, at.loc,
+                       "the shardings name more than %d device ids in all (the limit)",
+                       SHD_MAX_TOTAL_IDS);
+    *p->ids_left -= total;
+    return SL_OK;
+}
+
 /* iota := '<=' '[' INT (',' INT)* ']' ('T' '(' INT (',' INT)* ')')? */
 static SlStatus
 parse_iota_tail(Parser *p, Items *it, int64_t total)
@@ -327,7 +342,8 @@ parse_tile_assign(Parser *p, Items *it)
     Tok open = peek(p);
     int64_t total;
     SlStatus st = parse_int_list(p, T_LBRACK, T_RBRACK, it->dims, &it->n_dims);
-    if (st != SL_OK || (st = check_dims(p, open, it->dims, it->n_dims, &total)) != SL_OK)
+    if (st != SL_OK || (st = check_dims(p, open, it->dims, it->n_dims, &total)) != SL_OK ||
+        (st = spend_ids(p, open, total)) != SL_OK)
         return st;
     Tok t = peek(p);
     if (t.kind == T_LE)
@@ -586,7 +602,7 @@ SlStatus
 shd_parse_prefix(SlArena *a, SlStr text, SlSrcLoc loc, const ShdSharding **out,
                  size_t *consumed, SlError *err)
 {
-    Parser p = {{text, 0, loc}, a, err};
+    Parser p = {{text, 0, loc}, a, err, NULL};
     if (p.lx.at.line == 0)
         p.lx.at.line = 1;
     if (p.lx.at.col == 0)
@@ -603,7 +619,14 @@ shd_parse_prefix(SlArena *a, SlStr text, SlSrcLoc loc, const ShdSharding **out,
 SlStatus
 shd_parse(SlArena *a, SlStr text, SlSrcLoc loc, const ShdSharding **out, SlError *err)
 {
-    Parser p = {{text, 0, loc}, a, err};
+    return shd_parse_bounded(a, text, loc, NULL, out, err);
+}
+
+SlStatus
+shd_parse_bounded(SlArena *a, SlStr text, SlSrcLoc loc, int64_t *ids_left,
+                  const ShdSharding **out, SlError *err)
+{
+    Parser p = {{text, 0, loc}, a, err, ids_left};
     if (p.lx.at.line == 0)
         p.lx.at.line = 1;
     if (p.lx.at.col == 0)
@@ -760,7 +783,8 @@ parse_mesh(Parser *p, Named *nm)
     int64_t axes_dims[SHD_MAX_DIMS], total;
     for (uint32_t i = 0; i < nm->n_axes; i++)
         axes_dims[i] = nm->axes[i].size;
-    if ((st = check_dims(p, open, axes_dims, nm->n_axes, &total)) != SL_OK)
+    if ((st = check_dims(p, open, axes_dims, nm->n_axes, &total)) != SL_OK ||
+        (st = spend_ids(p, open, total)) != SL_OK)
         return st;
     Lex save = p->lx;
     Tok t = next(p);
