@@ -422,6 +422,13 @@ test_check_cases(void **state)
 static const struct {
     const char *name, *text, *want;
 } k_hostile[] = {
+    {"token_dims",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT p0 = token[3,3] parameter(0)\n"
+     "}\n",
+     "4:13: token has no dimensions: write token[]"},
     {"reverse_no_operand",
      "HloModule m\n"
      "\n"

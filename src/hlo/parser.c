@@ -310,6 +310,7 @@ parse_array_shape(HloParser *P, IrShape *out)
     uint8_t kinds[HLO_MAX_RANK];
     uint32_t rank = 0;
     bool dynamic = false;
+    HloTok type_tok = P->tok;
     bool fast = raw_dims(P, dims, &rank);
     if (!fast) {
         hlo_advance(P); /* '[' */
@@ -343,6 +344,9 @@ parse_array_shape(HloParser *P, IrShape *out)
         hlo_advance(P);
     }
     out->rank = rank;
+    if (rank && (out->dtype == IR_DT_TOKEN || out->dtype == IR_DT_OPAQUE))
+        return hlo_fail_tok(P, SL_ERR_INVALID, &type_tok, "%s has no dimensions: write %s[]",
+                            ir_dtype_name(out->dtype), ir_dtype_name(out->dtype));
     if (rank) {
         for (uint32_t k = 0; k < HLO_RECENT && !out->dims; k++)
             if (P->recent_rank[k] == rank &&
