@@ -422,6 +422,44 @@ test_check_cases(void **state)
 static const struct {
     const char *name, *text, *want;
 } k_hostile[] = {
+    {"ragged_dot_batch_mismatch",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  a = f32[15,31,64] parameter(0)\n"
+     "  b = f32[2,64,7] parameter(1)\n"
+     "  c = u32[4] parameter(2)\n"
+     "  ROOT d = f32[15,31,7] ragged-dot(a, b, c), lhs_batch_dims={0}, rhs_batch_dims={0}, "
+     "lhs_contracting_dims={2}, rhs_contracting_dims={1}, lhs_ragged_dims={0}\n"
+     "}\n",
+     "7:3: instruction %d (ragged-dot) in computation %main: batch dim sizes differ: lhs dim 0 "
+     "is 15, rhs dim 0 is 2"},
+    {"ragged_dot_groups",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  a = f32[16,8] parameter(0)\n"
+     "  b = f32[3,8,4] parameter(1)\n"
+     "  c = s32[4] parameter(2)\n"
+     "  ROOT d = f32[16,4] ragged-dot(a, b, c), lhs_contracting_dims={1}, "
+     "rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}\n"
+     "}\n",
+     "7:3: instruction %d (ragged-dot) in computation %main: rhs group dim 0 is 3 but "
+     "group_sizes has 4 groups"},
+    {"ragged_dot_ok",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  a = f32[16,8] parameter(0)\n"
+     "  b = f32[4,8,5] parameter(1)\n"
+     "  c = s32[4] parameter(2)\n"
+     "  d = f32[16,5] ragged-dot(a, b, c), lhs_contracting_dims={1}, "
+     "rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}\n"
+     "  e = f32[8,5] parameter(3)\n"
+     "  ROOT f = f32[4,16,5] ragged-dot(a, e, c), lhs_contracting_dims={1}, "
+     "rhs_contracting_dims={0}, lhs_ragged_dims={1}\n"
+     "}\n",
+     NULL},
     {"token_dims",
      "HloModule m\n"
      "\n"

@@ -1173,6 +1173,8 @@ check_shape_rules(IrCheck *ck, const IrInstr *in)
         return check_reduce_window(ck, in);
     case IR_FAM_DOT:
         return ck_check_dot(ck, in);
+    case IR_FAM_RAGGED_DOT:
+        return ck_check_ragged_dot(ck, in);
     case IR_FAM_CONVOLUTION:
         return ck_check_convolution(ck, in);
     case IR_FAM_GATHER:
@@ -1209,7 +1211,6 @@ check_shape_rules(IrCheck *ck, const IrInstr *in)
     case IR_FAM_CUSTOM_CALL:
     case IR_FAM_SIDE_EFFECT:
     case IR_FAM_RNG:
-    case IR_FAM_RAGGED_DOT:
     case IR_FAM_OTHER:
         return SL_OK;
     }

@@ -100,6 +100,7 @@ SlStatus ck_expect_k(IrCheck *ck, const IrInstr *in, const IrShape *leaves, uint
 /* ---- contraction and indexing (check_index.c) ---- */
 
 SlStatus ck_check_dot(IrCheck *ck, const IrInstr *in);
+SlStatus ck_check_ragged_dot(IrCheck *ck, const IrInstr *in);
 SlStatus ck_check_convolution(IrCheck *ck, const IrInstr *in);
 SlStatus ck_check_gather(IrCheck *ck, const IrInstr *in);
 SlStatus ck_check_scatter(IrCheck *ck, const IrInstr *in);
