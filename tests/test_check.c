@@ -726,6 +726,31 @@ test_check_hostile(void **state)
         fail_msg("%d of %zu hostile cases failed", failures, SL_COUNTOF(k_hostile));
 }
 
+/* A collective's group size depends on the device count, which -n may give only after
+ * parsing: ir_module_check_for checks with it (reduce-scatter over 4 replicas x 8 partitions
+ * cannot split 8 rows). */
+static void
+test_check_for_device_count(void **state)
+{
+    Fixture *fx = *state;
+    static const char text[] =
+        "HloModule m\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"
+        "  ROOT s = f32[] add(x, y)\n}\n\nENTRY main {\n  p = f32[8,16] parameter(0)\n"
+        "  ROOT rs = f32[2,16] reduce-scatter(p), channel_id=3, replica_groups=[1,4]<=[4], "
+        "dimensions={0}, to_apply=add\n}\n";
+    IrModule *m = NULL;
+    SlError err = {0};
+    assert_int_equal(hlo_parse(&fx->arena, &fx->names, sl_str(text), "t.hlo", &m, &err), SL_OK);
+    assert_int_equal(ir_module_check(m, "t.hlo", &err), SL_OK);
+    assert_int_equal(ir_module_check_for(m, "t.hlo", 1, &err), SL_OK);
+    assert_int_equal(ir_module_check_for(m, "t.hlo", 8, &err), SL_ERR_INVALID);
+    assert_int_equal(err.loc.line, 11);
+    assert_int_equal(err.loc.col, 3);
+    assert_string_equal(err.msg, "instruction %rs (reduce-scatter) in computation %main: dim 0 "
+                                 "of size 8 is not divisible by the group size 32");
+    ir_module_fini(m);
+}
+
 /* ---- modules built in memory: what text cannot express ------------------------------------ */
 
 static IrInstr *
@@ -916,6 +941,8 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_check_cases, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_check_hostile, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_check_for_device_count, fixture_setup,
+                                        fixture_teardown),
         cmocka_unit_test_setup_teardown(test_check_built_dot, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_check_no_root, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_check_operand_defined_later, fixture_setup,

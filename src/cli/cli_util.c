@@ -423,8 +423,10 @@ cli_check_shardings(const IrModule *m, const char *path, int64_t n, SlError *err
      * the device ids: an array sharding already checked against an array of the same rank
      * is not checked again (20,000 parameters sharded over 65,536 devices: 19 s otherwise). */
     SlMap passed; /* sharding -> 1 + rank of the array it passed on */
+    SlStatus st = ir_module_check_for(m, path, n, err); /* collectives, with N known now */
+    if (st)
+        return st;
     sl_map_init(&passed);
-    SlStatus st = SL_OK;
     for (uint32_t k = 0; k < m->n_comps && !st; k++) {
         const IrComputation *comp = m->comps[k];
         for (uint32_t i = 0; i < comp->n_instrs && !st; i++) {

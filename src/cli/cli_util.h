@@ -152,8 +152,9 @@ void cli_output_init(CliOutput *o, const char *path, CliPhases *phases);
 int cli_output_finish(CliOutput *o, const CliInput *in);
 void cli_output_fini(CliOutput *o);
 
-/* Checks every sharding in `m` against its instruction's shape and `n` devices (shd_check),
- * naming the instruction; locations are the instructions' positions in `path`. */
+/* Checks the module again for `n` devices (ir_module_check_for: collectives' groups), then
+ * every sharding in `m` against its instruction's shape and `n` devices (shd_check), naming
+ * the instruction; locations are the instructions' positions in `path`. */
 SlStatus cli_check_shardings(const IrModule *m, const char *path, int64_t n, SlError *err);
 
 /* Commands (cmd_*.c). */

@@ -1038,6 +1038,13 @@ check_scan(IrCheck *ck, const IrInstr *in)
 
 /* ---- collectives --------------------------------------------------------------------------- */
 
+/* The partition count the module runs with: the caller's, else the header's. */
+static int64_t
+module_partitions(const IrCheck *ck)
+{
+    return ck->num_partitions ? ck->num_partitions : ir_module_num_partitions(ck->m);
+}
+
 /* Devices per group, following the collective's group mode (hlo-text.md §10). Empty groups
  * mean "everything the mode spans". */
 static SlStatus
@@ -1060,7 +1067,7 @@ group_size(IrCheck *ck, const IrInstr *in, int64_t *out)
     const IrAttr *global = ir_instr_find_attr(in, IR_ATTR_USE_GLOBAL_DEVICE_IDS);
     bool has_channel = ir_instr_find_attr(in, IR_ATTR_CHANNEL_ID) != NULL;
     bool cross_partition = in->op == IR_OP_ALL_TO_ALL || in->op == IR_OP_COLLECTIVE_PERMUTE;
-    int64_t replicas = ir_module_replica_count(ck->m), parts = ir_module_num_partitions(ck->m);
+    int64_t replicas = ir_module_replica_count(ck->m), parts = module_partitions(ck);
     if (!has_channel)
         *out = size ? size : replicas;
     else if (global && global->u.b)
@@ -1412,9 +1419,9 @@ static SlStatus
 check_device_ids(IrCheck *ck, const IrInstr *in)
 {
     int64_t limit = IR_MAX_DEVICES;
-    if (ir_module_find_header(ck->m, "replica_count") ||
+    if (ck->num_partitions || ir_module_find_header(ck->m, "replica_count") ||
         ir_module_find_header(ck->m, "num_partitions"))
-        limit = sat_mul(ir_module_replica_count(ck->m), ir_module_num_partitions(ck->m));
+        limit = sat_mul(ir_module_replica_count(ck->m), module_partitions(ck));
     const IrAttr *rg = ir_instr_find_attr(in, IR_ATTR_REPLICA_GROUPS);
     const IrAttr *stp = ir_instr_find_attr(in, IR_ATTR_SOURCE_TARGET_PAIRS);
     const IrReplicaGroups *g = rg ? rg->u.groups : NULL;
@@ -1556,7 +1563,13 @@ check_computation(IrCheck *ck, const IrComputation *c, uint64_t pos)
 SlStatus
 ir_module_check(const IrModule *m, const char *path, SlError *err)
 {
-    IrCheck ck = {.m = m, .path = path, .err = err};
+    return ir_module_check_for(m, path, 0, err);
+}
+
+SlStatus
+ir_module_check_for(const IrModule *m, const char *path, int64_t num_partitions, SlError *err)
+{
+    IrCheck ck = {.m = m, .path = path, .err = err, .num_partitions = num_partitions};
     sl_arena_init(&ck.scratch);
     sl_map_init(&ck.comp_pos);
     sl_map_init(&ck.ids);

@@ -22,6 +22,7 @@ typedef struct IrCheck {
     SlArena scratch;      /* inferred shapes; released by ir_module_check() */
     SlMap comp_pos;       /* computation -> 1 + index in m->comps */
     SlMap ids;            /* scratch: device ids seen in one attribute */
+    int64_t num_partitions; /* the partition count to check with; 0: the header's */
     const IrInstr **seen; /* by id: the instruction once checked (operands must be seen first) */
     uint32_t n_seen;      /* m->next_instr_id entries */
 } IrCheck;

@@ -314,5 +314,9 @@ uint32_t ir_module_remove_dead(IrModule *m, SlArena *scratch, SlVec *removed);
  * §12): every declared shape must equal the inferred one. Names the offending instruction and
  * its computation in `err`, located at the instruction's src_line/src_col in `path`. */
 SlStatus ir_module_check(const IrModule *m, const char *path, SlError *err);
+/* The same for a run on `num_partitions` devices (-n; 0: the header's): the collectives'
+ * group sizes and device ids are checked with that count. */
+SlStatus ir_module_check_for(const IrModule *m, const char *path, int64_t num_partitions,
+                             SlError *err);
 
 #endif

@@ -13,11 +13,15 @@ fuzz_num_partitions(const IrModule *m)
     return ir_module_find_header(m, "num_partitions") ? ir_module_num_partitions(m) : 8;
 }
 
-/* shd_check of every sharding, as `shardlens check` does. */
+/* The check for that device count and shd_check of every sharding, as `shardlens check`
+ * does (cli_check_shardings). */
 static inline SlStatus
 fuzz_check_shardings(const IrModule *m, SlError *err)
 {
     int64_t n = fuzz_num_partitions(m);
+    SlStatus checked = ir_module_check_for(m, "fuzz.hlo", n, err);
+    if (checked)
+        return checked;
     for (uint32_t k = 0; k < m->n_comps; k++) {
         const IrComputation *c = m->comps[k];
         for (uint32_t i = 0; i < c->n_instrs; i++) {
