@@ -422,6 +422,24 @@ test_check_cases(void **state)
 static const struct {
     const char *name, *text, *want;
 } k_hostile[] = {
+    {"full_to_shard_type",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p = f64[2,4] parameter(0)\n"
+     "  ROOT s = f32[1,2] custom-call(p), custom_call_target=\"SPMDFullToShardShape\"\n"
+     "}\n",
+     "5:3: instruction %s (custom-call) in computation %main: declared shape f32[1,2] must have "
+     "the type and rank of operand f64[2,4]"},
+    {"sharding_call_shape",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p = f32[2,4] parameter(0)\n"
+     "  ROOT s = f32[2,2] custom-call(p), custom_call_target=\"Sharding\"\n"
+     "}\n",
+     "5:3: instruction %s (custom-call) in computation %main: declared shape f32[2,2] but "
+     "inferred f32[2,4]"},
     {"ragged_dot_batch_mismatch",
      "HloModule m\n"
      "\n"

@@ -1148,6 +1148,43 @@ check_collective(IrCheck *ck, const IrInstr *in)
     return ck_expect_k(ck, in, leaves, in->n_operands);
 }
 
+/* ---- custom calls ------------------------------------------------------------------------ */
+
+static bool
+target_is(const IrInstr *in, const char *name)
+{
+    const IrAttr *a = ir_instr_find_attr(in, IR_ATTR_CUSTOM_CALL_TARGET);
+    SlStr t = a ? a->u.text : sl_str("");
+    if (t.len >= 2 && t.ptr[0] == '"' && t.ptr[t.len - 1] == '"')
+        t = (SlStr){t.ptr + 1, t.len - 2};
+    return sl_str_eq_cstr(t, name);
+}
+
+/* The custom calls the partitioner gives a meaning (gspmd.md D.21) keep their operand's
+ * element type and rank: Sharding keeps the whole shape; SPMDFullToShardShape and
+ * SPMDShardToFullShape change dims by the sharding (not checked here). Other targets are
+ * opaque and accepted as declared. */
+static SlStatus
+check_custom_call(IrCheck *ck, const IrInstr *in)
+{
+    bool keeps_shape = target_is(in, "Sharding");
+    if (!keeps_shape && !target_is(in, "SPMDFullToShardShape") &&
+        !target_is(in, "SPMDShardToFullShape"))
+        return SL_OK;
+    SlStatus st;
+    if ((st = ck_need_arrays(ck, in, 1)) || (st = need_declared_array(ck, in)))
+        return st;
+    const IrShape *op = opnd(in, 0);
+    if (keeps_shape)
+        return ck_expect(ck, in, op);
+    if (op->dtype != in->shape.dtype || op->rank != in->shape.rank) {
+        char x[SHAPE_TEXT_BYTES], y[SHAPE_TEXT_BYTES];
+        return ck_bad(ck, in, "declared shape %s must have the type and rank of operand %s",
+                      shape_text(&in->shape, x, sizeof(x)), shape_text(op, y, sizeof(y)));
+    }
+    return SL_OK;
+}
+
 /* ---- dispatch -------------------------------------------------------------------------------- */
 
 static SlStatus
@@ -1216,6 +1253,7 @@ check_shape_rules(IrCheck *ck, const IrInstr *in)
     case IR_FAM_CHOLESKY:
     case IR_FAM_TRIANGULAR_SOLVE:
     case IR_FAM_CUSTOM_CALL:
+        return check_custom_call(ck, in);
     case IR_FAM_SIDE_EFFECT:
     case IR_FAM_RNG:
     case IR_FAM_OTHER:
