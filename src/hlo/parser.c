@@ -685,7 +685,6 @@ parse_instr(HloParser *P)
 typedef struct Signature {
     bool present;
     uint32_t n_params;
-    IrShape *params;  /* in the input arena */
     HloTok *at;       /* each parameter's name token (locations only) */
     IrShape result;
     HloTok result_at;
@@ -697,7 +696,7 @@ static SlStatus
 parse_signature(HloParser *P, Signature *sig)
 {
     SlStatus st;
-    SlVec shapes = {0}, toks = {0};
+    SlVec toks = {0};
     sig->present = true;
     hlo_advance(P);
     if (P->tok.kind != HLO_TOK_RPAREN) {
@@ -708,11 +707,11 @@ parse_signature(HloParser *P, Signature *sig)
             }
             HloTok name = P->tok;
             hlo_advance(P);
-            IrShape shape;
+            IrShape shape; /* not kept: see check_signature */
             if ((st = expect(P, HLO_TOK_COLON, "':' after the parameter name")) != SL_OK ||
                 (st = parse_shape(P, &shape)) != SL_OK)
                 goto done;
-            if (!SL_VEC_PUSH(&shapes, IrShape, shape) || !SL_VEC_PUSH(&toks, HloTok, name)) {
+            if (!SL_VEC_PUSH(&toks, HloTok, name)) {
                 st = nomem(P);
                 goto done;
             }
@@ -727,12 +726,10 @@ parse_signature(HloParser *P, Signature *sig)
     sig->result_at = P->tok;
     if ((st = parse_shape(P, &sig->result)) != SL_OK)
         goto done;
-    sig->n_params = (uint32_t)shapes.len;
-    if (shapes.len && (!(sig->params = SL_DUP_ARRAY(P->arena, IrShape, shapes.data, shapes.len)) ||
-                       !(sig->at = SL_DUP_ARRAY(P->arena, HloTok, toks.data, toks.len))))
+    sig->n_params = (uint32_t)toks.len;
+    if (toks.len && !(sig->at = SL_DUP_ARRAY(P->arena, HloTok, toks.data, toks.len)))
         st = nomem(P);
 done:
-    sl_vec_fini(&shapes);
     sl_vec_fini(&toks);
     return st;
 }
