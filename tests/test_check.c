@@ -422,6 +422,16 @@ test_check_cases(void **state)
 static const struct {
     const char *name, *text, *want;
 } k_hostile[] = {
+    {"gather_no_index_vector_dim",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  t = f32[16,8] parameter(0)\n"
+     "  i = s32[4,1] parameter(1)\n"
+     "  ROOT g = f32[4,8] gather(t, i), offset_dims={1}, collapsed_slice_dims={0}, "
+     "start_index_map={0}, slice_sizes={1,8}\n"
+     "}\n",
+     "6:3: instruction %g (gather) in computation %main: missing index_vector_dim="},
     {"full_to_shard_type",
      "HloModule m\n"
      "\n"
