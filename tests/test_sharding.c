@@ -76,6 +76,9 @@ static const struct {
     const char *name, *text, *want; /* want NULL: prints back as `text` */
 } k_print_cases[] = {
     {"replicated",      "{replicated}",                      NULL},
+    /* a one-device mesh tiles nothing (fuzz: it printed as the unparsable {devices=[]<=[1]}) */
+    {"v3_one_device",   "{mesh[\"x\"=1],}",                    "{replicated}"},
+    {"v3_one_device_dim", "{mesh[\"x\"=1], [{\"x\"}]}",         "{replicated}"},
     {"manual",          "{manual}",                          NULL},
     {"unknown",         "{unknown}",                         NULL},
     {"unreduced",       "{unreduced}",                       NULL},

@@ -349,6 +349,8 @@ shd_make_tiled(SlArena *a, const int64_t *dims, uint32_t n, const int64_t *devic
     if (!tmp)
         return NULL;
     shd_arr_transpose(devices, dims, n, perm, tmp, tdims);
+    if (nt == 0 && nm == 0) /* only size-1 subgroup dims: nothing is tiled */
+        return shd_replicated(a);
     if (nt == 0)
         return finish_tiled(a, merged, nm, tmp, NULL, 0, form);
     if (nt == 1 && merged[nm - 1] == total) /* all devices in one subgroup: no tiling left */

@@ -902,6 +902,8 @@ named_to_tiled(SlArena *a, Named *nm)
             dims[nm->n_data + 2] *= pieces[q];
         }
     int64_t total = shd_prod(pieces, np);
+    if (total == 1) /* a one-device mesh tiles nothing (and a 1-device tiling is not text) */
+        return shd_replicated(a);
     int64_t *mesh = SL_NEW_ARRAY(a, int64_t, total), *devs = SL_NEW_ARRAY(a, int64_t, total);
     if (!mesh || !devs)
         return NULL;
