@@ -420,6 +420,11 @@ static const struct {
      "1:6: more than 65536 devices (the limit)"},
     {"{mesh[\"a\"=65537], [{\"a\"}, {}]}", 0, "1:6: more than 65536 devices (the limit)"},
     {"{devices=[2,1]0,0}", 2, "1:1: device 0 appears twice"},
+    /* the 62nd dim: the named form keeps 3 of the 64 tile dims for its subgroups */
+    {"{mesh[\"a\"=2], [{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
+     "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
+     "{},{},{},{},{},{},{},{}]}",
+     0, "1:199: too many dimensions, got '{'"},
     {"{devices=[2,1]-1,0}", 2, "1:1: device -1 out of range"},
     {"{devices=[2,1]0,5}", 2, "1:1: device 5 out of range"},
     {"{mesh[\"a\"=2,\"b\"=2], device_ids=(0,0,1,2), [{\"a\"}, {\"b\"}]}", 4,

@@ -965,8 +965,10 @@ parse_named(Parser *p, const ShdSharding **out)
             for (Tok d = next(p); d.kind != T_RBRACK; d = next(p)) {
                 if (d.kind == T_COMMA)
                     continue;
-                if (d.kind != T_LBRACE || nm->n_data == SHD_MAX_DIMS)
+                if (d.kind != T_LBRACE)
                     return fail_at(p, SL_ERR_PARSE, d, "expected '{' or ']'");
+                if (nm->n_data == SHD_MAX_DIMS - 3) /* + manual, unreduced, replicated */
+                    return fail_at(p, SL_ERR_UNSUPPORTED, d, "too many dimensions");
                 nm->dim_start[nm->n_data] = nm->n_refs;
                 if ((st = parse_axes_rest(p, nm)) != SL_OK)
                     return st;
