@@ -414,6 +414,371 @@ test_check_cases(void **state)
         fail_msg("%d of %zu check cases failed", failures, SL_COUNTOF(k_cases));
 }
 
+/* ---- hostile input (issue 17): exact messages and locations ------------------------------ */
+
+/* Every row is one class of input a later stage could not take: what `check` must say, as
+ * "LINE:COL: message" (parse errors and check errors alike); want NULL: accepted. */
+/* clang-format off */
+static const struct {
+    const char *name, *text, *want;
+} k_hostile[] = {
+    {"gather_no_index_vector_dim",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  t = f32[16,8] parameter(0)\n"
+     "  i = s32[4,1] parameter(1)\n"
+     "  ROOT g = f32[4,8] gather(t, i), offset_dims={1}, collapsed_slice_dims={0}, "
+     "start_index_map={0}, slice_sizes={1,8}\n"
+     "}\n",
+     "6:3: instruction %g (gather) in computation %main: missing index_vector_dim="},
+    {"full_to_shard_type",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p = f64[2,4] parameter(0)\n"
+     "  ROOT s = f32[1,2] custom-call(p), custom_call_target=\"SPMDFullToShardShape\"\n"
+     "}\n",
+     "5:3: instruction %s (custom-call) in computation %main: declared shape f32[1,2] must have "
+     "the type and rank of operand f64[2,4]"},
+    {"sharding_call_shape",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p = f32[2,4] parameter(0)\n"
+     "  ROOT s = f32[2,2] custom-call(p), custom_call_target=\"Sharding\"\n"
+     "}\n",
+     "5:3: instruction %s (custom-call) in computation %main: declared shape f32[2,2] but "
+     "inferred f32[2,4]"},
+    {"ragged_dot_batch_mismatch",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  a = f32[15,31,64] parameter(0)\n"
+     "  b = f32[2,64,7] parameter(1)\n"
+     "  c = u32[4] parameter(2)\n"
+     "  ROOT d = f32[15,31,7] ragged-dot(a, b, c), lhs_batch_dims={0}, rhs_batch_dims={0}, "
+     "lhs_contracting_dims={2}, rhs_contracting_dims={1}, lhs_ragged_dims={0}\n"
+     "}\n",
+     "7:3: instruction %d (ragged-dot) in computation %main: batch dim sizes differ: lhs dim 0 "
+     "is 15, rhs dim 0 is 2"},
+    {"ragged_dot_groups",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  a = f32[16,8] parameter(0)\n"
+     "  b = f32[3,8,4] parameter(1)\n"
+     "  c = s32[4] parameter(2)\n"
+     "  ROOT d = f32[16,4] ragged-dot(a, b, c), lhs_contracting_dims={1}, "
+     "rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}\n"
+     "}\n",
+     "7:3: instruction %d (ragged-dot) in computation %main: rhs group dim 0 is 3 but "
+     "group_sizes has 4 groups"},
+    {"ragged_dot_ok",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  a = f32[16,8] parameter(0)\n"
+     "  b = f32[4,8,5] parameter(1)\n"
+     "  c = s32[4] parameter(2)\n"
+     "  d = f32[16,5] ragged-dot(a, b, c), lhs_contracting_dims={1}, "
+     "rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}\n"
+     "  e = f32[8,5] parameter(3)\n"
+     "  ROOT f = f32[4,16,5] ragged-dot(a, e, c), lhs_contracting_dims={1}, "
+     "rhs_contracting_dims={0}, lhs_ragged_dims={1}\n"
+     "}\n",
+     NULL},
+    {"token_dims",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT p0 = token[3,3] parameter(0)\n"
+     "}\n",
+     "4:13: token has no dimensions: write token[]"},
+    {"reverse_no_operand",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] reverse(), dimensions={0}\n"
+     "}\n",
+     "5:3: instruction %r (reverse) in computation %main: expects 1 operand, got 0"},
+    {"bitcast_two",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] bitcast(p0, p0)\n"
+     "}\n",
+     "5:3: instruction %r (bitcast) in computation %main: expects 1 operand, got 2"},
+    {"opt_barrier_none",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = () opt-barrier()\n"
+     "}\n",
+     "5:3: instruction %r (opt-barrier) in computation %main: expects 1 operand, got 0"},
+    {"add_dependency_one",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] add-dependency(p0)\n"
+     "}\n",
+     "5:3: instruction %r (add-dependency) in computation %main: expects 2 operands, got 1"},
+    {"select_and_scatter_two",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] select-and-scatter(p0, p0)\n"
+     "}\n",
+     "5:3: instruction %r (select-and-scatter) in computation %main: expects 3 operands, got 2"},
+    {"triangular_solve_one",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4,4] parameter(0)\n"
+     "  ROOT r = f32[4,4] triangular-solve(p0)\n"
+     "}\n",
+     "5:3: instruction %r (triangular-solve) in computation %main: expects 2 operands, got 1"},
+    {"ragged_dot_two",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4,4] parameter(0)\n"
+     "  ROOT r = f32[4,4] ragged-dot(p0, p0)\n"
+     "}\n",
+     "5:3: instruction %r (ragged-dot) in computation %main: expects 3 operands, got 2"},
+    {"collective_broadcast_none",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] collective-broadcast()\n"
+     "}\n",
+     "5:3: instruction %r (collective-broadcast) in computation %main: expects at least 1 operand, got 0"},
+    {"constant_operand",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[] parameter(0)\n"
+     "  ROOT r = f32[] constant(p0)\n"
+     "}\n",
+     "5:3: instruction %r (constant) in computation %main: the literal 'p0' is not a list of scalars"},
+    {"reverse_no_dims",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] reverse(p0)\n"
+     "}\n",
+     "5:3: instruction %r (reverse) in computation %main: missing dimensions="},
+    {"elems_overflow",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4294967296,4294967296] parameter(0)\n"
+     "  ROOT r = f32[4294967296,4294967296] negate(p0)\n"
+     "}\n",
+     "4:3: instruction %p0 (parameter) in computation %main: shape f32[4294967296,4294967296] holds more than 2^63-1 elements or bytes"},
+    {"bytes_overflow",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT p0 = f32[2305843009213693952] parameter(0)\n"
+     "}\n",
+     "4:3: instruction %p0 (parameter) in computation %main: shape f32[2305843009213693952] holds more than 2^63-1 elements or bytes"},
+    {"tuple_overflow",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT p0 = (s8[4611686018427387904], s8[4611686018427387904]) parameter(0)\n"
+     "}\n",
+     "4:3: instruction %p0 (parameter) in computation %main: shape (s8[4611686018427387904], s8[4611686018427387904]) holds more than 2^63-1 elements or bytes"},
+    {"literal_short",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT c = f32[3] constant({1, 2})\n"
+     "}\n",
+     "4:3: instruction %c (constant) in computation %main: the literal has 2 values, the shape 3 elements"},
+    {"literal_long",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT c = f32[2,2] constant({{1, 2}, {3, 4}, {5, 6}})\n"
+     "}\n",
+     "4:3: instruction %c (constant) in computation %main: the literal has more than 4 values, the shape 4 elements"},
+    {"literal_tuple",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT c = (f32[2], s32[]) constant(({1, 2}, 3, 4))\n"
+     "}\n",
+     "4:3: instruction %c (constant) in computation %main: the tuple literal has more than 2 elements"},
+    {"literal_ok",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  c = (f32[2], pred[]) constant(({1.5, -inf}, true))\n"
+     "  d = c64[2] constant({(1, 2), (3, 4)})\n"
+     "  ROOT e = f32[100] constant({...})\n"
+     "}\n",
+     NULL},
+    {"groups_dup",
+     "HloModule m, num_partitions=4\n"
+     "\n"
+     "add {\n"
+     "  x = f32[] parameter(0)\n"
+     "  y = f32[] parameter(1)\n"
+     "  ROOT s = f32[] add(x, y)\n"
+     "}\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] all-reduce(p0), channel_id=1, replica_groups={{0,1},{1,2}}, use_global_device_ids=true, to_apply=add\n"
+     "}\n",
+     "11:3: instruction %r (all-reduce) in computation %main: replica_groups names device 1 twice"},
+    {"groups_range",
+     "HloModule m, num_partitions=4\n"
+     "\n"
+     "add {\n"
+     "  x = f32[] parameter(0)\n"
+     "  y = f32[] parameter(1)\n"
+     "  ROOT s = f32[] add(x, y)\n"
+     "}\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] all-reduce(p0), channel_id=1, replica_groups={{0,4}}, use_global_device_ids=true, to_apply=add\n"
+     "}\n",
+     "11:3: instruction %r (all-reduce) in computation %main: replica_groups names device 4, outside 0..3"},
+    {"pairs_dup_target",
+     "HloModule m, num_partitions=2\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] collective-permute(p0), channel_id=1, source_target_pairs={{0,0},{1,0}}\n"
+     "}\n",
+     "5:3: instruction %r (collective-permute) in computation %main: device 0 is a target twice in source_target_pairs"},
+    {"header_zero",
+     "HloModule m, num_partitions=0\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT p0 = f32[4] parameter(0)\n"
+     "}\n",
+     "1:29: num_partitions=0 is not a device count in 1..65536"},
+    {"header_huge",
+     "HloModule m, replica_count=2, num_partitions=9223372036854775807\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT p0 = f32[4] parameter(0)\n"
+     "}\n",
+     "1:46: num_partitions=9223372036854775807 is not a device count in 1..65536"},
+    {"comment_open",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0) /* never\n"
+     " closed\n"
+     "}\n",
+     "4:28: expected an instruction name, got unterminated /* comment '/*'"},
+    {"sig_result",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main (a: f32[4]) -> f32[8] {\n"
+     "  ROOT a = f32[4] parameter(0)\n"
+     "}\n",
+     "3:27: signature gives the result f32[8] but the body has f32[4]"},
+    {"sig_count",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main (a: f32[4], b: f32[4]) -> f32[4] {\n"
+     "  ROOT a = f32[4] parameter(0)\n"
+     "}\n",
+     "3:13: signature lists 2 parameters but %main has 1"},
+    {"iota_groups",
+     "HloModule m\n"
+     "\n"
+     "add {\n"
+     "  x = f32[] parameter(0)\n"
+     "  y = f32[] parameter(1)\n"
+     "  ROOT s = f32[] add(x, y)\n"
+     "}\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] all-reduce(p0), replica_groups=[1,65537]<=[65537], to_apply=add\n"
+     "}\n",
+     "11:50: iota of 65537 ids is more than 65536 devices (the limit)"},
+    {"param_number",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  ROOT p = f32[] parameter(1048576)\n"
+     "}\n",
+     "4:28: parameter number 1048576 is not below the limit of 1048576"},
+};
+/* clang-format on */
+
+static void
+test_check_hostile(void **state)
+{
+    Fixture *fx = *state;
+    int failures = 0;
+    for (size_t i = 0; i < SL_COUNTOF(k_hostile); i++) {
+        SlError err = {0};
+        IrModule *m = NULL;
+        SlStatus st = hlo_parse(&fx->arena, &fx->names, sl_str(k_hostile[i].text), "t.hlo", &m, &err);
+        if (st == SL_OK) {
+            st = ir_module_check(m, "t.hlo", &err);
+            ir_module_fini(m);
+        }
+        char got[SL_ERROR_MSG_BYTES + 32] = "";
+        if (st)
+            snprintf(got, sizeof(got), "%u:%u: %s", err.loc.line, err.loc.col, err.msg);
+        const char *want = k_hostile[i].want;
+        bool ok = want ? st != SL_OK && (st == SL_ERR_PARSE || st == SL_ERR_INVALID) &&
+                             strcmp(got, want) == 0 && err.loc.path &&
+                             strcmp(err.loc.path, "t.hlo") == 0
+                       : st == SL_OK;
+        if (!ok) {
+            print_error("%s: got '%s' (%s), want '%s'\n", k_hostile[i].name, got,
+                        sl_status_name(st), want ? want : "ok");
+            failures++;
+        }
+    }
+    if (failures)
+        fail_msg("%d of %zu hostile cases failed", failures, SL_COUNTOF(k_hostile));
+}
+
+/* A collective's group size depends on the device count, which -n may give only after
+ * parsing: ir_module_check_for checks with it (reduce-scatter over 4 replicas x 8 partitions
+ * cannot split 8 rows). */
+static void
+test_check_for_device_count(void **state)
+{
+    Fixture *fx = *state;
+    static const char text[] =
+        "HloModule m\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"
+        "  ROOT s = f32[] add(x, y)\n}\n\nENTRY main {\n  p = f32[8,16] parameter(0)\n"
+        "  ROOT rs = f32[2,16] reduce-scatter(p), channel_id=3, replica_groups=[1,4]<=[4], "
+        "dimensions={0}, to_apply=add\n}\n";
+    IrModule *m = NULL;
+    SlError err = {0};
+    assert_int_equal(hlo_parse(&fx->arena, &fx->names, sl_str(text), "t.hlo", &m, &err), SL_OK);
+    assert_int_equal(ir_module_check(m, "t.hlo", &err), SL_OK);
+    assert_int_equal(ir_module_check_for(m, "t.hlo", 1, &err), SL_OK);
+    assert_int_equal(ir_module_check_for(m, "t.hlo", 8, &err), SL_ERR_INVALID);
+    assert_int_equal(err.loc.line, 11);
+    assert_int_equal(err.loc.col, 3);
+    assert_string_equal(err.msg, "instruction %rs (reduce-scatter) in computation %main: dim 0 "
+                                 "of size 8 is not divisible by the group size 32");
+    ir_module_fini(m);
+}
+
 /* ---- modules built in memory: what text cannot express ------------------------------------ */
 
 static IrInstr *
@@ -603,6 +968,9 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_check_cases, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_check_hostile, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_check_for_device_count, fixture_setup,
+                                        fixture_teardown),
         cmocka_unit_test_setup_teardown(test_check_built_dot, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_check_no_root, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_check_operand_defined_later, fixture_setup,

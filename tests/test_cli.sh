@@ -84,6 +84,20 @@ run missing_value 2 print "$SAMPLE" -o
 has missing_value "$TMP/missing_value.err" "option '-o' needs a value (OUT.hlo)"
 run bad_count 2 check "$SAMPLE" -n 0
 has bad_count "$TMP/bad_count.err" "--num-partitions expects a positive integer, got '0'"
+# Device limit (README "Limits"), refused before anything is allocated, in every command.
+for cmd in check partition verify; do
+    run "n_limit_$cmd" 2 $cmd "$SAMPLE" -n 2147483648
+    has "n_limit_$cmd" "$TMP/n_limit_$cmd.err" \
+        "--num-partitions 2147483648 is more than 65536 devices (the limit)"
+done
+# Every command that reads HLO checks it after parsing: the operand table stops verify too.
+printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT r = f32[4] reverse(), dimensions={0}\n}\n' \
+    >"$TMP/reverse.hlo"
+for cmd in check partition verify; do
+    run "reverse_$cmd" 2 $cmd "$TMP/reverse.hlo"
+    has "reverse_$cmd" "$TMP/reverse_$cmd.err" \
+        "reverse.hlo:5:3: error: instruction %r (reverse) in computation %e: expects 1 operand, got 0"
+done
 run twice 2 print "$SAMPLE" -o "$TMP/a" -o "$TMP/b"
 has twice "$TMP/twice.err" "option -o given more than once"
 

@@ -76,6 +76,9 @@ static const struct {
     const char *name, *text, *want; /* want NULL: prints back as `text` */
 } k_print_cases[] = {
     {"replicated",      "{replicated}",                      NULL},
+    /* a one-device mesh tiles nothing (fuzz: it printed as the unparsable {devices=[]<=[1]}) */
+    {"v3_one_device",   "{mesh[\"x\"=1],}",                    "{replicated}"},
+    {"v3_one_device_dim", "{mesh[\"x\"=1], [{\"x\"}]}",         "{replicated}"},
     {"manual",          "{manual}",                          NULL},
     {"unknown",         "{unknown}",                         NULL},
     {"unreduced",       "{unreduced}",                       NULL},
@@ -396,6 +399,75 @@ test_sharding_check(void **state)
         if (st != k_check_cases[i].want)
             fail_msg("%s: got %s (%s)", k_check_cases[i].name, sl_status_name(st), err.msg);
     }
+}
+
+/* ---- hostile input (issue 17): limits, ids, written ranks; exact messages ---- */
+
+/* num_devices 0: the text must not parse; else it parses and shd_check against f32[8,6] and
+ * that many devices gives `want` ("LINE:COL: message"). */
+/* clang-format off */
+static const struct {
+    const char *text;
+    int64_t num_devices;
+    const char *want;
+} k_hostile[] = {
+    {"{devices=[65536,2]<=[131072]}", 0, "1:10: more than 65536 devices (the limit)"},
+    {"{devices=[2]<=[-9223372036854775808]}", 0, "1:15: tile dims must be positive, got '['"},
+    {"{devices=[2]0,9223372036854775808}", 0,
+     "1:15: expected a device id or '<=', got '9223372036854775808'"},
+    {"{devices=[2]0,1,2}", 0, "1:17: device count differs from the tile dims' product, got '2'"},
+    {"{mesh[\"a\"=16384,\"b\"=16384], [{\"a\"}, {\"b\"}]}", 0,
+     "1:6: more than 65536 devices (the limit)"},
+    {"{mesh[\"a\"=65537], [{\"a\"}, {}]}", 0, "1:6: more than 65536 devices (the limit)"},
+    {"{devices=[2,1]0,0}", 2, "1:1: device 0 appears twice"},
+    /* the 62nd dim: the named form keeps 3 of the 64 tile dims for its subgroups */
+    {"{mesh[\"a\"=2], [{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
+     "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
+     "{},{},{},{},{},{},{},{}]}",
+     0, "1:199: too many dimensions, got '{'"},
+    {"{devices=[2,1]-1,0}", 2, "1:1: device -1 out of range"},
+    {"{devices=[2,1]0,5}", 2, "1:1: device 5 out of range"},
+    {"{mesh[\"a\"=2,\"b\"=2], device_ids=(0,0,1,2), [{\"a\"}, {\"b\"}]}", 4,
+     "1:1: device 0 appears twice"},
+    {"{maximal device=9223372036854775807}", 4,
+     "1:1: device 9223372036854775807 out of range for 4 devices"},
+    /* all tiles in subgroups: normalized to {replicated}/{manual}, the written rank counts */
+    {"{devices=[1,4]<=[4] last_tile_dim_replicate}", 4,
+     "1:1: sharding has 1 tiled dims but the shape has rank 2"},
+    {"{devices=[1,1,1,4]<=[4] last_tile_dims={manual}}", 4,
+     "1:1: sharding has 3 tiled dims but the shape has rank 2"},
+    {"{devices=[1,1,4]<=[4] last_tile_dim_replicate}", 4, NULL},
+};
+/* clang-format on */
+
+static void
+test_sharding_hostile(void **state)
+{
+    SlArena *a = *state;
+    static const int64_t d[] = {8, 6};
+    IrShape shape = ir_shape_make(a, IR_DT_F32, d, 2);
+    int failures = 0;
+    for (size_t i = 0; i < SL_COUNTOF(k_hostile); i++) {
+        SlError err = {0};
+        const ShdSharding *s = NULL;
+        SlStatus st = shd_parse(a, sl_str(k_hostile[i].text), k_loc, &s, &err);
+        bool parsed = st == SL_OK;
+        if (parsed)
+            st = shd_check(s, &shape, k_hostile[i].num_devices, k_loc, &err);
+        char got[SL_ERROR_MSG_BYTES + 32] = "";
+        if (st)
+            snprintf(got, sizeof(got), "%u:%u: %s", err.loc.line, err.loc.col, err.msg);
+        const char *want = k_hostile[i].want;
+        bool ok = want ? st != SL_OK && strcmp(got, want) == 0 &&
+                             parsed == (k_hostile[i].num_devices != 0)
+                       : st == SL_OK;
+        if (!ok) {
+            print_error("%s: got '%s', want '%s'\n", k_hostile[i].text, got, want ? want : "ok");
+            failures++;
+        }
+    }
+    if (failures)
+        fail_msg("%d of %zu hostile sharding cases failed", failures, SL_COUNTOF(k_hostile));
 }
 
 /* ---- algebra (gspmd.md §B) ---- */
@@ -959,6 +1031,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sharding_tile_offsets, arena_setup, arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_tile_shape, arena_setup, arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_check, arena_setup, arena_teardown),
+        cmocka_unit_test_setup_teardown(test_sharding_hostile, arena_setup, arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_partial_replication, arena_setup,
                                         arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_dims_and_transpose, arena_setup,

@@ -193,7 +193,7 @@ cli_spmd_options(const CliArgs *a, int n_id, int set_id, const CliInput *in, Spm
     spmd_options_init(o);
     const char *n_text = cli_args_value(a, n_id);
     int64_t n = 0;
-    if (n_text && !cli_parse_count(a->cmd, "--num-partitions", n_text, &n))
+    if (n_text && !cli_parse_devices(a->cmd, "--num-partitions", n_text, &n))
         return CLI_EXIT_BAD_INPUT;
     if (!n && ir_module_find_header(m, "num_partitions"))
         n = ir_module_num_partitions(m);

@@ -107,6 +107,8 @@ int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Parses a positive count for `opt`; prints a usage error and returns false when bad. */
 bool cli_parse_count(const CliCommand *cmd, const char *opt, const char *text, int64_t *out);
+/* The same for a device count (-n): also at most IR_MAX_DEVICES. */
+bool cli_parse_devices(const CliCommand *cmd, const char *opt, const char *text, int64_t *out);
 
 /* One input module: its text (kept for diagnostics and the trace's input hash; a mapped file's
  * pages are given back after parsing and read in again only when looked at) and everything
@@ -161,8 +163,9 @@ void cli_output_fini(CliOutput *o);
  * of different counts are SL_ERR_INVALID naming the counts, located at the first instruction
  * that disagrees. */
 SlStatus cli_devices_from_shardings(const IrModule *m, const char *path, int64_t *n, SlError *err);
-/* Checks every sharding in `m` against its instruction's shape and `n` devices (shd_check),
- * naming the instruction; locations are the instructions' positions in `path`. */
+/* Checks the module again for `n` devices (ir_module_check_for: collectives' groups), then
+ * every sharding in `m` against its instruction's shape and `n` devices (shd_check), naming
+ * the instruction; locations are the instructions' positions in `path`. */
 SlStatus cli_check_shardings(const IrModule *m, const char *path, int64_t n, SlError *err);
 
 /* Commands (cmd_*.c). */

@@ -33,7 +33,7 @@ run(const CliArgs *a)
 {
     const char *n_text = cli_args_value(a, OPT_NUM_PARTITIONS);
     int64_t n = 0;
-    if (n_text && !cli_parse_count(a->cmd, "--num-partitions", n_text, &n))
+    if (n_text && !cli_parse_devices(a->cmd, "--num-partitions", n_text, &n))
         return CLI_EXIT_BAD_INPUT;
     CliInput in;
     SlError err = {0};

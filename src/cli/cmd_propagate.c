@@ -135,7 +135,7 @@ run(const CliArgs *a)
         return code;
     int64_t n = 0;
     const char *n_text = cli_args_value(a, OPT_NUM_PARTITIONS);
-    if (n_text && !cli_parse_count(a->cmd, "--num-partitions", n_text, &n))
+    if (n_text && !cli_parse_devices(a->cmd, "--num-partitions", n_text, &n))
         return CLI_EXIT_BAD_INPUT;
     cli_output_init(&out, cli_args_value(a, OPT_OUTPUT), a->phases);
     if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) ||

@@ -55,7 +55,7 @@ build_options(const CliArgs *a, const CliInput *in, SimVerifyOptions *so, SpmdOp
     spmd_options_init(po);
     const char *n_text = cli_args_value(a, OPT_N), *t_text = cli_args_value(a, OPT_TRIALS);
     int64_t n = 0, trials = 1;
-    if (n_text && !cli_parse_count(a->cmd, "--num-partitions", n_text, &n))
+    if (n_text && !cli_parse_devices(a->cmd, "--num-partitions", n_text, &n))
         return CLI_EXIT_BAD_INPUT;
     if (t_text && !cli_parse_count(a->cmd, "--trials", t_text, &trials))
         return CLI_EXIT_BAD_INPUT;

@@ -51,7 +51,7 @@ take_ints(HloParser *P, size_t base, uint32_t *n, int64_t **v)
 {
     *n = (uint32_t)(P->ints.len - base);
     *v = NULL;
-    const int64_t *src = &SL_VEC_AT(&P->ints, int64_t, base);
+    const int64_t *src = *n ? &SL_VEC_AT(&P->ints, int64_t, base) : NULL; /* data may be NULL */
     for (uint32_t k = 0; *n && k < HLO_RECENT && !*v; k++)
         if (P->recent_n_ints[k] == *n && memcmp(P->recent_ints[k], src, *n * sizeof(*src)) == 0)
             *v = (int64_t *)P->recent_ints[k];
@@ -167,6 +167,9 @@ check_iota(HloParser *P, const HloTok *at, const IrIota *io)
         return hlo_fail_tok(P, SL_ERR_INVALID, at,
                             "iota dims hold %lld ids but the reshape holds %lld",
                             (long long)total, (long long)rtotal);
+    if (total > IR_MAX_DEVICES) /* before ir_iota_expand() allocates that many */
+        return hlo_fail_tok(P, SL_ERR_INVALID, at, "iota of %lld ids is more than %d devices "
+                            "(the limit)", (long long)total, IR_MAX_DEVICES);
     uint64_t seen = 0;
     for (uint32_t k = 0; io->perm && k < io->n_reshape; k++) {
         int64_t d = io->perm[k];
@@ -605,7 +608,8 @@ parse_sharding(HloParser *P, IrAttr *a)
     if (sl_map_get(&P->shardings, SL_MAP_KEY(key), &cached)) {
         s = (const ShdSharding *)(uintptr_t)cached;
     } else {
-        if ((st = shd_parse(P->arena, sl_sym_str(key), loc, &s, P->err)) != SL_OK)
+        if ((st = shd_parse_bounded(P->arena, sl_sym_str(key), loc, &P->sharding_ids_left, &s,
+                                    P->err)) != SL_OK)
             return st;
         if (!sl_map_put(&P->shardings, SL_MAP_KEY(key), SL_MAP_KEY(s)))
             return nomem(P);

@@ -95,6 +95,7 @@ typedef struct HloParser {
     SlMap comps;         /* SlSym -> IrComputation* */
     SlMap shardings;     /* interned sharding text -> const ShdSharding* (values are shared:
                             big modules repeat a handful of shardings on every instruction) */
+    int64_t sharding_ids_left; /* SHD_MAX_TOTAL_IDS budget of the distinct shardings' ids */
     HloWord ops[HLO_WORD_SLOTS];       /* opcode spelling -> IrOp */
     HloWord attr_keys[HLO_WORD_SLOTS]; /* attribute name -> IrAttrKey */
     const IrMetadata *recent_md[HLO_RECENT]; /* shared, immutable */

@@ -79,15 +79,18 @@ hlo_lex_skip_space(HloLexer *lx)
             continue;
         }
         if (p + 1 < end && p[0] == '/' && p[1] == '*') {
-            const char *start = p;
+            const char *start = p, *start_ls = lx->line_start;
+            uint32_t start_line = lx->line;
             p += 2;
             while (p + 1 < end && !(p[0] == '*' && p[1] == '/')) {
                 if (*p == '\n')
                     newline(lx, p);
                 p++;
             }
-            if (p + 1 >= end) {
+            if (p + 1 >= end) { /* reported at the opening '/' *: its line, not the last one */
                 lx->p = start;
+                lx->line = start_line;
+                lx->line_start = start_ls;
                 return false;
             }
             p += 2;

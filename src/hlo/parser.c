@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hlo/hlo_int.h"
+#include "sharding/shd.h"
 
 /* ---- plumbing ---- */
 
@@ -309,6 +310,7 @@ parse_array_shape(HloParser *P, IrShape *out)
     uint8_t kinds[HLO_MAX_RANK];
     uint32_t rank = 0;
     bool dynamic = false;
+    HloTok type_tok = P->tok;
     bool fast = raw_dims(P, dims, &rank);
     if (!fast) {
         hlo_advance(P); /* '[' */
@@ -342,6 +344,9 @@ parse_array_shape(HloParser *P, IrShape *out)
         hlo_advance(P);
     }
     out->rank = rank;
+    if (rank && (out->dtype == IR_DT_TOKEN || out->dtype == IR_DT_OPAQUE))
+        return hlo_fail_tok(P, SL_ERR_INVALID, &type_tok, "%s has no dimensions: write %s[]",
+                            ir_dtype_name(out->dtype), ir_dtype_name(out->dtype));
     if (rank) {
         for (uint32_t k = 0; k < HLO_RECENT && !out->dims; k++)
             if (P->recent_rank[k] == rank &&
@@ -530,6 +535,10 @@ parse_instr_args(HloParser *P, IrOp op, SlStr *literal, int64_t *param_no)
         hlo_advance(P);
         if (P->tok.kind != HLO_TOK_INT || P->tok.ival < 0)
             return hlo_expected(P, "a parameter number");
+        if (P->tok.ival >= IR_MAX_PARAMS)
+            return hlo_fail_tok(P, SL_ERR_INVALID, &P->tok,
+                                "parameter number %lld is not below the limit of %d",
+                                (long long)P->tok.ival, IR_MAX_PARAMS);
         *param_no = P->tok.ival;
         hlo_advance(P);
         return expect(P, HLO_TOK_RPAREN, "')'");
@@ -672,23 +681,40 @@ parse_instr(HloParser *P)
 }
 /* ---- computations ---- */
 
-/* signature := '(' (PARAM ':' shape (',' PARAM ':' shape)*)? ')' '->' shape   (checked for
- * form only: the printer derives it from the parameters and the root) */
+/* A computation's written signature, compared with its body once that is parsed. */
+typedef struct Signature {
+    bool present;
+    uint32_t n_params;
+    HloTok *at;       /* each parameter's name token (locations only) */
+    IrShape result;
+    HloTok result_at;
+} Signature;
+
+/* signature := '(' (PARAM ':' shape (',' PARAM ':' shape)*)? ')' '->' shape   (the printer
+ * derives it from the parameters and the root; check_signature compares the two) */
 static SlStatus
-skip_signature(HloParser *P)
+parse_signature(HloParser *P, Signature *sig)
 {
     SlStatus st;
+    SlVec toks = {0};
+    sig->present = true;
     hlo_advance(P);
     if (P->tok.kind != HLO_TOK_RPAREN) {
         for (;;) {
-            if (P->tok.kind != HLO_TOK_IDENT && P->tok.kind != HLO_TOK_NAME)
-                return hlo_expected(P, "a parameter name");
+            if (P->tok.kind != HLO_TOK_IDENT && P->tok.kind != HLO_TOK_NAME) {
+                st = hlo_expected(P, "a parameter name");
+                goto done;
+            }
+            HloTok name = P->tok;
             hlo_advance(P);
-            if ((st = expect(P, HLO_TOK_COLON, "':' after the parameter name")) != SL_OK)
-                return st;
-            IrShape ignored;
-            if ((st = parse_shape(P, &ignored)) != SL_OK)
-                return st;
+            IrShape shape; /* not kept: see check_signature */
+            if ((st = expect(P, HLO_TOK_COLON, "':' after the parameter name")) != SL_OK ||
+                (st = parse_shape(P, &shape)) != SL_OK)
+                goto done;
+            if (!SL_VEC_PUSH(&toks, HloTok, name)) {
+                st = nomem(P);
+                goto done;
+            }
             if (P->tok.kind != HLO_TOK_COMMA)
                 break;
             hlo_advance(P);
@@ -696,9 +722,55 @@ skip_signature(HloParser *P)
     }
     if ((st = expect(P, HLO_TOK_RPAREN, "',' or ')' in the signature")) != SL_OK ||
         (st = expect(P, HLO_TOK_ARROW, "'->'")) != SL_OK)
-        return st;
-    IrShape ignored;
-    return parse_shape(P, &ignored);
+        goto done;
+    sig->result_at = P->tok;
+    if ((st = parse_shape(P, &sig->result)) != SL_OK)
+        goto done;
+    sig->n_params = (uint32_t)toks.len;
+    if (toks.len && !(sig->at = SL_DUP_ARRAY(P->arena, HloTok, toks.data, toks.len)))
+        st = nomem(P);
+done:
+    sl_vec_fini(&toks);
+    return st;
+}
+
+static SlStatus
+signature_mismatch(HloParser *P, const HloTok *at, const char *what, const IrShape *written,
+                   const IrShape *body)
+{
+    SlBuf a, b;
+    sl_buf_init(&a);
+    sl_buf_init(&b);
+    ir_shape_print(written, false, &a);
+    ir_shape_print(body, false, &b);
+    SlStatus st = hlo_fail_tok(P, SL_ERR_INVALID, at, "signature gives %s %s but the body has %s",
+                               what, a.data ? a.data : "?", b.data ? b.data : "?");
+    sl_buf_fini(&a);
+    sl_buf_fini(&b);
+    return st;
+}
+
+/* The written signature must list as many parameters as the body has and the root's shape
+ * (layouts aside). */
+static SlStatus
+check_signature(HloParser *P, const Signature *sig, const IrComputation *c)
+{
+    if (!sig->present)
+        return SL_OK;
+    uint32_t n = 0; /* parameter instructions, as the printer lists them (numbers: check) */
+    for (uint32_t i = 0; i < c->n_instrs; i++)
+        n += c->instrs[i]->op == IR_OP_PARAMETER;
+    if (sig->n_params != n)
+        return hlo_fail_tok(P, SL_ERR_INVALID, sig->n_params ? &sig->at[0] : &sig->result_at,
+                            "signature lists %u parameters but %%%s has %u", sig->n_params,
+                            sl_sym_cstr(c->name), n);
+    /* Parameter shapes are not compared: XLA's parser takes the parameter instructions'
+     * shapes over the signature's (its own tests write `()` placeholders there), and nothing
+     * here reads the written signature either. */
+    if (c->root && !ir_shape_equal(&sig->result, &c->root->shape, false))
+        return signature_mismatch(P, &sig->result_at, "the result", &sig->result,
+                                  &c->root->shape);
+    return SL_OK;
 }
 
 /* hlo_parse_file gives pages back in steps of this much text. */
@@ -730,7 +802,8 @@ parse_computation(HloParser *P, const HloTok **first_entry, HloTok *entry_tok)
         return hlo_fail_tok(P, SL_ERR_INVALID, &name_tok, "duplicate computation name '%s'",
                             sl_sym_cstr(name));
     hlo_advance(P);
-    if (P->tok.kind == HLO_TOK_LPAREN && (st = skip_signature(P)) != SL_OK)
+    Signature sig = {0};
+    if (P->tok.kind == HLO_TOK_LPAREN && (st = parse_signature(P, &sig)) != SL_OK)
         return st;
     if ((st = expect(P, HLO_TOK_LBRACE, "'{' to open the computation")) != SL_OK)
         return st;
@@ -756,6 +829,8 @@ parse_computation(HloParser *P, const HloTok **first_entry, HloTok *entry_tok)
         return hlo_expected(P, "an instruction");
     if (!c->root)
         c->root = c->instrs[c->n_instrs - 1];
+    if ((st = check_signature(P, &sig, c)) != SL_OK)
+        return st;
     hlo_advance(P);
     if (P->tok.kind == HLO_TOK_COMMA) {
         hlo_advance(P);
@@ -896,6 +971,21 @@ parse_recovery_table(HloParser *P)
     return SL_OK;
 }
 
+/* A decimal count in 1..IR_MAX_DEVICES (num_partitions=, replica_count=). */
+static bool
+is_device_count(SlStr v)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i < v.len; i++) {
+        if (v.ptr[i] < '0' || v.ptr[i] > '9')
+            return false;
+        n = n * 10 + (v.ptr[i] - '0');
+        if (n > IR_MAX_DEVICES)
+            return false;
+    }
+    return v.len > 0 && n >= 1;
+}
+
 /* header := ('HloModule' NAME (',' ATTR value)*)?    values kept verbatim, in order, except
  * origin_recovery_table (parsed into the module's table); like XLA, a module may start
  * directly with its computations (it is then named "module") */
@@ -961,9 +1051,15 @@ parse_header(HloParser *P)
         const char *why = NULL;
         if (!key)
             return nomem(P);
+        SlSrcLoc at = hlo_lex_here(&P->lx);
         if (!hlo_lex_scan_value(&P->lx, &value, &why))
             return hlo_fail_here(P, SL_ERR_PARSE, "bad value for module attribute '%s': %s",
                                  sl_sym_cstr(key), why);
+        if ((sl_str_eq_cstr(P->tok.text, "num_partitions") ||
+             sl_str_eq_cstr(P->tok.text, "replica_count")) &&
+            !is_device_count(value))
+            return sl_fail(P->err, SL_ERR_INVALID, at, "%s=%.*s is not a device count in 1..%d",
+                           sl_sym_cstr(key), SL_STR_ARG(value), IR_MAX_DEVICES);
         if (ir_module_set_header(P->m, sl_sym_cstr(key), value) != SL_OK)
             return nomem(P);
         hlo_advance(P);
@@ -1044,6 +1140,7 @@ parse_text(SlArena *arena, SlInterner *names, SlStr text, SlFileText *src, const
     P.arena = arena;
     P.names = names;
     P.err = err;
+    P.sharding_ids_left = SHD_MAX_TOTAL_IDS;
     P.m = ir_module_new(arena, names, NULL);
     /* Size the name tables for the input up front (about one instruction per 256 bytes of
      * text in real dumps), instead of rehashing them through every doubling. */

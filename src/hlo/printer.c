@@ -128,7 +128,7 @@ put_i64(Out *o, int64_t v)
 
 /* Spellings with their lengths, from the same .def rows as the IR's own tables. */
 static const SlStr k_op_spelling[] = {
-#define IR_OP(e, name, family, arity) {name, sizeof(name) - 1},
+#define IR_OP(e, name, family, min, max, attrs) {name, sizeof(name) - 1},
 #include "ir/ir_ops.def"
 #undef IR_OP
 };

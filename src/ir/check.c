@@ -1038,6 +1038,13 @@ check_scan(IrCheck *ck, const IrInstr *in)
 
 /* ---- collectives --------------------------------------------------------------------------- */
 
+/* The partition count the module runs with: the caller's, else the header's. */
+static int64_t
+module_partitions(const IrCheck *ck)
+{
+    return ck->num_partitions ? ck->num_partitions : ir_module_num_partitions(ck->m);
+}
+
 /* Devices per group, following the collective's group mode (hlo-text.md §10). Empty groups
  * mean "everything the mode spans". */
 static SlStatus
@@ -1060,7 +1067,7 @@ group_size(IrCheck *ck, const IrInstr *in, int64_t *out)
     const IrAttr *global = ir_instr_find_attr(in, IR_ATTR_USE_GLOBAL_DEVICE_IDS);
     bool has_channel = ir_instr_find_attr(in, IR_ATTR_CHANNEL_ID) != NULL;
     bool cross_partition = in->op == IR_OP_ALL_TO_ALL || in->op == IR_OP_COLLECTIVE_PERMUTE;
-    int64_t replicas = ir_module_replica_count(ck->m), parts = ir_module_num_partitions(ck->m);
+    int64_t replicas = ir_module_replica_count(ck->m), parts = module_partitions(ck);
     if (!has_channel)
         *out = size ? size : replicas;
     else if (global && global->u.b)
@@ -1141,6 +1148,43 @@ check_collective(IrCheck *ck, const IrInstr *in)
     return ck_expect_k(ck, in, leaves, in->n_operands);
 }
 
+/* ---- custom calls ------------------------------------------------------------------------ */
+
+static bool
+target_is(const IrInstr *in, const char *name)
+{
+    const IrAttr *a = ir_instr_find_attr(in, IR_ATTR_CUSTOM_CALL_TARGET);
+    SlStr t = a ? a->u.text : sl_str("");
+    if (t.len >= 2 && t.ptr[0] == '"' && t.ptr[t.len - 1] == '"')
+        t = (SlStr){t.ptr + 1, t.len - 2};
+    return sl_str_eq_cstr(t, name);
+}
+
+/* The custom calls the partitioner gives a meaning (gspmd.md D.21) keep their operand's
+ * element type and rank: Sharding keeps the whole shape; SPMDFullToShardShape and
+ * SPMDShardToFullShape change dims by the sharding (not checked here). Other targets are
+ * opaque and accepted as declared. */
+static SlStatus
+check_custom_call(IrCheck *ck, const IrInstr *in)
+{
+    bool keeps_shape = target_is(in, "Sharding");
+    if (!keeps_shape && !target_is(in, "SPMDFullToShardShape") &&
+        !target_is(in, "SPMDShardToFullShape"))
+        return SL_OK;
+    SlStatus st;
+    if ((st = ck_need_arrays(ck, in, 1)) || (st = need_declared_array(ck, in)))
+        return st;
+    const IrShape *op = opnd(in, 0);
+    if (keeps_shape)
+        return ck_expect(ck, in, op);
+    if (op->dtype != in->shape.dtype || op->rank != in->shape.rank) {
+        char x[SHAPE_TEXT_BYTES], y[SHAPE_TEXT_BYTES];
+        return ck_bad(ck, in, "declared shape %s must have the type and rank of operand %s",
+                      shape_text(&in->shape, x, sizeof(x)), shape_text(op, y, sizeof(y)));
+    }
+    return SL_OK;
+}
+
 /* ---- dispatch -------------------------------------------------------------------------------- */
 
 static SlStatus
@@ -1173,6 +1217,8 @@ check_shape_rules(IrCheck *ck, const IrInstr *in)
         return check_reduce_window(ck, in);
     case IR_FAM_DOT:
         return ck_check_dot(ck, in);
+    case IR_FAM_RAGGED_DOT:
+        return ck_check_ragged_dot(ck, in);
     case IR_FAM_CONVOLUTION:
         return ck_check_convolution(ck, in);
     case IR_FAM_GATHER:
@@ -1207,9 +1253,9 @@ check_shape_rules(IrCheck *ck, const IrInstr *in)
     case IR_FAM_CHOLESKY:
     case IR_FAM_TRIANGULAR_SOLVE:
     case IR_FAM_CUSTOM_CALL:
+        return check_custom_call(ck, in);
     case IR_FAM_SIDE_EFFECT:
     case IR_FAM_RNG:
-    case IR_FAM_RAGGED_DOT:
     case IR_FAM_OTHER:
         return SL_OK;
     }
@@ -1239,6 +1285,246 @@ check_callees(IrCheck *ck, const IrInstr *in, uint64_t caller_pos)
                               sl_sym_cstr(c->name), sl_sym_cstr(in->parent->name));
         }
     }
+    return SL_OK;
+}
+
+/* Bytes of `s`, false when its element count or byte size does not fit in int64 (a tuple:
+ * the sum over its elements). Unbounded dims count as their bound, or 0. */
+static bool
+shape_bytes_fit(const IrShape *s, int64_t *bytes)
+{
+    int64_t total = 0, b;
+    if (ir_shape_is_tuple(s)) {
+        for (uint32_t i = 0; i < s->n_elems; i++)
+            if (!shape_bytes_fit(&s->elems[i], &b) || __builtin_add_overflow(total, b, &total))
+                return false;
+        *bytes = total;
+        return true;
+    }
+    int64_t n = 1;
+    for (uint32_t i = 0; i < s->rank; i++)
+        if (__builtin_mul_overflow(n, s->dims[i] > 0 ? s->dims[i] : 0, &n))
+            return false;
+    uint32_t bits = ir_dtype_bits(s->dtype);
+    return !__builtin_mul_overflow(n, (int64_t)(bits < 8 ? 1 : bits / 8), bytes);
+}
+
+static SlStatus
+check_shape_size(IrCheck *ck, const IrInstr *in)
+{
+    int64_t bytes;
+    if (shape_bytes_fit(&in->shape, &bytes))
+        return SL_OK;
+    char t[SHAPE_TEXT_BYTES];
+    return ck_bad(ck, in, "shape %s holds more than 2^63-1 elements or bytes",
+                  shape_text(&in->shape, t, sizeof(t)));
+}
+
+/* ---- literals ---- */
+
+/* Skips what separates the scalars of a literal: space, commas, braces, comments. */
+static const char *
+literal_skip(const char *p, const char *end)
+{
+    while (p < end) {
+        if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',' || *p == '{' ||
+            *p == '}') {
+            p++;
+        } else if (*p == '/' && p + 1 < end && p[1] == '*') {
+            p += 2;
+            while (p + 1 < end && !(p[0] == '*' && p[1] == '/'))
+                p++;
+            p = p + 1 < end ? p + 2 : end;
+        } else {
+            break;
+        }
+    }
+    return p;
+}
+
+/* A scalar of a literal: a number (sign, digits, '.', exponent), inf or nan (with an
+ * optional payload), true or false. */
+static bool
+is_literal_scalar(const char *p, const char *end)
+{
+    if (p < end && (*p == '-' || *p == '+'))
+        p++;
+    size_t n = (size_t)(end - p);
+    if ((n >= 3 && (!memcmp(p, "inf", 3) || !memcmp(p, "nan", 3))) ||
+        (n == 4 && !memcmp(p, "true", 4)) || (n == 5 && !memcmp(p, "false", 5)))
+        return true;
+    return n > 0 && ((*p >= '0' && *p <= '9') || *p == '.');
+}
+
+/* Scalars in an array literal (a complex scalar "(re, im)" is one), up to `stop` + 1; -1 when
+ * one of them is not a scalar. */
+static int64_t
+literal_scalars(SlStr text, bool complex, int64_t stop)
+{
+    const char *p = text.ptr, *end = text.ptr + text.len;
+    int64_t n = 0;
+    for (p = literal_skip(p, end); p < end && n <= stop; p = literal_skip(p, end)) {
+        const char *start = p;
+        if (complex && *p == '(') {
+            while (p < end && *p != ')')
+                p++;
+            p += p < end;
+        } else {
+            while (p < end && !strchr(" \t\n\r,{}", *p))
+                p++;
+            if (!is_literal_scalar(start, p))
+                return -1;
+        }
+        n++;
+    }
+    return n;
+}
+
+/* The literal of `shape` must hold one scalar per element; a tuple literal "(a, b)" one
+ * literal per element. "{...}" (a literal elided by the printer) matches any shape. */
+static bool
+literal_fits(const IrShape *shape, SlStr text, char *why, size_t n_why)
+{
+    for (size_t i = 0; i + 2 < text.len; i++)
+        if (text.ptr[i] == '.' && text.ptr[i + 1] == '.' && text.ptr[i + 2] == '.')
+            return true;
+    if (ir_shape_is_tuple(shape)) {
+        const char *p = text.ptr, *end = text.ptr + text.len;
+        while (p < end && *p != '(')
+            p++;
+        while (end > p && end[-1] != ')')
+            end--;
+        if (p >= end) {
+            snprintf(why, n_why, "a tuple literal must be in parentheses");
+            return false;
+        }
+        p++, end--;
+        for (uint32_t k = 0; k < shape->n_elems; k++) {
+            int depth = 0;
+            const char *q = p;
+            while (q < end && (depth > 0 || *q != ',')) {
+                depth += (*q == '{' || *q == '(') - (*q == '}' || *q == ')');
+                q++;
+            }
+            if (q == p && p >= end) {
+                snprintf(why, n_why, "the tuple literal has %u elements, the shape %u", k,
+                         shape->n_elems);
+                return false;
+            }
+            if (!literal_fits(&shape->elems[k], (SlStr){p, (size_t)(q - p)}, why, n_why))
+                return false;
+            p = q < end ? q + 1 : q;
+        }
+        if (literal_skip(p, end) < end) {
+            snprintf(why, n_why, "the tuple literal has more than %u elements", shape->n_elems);
+            return false;
+        }
+        return true;
+    }
+    if (!ir_shape_is_array(shape))
+        return true;
+    int64_t want = elem_count(shape);
+    char kind = ir_dtype_kind(shape->dtype);
+    int64_t got = literal_scalars(text, kind == 'C', want);
+    if (got == want)
+        return true;
+    if (got < 0) {
+        snprintf(why, n_why, "the literal '%.*s' is not a list of scalars",
+                 text.len > 40 ? 40 : (int)text.len, text.ptr);
+        return false;
+    }
+    snprintf(why, n_why, "the literal has %s%lld values, the shape %lld elements",
+             got > want ? "more than " : "", (long long)(got > want ? want : got),
+             (long long)want);
+    return false;
+}
+
+static SlStatus
+check_constant(IrCheck *ck, const IrInstr *in)
+{
+    char why[160];
+    if (in->op != IR_OP_CONSTANT || literal_fits(&in->shape, in->literal, why, sizeof(why)))
+        return SL_OK;
+    return ck_bad(ck, in, "%s", why);
+}
+
+/* ---- device ids in attributes ---- */
+
+/* Replica groups and source-target pairs name each device at most once (a pair list: each
+ * source once and each target once), all below replica_count x num_partitions when the
+ * header gives either (else below IR_MAX_DEVICES: the count comes with -n, later). */
+static SlStatus
+check_device_ids(IrCheck *ck, const IrInstr *in)
+{
+    int64_t limit = IR_MAX_DEVICES;
+    if (ck->num_partitions || ir_module_find_header(ck->m, "replica_count") ||
+        ir_module_find_header(ck->m, "num_partitions"))
+        limit = sat_mul(ir_module_replica_count(ck->m), module_partitions(ck));
+    const IrAttr *rg = ir_instr_find_attr(in, IR_ATTR_REPLICA_GROUPS);
+    const IrAttr *stp = ir_instr_find_attr(in, IR_ATTR_SOURCE_TARGET_PAIRS);
+    const IrReplicaGroups *g = rg ? rg->u.groups : NULL;
+    if (g && !g->is_iota) {
+        uint32_t n = 0;
+        for (uint32_t k = 0; k < g->n_groups; k++)
+            n += g->group_sizes[k];
+        for (uint32_t i = 0; i < n; i++) {
+            int64_t d = g->ids[i];
+            if (d < 0 || d >= limit)
+                return ck_bad(ck, in, "replica_groups names device %lld, outside 0..%lld",
+                              (long long)d, (long long)limit - 1);
+            if (sl_map_get(&ck->ids, (uint64_t)d, NULL))
+                return ck_bad(ck, in, "replica_groups names device %lld twice", (long long)d);
+            if (!sl_map_put(&ck->ids, (uint64_t)d, 1))
+                return ck_nomem(ck, in);
+        }
+        sl_map_fini(&ck->ids);
+        sl_map_init(&ck->ids);
+    }
+    if (!stp)
+        return SL_OK;
+    const uint32_t *sizes = stp->u.lists.sizes;
+    const int64_t *v = stp->u.lists.v;
+    SlStatus st = SL_OK;
+    for (uint32_t k = 0, at = 0; k < stp->u.lists.n && !st; at += sizes[k++]) {
+        if (sizes[k] != 2) {
+            st = ck_bad(ck, in, "source_target_pairs entry %u is not a pair", k);
+            break;
+        }
+        for (uint32_t j = 0; j < 2 && !st; j++) {
+            int64_t d = v[at + j];
+            uint64_t key = (uint64_t)d << 1 | j; /* sources and targets apart */
+            if (d < 0 || d >= limit)
+                st = ck_bad(ck, in, "source_target_pairs names device %lld, outside 0..%lld",
+                            (long long)d, (long long)limit - 1);
+            else if (sl_map_get(&ck->ids, key, NULL))
+                st = ck_bad(ck, in, "device %lld is a %s twice in source_target_pairs",
+                            (long long)d, j ? "target" : "source");
+            else if (!sl_map_put(&ck->ids, key, 1))
+                st = ck_nomem(ck, in);
+        }
+    }
+    sl_map_fini(&ck->ids);
+    sl_map_init(&ck->ids);
+    return st;
+}
+
+/* The operand count and the required attributes of ir_ops.def, for every opcode. */
+static SlStatus
+check_signature(IrCheck *ck, const IrInstr *in)
+{
+    uint32_t min = ir_op_min_operands(in->op), n = in->n_operands;
+    int max = ir_op_max_operands(in->op);
+    if (n < min || (max >= 0 && n > (uint32_t)max)) {
+        if (max == (int)min)
+            return ck_bad(ck, in, "expects %u operand%s, got %u", min, min == 1 ? "" : "s", n);
+        if (max < 0)
+            return ck_bad(ck, in, "expects at least %u operand%s, got %u", min,
+                          min == 1 ? "" : "s", n);
+        return ck_bad(ck, in, "expects %u to %d operands, got %u", min, max, n);
+    }
+    for (unsigned k = 0; k < IR_ATTR_COUNT; k++)
+        if (ir_op_requires_attr(in->op, (IrAttrKey)k) && !ir_instr_find_attr(in, (IrAttrKey)k))
+            return ck_bad(ck, in, "missing %s=", ir_attr_name((IrAttrKey)k));
     return SL_OK;
 }
 
@@ -1295,7 +1581,9 @@ check_computation(IrCheck *ck, const IrComputation *c, uint64_t pos)
                            "instruction %%%s is listed in %%%s but belongs elsewhere",
                            sl_sym_cstr(in->name), sl_sym_cstr(c->name));
         SlArenaMark mark = sl_arena_mark(&ck->scratch);
-        if ((st = check_operands_defined(ck, c, in)) || (st = check_callees(ck, in, pos)) ||
+        if ((st = check_operands_defined(ck, c, in)) || (st = check_signature(ck, in)) ||
+            (st = check_shape_size(ck, in)) || (st = check_constant(ck, in)) ||
+            (st = check_device_ids(ck, in)) || (st = check_callees(ck, in, pos)) ||
             (st = check_shape_rules(ck, in)))
             return st;
         if (sl_arena_failed(&ck->scratch))
@@ -1313,9 +1601,16 @@ check_computation(IrCheck *ck, const IrComputation *c, uint64_t pos)
 SlStatus
 ir_module_check(const IrModule *m, const char *path, SlError *err)
 {
-    IrCheck ck = {.m = m, .path = path, .err = err};
+    return ir_module_check_for(m, path, 0, err);
+}
+
+SlStatus
+ir_module_check_for(const IrModule *m, const char *path, int64_t num_partitions, SlError *err)
+{
+    IrCheck ck = {.m = m, .path = path, .err = err, .num_partitions = num_partitions};
     sl_arena_init(&ck.scratch);
     sl_map_init(&ck.comp_pos);
+    sl_map_init(&ck.ids);
     SlStatus st = SL_OK;
     SlSrcLoc nowhere = {path, 0, 0};
     /* A first chunk, so that the per-instruction mark/release below never frees it. */
@@ -1341,6 +1636,7 @@ ir_module_check(const IrModule *m, const char *path, SlError *err)
     }
     free(ck.seen);
     sl_map_fini(&ck.comp_pos);
+    sl_map_fini(&ck.ids);
     sl_arena_fini(&ck.scratch);
     return st;
 }

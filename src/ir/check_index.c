@@ -35,14 +35,13 @@ pair_dims(IrCheck *ck, const IrInstr *in, const char *what, IrAttrKey lk, IrAttr
     return SL_OK;
 }
 
-/* dot: output = batch dims, lhs free dims, rhs free dims. The result type is free (a
- * preferred element type may widen it). */
-SlStatus
-ck_check_dot(IrCheck *ck, const IrInstr *in)
+/* The dot of `l` and `r`: batch dims, lhs free dims, rhs free dims (rhs dim `skip_r` left out
+ * too, -1: none), after `lead` leading dims of size `lead_size` (ragged-dot's group dim). */
+static SlStatus
+dot_shape(IrCheck *ck, const IrInstr *in, int64_t skip_r, uint32_t lead, int64_t lead_size,
+          IrShape *inf)
 {
     SlStatus st;
-    if ((st = ck_need_arrays(ck, in, 2)))
-        return st;
     const IrShape *l = opnd(in, 0), *r = opnd(in, 1);
     const int64_t *lb, *rb, *lc, *rc;
     uint32_t nb, nc;
@@ -54,19 +53,83 @@ ck_check_dot(IrCheck *ck, const IrInstr *in)
     for (uint32_t i = 0; i < nb; i++)
         if (contains(lc, nc, lb[i]) || contains(rc, nc, rb[i]))
             return ck_bad(ck, in, "a dim is both batch and contracting");
-    IrShape inf;
-    if (!ck_new_shape(ck, in->shape.dtype, l->rank + r->rank - nb - 2 * nc, &inf))
+    if (skip_r >= 0 && (contains(rb, nb, skip_r) || contains(rc, nc, skip_r)))
+        return ck_bad(ck, in, "rhs group dim %lld is a batch or contracting dim",
+                      (long long)skip_r);
+    uint32_t rank = lead + l->rank + r->rank - nb - 2 * nc - (skip_r >= 0);
+    if (!ck_new_shape(ck, in->shape.dtype, rank, inf))
         return ck_nomem(ck, in);
     uint32_t w = 0;
+    for (uint32_t i = 0; i < lead; i++)
+        inf->dims[w++] = lead_size;
     for (uint32_t i = 0; i < nb; i++)
-        inf.dims[w++] = dim(l, (uint32_t)lb[i]);
+        inf->dims[w++] = dim(l, (uint32_t)lb[i]);
     for (uint32_t i = 0; i < l->rank; i++)
         if (!contains(lb, nb, i) && !contains(lc, nc, i))
-            inf.dims[w++] = dim(l, i);
+            inf->dims[w++] = dim(l, i);
     for (uint32_t i = 0; i < r->rank; i++)
-        if (!contains(rb, nb, i) && !contains(rc, nc, i))
-            inf.dims[w++] = dim(r, i);
+        if (!contains(rb, nb, i) && !contains(rc, nc, i) && (int64_t)i != skip_r)
+            inf->dims[w++] = dim(r, i);
+    return SL_OK;
+}
+
+/* dot: output = batch dims, lhs free dims, rhs free dims. The result type is free (a
+ * preferred element type may widen it). */
+SlStatus
+ck_check_dot(IrCheck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    IrShape inf;
+    if ((st = ck_need_arrays(ck, in, 2)) || (st = dot_shape(ck, in, -1, 0, 0, &inf)))
+        return st;
     return ck_expect(ck, in, &inf);
+}
+
+/* ragged-dot(lhs, rhs, group_sizes): one lhs_ragged_dims entry, and group_sizes an integer
+ * [prefix..., G] whose prefix matches lhs's leading dims (the ragged dim after them). By
+ * where the ragged dim is: non-contracting, the rhs has one group dim (rhs_group_dims, of
+ * size G) and the result is the dot without it; contracting, the result is [G, dot...];
+ * batch, the result is the dot. */
+SlStatus
+ck_check_ragged_dot(IrCheck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    if ((st = ck_need_arrays(ck, in, 3)))
+        return st;
+    const IrShape *l = opnd(in, 0), *r = opnd(in, 1), *gs = opnd(in, 2);
+    const int64_t *lr, *lb, *lc, *rg;
+    if (ir_instr_ints_attr(in, IR_ATTR_LHS_RAGGED_DIMS, &lr) != 1 || lr[0] < 0 ||
+        lr[0] >= (int64_t)l->rank)
+        return ck_bad(ck, in, "lhs_ragged_dims must name one dim of the lhs");
+    char kind = ir_dtype_kind(gs->dtype);
+    if ((kind != 'S' && kind != 'U') || gs->rank < 1 || gs->rank - 1 > (uint32_t)lr[0])
+        return ck_bad(ck, in, "group_sizes must be an integer array [prefix..., G] with fewer "
+                              "prefix dims than the ragged dim's position");
+    uint32_t P = gs->rank - 1;
+    for (uint32_t d = 0; d < P; d++)
+        if (!dim_eq(dim(gs, d), dim(l, d)))
+            return ck_bad(ck, in, "group_sizes dim %u is %lld but lhs dim %u is %lld", d,
+                          (long long)dim(gs, d), d, (long long)dim(l, d));
+    int64_t G = dim(gs, P);
+    uint32_t nb = ir_instr_ints_attr(in, IR_ATTR_LHS_BATCH_DIMS, &lb);
+    uint32_t nc = ir_instr_ints_attr(in, IR_ATTR_LHS_CONTRACTING_DIMS, &lc);
+    uint32_t ng = ir_instr_ints_attr(in, IR_ATTR_RHS_GROUP_DIMS, &rg);
+    bool is_batch = contains(lb, nb, lr[0]), is_contracting = contains(lc, nc, lr[0]);
+    IrShape inf;
+    if (is_batch || is_contracting) {
+        if (ng)
+            return ck_bad(ck, in, "rhs_group_dims with a ragged %s dim",
+                          is_batch ? "batch" : "contracting");
+        st = dot_shape(ck, in, -1, is_contracting, G, &inf);
+    } else {
+        if (ng != 1 || rg[0] < 0 || rg[0] >= (int64_t)r->rank)
+            return ck_bad(ck, in, "a ragged non-contracting dim needs one rhs_group_dims entry");
+        if (!dim_eq(dim(r, (uint32_t)rg[0]), G))
+            return ck_bad(ck, in, "rhs group dim %lld is %lld but group_sizes has %lld groups",
+                          (long long)rg[0], (long long)dim(r, (uint32_t)rg[0]), (long long)G);
+        st = dot_shape(ck, in, rg[0], 0, 0, &inf);
+    }
+    return st ? st : ck_expect(ck, in, &inf);
 }
 
 /* Positions of the labelled dims in one group of dim_labels ("b01f", "01io", ...). */

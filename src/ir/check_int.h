@@ -21,6 +21,8 @@ typedef struct IrCheck {
     SlError *err;
     SlArena scratch;      /* inferred shapes; released by ir_module_check() */
     SlMap comp_pos;       /* computation -> 1 + index in m->comps */
+    SlMap ids;            /* scratch: device ids seen in one attribute */
+    int64_t num_partitions; /* the partition count to check with; 0: the header's */
     const IrInstr **seen; /* by id: the instruction once checked (operands must be seen first) */
     uint32_t n_seen;      /* m->next_instr_id entries */
 } IrCheck;
@@ -99,6 +101,7 @@ SlStatus ck_expect_k(IrCheck *ck, const IrInstr *in, const IrShape *leaves, uint
 /* ---- contraction and indexing (check_index.c) ---- */
 
 SlStatus ck_check_dot(IrCheck *ck, const IrInstr *in);
+SlStatus ck_check_ragged_dot(IrCheck *ck, const IrInstr *in);
 SlStatus ck_check_convolution(IrCheck *ck, const IrInstr *in);
 SlStatus ck_check_gather(IrCheck *ck, const IrInstr *in);
 SlStatus ck_check_scatter(IrCheck *ck, const IrInstr *in);

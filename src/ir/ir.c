@@ -17,14 +17,19 @@ static const struct {
 #undef IR_DTYPE
 };
 
+_Static_assert(IR_ATTR_COUNT <= 64, "required attributes are a 64-bit mask");
+
 static const struct {
     const char *name;
     IrOpFamily family;
-    int arity;
+    int min, max;
+    uint64_t attrs; /* bit k: IR_ATTR k is required */
 } k_ops[] = {
-#define IR_OP(e, name, family, arity) {name, IR_FAM_##family, arity},
+#define A(k) (UINT64_C(1) << IR_ATTR_##k)
+#define IR_OP(e, name, family, min, max, attrs) {name, IR_FAM_##family, min, max, attrs},
 #include "ir/ir_ops.def"
 #undef IR_OP
+#undef A
 };
 
 static const struct {
@@ -84,7 +89,28 @@ ir_op_family(IrOp op)
 int
 ir_op_arity(IrOp op)
 {
-    return (unsigned)op < IR_OP_COUNT ? k_ops[op].arity : -1;
+    if ((unsigned)op >= IR_OP_COUNT || k_ops[op].min != k_ops[op].max)
+        return -1;
+    return k_ops[op].min;
+}
+
+uint32_t
+ir_op_min_operands(IrOp op)
+{
+    return (unsigned)op < IR_OP_COUNT ? (uint32_t)k_ops[op].min : 0;
+}
+
+int
+ir_op_max_operands(IrOp op)
+{
+    return (unsigned)op < IR_OP_COUNT ? k_ops[op].max : -1;
+}
+
+bool
+ir_op_requires_attr(IrOp op, IrAttrKey k)
+{
+    return (unsigned)op < IR_OP_COUNT && (unsigned)k < IR_ATTR_COUNT &&
+           (k_ops[op].attrs >> k & 1u);
 }
 
 bool
@@ -142,12 +168,15 @@ ir_shape_is_array(const IrShape *s)
            s->dtype != IR_DT_INVALID;
 }
 
+/* Saturating at INT64_MAX: ir_module_check rejects input shapes that big, so only modules
+ * built in memory could get there, and a saturated size never wraps into a small one. */
 int64_t
 ir_shape_elem_count(const IrShape *s)
 {
     int64_t n = 1;
     for (uint32_t i = 0; i < s->rank; i++)
-        n *= s->dims[i];
+        if (__builtin_mul_overflow(n, s->dims[i], &n))
+            return INT64_MAX;
     return n;
 }
 
@@ -157,14 +186,16 @@ ir_shape_byte_size(const IrShape *s)
     if (ir_shape_is_tuple(s)) {
         int64_t total = 0;
         for (uint32_t i = 0; i < s->n_elems; i++)
-            total += ir_shape_byte_size(&s->elems[i]);
+            if (__builtin_add_overflow(total, ir_shape_byte_size(&s->elems[i]), &total))
+                return INT64_MAX;
         return total;
     }
     uint32_t bits = ir_dtype_bits(s->dtype);
     if (bits == 0)
         return 0;
     int64_t bytes_per = bits < 8 ? 1 : bits / 8; /* GSPMD counts sub-byte types as whole bytes */
-    return ir_shape_elem_count(s) * bytes_per;
+    int64_t bytes;
+    return __builtin_mul_overflow(ir_shape_elem_count(s), bytes_per, &bytes) ? INT64_MAX : bytes;
 }
 
 bool
@@ -384,6 +415,8 @@ header_int(const IrModule *m, const char *key)
         char c = h->value.ptr[i];
         if (c < '0' || c > '9')
             return 1;
+        if (v > (INT64_MAX - 9) / 10)
+            return INT64_MAX; /* the parser allows at most IR_MAX_DEVICES */
         v = v * 10 + (c - '0');
     }
     return h->value.len ? v : 1;
@@ -665,7 +698,7 @@ static SlStatus
 index_param(IrComputation *c, IrModule *m, IrInstr *i)
 {
     int64_t k = i->parameter_number;
-    if (k < 0 || k >= (int64_t)(UINT32_MAX / 2))
+    if (k < 0 || k >= IR_MAX_PARAMS)
         return SL_OK;
     uint32_t need = (uint32_t)k + 1;
     if (need > c->cap_params) {

@@ -20,7 +20,7 @@ typedef enum IrDtype {
 } IrDtype;
 
 typedef enum IrOp {
-#define IR_OP(e, name, family, arity) IR_OP_##e,
+#define IR_OP(e, name, family, min, max, attrs) IR_OP_##e,
 #include "ir/ir_ops.def"
 #undef IR_OP
     IR_OP_COUNT
@@ -46,6 +46,14 @@ typedef enum IrAttrKey {
     IR_ATTR_COUNT
 } IrAttrKey;
 
+/* The largest device count (replicas x partitions) any input may name: -n, num_partitions=,
+ * replica_count=, a sharding's tile assignment or mesh, replica groups. Checked before
+ * anything of that size is allocated (README "Limits"). */
+#define IR_MAX_DEVICES 65536
+/* Parameter numbers are below this (the parser rejects larger ones): a computation's
+ * parameter index is an array of that size. */
+#define IR_MAX_PARAMS (1 << 20)
+
 typedef enum IrAttrKind {
     IR_AK_INT, IR_AK_BOOL, IR_AK_INTS, IR_AK_INT_LISTS, IR_AK_REPLICA_GROUPS, IR_AK_COMP,
     IR_AK_COMPS, IR_AK_IDENT, IR_AK_STRING, IR_AK_SLICE, IR_AK_PADDING, IR_AK_WINDOW,
@@ -59,7 +67,11 @@ char ir_dtype_kind(IrDtype t);     /* 'F','S','U','P','C','T','O','X' as in ir_t
 bool ir_dtype_from_name(SlStr s, IrDtype *out);
 const char *ir_op_name(IrOp op);
 IrOpFamily ir_op_family(IrOp op);
-int ir_op_arity(IrOp op); /* -1: variadic */
+int ir_op_arity(IrOp op); /* the exact operand count; -1: it varies */
+/* Operand-count bounds and required attributes of ir_ops.def (max -1: no bound). */
+uint32_t ir_op_min_operands(IrOp op);
+int ir_op_max_operands(IrOp op);
+bool ir_op_requires_attr(IrOp op, IrAttrKey k);
 bool ir_op_from_name(SlStr s, IrOp *out);
 bool ir_op_is_elementwise(IrOp op);
 const char *ir_attr_name(IrAttrKey k);
@@ -321,5 +333,9 @@ uint32_t ir_module_remove_dead(IrModule *m, SlArena *scratch, SlVec *removed);
  * §12): every declared shape must equal the inferred one. Names the offending instruction and
  * its computation in `err`, located at the instruction's src_line/src_col in `path`. */
 SlStatus ir_module_check(const IrModule *m, const char *path, SlError *err);
+/* The same for a run on `num_partitions` devices (-n; 0: the header's): the collectives'
+ * group sizes and device ids are checked with that count. */
+SlStatus ir_module_check_for(const IrModule *m, const char *path, int64_t num_partitions,
+                             SlError *err);
 
 #endif

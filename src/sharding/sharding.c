@@ -349,6 +349,8 @@ shd_make_tiled(SlArena *a, const int64_t *dims, uint32_t n, const int64_t *devic
     if (!tmp)
         return NULL;
     shd_arr_transpose(devices, dims, n, perm, tmp, tdims);
+    if (nt == 0 && nm == 0) /* only size-1 subgroup dims: nothing is tiled */
+        return shd_replicated(a);
     if (nt == 0)
         return finish_tiled(a, merged, nm, tmp, NULL, 0, form);
     if (nt == 1 && merged[nm - 1] == total) /* all devices in one subgroup: no tiling left */
@@ -770,6 +772,10 @@ check_array(const ShdSharding *s, const IrShape *shape, int64_t num_devices, SlS
                            (long long)s->device, (long long)num_devices);
         return SL_OK;
     }
+    if (s->is_written_tiled && shape->rank != s->written_rank)
+        return sl_fail(err, SL_ERR_INVALID, loc,
+                       "sharding has %u tiled dims but the shape has rank %u", s->written_rank,
+                       shape->rank);
     if (s->kind != SHD_TILED)
         return SL_OK;
     int64_t total = shd_device_count(s);

@@ -11,6 +11,12 @@
 #include "base/base.h"
 #include "ir/ir.h"
 
+/* The most devices a sharding may name (tile assignment, mesh): IR_MAX_DEVICES. */
+#define SHD_MAX_DEVICES IR_MAX_DEVICES
+/* The most device ids the distinct shardings of one module may materialize in all (64 tile
+ * assignments of 65,536 devices): bounds parse time and memory (README "Limits"). */
+#define SHD_MAX_TOTAL_IDS (1 << 22)
+
 typedef enum ShdKind {
     SHD_REPLICATED, SHD_MAXIMAL, SHD_MANUAL, SHD_UNKNOWN, SHD_UNREDUCED, SHD_TILED, SHD_TUPLE,
 } ShdKind;
@@ -26,6 +32,10 @@ typedef struct ShdSharding {
     uint32_t n_subgroups;   /* TILED: trailing dims that are subgroups */
     uint32_t n_leaves;      /* TUPLE: leaf shardings in pre-order */
     int shard_group_kind;   /* 0 none, 1 shard_as, 2 shard_like */
+    uint32_t written_rank;  /* is_written_tiled: the data rank of the tiled text */
+    bool is_written_tiled;  /* parsed from tiled text that normalized to another kind (all
+                               tiles in subgroups): shd_check still wants the written rank to
+                               be the shape's; not compared, not printed */
     bool has_iota;          /* TILED: `iota` describes `devices` (print as <=[..]) */
     int64_t device;         /* MAXIMAL: the device */
     int64_t *tile_dims;     /* TILED: shards per dim */
@@ -45,6 +55,11 @@ typedef struct ShdSharding {
 /* Parses the text after `sharding=` (a balanced "{...}"); `loc` is where `text` starts, so
  * errors point into the source file. */
 SlStatus shd_parse(SlArena *a, SlStr text, SlSrcLoc loc, const ShdSharding **out, SlError *err);
+/* Like shd_parse, but the tile assignments and meshes it materializes take their device
+ * ids from `*ids_left` (decremented), checked before allocating: a module's parser gives
+ * every distinct sharding text one budget of SHD_MAX_TOTAL_IDS. */
+SlStatus shd_parse_bounded(SlArena *a, SlStr text, SlSrcLoc loc, int64_t *ids_left,
+                           const ShdSharding **out, SlError *err);
 /* Like shd_parse, but stops after the closing '}' and reports the bytes used in `consumed`. */
 SlStatus shd_parse_prefix(SlArena *a, SlStr text, SlSrcLoc loc, const ShdSharding **out,
                           size_t *consumed, SlError *err);

@@ -32,6 +32,7 @@ typedef struct Parser {
     Lex lx;
     SlArena *a;
     SlError *err;
+    int64_t *ids_left; /* device ids the caller still allows to be materialized; NULL: any */
 } Parser;
 
 static void
@@ -111,15 +112,16 @@ lex_next(Lex *lx)
         advance(lx, 2);
     } else if (is_digit(c) || (c == '-' && is_digit(cur(lx, 1)))) {
         size_t n = c == '-' ? 1 : 0;
-        uint64_t v = 0;
+        uint64_t v = 0, max = (uint64_t)INT64_MAX + (c == '-'); /* -2^63 is an int64 */
         bool overflow = false;
         while (is_digit(cur(lx, n))) {
-            v = v * 10 + (uint64_t)(cur(lx, n) - '0');
-            overflow = overflow || v > (uint64_t)INT64_MAX;
+            overflow = overflow || v > (max - (uint64_t)(cur(lx, n) - '0')) / 10;
+            v = overflow ? 0 : v * 10 + (uint64_t)(cur(lx, n) - '0');
             n++;
         }
         t.kind = overflow ? T_BAD : T_INT;
-        t.val = c == '-' ? -(int64_t)v : (int64_t)v;
+        /* two's complement: 0 - v as unsigned, then back; exact for v <= 2^63 */
+        t.val = c == '-' ? (int64_t)(0 - v) : (int64_t)v;
         t.text.len = n;
         advance(lx, n);
     } else if (is_ident_start(c)) {
@@ -273,10 +275,25 @@ check_dims(Parser *p, Tok at, const int64_t *dims, uint32_t n, int64_t *total)
     for (uint32_t i = 0; i < n; i++) {
         if (dims[i] < 1)
             return fail_at(p, SL_ERR_INVALID, at, "tile dims must be positive");
-        if (*total > (INT64_C(1) << 32) / dims[i])
-            return fail_at(p, SL_ERR_INVALID, at, "too many devices");
+        if (*total > SHD_MAX_DEVICES / dims[i]) /* before anything of that size is allocated */
+            return sl_fail(p->err, SL_ERR_INVALID, at.loc, "more than %d devices (the limit)",
+                           SHD_MAX_DEVICES);
         *total *= dims[i];
     }
+    return SL_OK;
+}
+
+/* Takes `total` device ids from the caller's budget, before they are materialized. */
+static SlStatus
+spend_ids(Parser *p, Tok at, int64_t total)
+{
+    if (!p->ids_left)
+        return SL_OK;
+    if (total > *p->ids_left)
+        return sl_fail(p->err, SL_ERR_INVALID, at.loc,
+                       "the shardings name more than %d device ids in all (the limit)",
+                       SHD_MAX_TOTAL_IDS);
+    *p->ids_left -= total;
     return SL_OK;
 }
 
@@ -325,7 +342,8 @@ parse_tile_assign(Parser *p, Items *it)
     Tok open = peek(p);
     int64_t total;
     SlStatus st = parse_int_list(p, T_LBRACK, T_RBRACK, it->dims, &it->n_dims);
-    if (st != SL_OK || (st = check_dims(p, open, it->dims, it->n_dims, &total)) != SL_OK)
+    if (st != SL_OK || (st = check_dims(p, open, it->dims, it->n_dims, &total)) != SL_OK ||
+        (st = spend_ids(p, open, total)) != SL_OK)
         return st;
     Tok t = peek(p);
     if (t.kind == T_LE)
@@ -336,6 +354,10 @@ parse_tile_assign(Parser *p, Items *it)
         if (t.kind != T_INT) {
             sl_vec_fini(&v);
             return fail_at(p, SL_ERR_PARSE, t, "expected a device id or '<='");
+        }
+        if ((int64_t)v.len == total) {
+            sl_vec_fini(&v);
+            return fail_at(p, SL_ERR_INVALID, t, "device count differs from the tile dims' product");
         }
         if (!SL_VEC_PUSH(&v, int64_t, t.val)) {
             sl_vec_fini(&v);
@@ -502,6 +524,10 @@ finish_items(Parser *p, const Items *it, Tok close, const ShdSharding **out)
     if (!s)
         return sl_fail(p->err, SL_ERR_NOMEM, close.loc, "out of memory");
     *s = *base;
+    if (it->kind == SHD_TILED && base->kind != SHD_TILED) {
+        s->is_written_tiled = true;
+        s->written_rank = it->n_dims - (it->last_rep ? 1u : it->n_sub);
+    }
     s->shard_group_kind = it->shard_kind;
     s->shard_group_id = it->shard_id;
     s->metadata = it->metadata;
@@ -576,7 +602,7 @@ SlStatus
 shd_parse_prefix(SlArena *a, SlStr text, SlSrcLoc loc, const ShdSharding **out,
                  size_t *consumed, SlError *err)
 {
-    Parser p = {{text, 0, loc}, a, err};
+    Parser p = {{text, 0, loc}, a, err, NULL};
     if (p.lx.at.line == 0)
         p.lx.at.line = 1;
     if (p.lx.at.col == 0)
@@ -593,7 +619,14 @@ shd_parse_prefix(SlArena *a, SlStr text, SlSrcLoc loc, const ShdSharding **out,
 SlStatus
 shd_parse(SlArena *a, SlStr text, SlSrcLoc loc, const ShdSharding **out, SlError *err)
 {
-    Parser p = {{text, 0, loc}, a, err};
+    return shd_parse_bounded(a, text, loc, NULL, out, err);
+}
+
+SlStatus
+shd_parse_bounded(SlArena *a, SlStr text, SlSrcLoc loc, int64_t *ids_left,
+                  const ShdSharding **out, SlError *err)
+{
+    Parser p = {{text, 0, loc}, a, err, ids_left};
     if (p.lx.at.line == 0)
         p.lx.at.line = 1;
     if (p.lx.at.col == 0)
@@ -725,6 +758,7 @@ parse_axes(Parser *p, Named *nm)
 static SlStatus
 parse_mesh(Parser *p, Named *nm)
 {
+    Tok open = peek(p);
     SlStatus st = expect(p, T_LBRACK, "expected '['", NULL);
     if (st != SL_OK)
         return st;
@@ -746,6 +780,12 @@ parse_mesh(Parser *p, Named *nm)
         add_cut(ax, 1);
         add_cut(ax, size.val);
     }
+    int64_t axes_dims[SHD_MAX_DIMS], total;
+    for (uint32_t i = 0; i < nm->n_axes; i++)
+        axes_dims[i] = nm->axes[i].size;
+    if ((st = check_dims(p, open, axes_dims, nm->n_axes, &total)) != SL_OK ||
+        (st = spend_ids(p, open, total)) != SL_OK)
+        return st;
     Lex save = p->lx;
     Tok t = next(p);
     if (t.kind == T_COMMA)
@@ -754,11 +794,7 @@ parse_mesh(Parser *p, Named *nm)
         p->lx = save;
         return SL_OK;
     }
-    int64_t axes_dims[SHD_MAX_DIMS], total;
-    for (uint32_t i = 0; i < nm->n_axes; i++)
-        axes_dims[i] = nm->axes[i].size;
-    if ((st = check_dims(p, t, axes_dims, nm->n_axes, &total)) != SL_OK ||
-        (st = expect(p, T_EQ, "expected '='", NULL)) != SL_OK ||
+    if ((st = expect(p, T_EQ, "expected '='", NULL)) != SL_OK ||
         (st = expect(p, T_LPAREN, "expected '('", NULL)) != SL_OK)
         return st;
     Tok first = peek(p);
@@ -866,6 +902,8 @@ named_to_tiled(SlArena *a, Named *nm)
             dims[nm->n_data + 2] *= pieces[q];
         }
     int64_t total = shd_prod(pieces, np);
+    if (total == 1) /* a one-device mesh tiles nothing (and a 1-device tiling is not text) */
+        return shd_replicated(a);
     int64_t *mesh = SL_NEW_ARRAY(a, int64_t, total), *devs = SL_NEW_ARRAY(a, int64_t, total);
     if (!mesh || !devs)
         return NULL;
@@ -927,8 +965,10 @@ parse_named(Parser *p, const ShdSharding **out)
             for (Tok d = next(p); d.kind != T_RBRACK; d = next(p)) {
                 if (d.kind == T_COMMA)
                     continue;
-                if (d.kind != T_LBRACE || nm->n_data == SHD_MAX_DIMS)
+                if (d.kind != T_LBRACE)
                     return fail_at(p, SL_ERR_PARSE, d, "expected '{' or ']'");
+                if (nm->n_data == SHD_MAX_DIMS - 3) /* + manual, unreduced, replicated */
+                    return fail_at(p, SL_ERR_UNSUPPORTED, d, "too many dimensions");
                 nm->dim_start[nm->n_data] = nm->n_refs;
                 if ((st = parse_axes_rest(p, nm)) != SL_OK)
                     return st;
