@@ -327,7 +327,7 @@ static int64_t
 get_i64(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+    return cJSON_IsNumber(v) ? report_json_i64(v->valuedouble) : 0;
 }
 
 static const char *
@@ -357,7 +357,7 @@ read_group(const cJSON *o, bool is_partitioned, SlArena *a, ReportMemory *m)
         return false;
     const cJSON *e;
     cJSON_ArrayForEach(e, d) if (cJSON_IsNumber(e)) m->devices[m->n_devices++] =
-        (int64_t)e->valuedouble;
+        report_json_i64(e->valuedouble);
     return true;
 }
 

@@ -285,6 +285,26 @@ num_or(const cJSON *o, const char *key, double dflt)
     return get_num(o, key, &v) ? v : dflt;
 }
 
+int64_t
+report_json_i64(double v)
+{
+    if (v != v)
+        return 0;
+    if (v >= 9223372036854775807.0)
+        return INT64_MAX;
+    if (v <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)v;
+}
+
+static uint32_t
+to_u32(double v)
+{
+    if (!(v > 0))
+        return 0;
+    return v >= 4294967295.0 ? UINT32_MAX : (uint32_t)v;
+}
+
 static SlStatus
 read_devices(Rd *rd, const cJSON *root, Report *r)
 {
@@ -301,13 +321,13 @@ read_devices(Rd *rd, const cJSON *root, Report *r)
         double dev = 0;
         if (!get_num(o, "device", &dev))
             return bad(rd, "device", "devices", k);
-        d->device = (int64_t)dev;
+        d->device = report_json_i64(dev);
         if (!get_num(o, "send_bytes", &d->t.send_bytes))
             return bad(rd, "send_bytes", "devices", k);
         if (!get_num(o, "recv_bytes", &d->t.recv_bytes))
             return bad(rd, "recv_bytes", "devices", k);
-        d->t.collectives = (uint32_t)num_or(o, "collectives", 0);
-        d->t.unknown_trip_collectives = (uint32_t)num_or(o, "unknown_trip_collectives", 0);
+        d->t.collectives = to_u32(num_or(o, "collectives", 0));
+        d->t.unknown_trip_collectives = to_u32(num_or(o, "unknown_trip_collectives", 0));
         d->t.unknown_send_bytes = num_or(o, "unknown_trip_send_bytes_per_execution", 0);
         d->t.unknown_recv_bytes = num_or(o, "unknown_trip_recv_bytes_per_execution", 0);
     }
@@ -331,23 +351,23 @@ read_collective(Rd *rd, const cJSON *o, int k, ReportCollective *c)
     const cJSON *trip = cJSON_GetObjectItemCaseSensitive(o, "trip_count");
     if (!cJSON_IsNumber(trip) && !cJSON_IsNull(trip))
         return bad(rd, "trip_count", "collectives", k);
-    c->trip_count = cJSON_IsNumber(trip) ? (int64_t)trip->valuedouble : -1;
-    c->max_trip_count = (int64_t)num_or(o, "trip_count_at_most", -1);
+    c->trip_count = cJSON_IsNumber(trip) ? report_json_i64(trip->valuedouble) : -1;
+    c->max_trip_count = report_json_i64(num_or(o, "trip_count_at_most", -1));
     c->op_name = get_str(rd, o, "op_name");
     c->opcode = get_str(rd, o, "opcode");
     c->computation = get_str(rd, o, "computation");
     c->shape = get_str(rd, o, "shape");
     c->axes = get_str(rd, o, "axes");
     c->cause = get_str(rd, o, "cause");
-    c->channel_id = (int64_t)num_or(o, "channel_id", -1);
-    c->group_size = (int64_t)num_or(o, "group_size", 0);
-    c->n_groups = (int64_t)num_or(o, "n_groups", 0);
+    c->channel_id = report_json_i64(num_or(o, "channel_id", -1));
+    c->group_size = report_json_i64(num_or(o, "group_size", 0));
+    c->n_groups = report_json_i64(num_or(o, "n_groups", 0));
     c->bytes = num_or(o, "bytes", 0);
     c->send_bytes = num_or(o, "send_bytes_per_execution", 0);
     c->recv_bytes = num_or(o, "recv_bytes_per_execution", c->send_bytes);
     c->max_device_send_bytes = num_or(o, "max_device_send_bytes_per_execution", 0);
     c->time_us = num_or(o, "time_us_per_execution", 0);
-    c->steps = (uint32_t)num_or(o, "steps", 0);
+    c->steps = to_u32(num_or(o, "steps", 0));
     return SL_OK;
 }
 
@@ -389,7 +409,7 @@ report_parse_json(SlStr text, const char *path, SlArena *arena, Report **out, Sl
         r->module = get_str(&rd, root, "module");
         r->input_hash = get_str(&rd, root, "input_hash");
         r->tool_version = get_str(&rd, root, "traced_by");
-        r->num_partitions = (int64_t)num_or(root, "num_partitions", 0);
+        r->num_partitions = report_json_i64(num_or(root, "num_partitions", 0));
         r->bottleneck_device = -1;
         st = read_devices(&rd, root, r);
     }

@@ -634,6 +634,23 @@ test_summary_json(void **state)
     near("round trip", back->devices[1].t.send_bytes, 1504);
     assert_string_equal(back->collectives[4].kind, "collective-permute");
     near("round trip cp", back->collectives[4].send_bytes, 384);
+    /* an integer field far outside int64 saturates (a cast would be undefined behaviour) */
+    {
+        const char *at = strstr(a, "\"channel_id\":");
+        assert_non_null(at);
+        const char *end = at + strlen("\"channel_id\":");
+        while (*end == '\t' || *end == ' ' || (*end >= '0' && *end <= '9') || *end == '-')
+            end++;
+        SlBuf big;
+        sl_buf_init(&big);
+        sl_buf_printf(&big, "%.*s\"channel_id\":\t2.4e66%s", (int)(at - a), a, end);
+        Report *huge = NULL;
+        SlError herr = {0};
+        assert_int_equal(report_parse_json(sl_str(big.data), "big.json", &fx->arena, &huge, &herr),
+                         SL_OK);
+        assert_true(huge->collectives[0].channel_id == INT64_MAX);
+        sl_buf_fini(&big);
+    }
     /* Schema-invalid summaries are refused, naming the place (diff's input check): each case
      * mutates the valid summary `a`. */
     static const struct {
