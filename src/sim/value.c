@@ -378,9 +378,10 @@ lit_array(const IrShape *shape, SlStr text, SimValue **out, SlError *err)
     for (lit_skip(&r); r.p < r.end; lit_skip(&r)) {
         SimElem e;
         if (i >= v->n || !lit_scalar(&r, shape->dtype, &e)) {
+            int64_t n = v->n; /* read before the value is released */
             sim_value_unref(v);
             return sl_fail(err, SL_ERR_INVALID, nowhere, "bad literal for %s[%" PRId64
-                           " elements]: '%.*s'", ir_dtype_name(shape->dtype), v->n,
+                           " elements]: '%.*s'", ir_dtype_name(shape->dtype), n,
                            SL_STR_ARG(text));
         }
         v->data[i++] = e;
