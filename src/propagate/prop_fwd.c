@@ -379,7 +379,7 @@ dot_from_operand(PropCtx *cx, const IrInstr *d, const PropDotDims *dn, int k)
     uint32_t nm = k == 0 ? dn->nl : dn->nr;
     for (uint32_t x = 0; x < nm; x++)
         map[k == 0 ? mine[x].lhs : mine[x].rhs] = mine[x].out;
-    const ShdSharding *t = shd_transpose_collapsed(cx->a, r, map, rank, dn->orank);
+    const ShdSharding *t = px_transpose_collapsed(cx, r, map, rank, dn->orank);
     return t ? px_keep_md(cx, t, s) : NULL;
 }
 
@@ -560,7 +560,7 @@ reduce_forward(PropCtx *cx, IrInstr *r, bool combine)
             changed |= prop_improve(cx, r, px_single_tuple(cx, &r->shape, pr), combine, aggr);
             continue;
         }
-        const ShdSharding *rm = shd_remove_dims(cx->a, pr, dims, nd);
+        const ShdSharding *rm = px_remove_dims(cx, pr, dims, nd);
         if (!rm)
             continue;
         changed |= prop_improve(cx, r, px_single_tuple(cx, &r->shape, px_keep_md(cx, rm, s)),
@@ -970,7 +970,7 @@ dot_operand(PropCtx *cx, const IrInstr *d, const PropDotDims *dn, int k, bool co
                 map[dn->batch[x].out] = k == 0 ? dn->batch[x].lhs : dn->batch[x].rhs;
             for (uint32_t x = 0; x < nmine; x++)
                 map[mine[x].out] = k == 0 ? mine[x].lhs : mine[x].rhs;
-            const ShdSharding *t = shd_transpose_collapsed(cx->a, r, map, dn->orank, rank);
+            const ShdSharding *t = px_transpose_collapsed(cx, r, map, dn->orank, rank);
             s = t ? px_keep_md(cx, t, ds) : s;
         } else {
             s = r;
@@ -989,7 +989,7 @@ dot_operand(PropCtx *cx, const IrInstr *d, const PropDotDims *dn, int k, bool co
             for (uint32_t x = 0; x < dn->nc; x++)
                 map[k == 0 ? dn->contr[x].rhs : dn->contr[x].lhs] =
                     k == 0 ? dn->contr[x].lhs : dn->contr[x].rhs;
-            from_other = shd_transpose_collapsed(cx->a, r, map, orank, rank);
+            from_other = px_transpose_collapsed(cx, r, map, orank, rank);
             from_other = from_other ? px_keep_md(cx, from_other, os) : NULL;
         }
         if (from_other && px_merge(cx, s, &from_other, combine))

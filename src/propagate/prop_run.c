@@ -210,7 +210,17 @@ same_exactly(const ShdSharding *a, const ShdSharding *b)
     return true;
 }
 
-/* The kept copy of `s`: one per distinct sharding (most instructions share a few). */
+/* Slot of a pointer in the kept-pointer set (cap a power of two). */
+static uint32_t
+ptr_slot(const ShdSharding *s, uint32_t cap)
+{
+    uint64_t v = (uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(v >> 32) & (cap - 1);
+}
+
+/* The kept copy of `s`: one per distinct sharding (most instructions share a few). Kept
+ * shardings are never freed or changed, so their pointers also key the transform memo
+ * (prop_shd.c); scratch memory is reused, so a scratch pointer is never in `kept`. */
 static const ShdSharding *
 keep_sharding(PropCtx *cx, const ShdSharding *s)
 {
@@ -219,7 +229,8 @@ keep_sharding(PropCtx *cx, const ShdSharding *s)
     if (cx->n_interned * 2 >= cx->cap_interned) {
         uint32_t cap = cx->cap_interned ? cx->cap_interned * 2 : 1024;
         const ShdSharding **t = SL_NEW_ARRAY(cx->keep, const ShdSharding *, cap);
-        if (!t)
+        const ShdSharding **kt = SL_NEW_ARRAY(cx->keep, const ShdSharding *, cap);
+        if (!t || !kt)
             return shd_clone(cx->keep, s);
         for (uint32_t k = 0; k < cx->cap_interned; k++) {
             const ShdSharding *e = cx->interned[k];
@@ -229,8 +240,13 @@ keep_sharding(PropCtx *cx, const ShdSharding *s)
             while (t[p])
                 p = (p + 1) & (cap - 1);
             t[p] = e;
+            p = ptr_slot(e, cap);
+            while (kt[p])
+                p = (p + 1) & (cap - 1);
+            kt[p] = e;
         }
         cx->interned = t;
+        cx->kept = kt;
         cx->cap_interned = cap;
     }
     uint32_t p = (uint32_t)sh_hash(s) & (cx->cap_interned - 1);
@@ -243,8 +259,30 @@ keep_sharding(PropCtx *cx, const ShdSharding *s)
     if (c) {
         cx->interned[p] = c;
         cx->n_interned++;
+        uint32_t q = ptr_slot(c, cx->cap_interned);
+        while (cx->kept[q])
+            q = (q + 1) & (cx->cap_interned - 1);
+        cx->kept[q] = c;
     }
     return c;
+}
+
+bool
+prop_is_kept(const PropCtx *cx, const ShdSharding *s)
+{
+    if (!s || !cx->cap_interned)
+        return false;
+    for (uint32_t q = ptr_slot(s, cx->cap_interned); cx->kept[q];
+         q = (q + 1) & (cx->cap_interned - 1))
+        if (cx->kept[q] == s)
+            return true;
+    return false;
+}
+
+const ShdSharding *
+prop_keep(PropCtx *cx, const ShdSharding *s)
+{
+    return keep_sharding(cx, s);
 }
 
 bool
@@ -744,7 +782,7 @@ refine_from_auto(PropCtx *cx, const ShdSharding *to_merge, const int64_t *ud, ui
         return false;
     /* pr with a size-1 dim before its replication, as the manual one's data dim */
     int64_t pos = shd_data_rank(pr);
-    const ShdSharding *prm = shd_insert_dims(cx->a, pr, &pos, 1);
+    const ShdSharding *prm = px_insert_dims(cx, pr, &pos, 1);
     const ShdSharding *tmp = px_manual_as_data(cx, m);
     if (!prm || !tmp || !px_merge_if_compatible(cx, prm, px_num_tiles(tmp) + 1, &tmp))
         return false;
