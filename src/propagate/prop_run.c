@@ -226,6 +226,8 @@ keep_sharding(PropCtx *cx, const ShdSharding *s)
 {
     if (!s)
         return NULL;
+    if (prop_is_kept(cx, s))
+        return s; /* no two kept shardings are the same: s is the one the probe would find */
     if (cx->n_interned * 2 >= cx->cap_interned) {
         uint32_t cap = cx->cap_interned ? cx->cap_interned * 2 : 1024;
         const ShdSharding **t = SL_NEW_ARRAY(cx->keep, const ShdSharding *, cap);
@@ -1120,17 +1122,6 @@ run_to_fix_point(PropCtx *cx, const Groups *g, int level)
     return changed;
 }
 
-static bool
-prints_after_sharding(const IrAttr *a)
-{
-    if (a->key == IR_ATTR_OTHER) {
-        const char *k = a->u.other.key ? sl_sym_cstr(a->u.other.key) : "";
-        return !strcmp(k, "statistics") || !strcmp(k, "result_accuracy") || !strcmp(k, "origin");
-    }
-    return a->key == IR_ATTR_FRONTEND_ATTRIBUTES || a->key == IR_ATTR_METADATA ||
-           a->key == IR_ATTR_BACKEND_CONFIG || a->key == IR_ATTR_CONTROL_PREDECESSORS;
-}
-
 static SlStatus
 write_back(PropCtx *cx, IrInstr *i, const ShdSharding *s)
 {
@@ -1145,7 +1136,7 @@ write_back(PropCtx *cx, IrInstr *i, const ShdSharding *s)
     if (!a && !(a = ir_instr_add_attr(cx->m, i, IR_ATTR_SHARDING)))
         return SL_ERR_NOMEM;
     a->u.sharding = s;
-    ir_instr_place_attr(i, a, prints_after_sharding);
+    ir_instr_place_sharding(i, a);
     return SL_OK;
 }
 
@@ -1383,7 +1374,7 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
                 if (!sa)
                     return SL_ERR_NOMEM;
                 sa->u.sharding = s;
-                ir_instr_place_attr(cp, sa, prints_after_sharding);
+                ir_instr_place_sharding(cp, sa);
                 SL_VEC_PUSH(sharding_ops, IrInstr *, cp);
             } else if (replace && s->shard_group_kind) {
                 SL_VEC_PUSH(removed_group_ops, IrInstr *, i);
