@@ -60,12 +60,17 @@ typedef struct PropCtx {
     bool *cache_group, *cache_fwd, *cache_bwd; /* XLA's already-inferred sets, by id */
     uint32_t cache_n;
     const ShdSharding **kept;   /* pointer set of the interned shardings (cap_interned slots) */
+    const ShdSharding **stable; /* pointer set of the shardings the fixed point starts from */
+    uint32_t cap_stable;
     struct PropMemo *memo;      /* PROP_MEMO_SLOTS results of pure transforms of kept ones */
 } PropCtx;
 
 /* ---- prop_run.c: kept (interned) shardings ---- */
 /* `s` is one of the pass's interned shardings: it lives and stays unchanged to the end. */
 bool prop_is_kept(const PropCtx *cx, const ShdSharding *s);
+/* Interned, or one of the shardings the fixed point started from (which also live and stay
+ * unchanged to the end): its pointer may key a memo. */
+bool prop_is_stable(const PropCtx *cx, const ShdSharding *s);
 /* The interned copy of `s` (NULL for NULL). */
 const ShdSharding *prop_keep(PropCtx *cx, const ShdSharding *s);
 

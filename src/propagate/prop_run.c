@@ -281,6 +281,42 @@ prop_is_kept(const PropCtx *cx, const ShdSharding *s)
     return false;
 }
 
+bool
+prop_is_stable(const PropCtx *cx, const ShdSharding *s)
+{
+    if (prop_is_kept(cx, s))
+        return true;
+    if (!s || !cx->cap_stable)
+        return false;
+    for (uint32_t q = ptr_slot(s, cx->cap_stable); cx->stable[q];
+         q = (q + 1) & (cx->cap_stable - 1))
+        if (cx->stable[q] == s)
+            return true;
+    return false;
+}
+
+/* Records the shardings the fixed point starts from (cx->sh) as stable. */
+static void
+collect_stable(PropCtx *cx)
+{
+    uint32_t cap = 64;
+    while (cap < 2 * cx->n_ids + 2)
+        cap *= 2;
+    cx->stable = SL_NEW_ARRAY(cx->keep, const ShdSharding *, cap);
+    if (!cx->stable)
+        return;
+    cx->cap_stable = cap;
+    for (uint32_t id = 0; id < cx->n_ids; id++) {
+        const ShdSharding *s = cx->sh[id];
+        if (!s)
+            continue;
+        uint32_t q = ptr_slot(s, cap);
+        while (cx->stable[q] && cx->stable[q] != s)
+            q = (q + 1) & (cap - 1);
+        cx->stable[q] = s;
+    }
+}
+
 const ShdSharding *
 prop_keep(PropCtx *cx, const ShdSharding *s)
 {
@@ -1686,6 +1722,7 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
                 cx->sh[i->id] = px_replicated_sh(cx, s);
         }
 
+    collect_stable(cx);
     for (int level = 0; level < 4; level++)
         any_changed |= run_to_fix_point(cx, g, level);
 

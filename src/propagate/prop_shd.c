@@ -592,14 +592,14 @@ px_replicate_all_data(PropCtx *cx, const ShdSharding *s, uint32_t rank)
     return r ? r : px_replicated_sh(cx, s);
 }
 
-/* ---- memo of pure transforms of kept shardings ---- */
+/* ---- memo of pure transforms of stable shardings (prop_is_stable) ---- */
 
 #define PROP_MEMO_SLOTS 4096u
 #define PROP_MEMO_ARGS 40u
 
 enum { MEMO_REPLICATE_DIMS = 1, MEMO_REPLICATE_EXCEPT, MEMO_REMOVE, MEMO_INSERT, MEMO_TRANSPOSE };
 
-/* One remembered result: transform `tag` of the kept sharding `in` with `args`. Direct mapped:
+/* One remembered result: transform `tag` of the stable sharding `in` with `args`. Direct mapped:
  * a colliding transform replaces the slot. */
 typedef struct PropMemo {
     const ShdSharding *in, *out;
@@ -607,14 +607,14 @@ typedef struct PropMemo {
     int64_t args[PROP_MEMO_ARGS];
 } PropMemo;
 
-/* The slot for (tag, in, args), or NULL when `in` is not kept or the arguments do not fit; *hit
+/* The slot for (tag, in, args), or NULL when `in` is not stable or the arguments do not fit; *hit
  * when it holds the result. */
 static PropMemo *
 memo_slot(PropCtx *cx, uint32_t tag, const ShdSharding *in, const int64_t *args, uint32_t n,
           bool *hit)
 {
     *hit = false;
-    if (n > PROP_MEMO_ARGS || !prop_is_kept(cx, in))
+    if (n > PROP_MEMO_ARGS || !prop_is_stable(cx, in))
         return NULL;
     if (!cx->memo && !(cx->memo = SL_NEW_ARRAY(cx->keep, PropMemo, PROP_MEMO_SLOTS)))
         return NULL;
