@@ -586,6 +586,53 @@ test_sharding_attribute_placement(void **state)
     assert_int_equal(x->attrs[1].key, IR_ATTR_METADATA);
 }
 
+/* execution_threads: as in XLA, only the computations of the listed threads are processed; the
+ * others keep their shardings exactly (here: none, and the Sharding op stays a custom call). */
+static const char threads_module[] =
+    "HloModule m\n\n"
+    "%side (a: f32[8]) -> f32[8] {\n"
+    "  %a = f32[8] parameter(0), sharding={devices=[2]0,1}\n"
+    "  %n = f32[8] negate(%a)\n"
+    "  ROOT %s = f32[8] custom-call(%n), custom_call_target=\"Sharding\", "
+    "sharding={devices=[2]0,1}\n"
+    "}, execution_thread=\"side\"\n\n"
+    "ENTRY %e {\n"
+    "  %x = f32[8] parameter(0), sharding={devices=[2]0,1}\n"
+    "  %y = f32[8] negate(%x)\n"
+    "  ROOT %z = f32[8] copy(%y)\n}\n";
+
+static void
+test_execution_threads(void **state)
+{
+    Fx *fx = *state;
+    PropOptions o;
+    SlError err = {0};
+    prop_options_init(&o);
+    o.is_spmd = true;
+    assert_int_equal(prop_options_set(&o, "execution_threads", "main", &err), SL_OK);
+    run(fx, threads_module, &o);
+    ASSERT_SH(fx, "y", "{devices=[2]0,1}");
+    ASSERT_SH(fx, "n", "none");
+    assert_int_equal(find(fx, "s")->op, IR_OP_CUSTOM_CALL);
+    assert_true(prop_options_thread(&o, fx->m->entry));
+    ir_module_fini(fx->m);
+    fx->m = NULL;
+    /* Both threads: the side computation propagates too, and its Sharding op becomes a copy. */
+    assert_int_equal(prop_options_set(&o, "execution_threads", "side,main", &err), SL_OK);
+    run(fx, threads_module, &o);
+    ASSERT_SH(fx, "n", "{devices=[2]0,1}");
+    assert_null(find(fx, "s"));
+    ir_module_fini(fx->m);
+    fx->m = NULL;
+    /* Only the side thread: the entry is left alone. */
+    assert_int_equal(prop_options_set(&o, "execution_threads", "side", &err), SL_OK);
+    run(fx, threads_module, &o);
+    ASSERT_SH(fx, "y", "none");
+    ASSERT_SH(fx, "n", "{devices=[2]0,1}");
+    SlError err2 = {0};
+    assert_int_equal(prop_options_set(&o, "execution_threads", "a,", &err2), SL_ERR_INVALID);
+}
+
 static void
 test_options_text(void **state)
 {
@@ -634,6 +681,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_origin_chain_in_trace, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_attribute_placement, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_execution_threads, fx_setup, fx_teardown),
         cmocka_unit_test(test_options_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

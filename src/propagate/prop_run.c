@@ -89,13 +89,41 @@ prop_options_set(PropOptions *o, const char *key, const char *value, SlError *er
         st = parse_bools(value, o->allow_output, &o->n_allow_output);
     else if (!strcmp(key, "allow_spmd_sharding_propagation_to_parameters"))
         st = parse_bools(value, o->allow_params, &o->n_allow_params);
-    else if (!strcmp(key, "execution_threads"))
-        st = SL_OK;
+    else if (!strcmp(key, "execution_threads")) {
+        size_t n = strlen(value);
+        st = n && n < sizeof(o->threads) && value[0] != ',' && value[n - 1] != ','
+                 ? SL_OK
+                 : SL_ERR_INVALID;
+        if (!st)
+            memcpy(o->threads, value, n + 1);
+    }
     else
         return sl_fail(err, SL_ERR_INVALID, none, "unknown propagation option '%s'", key);
     if (st)
         return sl_fail(err, SL_ERR_INVALID, none, "bad value '%s' for option %s", value, key);
     return SL_OK;
+}
+
+bool
+prop_options_thread(const PropOptions *o, const IrComputation *c)
+{
+    if (!o->threads[0])
+        return true;
+    SlStr t = c->execution_thread;
+    if (t.len >= 2 && t.ptr[0] == '"') {
+        t.ptr++;
+        t.len -= 2;
+    }
+    if (!t.len)
+        t = sl_str("main");
+    for (const char *v = o->threads; *v;) {
+        const char *e = strchr(v, ',');
+        size_t len = e ? (size_t)(e - v) : strlen(v);
+        if (len == t.len && !memcmp(v, t.ptr, len))
+            return true;
+        v += len + (e ? 1 : 0);
+    }
+    return false;
 }
 
 static void
@@ -1070,6 +1098,8 @@ run_to_fix_point(PropCtx *cx, const Groups *g, int level)
         last = false;
         cx->iterations++;
         for (uint32_t ci = 0; ci < cx->m->n_comps; ci++) {
+            if (!prop_options_thread(cx->o, cx->m->comps[ci]))
+                continue;
             const uint32_t *ord = cx->order + cx->comp_start[ci];
             uint32_t n_ord = cx->comp_start[ci + 1] - cx->comp_start[ci];
             /* 1. shard groups */
@@ -1380,6 +1410,8 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
     bool replace = !o->cse_prevention_only;
     for (uint32_t ci = 0; ci < m->n_comps; ci++) {
         IrComputation *c = m->comps[ci];
+        if (!prop_options_thread(o, c))
+            continue;
         for (uint32_t x = c->n_instrs; x-- > 0;) {
             IrInstr *i = c->instrs[x];
             if (!prop_is_custom_call(i, "Sharding"))
@@ -1793,6 +1825,8 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
     /* Shard barriers go. */
     for (uint32_t ci = 0; ci < m->n_comps; ci++) {
         IrComputation *c = m->comps[ci];
+        if (!prop_options_thread(o, c))
+            continue;
         for (uint32_t x = c->n_instrs; x-- > 0;) {
             IrInstr *i = c->instrs[x];
             if ((cx->flags[i->id] & (PROP_F_BARRIER_FROM | PROP_F_BARRIER_TO)) && i->n_operands) {
@@ -1909,9 +1943,11 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
     for (uint32_t ci = 0; ci < m->n_comps; ci++)
         for (uint32_t x = 0; x < m->comps[ci]->n_instrs; x++) {
             IrInstr *i = m->comps[ci]->instrs[x];
-            const ShdSharding *s = cx->sh[i->id];
             const ShdSharding *was = i->id < n0 ? orig[i->id] : ir_instr_sharding(i);
             out->n_instrs++;
+            if (!prop_options_thread(o, m->comps[ci]))
+                continue; /* other threads keep what they had */
+            const ShdSharding *s = cx->sh[i->id];
             if (s && !was)
                 out->n_propagated++;
             if (!md_equal_deep(s, was))
