@@ -544,6 +544,95 @@ test_origin_chain_in_trace(void **state)
     sl_buf_fini(&b);
 }
 
+/* A propagated sharding prints where XLA prints it: after the op's own attributes, before
+ * metadata, backend_config and the unknown `statistics` (ir_instr_place_sharding, the rule the
+ * partitioner's output uses too). */
+static void
+test_sharding_attribute_placement(void **state)
+{
+    Fx *fx = *state;
+    run(fx,
+        "HloModule m\n\nENTRY %e {\n"
+        "  %x = f32[8,4] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+        "  %t = f32[8,4] transpose(%x), dimensions={0,1}, metadata={op_name=\"t\"}, "
+        "backend_config=\"cfg\", statistics={visualizing_index=1}\n"
+        "  ROOT %c = f32[8,4] copy(%t), metadata={op_name=\"c\"}\n}\n",
+        NULL);
+    IrInstr *t = find(fx, "t");
+    assert_non_null(t);
+    sl_buf_clear(&fx->buf);
+    hlo_print_instr(t, &fx->buf);
+    assert_string_equal(fx->buf.data,
+                        "%t = f32[8,4] transpose(%x), dimensions={0,1}, "
+                        "sharding={devices=[4,1]0,1,2,3}, metadata={op_name=\"t\"}, "
+                        "backend_config=\"cfg\", statistics={visualizing_index=1}");
+    /* The rule by itself: the attributes at and after metadata print after sharding. */
+    assert_int_equal(t->n_attrs, 5);
+    assert_int_equal(t->attrs[1].key, IR_ATTR_SHARDING);
+    assert_false(ir_attr_prints_after_sharding(&t->attrs[0]));
+    assert_true(ir_attr_prints_after_sharding(&t->attrs[2]));
+    assert_true(ir_attr_prints_after_sharding(&t->attrs[3]));
+    assert_true(ir_attr_prints_after_sharding(&t->attrs[4]));
+    /* Moving a sharding appended last puts it back in front of metadata. */
+    IrAttr *a = ir_instr_add_attr(fx->m, find(fx, "x"), IR_ATTR_METADATA);
+    assert_non_null(a);
+    IrInstr *x = find(fx, "x");
+    a->u = x->attrs[0].u; /* any value: only the order is checked */
+    a->key = IR_ATTR_SHARDING;
+    x->attrs[0].key = IR_ATTR_METADATA;
+    IrAttr *placed = ir_instr_place_sharding(x, &x->attrs[x->n_attrs - 1]);
+    assert_ptr_equal(placed, &x->attrs[0]);
+    assert_int_equal(x->attrs[0].key, IR_ATTR_SHARDING);
+    assert_int_equal(x->attrs[1].key, IR_ATTR_METADATA);
+}
+
+/* execution_threads: as in XLA, only the computations of the listed threads are processed; the
+ * others keep their shardings exactly (here: none, and the Sharding op stays a custom call). */
+static const char threads_module[] =
+    "HloModule m\n\n"
+    "%side (a: f32[8]) -> f32[8] {\n"
+    "  %a = f32[8] parameter(0), sharding={devices=[2]0,1}\n"
+    "  %n = f32[8] negate(%a)\n"
+    "  ROOT %s = f32[8] custom-call(%n), custom_call_target=\"Sharding\", "
+    "sharding={devices=[2]0,1}\n"
+    "}, execution_thread=\"side\"\n\n"
+    "ENTRY %e {\n"
+    "  %x = f32[8] parameter(0), sharding={devices=[2]0,1}\n"
+    "  %y = f32[8] negate(%x)\n"
+    "  ROOT %z = f32[8] copy(%y)\n}\n";
+
+static void
+test_execution_threads(void **state)
+{
+    Fx *fx = *state;
+    PropOptions o;
+    SlError err = {0};
+    prop_options_init(&o);
+    o.is_spmd = true;
+    assert_int_equal(prop_options_set(&o, "execution_threads", "main", &err), SL_OK);
+    run(fx, threads_module, &o);
+    ASSERT_SH(fx, "y", "{devices=[2]0,1}");
+    ASSERT_SH(fx, "n", "none");
+    assert_int_equal(find(fx, "s")->op, IR_OP_CUSTOM_CALL);
+    assert_true(prop_options_thread(&o, fx->m->entry));
+    ir_module_fini(fx->m);
+    fx->m = NULL;
+    /* Both threads: the side computation propagates too, and its Sharding op becomes a copy. */
+    assert_int_equal(prop_options_set(&o, "execution_threads", "side,main", &err), SL_OK);
+    run(fx, threads_module, &o);
+    ASSERT_SH(fx, "n", "{devices=[2]0,1}");
+    assert_null(find(fx, "s"));
+    ir_module_fini(fx->m);
+    fx->m = NULL;
+    /* Only the side thread: the entry is left alone. */
+    assert_int_equal(prop_options_set(&o, "execution_threads", "side", &err), SL_OK);
+    run(fx, threads_module, &o);
+    ASSERT_SH(fx, "y", "none");
+    ASSERT_SH(fx, "n", "{devices=[2]0,1}");
+    SlError err2 = {0};
+    assert_int_equal(prop_options_set(&o, "execution_threads", "a,", &err2), SL_ERR_INVALID);
+}
+
 static void
 test_options_text(void **state)
 {
@@ -590,6 +679,9 @@ main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_origin_chain_hop_by_hop, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_origin_chain_in_trace, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_sharding_attribute_placement, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_execution_threads, fx_setup, fx_teardown),
         cmocka_unit_test(test_options_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

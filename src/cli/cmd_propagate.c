@@ -42,7 +42,8 @@ help_extra(FILE *out)
         fprintf(out, "  %.*s\n", (int)(j - i), s.ptr + i);
         i = j + 1;
     }
-    fputs("  execution_threads=NAME[,NAME...]  (accepted; every computation is processed)\n"
+    fputs("  execution_threads=NAME[,NAME...]  (default: all; computations of other threads,\n"
+          "    by their execution_thread= (\"main\" when none), are left as they are)\n"
           "The two allow_* options take one value, or one per element of the entry's result\n"
           "tuple (per entry parameter), as XLA's absl::Span<bool> does.\n",
           out);

@@ -786,6 +786,23 @@ ir_instr_place_attr(IrInstr *i, IrAttr *a, bool (*prints_after)(const IrAttr *))
     return &i->attrs[to];
 }
 
+bool
+ir_attr_prints_after_sharding(const IrAttr *a)
+{
+    if (a->key == IR_ATTR_OTHER) {
+        const char *k = a->u.other.key ? sl_sym_cstr(a->u.other.key) : "";
+        return !strcmp(k, "statistics") || !strcmp(k, "result_accuracy") || !strcmp(k, "origin");
+    }
+    return a->key == IR_ATTR_FRONTEND_ATTRIBUTES || a->key == IR_ATTR_METADATA ||
+           a->key == IR_ATTR_BACKEND_CONFIG || a->key == IR_ATTR_CONTROL_PREDECESSORS;
+}
+
+IrAttr *
+ir_instr_place_sharding(IrInstr *i, IrAttr *a)
+{
+    return ir_instr_place_attr(i, a, ir_attr_prints_after_sharding);
+}
+
 uint32_t
 ir_instr_user_count(const IrInstr *i)
 {

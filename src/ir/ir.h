@@ -290,6 +290,12 @@ void ir_instr_remove_attr(IrInstr *i, IrAttrKey key);
  * `prints_after` holds (keeping the others' order), so that it prints in XLA's order; returns
  * its new address. */
 IrAttr *ir_instr_place_attr(IrInstr *i, IrAttr *a, bool (*prints_after)(const IrAttr *));
+/* The attributes XLA prints after `sharding=` (HloInstruction's printing order, hlo-text.md):
+ * frontend_attributes, metadata, backend_config, control-predecessors, and the unknown
+ * statistics, result_accuracy and origin. */
+bool ir_attr_prints_after_sharding(const IrAttr *a);
+/* ir_instr_place_attr with that rule: the sharding attribute `a` moves where XLA prints it. */
+IrAttr *ir_instr_place_sharding(IrInstr *i, IrAttr *a);
 /* Shorthands over find_attr. */
 const struct ShdSharding *ir_instr_sharding(const IrInstr *i); /* NULL when none */
 const IrMetadata *ir_instr_metadata(const IrInstr *i);        /* NULL when none */

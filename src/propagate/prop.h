@@ -23,15 +23,21 @@ typedef struct PropOptions {
     uint32_t n_allow_output, n_allow_params;
     bool allow_output[PROP_MAX_FLAGS];
     bool allow_params[PROP_MAX_FLAGS];
+    /* execution_threads: comma-separated thread names; empty: every computation. A
+     * computation's thread is its `execution_thread=` ("main" when it has none). */
+    char threads[256];
 } PropOptions;
 
 /* XLA's defaults: is_spmd=false, propagate_metadata=false, both allow lists {false}. */
 void prop_options_init(PropOptions *o);
 /* Sets one option from "KEY=VALUE" text; SL_ERR_INVALID (message in err) for an unknown key
- * or a bad value. `execution_threads` is accepted and ignored (every computation runs). */
+ * or a bad value. With `execution_threads`, as in XLA, computations of other threads are left
+ * alone: no rule runs on them and their instructions keep their shardings. */
 SlStatus prop_options_set(PropOptions *o, const char *key, const char *value, SlError *err);
 /* `key` names one of the options above (partition's --set routes such keys here). */
 bool prop_options_has_key(const char *key);
+/* `c` runs on one of the threads of o->threads (always true when that list is empty). */
+bool prop_options_thread(const PropOptions *o, const IrComputation *c);
 /* One line per option with its value ("is_spmd=false"), for help text. */
 void prop_options_print(const PropOptions *o, SlBuf *out);
 

@@ -60,7 +60,7 @@ broadcast_operand(PropCtx *cx, const IrInstr *b, const ShdSharding *s)
     if (!cx->o->is_spmd && needs)
         return NULL;
     const ShdSharding *r = px_replicate_dims(cx, s, rep, n);
-    const ShdSharding *t = shd_remove_dims(cx->a, r, rep, n);
+    const ShdSharding *t = px_remove_dims(cx, r, rep, n);
     return t ? px_keep_md(cx, t, s) : NULL;
 }
 
@@ -124,7 +124,7 @@ reduce_request(PropCtx *cx, const IrInstr *i, const IrInstr *user, const ShdShar
                 pos[b] = pos[b - 1];
                 pos[b - 1] = t;
             }
-        const ShdSharding *t = shd_insert_dims(cx->a, us, pos, nd);
+        const ShdSharding *t = px_insert_dims(cx, us, pos, nd);
         if (!t)
             return NULL;
         us = px_keep_md(cx, t, us);

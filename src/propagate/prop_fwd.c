@@ -209,10 +209,19 @@ in_ints(const int64_t *v, uint32_t n, int64_t x)
     return false;
 }
 
+/* Clears the counts of `o`; the maps are read only below their counts (not clearing the 7.7 KB
+ * of maps matters: every dot rule evaluation asks for them). */
+static void
+dims_clear(PropDotDims *o)
+{
+    o->nb = o->nc = o->nl = o->nr = o->ns = 0;
+    o->lrank = o->rrank = o->orank = 0;
+}
+
 static bool
 dot_dims(const IrInstr *d, PropDotDims *o)
 {
-    memset(o, 0, sizeof(*o));
+    dims_clear(o);
     if (d->n_operands < 2)
         return false;
     const int64_t *lb, *rb, *lc, *rc;
@@ -303,7 +312,7 @@ conv_labels(const IrInstr *c, ConvDnums *d)
 static bool
 conv_dims(const IrInstr *c, PropDotDims *o, ConvDnums *dn)
 {
-    memset(o, 0, sizeof(*o));
+    dims_clear(o);
     if (c->n_operands < 2 || !conv_labels(c, dn))
         return false;
     const IrAttr *w = ir_instr_find_attr(c, IR_ATTR_WINDOW);
@@ -379,7 +388,7 @@ dot_from_operand(PropCtx *cx, const IrInstr *d, const PropDotDims *dn, int k)
     uint32_t nm = k == 0 ? dn->nl : dn->nr;
     for (uint32_t x = 0; x < nm; x++)
         map[k == 0 ? mine[x].lhs : mine[x].rhs] = mine[x].out;
-    const ShdSharding *t = shd_transpose_collapsed(cx->a, r, map, rank, dn->orank);
+    const ShdSharding *t = px_transpose_collapsed(cx, r, map, rank, dn->orank);
     return t ? px_keep_md(cx, t, s) : NULL;
 }
 
@@ -560,7 +569,7 @@ reduce_forward(PropCtx *cx, IrInstr *r, bool combine)
             changed |= prop_improve(cx, r, px_single_tuple(cx, &r->shape, pr), combine, aggr);
             continue;
         }
-        const ShdSharding *rm = shd_remove_dims(cx->a, pr, dims, nd);
+        const ShdSharding *rm = px_remove_dims(cx, pr, dims, nd);
         if (!rm)
             continue;
         changed |= prop_improve(cx, r, px_single_tuple(cx, &r->shape, px_keep_md(cx, rm, s)),
@@ -970,7 +979,7 @@ dot_operand(PropCtx *cx, const IrInstr *d, const PropDotDims *dn, int k, bool co
                 map[dn->batch[x].out] = k == 0 ? dn->batch[x].lhs : dn->batch[x].rhs;
             for (uint32_t x = 0; x < nmine; x++)
                 map[mine[x].out] = k == 0 ? mine[x].lhs : mine[x].rhs;
-            const ShdSharding *t = shd_transpose_collapsed(cx->a, r, map, dn->orank, rank);
+            const ShdSharding *t = px_transpose_collapsed(cx, r, map, dn->orank, rank);
             s = t ? px_keep_md(cx, t, ds) : s;
         } else {
             s = r;
@@ -989,7 +998,7 @@ dot_operand(PropCtx *cx, const IrInstr *d, const PropDotDims *dn, int k, bool co
             for (uint32_t x = 0; x < dn->nc; x++)
                 map[k == 0 ? dn->contr[x].rhs : dn->contr[x].lhs] =
                     k == 0 ? dn->contr[x].lhs : dn->contr[x].rhs;
-            from_other = shd_transpose_collapsed(cx->a, r, map, orank, rank);
+            from_other = px_transpose_collapsed(cx, r, map, orank, rank);
             from_other = from_other ? px_keep_md(cx, from_other, os) : NULL;
         }
         if (from_other && px_merge(cx, s, &from_other, combine))

@@ -59,7 +59,20 @@ typedef struct PropCtx {
     int8_t *memo_level[2];      /* the level it ran at; -1: none */
     bool *cache_group, *cache_fwd, *cache_bwd; /* XLA's already-inferred sets, by id */
     uint32_t cache_n;
+    const ShdSharding **kept;   /* pointer set of the interned shardings (cap_interned slots) */
+    const ShdSharding **stable; /* pointer set of the shardings the fixed point starts from */
+    uint32_t cap_stable;
+    struct PropMemo *memo;      /* PROP_MEMO_SLOTS results of pure transforms of kept ones */
 } PropCtx;
+
+/* ---- prop_run.c: kept (interned) shardings ---- */
+/* `s` is one of the pass's interned shardings: it lives and stays unchanged to the end. */
+bool prop_is_kept(const PropCtx *cx, const ShdSharding *s);
+/* Interned, or one of the shardings the fixed point started from (which also live and stay
+ * unchanged to the end): its pointer may key a memo. */
+bool prop_is_stable(const PropCtx *cx, const ShdSharding *s);
+/* The interned copy of `s` (NULL for NULL). */
+const ShdSharding *prop_keep(PropCtx *cx, const ShdSharding *s);
 
 /* ---- prop_shd.c: XLA's notions over ShdSharding ---- */
 bool px_tile_maximal(const ShdSharding *s);  /* replicated, maximal, unknown; tuples: all */
@@ -103,6 +116,16 @@ const ShdSharding *px_replicate_except(PropCtx *cx, const ShdSharding *s, const 
 /* PropagateShardingAlongDimsAndReplicateOthers. */
 const ShdSharding *px_along_dims(PropCtx *cx, const ShdSharding *s, const int64_t *src_dims,
                                  const int64_t *tgt_dims, uint32_t n, uint32_t tgt_rank);
+/* shd_remove_dims / shd_insert_dims / shd_transpose_collapsed in cx->a; like the px_replicate_*
+ * transforms, a result for a kept input is computed once and kept (the rules ask the same few
+ * shardings the same questions over and over). */
+const ShdSharding *px_remove_dims(PropCtx *cx, const ShdSharding *s, const int64_t *dims,
+                                  uint32_t n);
+const ShdSharding *px_insert_dims(PropCtx *cx, const ShdSharding *s, const int64_t *pos,
+                                  uint32_t n);
+const ShdSharding *px_transpose_collapsed(PropCtx *cx, const ShdSharding *s,
+                                          const int64_t *src_to_tgt, uint32_t src_rank,
+                                          uint32_t tgt_rank);
 const ShdSharding *px_replicated_sh(PropCtx *cx, const ShdSharding *md_from);
 const ShdSharding *px_manual_sh(PropCtx *cx, const ShdSharding *md_from);
 bool px_evenly(const IrShape *shape, const ShdSharding *s);

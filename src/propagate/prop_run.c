@@ -89,13 +89,41 @@ prop_options_set(PropOptions *o, const char *key, const char *value, SlError *er
         st = parse_bools(value, o->allow_output, &o->n_allow_output);
     else if (!strcmp(key, "allow_spmd_sharding_propagation_to_parameters"))
         st = parse_bools(value, o->allow_params, &o->n_allow_params);
-    else if (!strcmp(key, "execution_threads"))
-        st = SL_OK;
+    else if (!strcmp(key, "execution_threads")) {
+        size_t n = strlen(value);
+        st = n && n < sizeof(o->threads) && value[0] != ',' && value[n - 1] != ','
+                 ? SL_OK
+                 : SL_ERR_INVALID;
+        if (!st)
+            memcpy(o->threads, value, n + 1);
+    }
     else
         return sl_fail(err, SL_ERR_INVALID, none, "unknown propagation option '%s'", key);
     if (st)
         return sl_fail(err, SL_ERR_INVALID, none, "bad value '%s' for option %s", value, key);
     return SL_OK;
+}
+
+bool
+prop_options_thread(const PropOptions *o, const IrComputation *c)
+{
+    if (!o->threads[0])
+        return true;
+    SlStr t = c->execution_thread;
+    if (t.len >= 2 && t.ptr[0] == '"') {
+        t.ptr++;
+        t.len -= 2;
+    }
+    if (!t.len)
+        t = sl_str("main");
+    for (const char *v = o->threads; *v;) {
+        const char *e = strchr(v, ',');
+        size_t len = e ? (size_t)(e - v) : strlen(v);
+        if (len == t.len && !memcmp(v, t.ptr, len))
+            return true;
+        v += len + (e ? 1 : 0);
+    }
+    return false;
 }
 
 static void
@@ -210,16 +238,29 @@ same_exactly(const ShdSharding *a, const ShdSharding *b)
     return true;
 }
 
-/* The kept copy of `s`: one per distinct sharding (most instructions share a few). */
+/* Slot of a pointer in the kept-pointer set (cap a power of two). */
+static uint32_t
+ptr_slot(const ShdSharding *s, uint32_t cap)
+{
+    uint64_t v = (uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(v >> 32) & (cap - 1);
+}
+
+/* The kept copy of `s`: one per distinct sharding (most instructions share a few). Kept
+ * shardings are never freed or changed, so their pointers also key the transform memo
+ * (prop_shd.c); scratch memory is reused, so a scratch pointer is never in `kept`. */
 static const ShdSharding *
 keep_sharding(PropCtx *cx, const ShdSharding *s)
 {
     if (!s)
         return NULL;
+    if (prop_is_kept(cx, s))
+        return s; /* no two kept shardings are the same: s is the one the probe would find */
     if (cx->n_interned * 2 >= cx->cap_interned) {
         uint32_t cap = cx->cap_interned ? cx->cap_interned * 2 : 1024;
         const ShdSharding **t = SL_NEW_ARRAY(cx->keep, const ShdSharding *, cap);
-        if (!t)
+        const ShdSharding **kt = SL_NEW_ARRAY(cx->keep, const ShdSharding *, cap);
+        if (!t || !kt)
             return shd_clone(cx->keep, s);
         for (uint32_t k = 0; k < cx->cap_interned; k++) {
             const ShdSharding *e = cx->interned[k];
@@ -229,8 +270,13 @@ keep_sharding(PropCtx *cx, const ShdSharding *s)
             while (t[p])
                 p = (p + 1) & (cap - 1);
             t[p] = e;
+            p = ptr_slot(e, cap);
+            while (kt[p])
+                p = (p + 1) & (cap - 1);
+            kt[p] = e;
         }
         cx->interned = t;
+        cx->kept = kt;
         cx->cap_interned = cap;
     }
     uint32_t p = (uint32_t)sh_hash(s) & (cx->cap_interned - 1);
@@ -243,8 +289,66 @@ keep_sharding(PropCtx *cx, const ShdSharding *s)
     if (c) {
         cx->interned[p] = c;
         cx->n_interned++;
+        uint32_t q = ptr_slot(c, cx->cap_interned);
+        while (cx->kept[q])
+            q = (q + 1) & (cx->cap_interned - 1);
+        cx->kept[q] = c;
     }
     return c;
+}
+
+bool
+prop_is_kept(const PropCtx *cx, const ShdSharding *s)
+{
+    if (!s || !cx->cap_interned)
+        return false;
+    for (uint32_t q = ptr_slot(s, cx->cap_interned); cx->kept[q];
+         q = (q + 1) & (cx->cap_interned - 1))
+        if (cx->kept[q] == s)
+            return true;
+    return false;
+}
+
+bool
+prop_is_stable(const PropCtx *cx, const ShdSharding *s)
+{
+    if (prop_is_kept(cx, s))
+        return true;
+    if (!s || !cx->cap_stable)
+        return false;
+    for (uint32_t q = ptr_slot(s, cx->cap_stable); cx->stable[q];
+         q = (q + 1) & (cx->cap_stable - 1))
+        if (cx->stable[q] == s)
+            return true;
+    return false;
+}
+
+/* Records the shardings the fixed point starts from (cx->sh) as stable. */
+static void
+collect_stable(PropCtx *cx)
+{
+    uint32_t cap = 64;
+    while (cap < 2 * cx->n_ids + 2)
+        cap *= 2;
+    cx->stable = SL_NEW_ARRAY(cx->keep, const ShdSharding *, cap);
+    if (!cx->stable)
+        return;
+    cx->cap_stable = cap;
+    for (uint32_t id = 0; id < cx->n_ids; id++) {
+        const ShdSharding *s = cx->sh[id];
+        if (!s)
+            continue;
+        uint32_t q = ptr_slot(s, cap);
+        while (cx->stable[q] && cx->stable[q] != s)
+            q = (q + 1) & (cap - 1);
+        cx->stable[q] = s;
+    }
+}
+
+const ShdSharding *
+prop_keep(PropCtx *cx, const ShdSharding *s)
+{
+    return keep_sharding(cx, s);
 }
 
 bool
@@ -744,7 +848,7 @@ refine_from_auto(PropCtx *cx, const ShdSharding *to_merge, const int64_t *ud, ui
         return false;
     /* pr with a size-1 dim before its replication, as the manual one's data dim */
     int64_t pos = shd_data_rank(pr);
-    const ShdSharding *prm = shd_insert_dims(cx->a, pr, &pos, 1);
+    const ShdSharding *prm = px_insert_dims(cx, pr, &pos, 1);
     const ShdSharding *tmp = px_manual_as_data(cx, m);
     if (!prm || !tmp || !px_merge_if_compatible(cx, prm, px_num_tiles(tmp) + 1, &tmp))
         return false;
@@ -994,6 +1098,8 @@ run_to_fix_point(PropCtx *cx, const Groups *g, int level)
         last = false;
         cx->iterations++;
         for (uint32_t ci = 0; ci < cx->m->n_comps; ci++) {
+            if (!prop_options_thread(cx->o, cx->m->comps[ci]))
+                continue;
             const uint32_t *ord = cx->order + cx->comp_start[ci];
             uint32_t n_ord = cx->comp_start[ci + 1] - cx->comp_start[ci];
             /* 1. shard groups */
@@ -1082,17 +1188,6 @@ run_to_fix_point(PropCtx *cx, const Groups *g, int level)
     return changed;
 }
 
-static bool
-prints_after_sharding(const IrAttr *a)
-{
-    if (a->key == IR_ATTR_OTHER) {
-        const char *k = a->u.other.key ? sl_sym_cstr(a->u.other.key) : "";
-        return !strcmp(k, "statistics") || !strcmp(k, "result_accuracy") || !strcmp(k, "origin");
-    }
-    return a->key == IR_ATTR_FRONTEND_ATTRIBUTES || a->key == IR_ATTR_METADATA ||
-           a->key == IR_ATTR_BACKEND_CONFIG || a->key == IR_ATTR_CONTROL_PREDECESSORS;
-}
-
 static SlStatus
 write_back(PropCtx *cx, IrInstr *i, const ShdSharding *s)
 {
@@ -1107,7 +1202,7 @@ write_back(PropCtx *cx, IrInstr *i, const ShdSharding *s)
     if (!a && !(a = ir_instr_add_attr(cx->m, i, IR_ATTR_SHARDING)))
         return SL_ERR_NOMEM;
     a->u.sharding = s;
-    ir_instr_place_attr(i, a, prints_after_sharding);
+    ir_instr_place_sharding(i, a);
     return SL_OK;
 }
 
@@ -1315,6 +1410,8 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
     bool replace = !o->cse_prevention_only;
     for (uint32_t ci = 0; ci < m->n_comps; ci++) {
         IrComputation *c = m->comps[ci];
+        if (!prop_options_thread(o, c))
+            continue;
         for (uint32_t x = c->n_instrs; x-- > 0;) {
             IrInstr *i = c->instrs[x];
             if (!prop_is_custom_call(i, "Sharding"))
@@ -1345,7 +1442,7 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
                 if (!sa)
                     return SL_ERR_NOMEM;
                 sa->u.sharding = s;
-                ir_instr_place_attr(cp, sa, prints_after_sharding);
+                ir_instr_place_sharding(cp, sa);
                 SL_VEC_PUSH(sharding_ops, IrInstr *, cp);
             } else if (replace && s->shard_group_kind) {
                 SL_VEC_PUSH(removed_group_ops, IrInstr *, i);
@@ -1657,6 +1754,7 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
                 cx->sh[i->id] = px_replicated_sh(cx, s);
         }
 
+    collect_stable(cx);
     for (int level = 0; level < 4; level++)
         any_changed |= run_to_fix_point(cx, g, level);
 
@@ -1727,6 +1825,8 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
     /* Shard barriers go. */
     for (uint32_t ci = 0; ci < m->n_comps; ci++) {
         IrComputation *c = m->comps[ci];
+        if (!prop_options_thread(o, c))
+            continue;
         for (uint32_t x = c->n_instrs; x-- > 0;) {
             IrInstr *i = c->instrs[x];
             if ((cx->flags[i->id] & (PROP_F_BARRIER_FROM | PROP_F_BARRIER_TO)) && i->n_operands) {
@@ -1843,9 +1943,11 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
     for (uint32_t ci = 0; ci < m->n_comps; ci++)
         for (uint32_t x = 0; x < m->comps[ci]->n_instrs; x++) {
             IrInstr *i = m->comps[ci]->instrs[x];
-            const ShdSharding *s = cx->sh[i->id];
             const ShdSharding *was = i->id < n0 ? orig[i->id] : ir_instr_sharding(i);
             out->n_instrs++;
+            if (!prop_options_thread(o, m->comps[ci]))
+                continue; /* other threads keep what they had */
+            const ShdSharding *s = cx->sh[i->id];
             if (s && !was)
                 out->n_propagated++;
             if (!md_equal_deep(s, was))

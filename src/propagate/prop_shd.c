@@ -460,6 +460,10 @@ const ShdSharding *
 px_improved(PropCtx *cx, const ShdSharding *from, const ShdSharding *cur, const IrShape *shape,
             bool combine, bool aggressive)
 {
+    /* An equal candidate never improves (neither strictly better nor more specific, and
+     * merging it adds no tiles): skip the merge. */
+    if (cur && shd_equal(from, cur))
+        return NULL;
     if (cur && strictly_better(from, cur))
         return from;
     if (!px_spatial(from))
@@ -577,15 +581,69 @@ px_replicate_all_data(PropCtx *cx, const ShdSharding *s, uint32_t rank)
         if (have > rank) {
             for (uint32_t i = 0; i < have - rank; i++)
                 pos[i] = i;
-            r = shd_remove_dims(cx->a, r, pos, have - rank);
+            r = px_remove_dims(cx, r, pos, have - rank);
         } else {
             for (uint32_t i = 0; i < rank - have; i++)
                 pos[i] = have + i;
-            r = shd_insert_dims(cx->a, r, pos, rank - have);
+            r = px_insert_dims(cx, r, pos, rank - have);
         }
         r = px_keep_md(cx, r, s);
     }
     return r ? r : px_replicated_sh(cx, s);
+}
+
+/* ---- memo of pure transforms of stable shardings (prop_is_stable) ---- */
+
+#define PROP_MEMO_SLOTS 4096u
+#define PROP_MEMO_ARGS 40u
+
+enum { MEMO_REPLICATE_DIMS = 1, MEMO_REPLICATE_EXCEPT, MEMO_REMOVE, MEMO_INSERT, MEMO_TRANSPOSE };
+
+/* One remembered result: transform `tag` of the stable sharding `in` with `args`. Direct mapped:
+ * a colliding transform replaces the slot. */
+typedef struct PropMemo {
+    const ShdSharding *in, *out;
+    uint32_t tag, n;
+    int64_t args[PROP_MEMO_ARGS];
+} PropMemo;
+
+/* The slot for (tag, in, args), or NULL when `in` is not stable or the arguments do not fit; *hit
+ * when it holds the result. */
+static PropMemo *
+memo_slot(PropCtx *cx, uint32_t tag, const ShdSharding *in, const int64_t *args, uint32_t n,
+          bool *hit)
+{
+    *hit = false;
+    if (n > PROP_MEMO_ARGS || !prop_is_stable(cx, in))
+        return NULL;
+    if (!cx->memo && !(cx->memo = SL_NEW_ARRAY(cx->keep, PropMemo, PROP_MEMO_SLOTS)))
+        return NULL;
+    uint64_t h = ((uint64_t)(uintptr_t)in ^ tag) * 0x9e3779b97f4a7c15ull;
+    for (uint32_t k = 0; k < n; k++)
+        h = (h ^ (uint64_t)args[k]) * 0x100000001b3ull;
+    PropMemo *e = &cx->memo[(h >> 32) & (PROP_MEMO_SLOTS - 1)];
+    *hit = e->in == in && e->tag == tag && e->n == n &&
+           (!n || !memcmp(e->args, args, n * sizeof(int64_t)));
+    return e;
+}
+
+/* Remembers `out` (kept first) in slot `e`; returns the kept result. */
+static const ShdSharding *
+memo_put(PropCtx *cx, PropMemo *e, uint32_t tag, const ShdSharding *in, const int64_t *args,
+         uint32_t n, const ShdSharding *out)
+{
+    if (!e || !out)
+        return out;
+    const ShdSharding *k = prop_keep(cx, out);
+    if (!k)
+        return out;
+    e->in = in;
+    e->out = k;
+    e->tag = tag;
+    e->n = n;
+    if (n)
+        memcpy(e->args, args, n * sizeof(int64_t));
+    return k;
 }
 
 const ShdSharding *
@@ -593,8 +651,12 @@ px_replicate_dims(PropCtx *cx, const ShdSharding *s, const int64_t *dims, uint32
 {
     if (s->kind != SHD_TILED)
         return s;
+    bool hit;
+    PropMemo *e = memo_slot(cx, MEMO_REPLICATE_DIMS, s, dims, n, &hit);
+    if (hit)
+        return e->out;
     const ShdSharding *r = shd_partially_replicate_dims(cx->a, s, dims, n);
-    return r ? px_keep_md(cx, r, s) : s;
+    return memo_put(cx, e, MEMO_REPLICATE_DIMS, s, dims, n, r ? px_keep_md(cx, r, s) : s);
 }
 
 const ShdSharding *
@@ -602,8 +664,53 @@ px_replicate_except(PropCtx *cx, const ShdSharding *s, const int64_t *keep, uint
 {
     if (s->kind != SHD_TILED)
         return s;
+    bool hit;
+    PropMemo *e = memo_slot(cx, MEMO_REPLICATE_EXCEPT, s, keep, n, &hit);
+    if (hit)
+        return e->out;
     const ShdSharding *r = shd_partially_replicate_all_except(cx->a, s, keep, n);
-    return r ? px_keep_md(cx, r, s) : s;
+    return memo_put(cx, e, MEMO_REPLICATE_EXCEPT, s, keep, n, r ? px_keep_md(cx, r, s) : s);
+}
+
+const ShdSharding *
+px_remove_dims(PropCtx *cx, const ShdSharding *s, const int64_t *dims, uint32_t n)
+{
+    bool hit;
+    PropMemo *e = s ? memo_slot(cx, MEMO_REMOVE, s, dims, n, &hit) : NULL;
+    if (e && hit)
+        return e->out;
+    const ShdSharding *r = s ? shd_remove_dims(cx->a, s, dims, n) : NULL;
+    return memo_put(cx, e, MEMO_REMOVE, s, dims, n, r);
+}
+
+const ShdSharding *
+px_insert_dims(PropCtx *cx, const ShdSharding *s, const int64_t *pos, uint32_t n)
+{
+    bool hit;
+    PropMemo *e = s ? memo_slot(cx, MEMO_INSERT, s, pos, n, &hit) : NULL;
+    if (e && hit)
+        return e->out;
+    const ShdSharding *r = s ? shd_insert_dims(cx->a, s, pos, n) : NULL;
+    return memo_put(cx, e, MEMO_INSERT, s, pos, n, r);
+}
+
+const ShdSharding *
+px_transpose_collapsed(PropCtx *cx, const ShdSharding *s, const int64_t *src_to_tgt,
+                       uint32_t src_rank, uint32_t tgt_rank)
+{
+    int64_t args[PROP_MEMO_ARGS];
+    bool hit = false;
+    PropMemo *e = NULL;
+    if (s && src_rank + 1 <= PROP_MEMO_ARGS) {
+        memcpy(args, src_to_tgt, src_rank * sizeof(int64_t));
+        args[src_rank] = tgt_rank;
+        e = memo_slot(cx, MEMO_TRANSPOSE, s, args, src_rank + 1, &hit);
+    }
+    if (e && hit)
+        return e->out;
+    const ShdSharding *r = s ? shd_transpose_collapsed(cx->a, s, src_to_tgt, src_rank, tgt_rank)
+                             : NULL;
+    return memo_put(cx, e, MEMO_TRANSPOSE, s, args, src_rank + 1, r);
 }
 
 const ShdSharding *
@@ -624,7 +731,7 @@ px_along_dims(PropCtx *cx, const ShdSharding *s, const int64_t *src_dims, const 
     for (uint32_t k = 0; k < n; k++)
         if (src_dims[k] >= 0 && src_dims[k] < (int64_t)rank)
             map[src_dims[k]] = tgt_dims[k];
-    const ShdSharding *t = shd_transpose_collapsed(cx->a, r, map, rank, tgt_rank);
+    const ShdSharding *t = px_transpose_collapsed(cx, r, map, rank, tgt_rank);
     return t ? px_keep_md(cx, t, s) : NULL;
 }
 

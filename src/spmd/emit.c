@@ -964,18 +964,6 @@ spmd_reducer(SpmdCtx *cx, SpmdRedKind kind, IrDtype t)
     return c;
 }
 
-/* Attributes XLA prints after `sharding=` (HloInstruction printing order, hlo-text.md). */
-static bool
-prints_after_sharding(const IrAttr *a)
-{
-    if (a->key == IR_ATTR_OTHER) {
-        const char *k = a->u.other.key ? sl_sym_cstr(a->u.other.key) : "";
-        return !strcmp(k, "statistics") || !strcmp(k, "result_accuracy") || !strcmp(k, "origin");
-    }
-    return a->key == IR_ATTR_FRONTEND_ATTRIBUTES || a->key == IR_ATTR_METADATA ||
-           a->key == IR_ATTR_BACKEND_CONFIG || a->key == IR_ATTR_CONTROL_PREDECESSORS;
-}
-
 bool
 spmd_set_sharding_attr(SpmdCtx *cx, IrInstr *i, const ShdSharding *s)
 {
@@ -983,6 +971,6 @@ spmd_set_sharding_attr(SpmdCtx *cx, IrInstr *i, const ShdSharding *s)
     if (!a && !(a = ir_instr_add_attr(cx->out, i, IR_ATTR_SHARDING)))
         return false;
     a->u.sharding = s;
-    ir_instr_place_attr(i, a, prints_after_sharding);
+    ir_instr_place_sharding(i, a);
     return true;
 }
