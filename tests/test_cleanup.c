@@ -135,8 +135,8 @@ test_whole_tuple(void **state)
     assert_non_null(strstr(fx->text.data, "%mixed = (f32[2], f32[2]) tuple(%g0, %q1)"));
 }
 
-/* Identical instructions merge into the first; add's operands in either order; constants and
- * iotas by value (layouts aside); the root may be the one replaced. */
+/* Identical instructions merge into the first; add's operands in either order; constants by
+ * value (layouts aside); converts of equal iotas are equal; the root's operands follow. */
 static void
 test_cse_merges(void **state)
 {
@@ -151,7 +151,7 @@ test_cse_merges(void **state)
           "  x = f32[4] add(p, b1)\n  y = f32[4] add(b2, p)\n"
           "  s = f32[4] multiply(x, f1)\n  t = f32[4] multiply(f2, y)\n"
           "  ROOT u = f32[4] add(t, s)\n}\n",
-          CSE, 5 + 1);
+          CSE, 5); /* c2, b2, f2 (i2 goes with it), y, t */
     expect_entry(fx, "  %p = f32[4] parameter(0)\n  %q = f32[4] parameter(1)\n"
                      "  %c1 = f32[] constant(2)\n"
                      "  %b1 = f32[4] broadcast(%c1), dimensions={}\n"
@@ -160,6 +160,29 @@ test_cse_merges(void **state)
                      "  %x = f32[4] add(%p, %b1)\n"
                      "  %s = f32[4] multiply(%x, %f1)\n"
                      "  ROOT %u = f32[4] add(%s, %s)\n");
+}
+
+/* Equal iotas are not merged themselves (as in XLA): one read by two different users stays;
+ * an instruction reading two equal iotas reads the first twice, and the second goes dead. */
+static void
+test_cse_iotas(void **state)
+{
+    Fixture *fx = *state;
+    clean(fx,
+          "HloModule t\nENTRY main {\n  i1 = s32[4] iota(), iota_dimension=0\n"
+          "  i2 = s32[4]{0} iota(), iota_dimension=0\n  i3 = s32[4] iota(), iota_dimension=0\n"
+          "  i4 = s32[4,2] iota(), iota_dimension=0\n  i5 = s32[4,2] iota(), iota_dimension=1\n"
+          "  a = s32[4] add(i1, i2)\n  n = s32[4] negate(i3)\n"
+          "  c = s32[4,2] subtract(i4, i5)\n"
+          "  ROOT r = (s32[4], s32[4], s32[4,2]) tuple(a, n, c)\n}\n",
+          CSE, 0);
+    expect_entry(fx, "  %i1 = s32[4] iota(), iota_dimension=0\n"
+                     "  %i3 = s32[4] iota(), iota_dimension=0\n"
+                     "  %i4 = s32[4,2] iota(), iota_dimension=0\n"
+                     "  %i5 = s32[4,2] iota(), iota_dimension=1\n"
+                     "  %a = s32[4] add(%i1, %i1)\n  %n = s32[4] negate(%i3)\n"
+                     "  %c = s32[4,2] subtract(%i4, %i5)\n"
+                     "  ROOT %r = (s32[4], s32[4], s32[4,2]) tuple(%a, %n, %c)\n");
 }
 
 /* What never merges: different values, dtypes, attributes or operand order of a
@@ -232,6 +255,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_gte_of_tuple, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_whole_tuple, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cse_merges, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_cse_iotas, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cse_keeps, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cse_attributes, fixture_setup, fixture_teardown),
     };

@@ -268,6 +268,20 @@ attrs_eq(const IrInstr *a, const IrInstr *b)
     }
 }
 
+/* Operands are the same instruction, or two iotas of one shape (layouts aside) and
+ * dimension: XLA's CSE keeps identical iotas apart but treats them as equal operands. */
+static bool
+operand_eq(const IrInstr *a, const IrInstr *b)
+{
+    if (a == b)
+        return true;
+    int64_t da = -1, db = -1;
+    return a->op == IR_OP_IOTA && b->op == IR_OP_IOTA &&
+           ir_instr_int_attr(a, IR_ATTR_IOTA_DIMENSION, &da) &&
+           ir_instr_int_attr(b, IR_ATTR_IOTA_DIMENSION, &db) && da == db &&
+           ir_shape_equal(&a->shape, &b->shape, false);
+}
+
 /* Same opcode, shape (layout ignored: XLA's partitioner runs CSE layout-insensitive),
  * operands (either order for commutative binary ops), literal and attributes. */
 static bool
@@ -278,11 +292,26 @@ instr_eq(const IrInstr *a, const IrInstr *b)
         return false;
     bool same = true;
     for (uint32_t o = 0; o < a->n_operands && same; o++)
-        same = a->operands[o] == b->operands[o];
+        same = operand_eq(a->operands[o], b->operands[o]);
     if (!same && !(is_commutative(a->op) && a->n_operands == 2 &&
-                   a->operands[0] == b->operands[1] && a->operands[1] == b->operands[0]))
+                   operand_eq(a->operands[0], b->operands[1]) &&
+                   operand_eq(a->operands[1], b->operands[0])))
         return false;
     return attrs_eq(a, b);
+}
+
+/* Hash contribution of an operand: iotas by content (they compare by content), others by id. */
+static uint64_t
+operand_key(const IrInstr *o)
+{
+    if (o->op != IR_OP_IOTA)
+        return (uint64_t)o->id + 1;
+    int64_t d = 0;
+    (void)ir_instr_int_attr(o, IR_ATTR_IOTA_DIMENSION, &d);
+    uint64_t h = 0x10000000000ULL + (uint64_t)d;
+    for (uint32_t k = 0; k < o->shape.rank; k++)
+        h = h * 1000003u + (uint64_t)o->shape.dims[k];
+    return h;
 }
 
 static uint64_t
@@ -301,17 +330,16 @@ instr_hash(const IrInstr *i)
     for (uint32_t d = 0; d < i->shape.rank; d++)
         h = mix(h, (uint64_t)i->shape.dims[d]);
     if (is_commutative(i->op) && i->n_operands == 2) {
-        uint32_t x = i->operands[0]->id, y = i->operands[1]->id;
+        uint64_t x = operand_key(i->operands[0]), y = operand_key(i->operands[1]);
         h = mix(mix(h, x < y ? x : y), x < y ? y : x);
     } else {
         for (uint32_t o = 0; o < i->n_operands; o++)
-            h = mix(h, i->operands[o]->id);
+            h = mix(h, operand_key(i->operands[o]));
     }
     for (size_t k = 0; k < i->literal.len; k++)
         h = mix(h, (unsigned char)i->literal.ptr[k]);
     int64_t v = 0;
-    if (ir_instr_int_attr(i, IR_ATTR_IOTA_DIMENSION, &v) ||
-        ir_instr_int_attr(i, IR_ATTR_INDEX, &v))
+    if (ir_instr_int_attr(i, IR_ATTR_INDEX, &v))
         h = mix(h, (uint64_t)v);
     return h;
 }
@@ -343,16 +371,16 @@ calls_side_effect(const IrInstr *i)
     return false;
 }
 
-/* Whether `i` may be merged with an identical earlier one: constants and iotas by value, other
- * operand-less instructions (parameters, rng state, ...) never, except partition-id and
+/* Whether `i` may be merged with an identical earlier one: constants by value, other
+ * operand-less instructions (parameters, iotas, rng state, ...) never, except partition-id and
  * replica-id; nothing with a side effect, no collective with a channel id. */
 static bool
 cse_candidate(const IrInstr *i)
 {
     if (i->op == IR_OP_PARAMETER)
         return false;
-    if (i->n_operands == 0 && i->op != IR_OP_CONSTANT && i->op != IR_OP_IOTA &&
-        i->op != IR_OP_PARTITION_ID && i->op != IR_OP_REPLICA_ID)
+    if (i->n_operands == 0 && i->op != IR_OP_CONSTANT && i->op != IR_OP_PARTITION_ID &&
+        i->op != IR_OP_REPLICA_ID)
         return false;
     return !ir_instr_has_side_effect(i) && !is_collective_with_channel(i) && !calls_side_effect(i);
 }
@@ -402,6 +430,12 @@ ir_module_cse(IrModule *m, SlArena *scratch)
             }
             next[k] = head[b];
             head[b] = k + 1;
+            /* two equal iotas feeding one instruction: the later operand reads the first */
+            for (uint32_t x = 0; x < i->n_operands; x++)
+                for (uint32_t y = x + 1; y < i->n_operands; y++)
+                    if (i->operands[x]->op == IR_OP_IOTA && i->operands[y] != i->operands[x] &&
+                        operand_eq(i->operands[x], i->operands[y]))
+                        i->operands[y] = i->operands[x];
         }
         forward_root(comp, repl);
         sl_arena_release(scratch, cmark);

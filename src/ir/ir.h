@@ -334,9 +334,11 @@ uint32_t ir_module_simplify_tuples(IrModule *m, SlArena *scratch, IrShardingEqua
  * earlier one of its computation (opcode, shape without layout, operands - either order for
  * add/multiply/maximum/minimum/and/or/xor -, literal, attributes other than sharding, metadata,
  * frontend attributes and origin; called computations by identity) is replaced by the earlier
- * one. Constants and iotas merge by value; parameters, other operand-less instructions but
- * partition-id/replica-id, side effects (also in callees) and collectives with a channel id
- * never merge. Hashes content, never addresses: the result is deterministic. */
+ * one. Constants merge by value; iotas stay, but equal iotas count as the same operand (and
+ * an instruction reading two equal iotas reads the first twice); parameters, other
+ * operand-less instructions but partition-id/replica-id, side effects (also in callees) and
+ * collectives with a channel id never merge. Hashes content, never addresses: the result is
+ * deterministic. */
 uint32_t ir_module_cse(IrModule *m, SlArena *scratch);
 
 /* ---- checking (check.c) ---- */
