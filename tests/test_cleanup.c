@@ -14,6 +14,7 @@
 #include "base/base.h"
 #include "hlo/hlo.h"
 #include "ir/ir.h"
+#include "sharding/shd.h"
 
 typedef struct Fixture {
     SlArena arena;
@@ -51,6 +52,34 @@ enum { TUPLES = 1, CSE = 2 };
 
 /* Parses `hlo`, runs the passes in `passes` (each followed by dead-code removal), checks that
  * `replaced` instructions were replaced in all, and prints the result into fx->text. */
+static void
+clean(Fixture *fx, const char *hlo, int passes, uint32_t replaced);
+
+/* A sharding on both sides must agree (XLA's ReplaceInstruction preserving shardings): the
+ * element whose get-tuple-element is sharded differently stays read through the tuple. */
+static void
+test_tuple_shardings(void **state)
+{
+    Fixture *fx = *state;
+    SlError err = {0};
+    assert_int_equal(
+        hlo_parse(&fx->arena, &fx->names,
+                  sl_str("HloModule t\nENTRY main {\n"
+                         "  a = f32[4] parameter(0), sharding={devices=[2]<=[2]}\n"
+                         "  b = f32[4] parameter(1), sharding={replicated}\n"
+                         "  t = (f32[4], f32[4]) tuple(a, b)\n"
+                         "  ga = f32[4] get-tuple-element(t), index=0, sharding={devices=[2]<=[2]}\n"
+                         "  gb = f32[4] get-tuple-element(t), index=1, sharding={devices=[2]<=[2]}\n"
+                         "  ROOT r = f32[4] add(ga, gb)\n}\n"),
+                  "t.hlo", &fx->m, &err),
+        SL_OK);
+    assert_int_equal(ir_module_simplify_tuples(fx->m, &fx->arena, shd_equal), 1);
+    (void)ir_module_remove_dead(fx->m, &fx->arena, NULL);
+    hlo_print_module(fx->m, &fx->text);
+    assert_non_null(strstr(fx->text.data, "ROOT %r = f32[4] add(%a, %gb)"));
+    assert_non_null(strstr(fx->text.data, "%gb = f32[4] get-tuple-element(%t), index=1"));
+}
+
 static void
 clean(Fixture *fx, const char *hlo, int passes, uint32_t replaced)
 {
@@ -253,6 +282,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_gte_of_tuple, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_tuple_shardings, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_whole_tuple, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cse_merges, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cse_iotas, fixture_setup, fixture_teardown),
