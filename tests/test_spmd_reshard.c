@@ -136,8 +136,8 @@ static const struct {
      SAS(4, "f32[11,4]", "f32[6,2]", "size=3x2 stride=2x2 pad=1_1x0_0", "GE",
          "{devices=[4,1]<=[4]}"),
      4, "f32[2,2] collective-permute(%s.1), channel_id=1, source_target_pairs={{0,1},{1,2},{2,3}}|"
-     "f32[4,2] concatenate(%collective-permute, %s.1)|f32[] constant(-inf)|%constant.1 = f32[] "
-     "constant(0)|f32[5,2] pad(%concatenate, %constant.1), padding=0_1x0_0|"
+     "f32[4,2] concatenate(%collective-permute, %s.1)|f32[] constant(-inf)|"
+     "f32[5,2] pad(%concatenate, %i.1), padding=0_1x0_0|" /* CSE: the pad value is i's 0 */
      "f32[3,2] dynamic-slice(%pad,|"
      "f32[2,4] collective-permute(%slice), channel_id=2, source_target_pairs={{0,1},{1,2},{2,3}}|"
      "f32[2,4] collective-permute(%slice.1), channel_id=3, "
@@ -153,7 +153,7 @@ static const struct {
     {"select_and_scatter_windows_before_first",
      SAS(2, "f32[7]", "f32[6]", "size=4 stride=1 pad=1_1", "LE", "{devices=[2]<=[2]}"), 2,
      "f32[] constant(inf)|f32[6] concatenate(%collective-permute, %s.1, %collective-permute.1)|"
-     "f32[8] pad(%concatenate, %constant.1), padding=1_1|f32[7] dynamic-slice(%pad, %reshape)|"
+     "f32[8] pad(%concatenate, %i.1), padding=1_1|f32[7] dynamic-slice(%pad, %reshape)|"
      "pred[7] compare(%add.2, %broadcast.1), direction=GE|f32[10] concatenate(|"
      "pred[10] compare(%add.4, %broadcast.5), direction=GE|f32[10] select-and-scatter(|"
      "s32[] constant(3)|ROOT %dynamic-slice.2 = f32[4] dynamic-slice(%r.1, %constant.13)",

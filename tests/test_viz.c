@@ -511,7 +511,7 @@ test_layout_budget(void **state)
     sl_buf_init(&dot);
     sl_buf_init(&note);
     dot_text(run, &o, &dot, &note);
-    want(&note, "after: 40 instructions (");
+    want(&note, "after: 37 instructions (");
     want(&note, "nodes and edges) are past the layout budget of 30");
     want(&note, "drew one box per");
     assert_int_equal(count_nodes(dot.data, "a"), 0);
@@ -533,7 +533,7 @@ test_layout_budget(void **state)
     sl_buf_clear(&note);
     dot_text(run, &o, &dot, &note);
     assert_int_equal(note.len, 0);
-    assert_int_equal(count_nodes(dot.data, "a"), 40);
+    assert_int_equal(count_nodes(dot.data, "a"), 37);
     sl_buf_fini(&dot);
     sl_buf_fini(&note);
 }

@@ -42,8 +42,10 @@ help_extra(FILE *out)
         fprintf(out, "  %.*s\n", (int)(j - i), s.ptr + i);
         i = j + 1;
     }
-    fputs("remove_dead_code is shardlens's own; XLA's other option names are accepted and have\n"
-          "no effect (the trace records them).\n",
+    fputs("remove_dead_code is shardlens's own: the switch of the whole clean-up that ends\n"
+          "partitioning as in XLA (dead code, tuple simplification, dead code, CSE); false keeps\n"
+          "everything the handlers emitted. XLA's other option names are accepted and have no\n"
+          "effect (the trace records them).\n",
           out);
     sl_buf_fini(&b);
 }

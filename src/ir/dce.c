@@ -21,8 +21,8 @@ has_other_attr(const IrInstr *i, const char *name, const char *value)
     return false;
 }
 
-static bool
-op_has_side_effect(const IrInstr *i)
+bool
+ir_instr_has_side_effect(const IrInstr *i)
 {
     switch (i->op) {
     case IR_OP_SEND:
@@ -83,7 +83,7 @@ note_callee_effect(const IrComputation *c, void *ctx)
 static bool
 has_side_effect(Dce *d, const IrInstr *i)
 {
-    if (op_has_side_effect(i))
+    if (ir_instr_has_side_effect(i))
         return true;
     d->any = false;
     for_each_callee(i, note_callee_effect, d);

@@ -333,6 +333,31 @@ const char *ir_trip_method_name(IrTripMethod m); /* "backend_config", "pattern",
  * instruction to `removed` (IrInstr *; may be NULL) and returns how many there were; temporary
  * tables go to `scratch` and are released. The removed instructions stay valid in the arena. */
 uint32_t ir_module_remove_dead(IrModule *m, SlArena *scratch, SlVec *removed);
+/* Sends, receives, feeds, rng, async pairs and custom calls marked
+ * custom_call_has_side_effect=true: what the cleanup never removes or merges (callees aside). */
+bool ir_instr_has_side_effect(const IrInstr *i);
+
+/* ---- the rest of the cleanup after partitioning (cleanup.c) ---- */
+/* Both redirect uses (operands, roots) to the surviving instruction, visiting each computation
+ * in order, and leave the replaced instructions unused for ir_module_remove_dead() to drop; both
+ * skip computations holding control-predecessors edges and return how many instructions they
+ * replaced. Temporary tables go to `scratch` and are released. */
+typedef bool (*IrShardingEqual)(const struct ShdSharding *a, const struct ShdSharding *b);
+/* XLA's TupleSimplifier: get-tuple-element(tuple(..., x, ...)) at x's index becomes x;
+ * tuple(get-tuple-element(t, 0), ..., get-tuple-element(t, n-1)) of a t of the same shape
+ * (layouts aside) becomes t. A replacement is skipped when both instructions carry shardings
+ * that `sharding_equal` (NULL: pointer equality) finds different. */
+uint32_t ir_module_simplify_tuples(IrModule *m, SlArena *scratch, IrShardingEqual sharding_equal);
+/* XLA's HloCSE as its partitioner runs it (layout-insensitive): an instruction identical to an
+ * earlier one of its computation (opcode, shape without layout, operands - either order for
+ * add/multiply/maximum/minimum/and/or/xor -, literal, attributes other than sharding, metadata,
+ * frontend attributes and origin; called computations by identity) is replaced by the earlier
+ * one. Constants merge by value; iotas stay, but equal iotas count as the same operand (and
+ * an instruction reading two equal iotas reads the first twice); parameters, other
+ * operand-less instructions but partition-id/replica-id, side effects (also in callees) and
+ * collectives with a channel id never merge. Hashes content, never addresses: the result is
+ * deterministic. */
+uint32_t ir_module_cse(IrModule *m, SlArena *scratch);
 
 /* ---- checking (check.c) ---- */
 /* Structural checks and shape inference for the opcodes the partitioner handles (hlo-text.md

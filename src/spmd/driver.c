@@ -365,8 +365,15 @@ spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink, SlA
         st = verify_order(cx.out, err);
     /* XLA's pass ends with the same cleanup: handlers clone every source instruction and
      * build index arithmetic eagerly, and what no fast path read is dropped here. */
-    if (st == SL_OK && opts->remove_dead_code)
+    if (st == SL_OK && opts->remove_dead_code) {
+        /* XLA's order: dead code, tuple simplification, dead code, CSE (whose replaced
+         * instructions the last sweep drops). */
         (void)ir_module_remove_dead(cx.out, &cx.scratch, NULL);
+        if (ir_module_simplify_tuples(cx.out, &cx.scratch, shd_equal) > 0)
+            (void)ir_module_remove_dead(cx.out, &cx.scratch, NULL);
+        if (ir_module_cse(cx.out, &cx.scratch) > 0)
+            (void)ir_module_remove_dead(cx.out, &cx.scratch, NULL);
+    }
     if (st == SL_OK && !spmd_names_sync(&cx))
         st = sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){NULL, 0, 0}, "out of memory");
     ctx_fini(&cx);

@@ -35,8 +35,9 @@ typedef struct SpmdOptions {
     int64_t max_dynamic_slice_collective_broadcast_partitions; /* 32: one branch each */
     const char *preferred_gather_partition_methods;  /* verbatim, NULL = XLA default */
     const char *preferred_scatter_partition_methods; /* verbatim, NULL = XLA default */
-    /* shardlens's own, not an XLA name: the dead-code removal XLA's partitioner pass runs
-     * after partitioning (true); false shows every instruction the handlers emitted */
+    /* shardlens's own, not an XLA name: the clean-up XLA's partitioner pass runs after
+     * partitioning (dead code, tuple simplification, dead code, CSE; true); false shows every
+     * instruction the handlers emitted */
     bool remove_dead_code;
     /* not an option: the input went through sharding propagation first (the CLI's default),
      * so instructions still without a sharding are no sign of a missing pass */
