@@ -548,3 +548,15 @@ cli_stdout_close(int code)
     g_stdout_reported = true;
     return CLI_EXIT_BAD_INPUT;
 }
+
+void
+cli_print_indented(FILE *out, SlStr lines)
+{
+    for (size_t i = 0; i < lines.len;) {
+        size_t j = i;
+        while (j < lines.len && lines.ptr[j] != '\n')
+            j++;
+        fprintf(out, "  %.*s\n", (int)(j - i), lines.ptr + i);
+        i = j + 1;
+    }
+}

@@ -168,6 +168,9 @@ SlStatus cli_devices_from_shardings(const IrModule *m, const char *path, int64_t
  * the instruction; locations are the instructions' positions in `path`. */
 SlStatus cli_check_shardings(const IrModule *m, const char *path, int64_t n, SlError *err);
 
+/* Prints each line of `lines` indented by two spaces (option lists in help text). */
+void cli_print_indented(FILE *out, SlStr lines);
+
 /* Commands (cmd_*.c). */
 extern const CliCommand cmd_print;
 extern const CliCommand cmd_check;

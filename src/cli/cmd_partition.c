@@ -34,14 +34,7 @@ help_extra(FILE *out)
     spmd_options_print_modelled(&o, &b);
     fputs("\npartitioner options for --set, with their defaults (XLA's SpmdPartitionerOptions):\n",
           out);
-    SlStr s = sl_buf_str(&b);
-    for (size_t i = 0; i < s.len;) {
-        size_t j = i;
-        while (j < s.len && s.ptr[j] != '\n')
-            j++;
-        fprintf(out, "  %.*s\n", (int)(j - i), s.ptr + i);
-        i = j + 1;
-    }
+    cli_print_indented(out, sl_buf_str(&b));
     fputs("remove_dead_code is shardlens's own: the switch of the whole clean-up that ends\n"
           "partitioning as in XLA (dead code, tuple simplification, dead code, CSE); false keeps\n"
           "everything the handlers emitted. XLA's other option names are accepted and have no\n"

@@ -34,14 +34,7 @@ help_extra(FILE *out)
     prop_options_print(&o, &b);
     fputs("\npropagation options for --set, with their defaults (XLA's ShardingPropagation):\n",
           out);
-    SlStr s = sl_buf_str(&b);
-    for (size_t i = 0; i < s.len;) {
-        size_t j = i;
-        while (j < s.len && s.ptr[j] != '\n')
-            j++;
-        fprintf(out, "  %.*s\n", (int)(j - i), s.ptr + i);
-        i = j + 1;
-    }
+    cli_print_indented(out, sl_buf_str(&b));
     fputs("  execution_threads=NAME[,NAME...]  (default: all; computations of other threads,\n"
           "    by their execution_thread= (\"main\" when none), are left as they are)\n"
           "The two allow_* options take one value, or one per element of the entry's result\n"
