@@ -9,7 +9,9 @@ RSS are medians. The issue 16 target: propagating a module takes at most as long
 partitioning it.
 
   propagate   shardlens propagate BARE.hlo --set is_spmd=true > /dev/null
-  partition   shardlens partition FULL.hlo > /dev/null
+  partition   shardlens partition --no-propagate FULL.hlo > /dev/null (the generated module
+              leaves constants and the like unannotated, so plain `partition` would propagate
+              too and the ratio would compare propagation with itself)
   parse+print shardlens print BARE.hlo > /dev/null (the floor both include)
 
 usage: bench/propagate.py [--bin SHARDLENS] [--sizes 10k,100k] [--runs 5] [--workdir DIR]
@@ -76,7 +78,7 @@ def main():
             n = sum(1 for line in f if " = " in line)
         rows = {}
         for name, cmd in (("propagate", [args.bin, "propagate", bare, "--set", "is_spmd=true"]),
-                          ("partition", [args.bin, "partition", full]),
+                          ("partition", [args.bin, "partition", "--no-propagate", full]),
                           ("print", [args.bin, "print", bare])):
             runs = [timed(cmd) for _ in range(args.runs)]
             rows[name] = (statistics.median(r[0] for r in runs),
