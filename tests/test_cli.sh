@@ -204,12 +204,12 @@ cmp -s "$TMP/part.hlo" "$TMP/part_timed1.hlo" || fail "--time-phases partition: 
 has partition_timed_first "$TMP/partition_timed_first.err" "time-phases: partition "
 run partition_timed 0 partition --time-phases "$SAMPLE" -o "$TMP/part_timed.hlo"
 cmp -s "$TMP/part.hlo" "$TMP/part_timed.hlo" || fail "partition --time-phases: output changed"
-for ph in read parse check propagate partition print write total; do
+for ph in read parse check partition print write total; do
     grep -qE "^time-phases: $ph " "$TMP/partition_timed.err" ||
         fail "partition --time-phases: no '$ph' line"
 done
-[ "$(grep -c '^time-phases: ' "$TMP/partition_timed.err")" = 8 ] ||
-    fail "partition --time-phases: want 8 lines (no trace phase without --trace)"
+[ "$(grep -c '^time-phases: ' "$TMP/partition_timed.err")" = 7 ] ||
+    fail "partition --time-phases: want 7 lines (no trace or propagate phase here)"
 run check_timed 0 check "$SAMPLE" --time-phases
 same check_timed "$TMP/check_timed.out" "samples/mlp_megatron.hlo: ok: 1 computations, 8 instructions, 7 sharded, num_partitions=4"
 has check_timed "$TMP/check_timed.err" "time-phases: check "
@@ -334,19 +334,20 @@ run diff_notjson 2 diff "$TMP/notjson.json" "$TMP/an/summary.json"
 has diff_notjson "$TMP/diff_notjson.err" "$TMP/notjson.json:2:15: error: not valid JSON"
 
 # ---- warnings, partition counts from shardings, MLIR input, help, --top, --time-phases ---------
-# analyze: one line per kind of warning on stderr (the sample's constant has no sharding)
-# the sample's constant has no sharding: propagation gives it one first (said on stderr), so
-# nothing is partitioned as replicated for want of a sharding and nothing is warned about
-same analyze_propagated "$TMP/analyze.err" "shardlens analyze: 1 of 8 instructions had no sharding: propagated shardings to 1 of 8 instructions (XLA's sharding propagation; --no-propagate partitions them as replicated)"
+# The sample's only unannotated instruction is a constant: replicated, each user slices its
+# part locally, so nothing is propagated and nothing is warned about.
+grep -q "propagated" "$TMP/analyze.err" && fail "analyze: the sample's constant alone triggered propagation"
 grep -A1 '^warnings$' "$TMP/an/report.txt" | grep -qx '  (none)' ||
-    fail "analyze_propagated: report.txt has warnings after propagation"
-# with --no-propagate, the unannotated constant is warned about
-run analyze_warnings 0 analyze "$SAMPLE" --out "$TMP/an_noprop" --no-propagate
-same analyze_warnings "$TMP/analyze_warnings.err" "analyze: warning: unannotated: 1, first %constant.5: 1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"
-has analyze_warnings "$TMP/an_noprop/report.txt" "    %constant.5: 1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"
-has analyze_warnings "$TMP/an_noprop/summary.json" '"message":	"1 of 8 instructions carry no sharding and are partitioned as replicated, this one first"'
-cmp -s "$TMP/an/partitioned.hlo" "$TMP/an_noprop/partitioned.hlo" ||
-    fail "analyze: propagating the sample's constant changed its partitioned module"
+    fail "analyze: the sample's report has warnings"
+# analyze: one line per kind of warning on stderr; unannotated ops, with --no-propagate
+printf 'HloModule chain, num_partitions=4\n\nENTRY main {\n  x = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n  k = f32[] constant(2)\n  c = f32[8,16] convert(x), metadata={op_name="jit(f)/convert"}\n  m = f32[8,16] multiply(c, c)\n  ROOT n = f32[8,16] negate(m), sharding={devices=[4,1]<=[4]}\n}\n' >"$TMP/unann.hlo"
+run analyze_warnings 0 analyze "$TMP/unann.hlo" --out "$TMP/an_noprop" --no-propagate
+same analyze_warnings "$TMP/analyze_warnings.err" "analyze: warning: unannotated: 1, first %c (jit(f)/convert): 2 of 4 instructions carry no sharding and are partitioned as replicated, this one first"
+has analyze_warnings "$TMP/an_noprop/report.txt" "    %c (jit(f)/convert): 2 of 4 instructions carry no sharding and are partitioned as replicated, this one first"
+has analyze_warnings "$TMP/an_noprop/summary.json" '"message":	"2 of 4 instructions carry no sharding and are partitioned as replicated, this one first"'
+# without --no-propagate the same module propagates (the count on stderr includes the constant)
+run analyze_unann_prop 0 analyze "$TMP/unann.hlo" --out "$TMP/an_prop"
+same analyze_unann_prop "$TMP/analyze_unann_prop.err" "shardlens analyze: 3 of 5 instructions had no sharding: propagated shardings to 2 of 5 instructions (XLA's sharding propagation; --no-propagate partitions them as replicated)"
 # a module already partitioned: its collective is named, on stderr and in the report
 printf 'HloModule done, num_partitions=2\n\nsum {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT a = f32[] add(x, y)\n}\n\nENTRY e {\n  p = f32[4] parameter(0), sharding={replicated}\n  ROOT ar = f32[4] all-reduce(p), channel_id=1, replica_groups={{0,1}}, to_apply=sum, sharding={replicated}\n}\n' >"$TMP/done.hlo"
 run analyze_partitioned 0 analyze "$TMP/done.hlo" --out "$TMP/done"
@@ -444,6 +445,8 @@ awk '/^time-phases:/ { for (i = 1; i < NF; i++) { if ($i == "RSS") r = $(i + 1);
 # ---- propagation first: partition and analyze fill in missing shardings as XLA's pipeline does
 printf 'HloModule chain, num_partitions=4\n\nENTRY main {\n  x = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n  c = f32[8,16] convert(x)\n  m = f32[8,16] multiply(c, c)\n  ROOT n = f32[8,16] negate(m), sharding={devices=[4,1]<=[4]}\n}\n' >"$TMP/chain.hlo"
 run prop_first 0 partition "$TMP/chain.hlo" --trace "$TMP/chain.db" -o "$TMP/chain.out.hlo"
+run chain_timed 0 --time-phases partition "$TMP/chain.hlo" -o "$TMP/chain_timed.hlo"
+has chain_timed "$TMP/chain_timed.err" "time-phases: propagate "
 same prop_first "$TMP/prop_first.err" "shardlens partition: 2 of 4 instructions had no sharding: propagated shardings to 2 of 4 instructions (XLA's sharding propagation; --no-propagate partitions them as replicated)"
 grep -qE 'all-gather|all-reduce|all-to-all|collective-permute' "$TMP/chain.out.hlo" &&
     fail "prop_first: the propagated chain needs no collective"

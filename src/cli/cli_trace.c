@@ -138,9 +138,12 @@ cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in, Pr
     int code = cli_prop_options(a, set_id, &po);
     if (code != CLI_EXIT_OK || !enabled)
         return code;
-    uint32_t total = 0, missing = spmd_count_unannotated(in->module, &total);
-    if (!missing)
+    /* Unannotated constants alone are no reason to propagate: replicated, each user slices
+     * its part locally, with no communication and the same numbers. */
+    uint32_t total = 0;
+    if (!spmd_count_unannotated(in->module, false, &total))
         return CLI_EXIT_OK;
+    uint32_t missing = spmd_count_unannotated(in->module, true, &total);
     SlError err = {0};
     cli_phase_begin(in->phases, CLI_PHASE_PROPAGATE);
     SlStatus st = prop_run(in->module, &po, &in->arena, r, &err);

@@ -85,7 +85,7 @@ int cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_p
  * `o`; cli_spmd_options leaves those keys alone. */
 int cli_prop_options(const CliArgs *a, int set_id, PropOptions *o);
 /* Sharding propagation before partitioning, as XLA's pipeline runs it: when `enabled` and
- * some instruction the partitioner reads has no sharding, runs XLA's ShardingPropagation
+ * some instruction the partitioner reads, other than a constant, has no sharding, runs XLA's ShardingPropagation
  * (is_spmd=true; --set may change its options) on in->module in place and says so on stderr
  * ("propagated shardings to K of N instructions"). `*r` keeps the origins for the trace;
  * `*ran` tells whether it ran. */
@@ -95,12 +95,13 @@ int cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in
 void cli_emit_origins(TraceSink *sink, const IrModule *m, const PropResult *r);
 /* The help lines of --no-propagate and the propagation --set names, for partition/analyze. */
 #define CLI_PROPAGATE_HELP                                                                         \
-    "A module in which some instruction has no sharding is first run through XLA's sharding\n"   \
-    "propagation (as XLA's pipeline does before its partitioner; `shardlens propagate` shows\n"  \
-    "its result): stderr says how many instructions got a sharding, the trace records where\n"   \
-    "each came from (explain NAME starts with it). --no-propagate partitions unannotated\n"      \
-    "instructions as replicated instead. --set also takes the propagation options by XLA's\n"     \
-    "names (allow_spmd_sharding_propagation_to_output=B, ..., see propagate --help).\n"
+    "A module in which some instruction other than a constant has no sharding is first run\n"   \
+    "through XLA's sharding propagation, as XLA's pipeline does before its partitioner\n"        \
+    "(`shardlens propagate` shows its result): stderr says how many instructions got a\n"       \
+    "sharding, the trace records where each came from (explain NAME starts with it).\n"         \
+    "--no-propagate partitions unannotated instructions as replicated instead. --set also\n"    \
+    "takes the propagation options by XLA's names (allow_spmd_sharding_propagation_to_output\n" \
+    "=B, ..., see propagate --help).\n"
 
 /* A run loaded from a trace database. */
 typedef struct CliRun {

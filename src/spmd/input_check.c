@@ -61,7 +61,8 @@ is_unannotated(const IrInstr *hlo)
 /* Instructions the partitioner reads (reducers, comparators and scatter/select functions
  * left out) and how many of them carry no sharding; `applied` as mark_applied fills it. */
 static uint32_t
-count_unannotated(const IrModule *m, const bool *applied, uint32_t *total, const IrInstr **first)
+count_unannotated(const IrModule *m, const bool *applied, bool with_constants, uint32_t *total,
+                  const IrInstr **first)
 {
     uint32_t missing = 0;
     *total = 0;
@@ -72,6 +73,8 @@ count_unannotated(const IrModule *m, const bool *applied, uint32_t *total, const
         if (c->id < m->next_comp_id && applied[c->id])
             continue;
         for (uint32_t i = 0; i < c->n_instrs; i++) {
+            if (!with_constants && c->instrs[i]->op == IR_OP_CONSTANT)
+                continue; /* neither counted nor missing */
             (*total)++;
             if (!is_unannotated(c->instrs[i]))
                 continue;
@@ -85,14 +88,14 @@ count_unannotated(const IrModule *m, const bool *applied, uint32_t *total, const
 }
 
 uint32_t
-spmd_count_unannotated(const IrModule *m, uint32_t *total)
+spmd_count_unannotated(const IrModule *m, bool with_constants, uint32_t *total)
 {
     *total = 0;
     bool *applied = calloc(m->next_comp_id ? m->next_comp_id : 1, sizeof(bool));
     if (!applied)
         return 0;
     mark_applied(m, applied);
-    uint32_t missing = count_unannotated(m, applied, total, NULL);
+    uint32_t missing = count_unannotated(m, applied, with_constants, total, NULL);
     free(applied);
     return missing;
 }
@@ -113,7 +116,8 @@ check_annotated(SpmdCtx *cx)
     mark_applied(m, applied);
     uint32_t total = 0;
     const IrInstr *first = NULL;
-    uint32_t missing = count_unannotated(m, applied, &total, &first);
+    /* constants are left out: replicated, each user slices its part locally */
+    uint32_t missing = count_unannotated(m, applied, false, &total, &first);
     if (!missing) {
         free(applied);
         return;

@@ -54,8 +54,8 @@ void spmd_options_print(const SpmdOptions *o, SlBuf *out);
 void spmd_options_print_modelled(const SpmdOptions *o, SlBuf *out);
 
 /* How many of the instructions the partitioner reads (`*total`; reducer, comparator and
- * scatter/select functions left out) carry no sharding. */
-uint32_t spmd_count_unannotated(const IrModule *m, uint32_t *total);
+ * scatter/select functions left out) carry no sharding; constants count (in both) only `with_constants`. */
+uint32_t spmd_count_unannotated(const IrModule *m, bool with_constants, uint32_t *total);
 
 /* Partitions `in` into a new module allocated in `out_arena` (names interned in `in`'s
  * interner). Emits events to `sink` (never NULL: use trace_null_sink()). Returns
