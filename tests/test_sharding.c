@@ -478,6 +478,35 @@ shape_of(SlArena *a, const int64_t *dims, uint32_t rank)
     return ir_shape_make(a, IR_DT_F32, dims, rank);
 }
 
+/* Same placement: the broadcast's sharding with its dim 2 replicated has the operand's
+ * replication groups in another order; equal as sets, not as lists. Other sets, another tiling
+ * or a manual subgroup in place of replication are not the same placement. */
+static void
+test_sharding_same_placement(void **state)
+{
+    SlArena *a = *state;
+    const ShdSharding *op = parse_ok(a, "{devices=[2,1,4]<=[8] last_tile_dim_replicate}");
+    const ShdSharding *bc =
+        parse_ok(a, "{devices=[2,1,2,2]<=[2,2,2]T(0,2,1) last_tile_dim_replicate}");
+    static const int64_t d2[] = {2};
+    const ShdSharding *pr = shd_remove_dims(a, shd_partially_replicate_dims(a, bc, d2, 1), d2, 1);
+    assert_non_null(pr);
+    assert_int_equal(pr->n_tile_dims, 3);
+    static const int64_t want[] = {0, 2, 1, 3, 4, 6, 5, 7};
+    assert_memory_equal(pr->devices, want, sizeof want);
+    assert_false(shd_equal(pr, op));
+    assert_true(shd_same_placement(pr, op));
+    assert_true(shd_same_placement(op, pr));
+    assert_true(shd_same_placement(op, op));
+    assert_false(shd_same_placement(op, parse_ok(a, "{devices=[2,1,4]<=[4,2]T(1,0) "
+                                                    "last_tile_dim_replicate}")));
+    assert_false(shd_same_placement(op, parse_ok(a, "{devices=[2,1,4]0,2,1,3,4,5,6,7}")));
+    assert_false(shd_same_placement(parse_ok(a, "{devices=[2,1,4]0,2,1,3,4,6,5,7 "
+                                                "last_tile_dims={manual}}"),
+                                    parse_ok(a, "{devices=[2,1,4]<=[8] last_tile_dims={manual}}")));
+    assert_false(shd_same_placement(op, parse_ok(a, "{replicated}")));
+}
+
 static void
 test_sharding_partial_replication(void **state)
 {
@@ -1051,6 +1080,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sharding_group_replicated, arena_setup,
                                         arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_group_manual, arena_setup, arena_teardown),
+        cmocka_unit_test_setup_teardown(test_sharding_same_placement, arena_setup, arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_unreduced_as_replicated, arena_setup,
                                         arena_teardown),
     };

@@ -256,6 +256,31 @@ test_reshard_constants(void **state)
     part_free(&r);
 }
 
+/* A broadcast whose operand, with the broadcast dimension removed, has the same replication
+ * groups as sets ({0,2,1,3},{4,6,5,7} vs {0,1,2,3},{4,5,6,7}): every device already holds its
+ * rows, so XLA (whose PartialTile sorts the groups) moves nothing; the shardings print as
+ * written. */
+static void
+test_reshard_same_groups_as_sets(void **state)
+{
+    (void)state;
+    PartRun r;
+    const char *hlo =
+        "HloModule t, num_partitions=8\n\nENTRY main {\n"
+        "  p = f32[32,256] parameter(0), sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}\n"
+        "  ROOT b = f32[32,256,64] broadcast(p), dimensions={0,1}, "
+        "sharding={devices=[2,1,2,2]<=[2,2,2]T(0,2,1) last_tile_dim_replicate}\n}\n";
+    assert_int_equal(part_run(&r, hlo, 8), SL_OK);
+    expect_all("same groups", r.text.data,
+               "%p.1 = f32[16,256] parameter(0), sharding={devices=[2,1,4]<=[8] "
+               "last_tile_dim_replicate}|"
+               "ROOT %b.1 = f32[16,256,32] broadcast(%p.1), dimensions={0,1}");
+    assert_int_equal(count_of(r.text.data, "collective-permute("), 0);
+    assert_int_equal(count_of(r.text.data, "all-to-all("), 0);
+    assert_int_equal(count_of(r.text.data, "all-gather("), 0);
+    part_free(&r);
+}
+
 int
 main(void)
 {
@@ -263,6 +288,7 @@ main(void)
         cmocka_unit_test(test_reshard_rows),
         cmocka_unit_test(test_reshard_cache),
         cmocka_unit_test(test_reshard_constants),
+        cmocka_unit_test(test_reshard_same_groups_as_sets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -497,6 +497,46 @@ shd_equal(const ShdSharding *a, const ShdSharding *b)
     return false;
 }
 
+/* Each replication group (a contiguous run of the last tile dim) of `a` holds the same devices
+ * as the group at the same place in `b`. Uses b's device index: O(devices) when it has one. */
+static bool
+same_groups(const ShdSharding *a, const ShdSharding *b)
+{
+    int64_t total = shd_device_count(a), group = a->tile_dims[a->n_tile_dims - 1];
+    for (int64_t k = 0; k < total; k++) {
+        int64_t pos = shd_device_pos(b, a->devices[k]);
+        if (pos < 0 || pos / group != k / group)
+            return false;
+    }
+    return true;
+}
+
+bool
+shd_same_placement(const ShdSharding *a, const ShdSharding *b)
+{
+    if (shd_equal(a, b))
+        return true;
+    if (!a || !b || a->kind != b->kind)
+        return false;
+    if (a->kind == SHD_TUPLE) {
+        if (a->n_leaves != b->n_leaves)
+            return false;
+        for (uint32_t i = 0; i < a->n_leaves; i++)
+            if (!shd_same_placement(a->leaves[i], b->leaves[i]))
+                return false;
+        return true;
+    }
+    if (a->kind != SHD_TILED || a->shard_group_kind != b->shard_group_kind ||
+        (a->shard_group_kind && a->shard_group_id != b->shard_group_id) ||
+        a->n_tile_dims != b->n_tile_dims || a->n_subgroups != b->n_subgroups ||
+        !a->n_subgroups || a->subgroups[a->n_subgroups - 1] != SHD_SUB_REPLICATED)
+        return false;
+    if (memcmp(a->tile_dims, b->tile_dims, a->n_tile_dims * sizeof(int64_t)) ||
+        memcmp(a->subgroups, b->subgroups, a->n_subgroups * sizeof(ShdSubgroup)))
+        return false;
+    return same_groups(a, b) && same_groups(b, a);
+}
+
 /* For tuples: true when every leaf satisfies `pred` (and there is at least one). */
 static bool
 all_leaves(const ShdSharding *s, bool (*pred)(const ShdSharding *))

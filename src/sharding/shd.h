@@ -87,6 +87,10 @@ const ShdSharding *shd_clone(SlArena *a, const ShdSharding *s);
 
 /* ---- predicates ---- */
 bool shd_equal(const ShdSharding *a, const ShdSharding *b); /* ignores metadata */
+/* Equal, or partially replicated alike with each replication group holding the same devices
+ * in another order (XLA's PartialTile sorts the groups, so it finds such shardings equal):
+ * every device already holds its data under both. Tuples per leaf. */
+bool shd_same_placement(const ShdSharding *a, const ShdSharding *b);
 bool shd_is_replicated(const ShdSharding *s);   /* tuples: every leaf */
 bool shd_is_maximal(const ShdSharding *s);
 bool shd_is_manual(const ShdSharding *s);
