@@ -127,15 +127,29 @@ cli_prop_options(const CliArgs *a, int set_id, PropOptions *o)
 }
 
 int
-cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in, PropResult *r,
-                    bool *ran)
+cli_propagate_run(CliInput *in, const PropOptions *po, PropResult *r)
 {
-    memset(r, 0, sizeof(*r));
-    *ran = false;
-    PropOptions po;
-    prop_options_init(&po);
-    po.is_spmd = true; /* as XLA's SPMD pipeline runs it */
-    int code = cli_prop_options(a, set_id, &po);
+    SlError err = {0};
+    cli_phase_begin(in->phases, CLI_PHASE_PROPAGATE);
+    SlStatus st = prop_run(in->module, po, &in->arena, r, &err);
+    cli_phase_end(in->phases, CLI_PHASE_PROPAGATE, 0);
+    if (!st)
+        return CLI_EXIT_OK;
+    if (!err.status)
+        sl_fail(&err, st, (SlSrcLoc){0}, "sharding propagation failed");
+    if (!err.loc.path && err.loc.line)
+        err.loc.path = in->display;
+    return cli_report(&err, in);
+}
+
+int
+cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in,
+                    CliPropagation *p)
+{
+    memset(p, 0, sizeof(*p));
+    prop_options_init(&p->opts);
+    p->opts.is_spmd = true; /* as XLA's SPMD pipeline runs it */
+    int code = cli_prop_options(a, set_id, &p->opts);
     if (code != CLI_EXIT_OK || !enabled)
         return code;
     /* Unannotated constants alone are no reason to propagate: replicated, each user slices
@@ -144,18 +158,10 @@ cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in, Pr
     if (!spmd_count_unannotated(in->module, false, &total))
         return CLI_EXIT_OK;
     uint32_t missing = spmd_count_unannotated(in->module, true, &total);
-    SlError err = {0};
-    cli_phase_begin(in->phases, CLI_PHASE_PROPAGATE);
-    SlStatus st = prop_run(in->module, &po, &in->arena, r, &err);
-    cli_phase_end(in->phases, CLI_PHASE_PROPAGATE, 0);
-    if (st) {
-        if (!err.status)
-            sl_fail(&err, st, (SlSrcLoc){0}, "sharding propagation failed");
-        if (!err.loc.path && err.loc.line)
-            err.loc.path = in->display;
-        return cli_report(&err, in);
-    }
-    *ran = true;
+    if ((code = cli_propagate_run(in, &p->opts, &p->result)) != CLI_EXIT_OK)
+        return code;
+    p->ran = true;
+    const PropResult *r = &p->result;
     fprintf(stderr,
             "shardlens %s: %u of %u instructions had no sharding: propagated shardings to %u of "
             "%u instructions (XLA's sharding propagation; --no-propagate partitions them as "
@@ -351,7 +357,7 @@ cli_trip_counts(const CliArgs *a, int opt_id, const IrModule *m, SlArena *arena,
 
 int
 cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
-                     const TraceTripCount *trips, uint32_t n_trips, const PropResult *origins,
+                     const TraceTripCount *trips, uint32_t n_trips, const CliPropagation *prop,
                      SlBuf *text, int64_t *run_id)
 {
     SlError err = {0};
@@ -370,6 +376,8 @@ cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
     if (trace_path) {
         char created[32];
         cli_iso_now(created, sizeof(created));
+        if (prop && prop->ran)
+            prop_options_print(&prop->opts, &opts);
         spmd_options_print(o, &opts);
         TraceRunInfo info = {SHARDLENS_VERSION, created,        in->src.text, sl_buf_str(&opts),
                              o->num_partitions, trips, n_trips};
@@ -377,8 +385,8 @@ cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
         if (trace_db_open(trace_path, TRACE_DB_APPEND, &db, &err) ||
             trace_db_begin_run(db, in->module, &info, &sink, &err))
             code = cli_report_at(&err, trace_path);
-        else
-            cli_emit_origins(sink, in->module, origins);
+        else if (prop && prop->ran)
+            cli_emit_origins(sink, in->module, &prop->result);
         sl_file_text_release(&in->src); /* hashing it read the whole input again */
         cli_phase_end(in->phases, CLI_PHASE_TRACE, 0);
     }
@@ -398,7 +406,7 @@ cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
     trace_db_close(db);
     db = NULL;
     cli_phase_end(trace_phases, CLI_PHASE_TRACE, 0);
-    if (code == CLI_EXIT_OK) {
+    if (code == CLI_EXIT_OK && text) {
         cli_phase_begin(in->phases, CLI_PHASE_PRINT);
         hlo_print_module(out, text);
         cli_phase_end(in->phases, CLI_PHASE_PRINT, text->spilled + text->len);

@@ -73,24 +73,37 @@ int cli_trip_counts(const CliArgs *a, int opt_id, const IrModule *m, SlArena *ar
     "backend_config and the pattern). Repeatable; a NAME that is no while of the input is an\n"   \
     "error (exit 2).\n"
 
+/* Sharding propagation that ran on a module before it is partitioned: its options (recorded
+ * with the run) and its result (the origins, emitted into the trace). */
+typedef struct CliPropagation {
+    bool ran;
+    PropOptions opts;
+    PropResult result;
+} CliPropagation;
+
 /* Checks the shardings against N, partitions `in` (recording the run into `trace_path`, opened
- * for appending, when not NULL, with the user's trip counts `trips`), checks the result and
- * prints it into `text`. On success `*run_id` (may be NULL) is the recorded run, 0 without a
- * trace. Nothing of a failed run is in the trace. */
+ * for appending, when not NULL, with the user's trip counts `trips` and, when `prop` ran, its
+ * options and origins), checks the result and prints it into `text` (NULL: not printed). On
+ * success `*run_id` (may be NULL) is the recorded run, 0 without a trace. Nothing of a failed
+ * run is in the trace. */
+
 int cli_partition_traced(CliInput *in, const SpmdOptions *o, const char *trace_path,
                          const TraceTripCount *trips, uint32_t n_trips,
-                         const PropResult *origins, SlBuf *text, int64_t *run_id);
+                         const CliPropagation *prop, SlBuf *text, int64_t *run_id);
 
 /* The --set options (option `set_id`) that are sharding propagation's, by XLA's names, into
  * `o`; cli_spmd_options leaves those keys alone. */
 int cli_prop_options(const CliArgs *a, int set_id, PropOptions *o);
+/* prop_run on in->module with `po`, timed as the propagate phase; a failure is printed and
+ * its exit code returned. */
+int cli_propagate_run(CliInput *in, const PropOptions *po, PropResult *r);
 /* Sharding propagation before partitioning, as XLA's pipeline runs it: when `enabled` and
- * some instruction the partitioner reads, other than a constant, has no sharding, runs XLA's ShardingPropagation
- * (is_spmd=true; --set may change its options) on in->module in place and says so on stderr
- * ("propagated shardings to K of N instructions"). `*r` keeps the origins for the trace;
- * `*ran` tells whether it ran. */
+ * some instruction the partitioner reads, other than a constant, has no sharding, runs XLA's
+ * ShardingPropagation (is_spmd=true; --set may change its options) on in->module in place
+ * and says so on stderr ("propagated shardings to K of N instructions"). `p->ran` tells
+ * whether it ran. */
 int cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in,
-                        PropResult *r, bool *ran);
+                        CliPropagation *p);
 /* Every propagated sharding's origin in `r` (may be NULL), as trace events of `sink`. */
 void cli_emit_origins(TraceSink *sink, const IrModule *m, const PropResult *r);
 /* The help lines of --no-propagate and the propagation --set names, for partition/analyze. */

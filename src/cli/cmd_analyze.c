@@ -204,14 +204,14 @@ run(const CliArgs *a)
     SpmdOptions o;
     SlBuf hlo;
     sl_buf_init(&hlo);
-    PropResult prop;
-    bool propagated = false;
+    CliPropagation prop;
+    prop.ran = false;
     if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err))
         code = cli_report(&err, &in);
     else if ((code = cli_propagate_first(a, OPT_SET, !cli_args_has(a, OPT_NO_PROPAGATE), &in,
-                                         &prop, &propagated)) == CLI_EXIT_OK)
+                                         &prop)) == CLI_EXIT_OK)
         code = cli_spmd_options(a, OPT_N, OPT_SET, &in, &o);
-    o.input_propagated = propagated;
+    o.input_propagated = prop.ran;
     TraceTripCount *trips = NULL;
     uint32_t n_trips = 0;
     if (code == CLI_EXIT_OK)
@@ -225,8 +225,7 @@ run(const CliArgs *a)
         sl_tmp_register(p.trace_tmp);
         sl_tmp_register(p.trace_journal);
         remove_db(p.trace_tmp);
-        code = cli_partition_traced(&in, &o, p.trace_tmp, trips, n_trips, propagated ? &prop : NULL,
-                                    &hlo, NULL);
+        code = cli_partition_traced(&in, &o, p.trace_tmp, trips, n_trips, &prop, &hlo, NULL);
     }
     if (code == CLI_EXIT_OK) {
         printf("analyze: %s on %lld devices, into %s\n", in.display, (long long)o.num_partitions,

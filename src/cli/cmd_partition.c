@@ -52,21 +52,20 @@ run(const CliArgs *a)
     CliOutput out;
     TraceTripCount *trips = NULL;
     uint32_t n_trips = 0;
-    PropResult prop;
-    bool propagated = false;
+    CliPropagation prop;
     int code;
     cli_output_init(&out, cli_args_value(a, OPT_OUTPUT), a->phases);
     if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err))
         code = cli_report(&err, &in);
     else if ((code = cli_propagate_first(a, OPT_SET, !cli_args_has(a, OPT_NO_PROPAGATE), &in,
-                                         &prop, &propagated)) == CLI_EXIT_OK &&
+                                         &prop)) == CLI_EXIT_OK &&
              (code = cli_spmd_options(a, OPT_NUM_PARTITIONS, OPT_SET, &in, &o)) ==
                  CLI_EXIT_OK &&
              (code = cli_trip_counts(a, OPT_TRIP_COUNT, in.module, &in.arena, &trips, &n_trips)) ==
                  CLI_EXIT_OK) {
-        o.input_propagated = propagated;
-        code = cli_partition_traced(&in, &o, cli_args_value(a, OPT_TRACE), trips, n_trips,
-                                    propagated ? &prop : NULL, &out.text, NULL);
+        o.input_propagated = prop.ran;
+        code = cli_partition_traced(&in, &o, cli_args_value(a, OPT_TRACE), trips, n_trips, &prop,
+                                    &out.text, NULL);
     }
     /* The text streams out only while printing, the last step; the file is committed only
      * when every step, the trace included, succeeded (else cli_output_fini removes it). */

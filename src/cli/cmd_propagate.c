@@ -43,6 +43,7 @@ help_extra(FILE *out)
     sl_buf_fini(&b);
 }
 
+/* propagate's --set takes only propagation options: anything else is an error here. */
 static int
 parse_sets(const CliArgs *a, PropOptions *o)
 {
@@ -60,61 +61,25 @@ parse_sets(const CliArgs *a, PropOptions *o)
             return cli_usage_error(a->cmd, "--set %s: unknown option", kv);
         memcpy(key, kv, kl);
         key[kl] = 0;
-        SlError err = {0};
-        if (prop_options_set(o, key, eq + 1, &err))
-            return cli_usage_error(a->cmd, "--set %s: %s", kv, err.msg);
+        if (!prop_options_has_key(key))
+            return cli_usage_error(a->cmd, "--set %s: unknown propagation option '%s'", kv, key);
     }
-    return CLI_EXIT_OK;
+    return cli_prop_options(a, OPT_SET, o);
 }
 
 /* --trace: the propagated module partitioned for N devices, recorded with the origins. */
 static int
-record_run(const CliArgs *a, CliInput *in, const PropOptions *po, const PropResult *r,
-           int64_t n)
+record_run(const CliArgs *a, CliInput *in, const CliPropagation *prop, int64_t n)
 {
-    const char *path = cli_args_value(a, OPT_TRACE);
-    SlError err = {0};
     if (!n && ir_module_find_header(in->module, "num_partitions"))
         n = ir_module_num_partitions(in->module);
     if (n < 1)
         return cli_usage_error(a->cmd, "--trace partitions the module: pass -n N or put "
                                        "num_partitions=N in the module header");
-    if (cli_input_check(in, &err) || cli_check_shardings(in->module, in->display, n, &err))
-        return cli_report(&err, in);
     SpmdOptions so;
     spmd_options_init(&so);
     so.num_partitions = n;
-    SlBuf opts;
-    sl_buf_init(&opts);
-    prop_options_print(po, &opts);
-    spmd_options_print(&so, &opts);
-    char created[32];
-    cli_iso_now(created, sizeof(created));
-    TraceRunInfo info = {SHARDLENS_VERSION, created, in->src.text, sl_buf_str(&opts), n, NULL, 0};
-    TraceDb *db = NULL;
-    TraceSink *sink = NULL;
-    int code = CLI_EXIT_OK;
-    SlArena out_arena;
-    sl_arena_init(&out_arena);
-    IrModule *out = NULL;
-    if (trace_db_open(path, TRACE_DB_APPEND, &db, &err) ||
-        trace_db_begin_run(db, in->module, &info, &sink, &err)) {
-        code = cli_report_at(&err, path);
-    } else {
-        cli_emit_origins(sink, in->module, r);
-        if (spmd_partition(in->module, &so, sink, &out_arena, &out, &err)) {
-            trace_db_abort_run(db);
-            code = cli_report(&err, in);
-        } else if (trace_db_end_run(db, out, -1, NULL, &err)) {
-            code = cli_report_at(&err, path);
-        }
-    }
-    trace_db_close(db);
-    if (out)
-        ir_module_fini(out);
-    sl_arena_fini(&out_arena);
-    sl_buf_fini(&opts);
-    return code;
+    return cli_partition_traced(in, &so, cli_args_value(a, OPT_TRACE), NULL, 0, prop, NULL, NULL);
 }
 
 static int
@@ -132,27 +97,19 @@ run(const CliArgs *a)
     if (n_text && !cli_parse_devices(a->cmd, "--num-partitions", n_text, &n))
         return CLI_EXIT_BAD_INPUT;
     cli_output_init(&out, cli_args_value(a, OPT_OUTPUT), a->phases);
-    if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) ||
+    if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err) ||
         (n && cli_check_shardings(in.module, in.display, n, &err))) {
         code = cli_report(&err, &in);
     } else {
-        PropResult r;
-        cli_phase_begin(a->phases, CLI_PHASE_PROPAGATE);
-        SlStatus st = prop_run(in.module, &o, &in.arena, &r, &err);
-        cli_phase_end(a->phases, CLI_PHASE_PROPAGATE, 0);
-        if (st) {
-            if (!err.status)
-                sl_fail(&err, st, (SlSrcLoc){0}, "propagation failed");
-            if (!err.loc.path && err.loc.line)
-                err.loc.path = in.display;
-            code = cli_report(&err, &in);
-        } else {
-            fprintf(stderr, "propagated shardings to %u of %u instructions\n", r.n_propagated,
-                    r.n_instrs);
+        CliPropagation prop = {.ran = true, .opts = o};
+        code = cli_propagate_run(&in, &o, &prop.result);
+        if (code == CLI_EXIT_OK) {
+            fprintf(stderr, "propagated shardings to %u of %u instructions\n",
+                    prop.result.n_propagated, prop.result.n_instrs);
             if (cli_args_value(a, OPT_TRACE))
-                code = record_run(a, &in, &o, &r, n);
+                code = record_run(a, &in, &prop, n);
         }
-        if (!st && code == CLI_EXIT_OK) {
+        if (code == CLI_EXIT_OK) {
             cli_phase_begin(a->phases, CLI_PHASE_PRINT);
             hlo_print_module(in.module, &out.text);
             cli_phase_end(a->phases, CLI_PHASE_PRINT, out.text.spilled + out.text.len);
