@@ -46,6 +46,10 @@ const char *report_mesh_axes_of(const ReportAxis *axes, uint32_t n_axes,
 
 /* ---- schema_check.c: summary.json against schema/summary.schema.json ----------------------- */
 
+/* Adds one collective to `t`: known trip counts multiply, unknown ones are kept apart, once
+ * (traffic.c; the report's totals and the rollups share the rule). */
+void report_traffic_add(ReportTraffic *t, const ReportCollective *c);
+
 /* A JSON number as int64_t, saturating (converting a double out of range is undefined, and a
  * hostile summary may hold 2.4e66 where an integer belongs); NaN is 0. */
 int64_t report_json_i64(double v);

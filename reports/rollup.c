@@ -34,23 +34,6 @@ acc_fini(Acc *a)
     sl_interner_fini(&a->keys);
 }
 
-static void
-add_traffic(ReportTraffic *t, const ReportCollective *c)
-{
-    t->collectives++;
-    if (c->trip_count < 0) {
-        t->unknown_trip_collectives++;
-        t->unknown_send_bytes += c->send_bytes;
-        t->unknown_recv_bytes += c->recv_bytes;
-        t->unknown_time_us += c->time_us;
-        return;
-    }
-    double trips = (double)c->trip_count;
-    t->send_bytes += c->send_bytes * trips;
-    t->recv_bytes += c->recv_bytes * trips;
-    t->time_us += c->time_us * trips;
-}
-
 static ReportRollup *
 row(Acc *a, SlStr key)
 {
@@ -76,7 +59,7 @@ add(Acc *a, SlStr key, const ReportCollective *c)
 {
     ReportRollup *r = row(a, key);
     if (r)
-        add_traffic(&r->t, c);
+        report_traffic_add(&r->t, c);
 }
 
 static int
@@ -175,7 +158,7 @@ report_rollup_build(const TraceRun *run, SlArena *arena, Report *r)
             const char *key = loop_key(run, w, arena, &info);
             ReportRollup *row_w = row(&loops, sl_str(key));
             if (row_w) {
-                add_traffic(&row_w->t, c);
+                report_traffic_add(&row_w->t, c);
                 row_w->info = info;
             }
         }

@@ -110,8 +110,8 @@ typedef struct Build {
     bool oom;
 } Build;
 
-static void
-traffic_add(ReportTraffic *t, const ReportCollective *c)
+void
+report_traffic_add(ReportTraffic *t, const ReportCollective *c)
 {
     t->collectives++;
     if (c->trip_count < 0) {
@@ -245,7 +245,7 @@ add_to_devices(Build *b, const ReportCollective *rc)
         mine.send_bytes = b->send[d];
         mine.recv_bytes = b->recv[d];
         mine.time_us = 0;
-        traffic_add(&b->r->devices[d].t, &mine);
+        report_traffic_add(&b->r->devices[d].t, &mine);
     }
 }
 
@@ -280,18 +280,18 @@ add_collective(Build *b, const TraceRunCollective *c, ReportCollective *rc)
         b->oom = b->oom || !rc->axes;
     }
     add_to_devices(b, rc);
-    traffic_add(&b->r->total, rc);
+    report_traffic_add(&b->r->total, rc);
     ReportRow *row = row_get(b, &b->kinds, &b->kinds_at, rc->kind, NULL, false);
     if (row)
-        traffic_add(&row->t, rc);
+        report_traffic_add(&row->t, rc);
     row = row_get(b, &b->sources, &b->sources_at, rc->source ? rc->source : "", rc->op_name, true);
     if (row) {
         row->opcode = src ? src->opcode : NULL;
-        traffic_add(&row->t, rc);
+        report_traffic_add(&row->t, rc);
     }
     row = row_get(b, &b->op_names, &b->op_names_at, rc->op_name ? rc->op_name : "", NULL, false);
     if (row)
-        traffic_add(&row->t, rc);
+        report_traffic_add(&row->t, rc);
 }
 
 /* ---- ordering ------------------------------------------------------------------------------ */
