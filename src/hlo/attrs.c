@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hlo/hlo_int.h"
+#include "hlo/sdy.h"
 #include "sharding/shd.h"
 
 static SlStatus
@@ -831,6 +832,17 @@ raw_any(HloParser *P, const char *what, bool strict, SlStr *out)
     return SL_OK;
 }
 
+/* Where an `xla.sdy.*` value starts, for sdy_import's error locations. */
+static SlStatus
+note_sdy_value(HloParser *P, SlSym key, SlStr value, SlSrcLoc at)
+{
+    SlStr k = sl_sym_str(key);
+    if (k.len < 8 || memcmp(k.ptr, "xla.sdy.", 8))
+        return SL_OK;
+    SdyValueLoc l = {value.ptr, at.line, at.col};
+    return SL_VEC_PUSH(&P->sdy_locs, SdyValueLoc, l) ? SL_OK : nomem(P);
+}
+
 /* frontend := '{' (KEY '=' (STRING | '{' ... '}'))? (',' KEY '=' ...)* '}' */
 static SlStatus
 parse_frontend(HloParser *P, IrAttr *a)
@@ -857,7 +869,12 @@ parse_frontend(HloParser *P, IrAttr *a)
         IrFrontendAttr *f = &list[n++];
         if (!(f->key = hlo_intern(P, P->tok.text)))
             return nomem(P);
+        if ((st = raw_start(P)) != SL_OK)
+            return st;
+        SlSrcLoc at = hlo_lex_here(&P->lx);
         if ((st = raw_any(P, "frontend attribute value", false, &f->value)) != SL_OK)
+            return st;
+        if ((st = note_sdy_value(P, f->key, f->value, at)) != SL_OK)
             return st;
         hlo_advance(P);
     }

@@ -116,6 +116,7 @@ typedef struct HloParser {
     SlVec ints;          /* int64_t scratch for list values */
     SlVec sizes;         /* uint32_t scratch for list-of-list sizes */
     SlVec fixups;        /* HloCompFixup */
+    SlVec sdy_locs;      /* SdyValueLoc of every `xla.sdy.*` value read (sdy_import) */
     uint32_t depth;      /* tuple-shape nesting */
     SlFileText *src;     /* hlo_parse_file: pages behind the cursor are given back */
     const char *release_at; /* the next cursor position to do that at */

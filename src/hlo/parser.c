@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hlo/hlo_int.h"
+#include "hlo/sdy.h"
 #include "sharding/shd.h"
 
 /* ---- plumbing ---- */
@@ -1062,6 +1063,12 @@ parse_header(HloParser *P)
                            sl_sym_cstr(key), SL_STR_ARG(value), IR_MAX_DEVICES);
         if (ir_module_set_header(P->m, sl_sym_cstr(key), value) != SL_OK)
             return nomem(P);
+        if (sl_sym_str(key).len == 19 && !memcmp(sl_sym_cstr(key), "frontend_attributes", 19)) {
+            const IrHeaderAttr *h = ir_module_find_header(P->m, "frontend_attributes");
+            SdyValueLoc l = {h->value.ptr, at.line, at.col}; /* meshes are read from here */
+            if (!SL_VEC_PUSH(&P->sdy_locs, SdyValueLoc, l))
+                return nomem(P);
+        }
         hlo_advance(P);
     }
     return SL_OK;
@@ -1123,6 +1130,10 @@ parse_module(HloParser *P)
     }
     if (sl_arena_failed(P->arena))
         return nomem(P);
+    /* Shardy's round-trip shardings become the module's shardings before anything reads it */
+    if (P->nest == 0 && (st = sdy_import(P->m, P->sdy_locs.data, (uint32_t)P->sdy_locs.len,
+                                         P->lx.path, P->err)) != SL_OK)
+        return st;
     return SL_OK;
 }
 
@@ -1168,6 +1179,7 @@ parse_text(SlArena *arena, SlInterner *names, SlStr text, SlFileText *src, const
     sl_vec_fini(&P.ints);
     sl_vec_fini(&P.sizes);
     sl_vec_fini(&P.fixups);
+    sl_vec_fini(&P.sdy_locs);
     if (st != SL_OK) {
         ir_module_fini(P.m);
         return st;

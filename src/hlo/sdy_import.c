@@ -1,0 +1,1130 @@
+/* sdy_import.c - Shardy's round-trip attributes into GSPMD shardings (sdy.h).
+ * Owns: reading the sdy attribute text (meshes, tensor shardings, per-value lists), converting a
+ * tensor sharding to a tile assignment the way XLA's Shardy-to-HLO export does, and the module
+ * rewrite that XLA's round-trip import implies (which shardings count, the result shardings).
+ * Does not own: sharding normalization (shd_tiled applies XLA's Subgroup rules).
+ * Invariants: nothing is changed before the whole module has been read without error, so a bad
+ * value never leaves a half-imported module; errors point at the byte in the source file.
+ *
+ * The conversion (XLA convertToHloSharding, non-V3): every mesh axis is split at each sub-axis
+ * boundary that the dimension or unreduced axes use ("x":(2)4 of x=16 splits x into 2,4,2), in
+ * mesh order, major first. The tile assignment is iota (or the mesh's device_ids) over those
+ * pieces, transposed so that the dimensions' axes come first (dimension by dimension, in the
+ * order written), then the unreduced axes (one UNREDUCED subgroup dim), then every other piece
+ * in mesh order (one REPLICATED subgroup dim when larger than 1). Replicated axes need nothing
+ * of their own: axes not sharding a dimension are replicated anyway. Priorities only order
+ * Shardy's propagation and have no GSPMD form: read and ignored. */
+#include "hlo/sdy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sharding/shd.h"
+
+#define SDY_MAX_AXES   64  /* mesh axes; more is rejected */
+#define SDY_MAX_REFS   128 /* axis references in one tensor sharding */
+#define SDY_MAX_RANK   64
+#define SDY_MAX_PIECES 256 /* mesh axes after splitting at sub-axis boundaries */
+
+typedef struct SdyMesh {
+    SlStr name;
+    uint32_t n_axes;
+    SlStr *axis_names;
+    int64_t *axis_sizes;
+    uint32_t n_ids;
+    int64_t *ids; /* NULL: iota */
+    int64_t total;
+} SdyMesh;
+
+typedef struct SdyRef {
+    uint32_t axis;     /* index into the mesh */
+    int64_t pre, size; /* a whole axis: pre 1, size = the axis size */
+} SdyRef;
+
+typedef struct SdyTensor {
+    const SdyMesh *mesh;
+    uint32_t rank;
+    uint32_t dim_first[SDY_MAX_RANK], dim_n[SDY_MAX_RANK]; /* into refs */
+    bool dim_open[SDY_MAX_RANK];
+    uint32_t n_refs;
+    SdyRef refs[SDY_MAX_REFS];
+    uint32_t repl_first, n_repl, unred_first, n_unred;
+} SdyTensor;
+
+/* One value's text, unescaped ("\"" -> '"'), with the raw offset of every byte for errors. */
+typedef struct SdyText {
+    const char *s;
+    size_t n, p;
+    const uint32_t *raw_off; /* n + 1 entries */
+    SlStr raw;
+    SlSrcLoc at; /* the raw value's first byte */
+    SlError *err;
+} SdyText;
+
+typedef struct SdyCtx {
+    IrModule *m;
+    SlArena *a;
+    SlError *err;
+    const char *path;
+    SlMap locs; /* value pointer -> 1 + index into `loc_list` */
+    const SdyValueLoc *loc_list;
+    SdyMesh *meshes;
+    uint32_t n_meshes;
+} SdyCtx;
+
+/* ---- text -------------------------------------------------------------------------------- */
+
+static SlSrcLoc
+text_loc(const SdyText *t, size_t k)
+{
+    SlSrcLoc l = t->at;
+    if (!l.line)
+        return l;
+    uint32_t r = t->raw_off[k < t->n ? k : t->n];
+    for (uint32_t i = 0; i < r && i < t->raw.len; i++) {
+        if (t->raw.ptr[i] == '\n') {
+            l.line++;
+            l.col = 1;
+        } else {
+            l.col++;
+        }
+    }
+    return l;
+}
+
+static SlStatus text_fail(SdyText *t, SlStatus st, const char *fmt, const char *arg)
+    __attribute__((format(printf, 3, 0)));
+
+/* Fails at the cursor; `fmt` has one %s, for `arg`. */
+static SlStatus
+text_fail(SdyText *t, SlStatus st, const char *fmt, const char *arg)
+{
+    char msg[SL_ERROR_MSG_BYTES];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    snprintf(msg, sizeof(msg), fmt, arg);
+#pragma GCC diagnostic pop
+    return sl_fail(t->err, st, text_loc(t, t->p), "%s", msg);
+}
+
+static SlStatus
+text_init(SdyText *t, SlArena *a, SlStr raw, SlSrcLoc at, SlError *err)
+{
+    memset(t, 0, sizeof(*t));
+    t->raw = raw;
+    t->at = at;
+    t->err = err;
+    size_t b = 0, e = raw.len;
+    if (e >= 2 && raw.ptr[0] == '"' && raw.ptr[e - 1] == '"') {
+        b = 1;
+        e--;
+    }
+    char *s = SL_NEW_ARRAY(a, char, e - b + 1);
+    uint32_t *off = SL_NEW_ARRAY(a, uint32_t, e - b + 1);
+    if (!s || !off)
+        return sl_fail(err, SL_ERR_NOMEM, at, "out of memory");
+    size_t n = 0;
+    bool quoted = b == 1;
+    for (size_t i = b; i < e; i++) {
+        off[n] = (uint32_t)i;
+        if (quoted && raw.ptr[i] == '\\' && i + 1 < e &&
+            (raw.ptr[i + 1] == '"' || raw.ptr[i + 1] == '\\'))
+            i++;
+        s[n++] = raw.ptr[i];
+    }
+    off[n] = (uint32_t)e;
+    t->s = s;
+    t->n = n;
+    t->raw_off = off;
+    return SL_OK;
+}
+
+static void
+skip_ws(SdyText *t)
+{
+    while (t->p < t->n && (t->s[t->p] == ' ' || t->s[t->p] == '\t' || t->s[t->p] == '\n' ||
+                           t->s[t->p] == '\r'))
+        t->p++;
+}
+
+static char
+peek(SdyText *t)
+{
+    skip_ws(t);
+    return t->p < t->n ? t->s[t->p] : '\0';
+}
+
+/* Consumes `lit` when the text continues with it. */
+static bool
+eat(SdyText *t, const char *lit)
+{
+    skip_ws(t);
+    size_t l = strlen(lit);
+    if (t->n - t->p < l || memcmp(t->s + t->p, lit, l))
+        return false;
+    t->p += l;
+    return true;
+}
+
+static SlStatus
+expect(SdyText *t, const char *lit, const char *what)
+{
+    if (eat(t, lit))
+        return SL_OK;
+    return text_fail(t, SL_ERR_PARSE, "Shardy attribute: expected %s", what);
+}
+
+static bool
+is_ident_char(char c, bool first)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$' ||
+           c == '.' || (!first && ((c >= '0' && c <= '9') || c == '-'));
+}
+
+/* name := '"' [^"]* '"' | IDENT */
+static SlStatus
+read_name(SdyText *t, bool allow_ident, SlStr *out, const char *what)
+{
+    skip_ws(t);
+    if (t->p < t->n && t->s[t->p] == '"') {
+        size_t b = ++t->p;
+        while (t->p < t->n && t->s[t->p] != '"')
+            t->p++;
+        if (t->p >= t->n) {
+            t->p = b - 1;
+            return text_fail(t, SL_ERR_PARSE, "Shardy attribute: unterminated %s", what);
+        }
+        *out = (SlStr){t->s + b, t->p - b};
+        t->p++;
+        return SL_OK;
+    }
+    if (allow_ident && t->p < t->n && is_ident_char(t->s[t->p], true)) {
+        size_t b = t->p;
+        while (t->p < t->n && is_ident_char(t->s[t->p], false))
+            t->p++;
+        *out = (SlStr){t->s + b, t->p - b};
+        return SL_OK;
+    }
+    return text_fail(t, SL_ERR_PARSE, "Shardy attribute: expected %s", what);
+}
+
+static SlStatus
+read_int(SdyText *t, int64_t lo, int64_t *out, const char *what)
+{
+    skip_ws(t);
+    size_t b = t->p;
+    int64_t v = 0;
+    while (t->p < t->n && t->s[t->p] >= '0' && t->s[t->p] <= '9') {
+        v = v * 10 + (t->s[t->p++] - '0');
+        if (v > ((int64_t)1 << 40)) {
+            t->p = b;
+            return text_fail(t, SL_ERR_INVALID, "Shardy attribute: %s is too large", what);
+        }
+    }
+    if (t->p == b)
+        return text_fail(t, SL_ERR_PARSE, "Shardy attribute: expected %s", what);
+    if (v < lo) {
+        t->p = b;
+        return text_fail(t, SL_ERR_INVALID, "Shardy attribute: %s must be positive", what);
+    }
+    *out = v;
+    return SL_OK;
+}
+
+/* ---- meshes ------------------------------------------------------------------------------ */
+
+/* mesh := '<' '[' (NAME '=' INT (',' NAME '=' INT)*)? ']' (',' 'device_ids' '=' '[' INT
+ *         (',' INT)* ']')? '>'      (after `#sdy.mesh` or `mesh`) */
+static SlStatus
+parse_mesh(SdyText *t, SlArena *a, SdyMesh *mesh)
+{
+    SlStatus st;
+    SlStr names[SDY_MAX_AXES];
+    int64_t sizes[SDY_MAX_AXES];
+    uint32_t n = 0;
+    if ((st = expect(t, "<", "'<' after the mesh")) || (st = expect(t, "[", "'[' of mesh axes")))
+        return st;
+    mesh->total = 1;
+    if (!eat(t, "]")) {
+        do {
+            if (n == SDY_MAX_AXES)
+                return text_fail(t, SL_ERR_UNSUPPORTED, "Shardy mesh: more than %s axes", "64");
+            size_t at = t->p;
+            if ((st = read_name(t, false, &names[n], "a quoted mesh axis name")) ||
+                (st = expect(t, "=", "'=' and the axis size")) ||
+                (st = read_int(t, 1, &sizes[n], "a mesh axis size")))
+                return st;
+            for (uint32_t k = 0; k < n; k++)
+                if (sl_str_eq(names[k], names[n])) {
+                    t->p = at;
+                    return text_fail(t, SL_ERR_INVALID, "Shardy mesh: axis %s named twice",
+                                     "name");
+                }
+            mesh->total *= sizes[n];
+            if (mesh->total > IR_MAX_DEVICES) {
+                t->p = at;
+                return text_fail(t, SL_ERR_INVALID, "Shardy mesh: more than %s devices",
+                                 "65536");
+            }
+            n++;
+        } while (eat(t, ","));
+        if ((st = expect(t, "]", "',' or ']' in the mesh axes")))
+            return st;
+    }
+    mesh->n_axes = n;
+    mesh->axis_names = n ? SL_DUP_ARRAY(a, SlStr, names, n) : NULL;
+    mesh->axis_sizes = n ? SL_DUP_ARRAY(a, int64_t, sizes, n) : NULL;
+    if (n && (!mesh->axis_names || !mesh->axis_sizes))
+        return sl_fail(t->err, SL_ERR_NOMEM, t->at, "out of memory");
+    if (eat(t, ",")) {
+        size_t at = t->p;
+        if ((st = expect(t, "device_ids", "'device_ids'")) || (st = expect(t, "=", "'='")) ||
+            (st = expect(t, "[", "'[' of device ids")))
+            return st;
+        int64_t cap = mesh->total, k = 0;
+        int64_t *ids = SL_NEW_ARRAY(a, int64_t, cap);
+        if (!ids)
+            return sl_fail(t->err, SL_ERR_NOMEM, t->at, "out of memory");
+        do {
+            int64_t v;
+            if (k == cap) {
+                t->p = at;
+                return text_fail(t, SL_ERR_INVALID,
+                                 "Shardy mesh: more device ids than the %s of its axes",
+                                 "product");
+            }
+            if ((st = read_int(t, 0, &v, "a device id")))
+                return st;
+            if (v >= IR_MAX_DEVICES)
+                return text_fail(t, SL_ERR_INVALID, "Shardy mesh: device id above %s", "65535");
+            ids[k++] = v;
+        } while (eat(t, ","));
+        if ((st = expect(t, "]", "',' or ']' in the device ids")))
+            return st;
+        if (k != cap) {
+            t->p = at;
+            return text_fail(t, SL_ERR_INVALID,
+                             "Shardy mesh: device_ids must list one id per device (the %s of "
+                             "the axis sizes)",
+                             "product");
+        }
+        for (int64_t x = 0; x < k; x++)
+            for (int64_t y = x + 1; y < k && k <= 4096; y++)
+                if (ids[x] == ids[y]) {
+                    t->p = at;
+                    return text_fail(t, SL_ERR_INVALID, "Shardy mesh: a device id is %s twice",
+                                     "listed");
+                }
+        mesh->ids = ids;
+        mesh->n_ids = (uint32_t)k;
+    }
+    return expect(t, ">", "'>' closing the mesh");
+}
+
+/* meshes := '{' (NAME '=' '#sdy.mesh' mesh (',' NAME '=' '#sdy.mesh' mesh)*)? '}' */
+static SlStatus
+parse_meshes(SdyCtx *cx, SdyText *t)
+{
+    SlStatus st;
+    SlVec v = {0};
+    if ((st = expect(t, "{", "'{' opening the meshes")))
+        return st;
+    if (!eat(t, "}")) {
+        do {
+            SdyMesh mesh;
+            memset(&mesh, 0, sizeof(mesh));
+            size_t at = t->p;
+            if ((st = read_name(t, true, &mesh.name, "a mesh name")) ||
+                (st = expect(t, "=", "'=' after the mesh name")) ||
+                (st = expect(t, "#sdy.mesh", "'#sdy.mesh'")) || (st = parse_mesh(t, cx->a, &mesh)))
+                goto out;
+            for (size_t k = 0; k < v.len; k++)
+                if (sl_str_eq(SL_VEC_AT(&v, SdyMesh, k).name, mesh.name)) {
+                    t->p = at;
+                    st = text_fail(t, SL_ERR_INVALID, "Shardy mesh %s defined twice", "name");
+                    goto out;
+                }
+            if (!SL_VEC_PUSH(&v, SdyMesh, mesh)) {
+                st = sl_fail(cx->err, SL_ERR_NOMEM, t->at, "out of memory");
+                goto out;
+            }
+        } while (eat(t, ","));
+        if ((st = expect(t, "}", "',' or '}' in the meshes")))
+            goto out;
+    }
+    if (peek(t) != '\0') {
+        st = text_fail(t, SL_ERR_PARSE, "Shardy meshes: unexpected text after %s", "'}'");
+        goto out;
+    }
+    cx->n_meshes = (uint32_t)v.len;
+    cx->meshes = v.len ? SL_DUP_ARRAY(cx->a, SdyMesh, v.data, v.len) : NULL;
+    if (v.len && !cx->meshes)
+        st = sl_fail(cx->err, SL_ERR_NOMEM, t->at, "out of memory");
+out:
+    sl_vec_fini(&v);
+    return st;
+}
+
+/* ---- tensor shardings -------------------------------------------------------------------- */
+
+/* axis := NAME (':' '(' INT ')' INT)?   checked against the mesh */
+static SlStatus
+parse_axis(SdyText *t, const SdyMesh *mesh, SdyRef *r)
+{
+    SlStatus st;
+    SlStr name;
+    size_t at = t->p;
+    skip_ws(t);
+    at = t->p;
+    if ((st = read_name(t, false, &name, "a quoted axis name")))
+        return st;
+    uint32_t k = 0;
+    while (k < mesh->n_axes && !sl_str_eq(mesh->axis_names[k], name))
+        k++;
+    if (k == mesh->n_axes) {
+        t->p = at;
+        char buf[96];
+        snprintf(buf, sizeof(buf), "%.*s", (int)(name.len < 80 ? name.len : 80), name.ptr);
+        return text_fail(t, SL_ERR_INVALID, "Shardy sharding: axis \"%s\" is not in the mesh",
+                         buf);
+    }
+    r->axis = k;
+    r->pre = 1;
+    r->size = mesh->axis_sizes[k];
+    if (eat(t, ":")) {
+        if ((st = expect(t, "(", "'(' and the sub-axis pre-size")) ||
+            (st = read_int(t, 1, &r->pre, "a sub-axis pre-size")) ||
+            (st = expect(t, ")", "')' after the pre-size")) ||
+            (st = read_int(t, 1, &r->size, "a sub-axis size")))
+            return st;
+        int64_t whole = mesh->axis_sizes[k];
+        if (r->size < 2 || r->pre * r->size > whole || whole % (r->pre * r->size)) {
+            t->p = at;
+            return text_fail(t, SL_ERR_INVALID,
+                             "Shardy sharding: sub-axis %s does not divide its axis (pre-size "
+                             "times size must divide the axis size; size at least 2)",
+                             "here");
+        }
+    }
+    return SL_OK;
+}
+
+static SlStatus
+add_ref(SdyText *t, SdyTensor *ts, const SdyRef *r)
+{
+    if (ts->n_refs == SDY_MAX_REFS)
+        return text_fail(t, SL_ERR_UNSUPPORTED, "Shardy sharding: more than %s axis references",
+                         "128");
+    ts->refs[ts->n_refs++] = *r;
+    return SL_OK;
+}
+
+/* axes := '{' (axis (',' axis)*)? '}' */
+static SlStatus
+parse_axis_list(SdyText *t, SdyTensor *ts)
+{
+    SlStatus st;
+    if ((st = expect(t, "{", "'{' of an axis list")))
+        return st;
+    if (eat(t, "}"))
+        return SL_OK;
+    do {
+        SdyRef r;
+        if ((st = parse_axis(t, ts->mesh, &r)) || (st = add_ref(t, ts, &r)))
+            return st;
+    } while (eat(t, ","));
+    return expect(t, "}", "',' or '}' in the axis list");
+}
+
+/* mesh_ref := '@' NAME | '#sdy.mesh' mesh | 'mesh' mesh */
+static SlStatus
+parse_mesh_ref(SdyCtx *cx, SdyText *t, const SdyMesh **out)
+{
+    SlStatus st;
+    skip_ws(t);
+    size_t at = t->p;
+    if (eat(t, "@")) {
+        SlStr name;
+        if ((st = read_name(t, true, &name, "a mesh name after '@'")))
+            return st;
+        for (uint32_t k = 0; k < cx->n_meshes; k++)
+            if (sl_str_eq(cx->meshes[k].name, name)) {
+                *out = &cx->meshes[k];
+                return SL_OK;
+            }
+        t->p = at;
+        return text_fail(t, SL_ERR_INVALID,
+                         "Shardy sharding: mesh %s is not in the module's xla.sdy.meshes",
+                         "reference");
+    }
+    if (eat(t, "#sdy.mesh") || eat(t, "mesh")) {
+        SdyMesh *mesh = SL_NEW(cx->a, SdyMesh);
+        if (!mesh)
+            return sl_fail(cx->err, SL_ERR_NOMEM, t->at, "out of memory");
+        if ((st = parse_mesh(t, cx->a, mesh)))
+            return st;
+        *out = mesh;
+        return SL_OK;
+    }
+    return text_fail(t, SL_ERR_PARSE, "Shardy sharding: expected %s", "'@mesh' or a mesh");
+}
+
+static bool
+refs_overlap(const SdyRef *x, const SdyRef *y)
+{
+    return x->axis == y->axis && x->pre < y->pre * y->size && y->pre < x->pre * x->size;
+}
+
+/* tensor := mesh_ref ',' '[' (dim (',' dim)*)? ']' (',' ('replicated' | 'unreduced') '='
+ *           axes)* '>'
+ * dim    := '{' ((axis (',' axis)* (',' '?')?) | '?')? '}' ('p' INT)?   (after the '<') */
+static SlStatus
+parse_tensor(SdyCtx *cx, SdyText *t, SdyTensor *ts)
+{
+    SlStatus st;
+    memset(ts, 0, sizeof(*ts));
+    if ((st = parse_mesh_ref(cx, t, &ts->mesh)) || (st = expect(t, ",", "',' after the mesh")) ||
+        (st = expect(t, "[", "'[' of the dimension shardings")))
+        return st;
+    if (!eat(t, "]")) {
+        do {
+            if (ts->rank == SDY_MAX_RANK)
+                return text_fail(t, SL_ERR_UNSUPPORTED, "Shardy sharding: rank above %s", "64");
+            uint32_t d = ts->rank++;
+            ts->dim_first[d] = ts->n_refs;
+            if ((st = expect(t, "{", "'{' of a dimension sharding")))
+                return st;
+            if (eat(t, "?")) {
+                ts->dim_open[d] = true;
+            } else if (peek(t) != '}') {
+                do {
+                    if (eat(t, "?")) {
+                        ts->dim_open[d] = true;
+                        break;
+                    }
+                    SdyRef r;
+                    if ((st = parse_axis(t, ts->mesh, &r)) || (st = add_ref(t, ts, &r)))
+                        return st;
+                } while (eat(t, ","));
+            }
+            if ((st = expect(t, "}", "',' or '}' in a dimension sharding")))
+                return st;
+            ts->dim_n[d] = ts->n_refs - ts->dim_first[d];
+            if (t->p < t->n && t->s[t->p] == 'p') { /* priority: no GSPMD form */
+                int64_t prio;
+                t->p++;
+                if ((st = read_int(t, 0, &prio, "a priority after 'p'")))
+                    return st;
+            }
+        } while (eat(t, ","));
+        if ((st = expect(t, "]", "',' or ']' in the dimension shardings")))
+            return st;
+    }
+    bool seen_repl = false, seen_unred = false;
+    while (eat(t, ",")) {
+        bool repl;
+        skip_ws(t);
+        size_t at = t->p;
+        if (eat(t, "replicated"))
+            repl = true;
+        else if (eat(t, "unreduced"))
+            repl = false;
+        else
+            return text_fail(t, SL_ERR_UNSUPPORTED,
+                             "Shardy sharding: expected 'replicated=' or 'unreduced=' (other "
+                             "%s are not supported)",
+                             "fields");
+        if ((repl && seen_repl) || (!repl && seen_unred)) {
+            t->p = at;
+            return text_fail(t, SL_ERR_PARSE, "Shardy sharding: %s given twice", "axis list");
+        }
+        uint32_t first = ts->n_refs;
+        if ((st = expect(t, "=", "'=' and an axis list")) || (st = parse_axis_list(t, ts)))
+            return st;
+        if (repl) {
+            seen_repl = true;
+            ts->repl_first = first;
+            ts->n_repl = ts->n_refs - first;
+        } else {
+            seen_unred = true;
+            ts->unred_first = first;
+            ts->n_unred = ts->n_refs - first;
+        }
+    }
+    size_t end = t->p;
+    if ((st = expect(t, ">", "'>' closing the sharding")))
+        return st;
+    for (uint32_t x = 0; x < ts->n_refs; x++)
+        for (uint32_t y = x + 1; y < ts->n_refs; y++)
+            if (refs_overlap(&ts->refs[x], &ts->refs[y])) {
+                t->p = end;
+                return text_fail(t, SL_ERR_INVALID,
+                                 "Shardy sharding: an axis (or overlapping sub-axes) is used "
+                                 "twice in this %s",
+                                 "sharding");
+            }
+    return SL_OK;
+}
+
+/* ---- conversion -------------------------------------------------------------------------- */
+
+static int
+cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The GSPMD sharding of one tensor sharding (XLA convertToHloSharding; see the file comment). */
+static const ShdSharding *
+convert(SlArena *a, const SdyTensor *ts)
+{
+    const SdyMesh *mesh = ts->mesh;
+    if (mesh->n_axes == 0)
+        return mesh->n_ids ? shd_maximal(a, mesh->ids[0]) : shd_replicated(a);
+    /* the pieces: each axis cut at the boundaries its dimension / unreduced sub-axes use */
+    uint32_t n_p = 0;
+    uint32_t p_axis[SDY_MAX_PIECES];
+    int64_t p_pre[SDY_MAX_PIECES], p_size[SDY_MAX_PIECES];
+    for (uint32_t ax = 0; ax < mesh->n_axes; ax++) {
+        int64_t cut[2 * SDY_MAX_REFS + 2];
+        uint32_t n_cut = 0;
+        cut[n_cut++] = 1;
+        cut[n_cut++] = mesh->axis_sizes[ax];
+        for (uint32_t k = 0; k < ts->n_refs; k++) {
+            bool counted = k < ts->n_refs && !(k >= ts->repl_first && k < ts->repl_first + ts->n_repl);
+            const SdyRef *r = &ts->refs[k];
+            if (!counted || r->axis != ax)
+                continue;
+            cut[n_cut++] = r->pre;
+            cut[n_cut++] = r->pre * r->size;
+        }
+        qsort(cut, n_cut, sizeof(int64_t), cmp_i64);
+        for (uint32_t k = 0; k + 1 < n_cut; k++) {
+            if (cut[k] == cut[k + 1])
+                continue;
+            if (n_p == SDY_MAX_PIECES)
+                return NULL;
+            p_axis[n_p] = ax;
+            p_pre[n_p] = cut[k];
+            p_size[n_p] = cut[k + 1] / cut[k];
+            n_p++;
+        }
+    }
+    /* the transposition: dimension axes, then unreduced axes, then the rest in mesh order */
+    int64_t tile[SDY_MAX_RANK + 2];
+    ShdSubgroup types[2];
+    uint32_t n_tile = ts->rank, n_types = 0, n_perm = 0;
+    uint32_t perm[SDY_MAX_PIECES];
+    bool placed[SDY_MAX_PIECES] = {false};
+    for (uint32_t d = 0; d < ts->rank; d++)
+        tile[d] = 1;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t d = 0; d < (pass ? 1u : ts->rank); d++) {
+            uint32_t first = pass ? ts->unred_first : ts->dim_first[d];
+            uint32_t n = pass ? ts->n_unred : ts->dim_n[d];
+            if (pass && n)
+                tile[n_tile] = 1;
+            for (uint32_t k = first; k < first + n; k++) {
+                const SdyRef *r = &ts->refs[k];
+                uint32_t q = 0;
+                while (q < n_p && !(p_axis[q] == r->axis && p_pre[q] == r->pre &&
+                                    p_size[q] == r->size))
+                    q++;
+                if (q == n_p || placed[q])
+                    return NULL; /* parse_tensor rejects overlaps: not reached */
+                placed[q] = true;
+                perm[n_perm++] = q;
+                tile[pass ? n_tile : d] *= r->size;
+            }
+            if (pass && n) {
+                n_tile++;
+                types[n_types++] = SHD_SUB_UNREDUCED;
+            }
+        }
+    }
+    int64_t replicated = 1;
+    for (uint32_t q = 0; q < n_p; q++)
+        if (!placed[q]) {
+            perm[n_perm++] = q;
+            replicated *= p_size[q];
+        }
+    if (replicated > 1) {
+        tile[n_tile++] = replicated;
+        types[n_types++] = SHD_SUB_REPLICATED;
+    }
+    /* devices[i]: element i (row-major) of the piece array transposed by `perm` */
+    int64_t total = mesh->total;
+    int64_t *devs = SL_NEW_ARRAY(a, int64_t, total);
+    if (!devs)
+        return NULL;
+    int64_t stride[SDY_MAX_PIECES], idx[SDY_MAX_PIECES] = {0};
+    int64_t s = 1;
+    for (uint32_t q = n_p; q-- > 0;) {
+        stride[q] = s;
+        s *= p_size[q];
+    }
+    for (int64_t i = 0; i < total; i++) {
+        int64_t src = 0;
+        for (uint32_t k = 0; k < n_p; k++)
+            src += idx[k] * stride[perm[k]];
+        devs[i] = mesh->ids ? mesh->ids[src] : src;
+        for (uint32_t k = n_p; k-- > 0;) { /* next index of the transposed array */
+            if (++idx[k] < p_size[perm[k]])
+                break;
+            idx[k] = 0;
+        }
+    }
+    return shd_tiled(a, tile, n_tile, devs, n_types ? types : NULL, n_types);
+}
+
+/* ---- the module -------------------------------------------------------------------------- */
+
+static SlStr
+strip_quotes(SlStr s)
+{
+    if (s.len >= 2 && s.ptr[0] == '"' && s.ptr[s.len - 1] == '"')
+        return (SlStr){s.ptr + 1, s.len - 2};
+    return s;
+}
+
+static SlStr
+call_target(const IrInstr *i)
+{
+    const IrAttr *a = i->op == IR_OP_CUSTOM_CALL ? ir_instr_find_attr(i, IR_ATTR_CUSTOM_CALL_TARGET)
+                                                 : NULL;
+    return a ? strip_quotes(a->u.text) : (SlStr){"", 0};
+}
+
+static bool
+target_is(const IrInstr *i, const char *t)
+{
+    return sl_str_eq_cstr(call_target(i), t);
+}
+
+static const IrFrontendAttr *
+find_frontend(const IrInstr *i, const char *key)
+{
+    const IrAttr *a = ir_instr_find_attr(i, IR_ATTR_FRONTEND_ATTRIBUTES);
+    if (!a)
+        return NULL;
+    for (uint32_t k = 0; k < a->u.frontend.n; k++)
+        if (sl_str_eq_cstr(sl_sym_str(a->u.frontend.v[k].key), key))
+            return &a->u.frontend.v[k];
+    return NULL;
+}
+
+static SlSrcLoc
+value_loc(const SdyCtx *cx, const char *value, const IrInstr *owner)
+{
+    uint64_t k;
+    if (sl_map_get(&cx->locs, SL_MAP_KEY(value), &k)) {
+        const SdyValueLoc *l = &cx->loc_list[k - 1];
+        return (SlSrcLoc){cx->path, l->line, l->col};
+    }
+    return (SlSrcLoc){cx->path, owner ? owner->src_line : 0, owner ? owner->src_col : 0};
+}
+
+static SlSrcLoc
+instr_loc(const SdyCtx *cx, const IrInstr *i)
+{
+    return (SlSrcLoc){cx->path, i->src_line, i->src_col};
+}
+
+/* An instruction's `xla.sdy.sharding`: one tensor sharding, or a per-value list whose length
+ * is the number of results (array leaves of the shape; 1 for an array). `open` (may be NULL)
+ * gets the open dims of a single array value. */
+typedef struct SdyParsed {
+    const ShdSharding *sharding;
+    uint32_t n_open;
+    int64_t open[SDY_MAX_RANK];
+} SdyParsed;
+
+static SlStatus
+check_rank(SdyCtx *cx, SdyText *t, const SdyTensor *ts, const IrShape *shape, const IrInstr *i)
+{
+    if (!ir_shape_is_array(shape) || ts->rank == shape->rank)
+        return SL_OK;
+    (void)t;
+    return sl_fail(cx->err, SL_ERR_INVALID, instr_loc(cx, i),
+                   "%s: its xla.sdy.sharding has %u dimension shardings but the value has rank "
+                   "%u",
+                   sl_sym_cstr(i->name), ts->rank, shape->rank);
+}
+
+/* sharding := '#sdy.sharding' '<' tensor | '#sdy.sharding_per_value' '<' '[' ('<' tensor
+ *             (',' '<' tensor)*)? ']' '>' */
+static SlStatus
+parse_instr_sharding(SdyCtx *cx, const IrInstr *i, const IrFrontendAttr *f, SdyParsed *out)
+{
+    SlStatus st;
+    SdyText t;
+    SdyTensor *ts = SL_NEW(cx->a, SdyTensor);
+    memset(out, 0, sizeof(*out));
+    if (!ts)
+        return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+    if ((st = text_init(&t, cx->a, f->value, value_loc(cx, f->value.ptr, i), cx->err)))
+        return st;
+    uint32_t n_leaves = ir_shape_is_tuple(&i->shape) ? ir_shape_leaf_count(&i->shape) : 1;
+    if (eat(&t, "#sdy.sharding_per_value")) {
+        if ((st = expect(&t, "<", "'<'")) || (st = expect(&t, "[", "'[' of the value shardings")))
+            return st;
+        const ShdSharding *buf[64], **leaves = buf;
+        uint32_t n = 0;
+        if (n_leaves > SL_COUNTOF(buf) && !(leaves = SL_NEW_ARRAY(cx->a, const ShdSharding *,
+                                                                 n_leaves)))
+            return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+        if (!eat(&t, "]")) {
+            do {
+                size_t at = t.p;
+                if ((st = expect(&t, "<", "'<' opening a value sharding")) ||
+                    (st = parse_tensor(cx, &t, ts)))
+                    return st;
+                if (n == n_leaves) {
+                    t.p = at;
+                    return text_fail(&t, SL_ERR_INVALID,
+                                     "Shardy sharding: more value shardings than the %s has "
+                                     "results",
+                                     "instruction");
+                }
+                const IrShape *leaf = ir_shape_is_tuple(&i->shape)
+                                          ? ir_shape_leaf(&i->shape, n)
+                                          : &i->shape;
+                if ((st = check_rank(cx, &t, ts, leaf, i)))
+                    return st;
+                if (!(leaves[n++] = convert(cx->a, ts)))
+                    return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+                if (n_leaves == 1 && !ir_shape_is_tuple(&i->shape))
+                    for (uint32_t d = 0; d < ts->rank; d++)
+                        if (ts->dim_open[d])
+                            out->open[out->n_open++] = d;
+            } while (eat(&t, ","));
+            if ((st = expect(&t, "]", "',' or ']' in the value shardings")))
+                return st;
+        }
+        if ((st = expect(&t, ">", "'>' closing the value shardings")))
+            return st;
+        if (n != n_leaves && !(n == 1 && n_leaves == 0))
+            return sl_fail(cx->err, SL_ERR_INVALID, instr_loc(cx, i),
+                           "%s: its xla.sdy.sharding lists %u value shardings for %u results",
+                           sl_sym_cstr(i->name), n, n_leaves);
+        out->sharding = ir_shape_is_tuple(&i->shape) ? shd_tuple(cx->a, leaves, n) : leaves[0];
+    } else if (eat(&t, "#sdy.sharding")) {
+        if ((st = expect(&t, "<", "'<'")) || (st = parse_tensor(cx, &t, ts)) ||
+            (st = check_rank(cx, &t, ts, &i->shape, i)))
+            return st;
+        if (ir_shape_is_tuple(&i->shape))
+            return sl_fail(cx->err, SL_ERR_INVALID, instr_loc(cx, i),
+                           "%s: a tuple-shaped value needs #sdy.sharding_per_value",
+                           sl_sym_cstr(i->name));
+        if (!(out->sharding = convert(cx->a, ts)))
+            return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+        for (uint32_t d = 0; d < ts->rank; d++)
+            if (ts->dim_open[d])
+                out->open[out->n_open++] = d;
+    } else {
+        return text_fail(&t, SL_ERR_PARSE, "Shardy sharding: expected %s",
+                         "'#sdy.sharding<' or '#sdy.sharding_per_value<'");
+    }
+    if (peek(&t) != '\0')
+        return text_fail(&t, SL_ERR_PARSE, "Shardy sharding: unexpected text after %s", "'>'");
+    if (!out->sharding)
+        return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+    return SL_OK;
+}
+
+static SlStatus
+set_sharding(SdyCtx *cx, IrInstr *i, const ShdSharding *s)
+{
+    IrAttr *a = ir_instr_find_attr_mut(i, IR_ATTR_SHARDING);
+    if (!a) {
+        if (!(a = ir_instr_add_attr(cx->m, i, IR_ATTR_SHARDING)))
+            return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+        a = ir_instr_place_sharding(i, a);
+    }
+    a->u.sharding = s;
+    return SL_OK;
+}
+
+/* An open dimension of a `Sharding` call may still be refined by propagation: GSPMD says so
+ * with `unspecified_dims` in the backend_config (JAX's GSPMD lowering of UNCONSTRAINED). Open
+ * dimensions anywhere else are kept closed: GSPMD shardings have no open dimensions. */
+static SlStatus
+mark_open(SdyCtx *cx, IrInstr *i, const SdyParsed *p)
+{
+    if (!p->n_open || ir_instr_find_attr(i, IR_ATTR_BACKEND_CONFIG))
+        return SL_OK;
+    SlBuf b;
+    sl_buf_init(&b);
+    sl_buf_puts(&b, "\"unspecified_dims=[");
+    for (uint32_t k = 0; k < p->n_open; k++)
+        sl_buf_printf(&b, "%s%lld", k ? "," : "", (long long)p->open[k]);
+    sl_buf_puts(&b, "]\"");
+    SlStr v = sl_buf_str(&b);
+    char *copy = sl_arena_strndup(cx->a, v.ptr, v.len);
+    size_t len = v.len;
+    sl_buf_fini(&b);
+    IrAttr *a = copy ? ir_instr_add_attr(cx->m, i, IR_ATTR_BACKEND_CONFIG) : NULL;
+    if (!a)
+        return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+    a->u.text = (SlStr){copy, len};
+    return SL_OK;
+}
+
+static bool
+is_python_callback(const IrInstr *i)
+{
+    SlStr t = call_target(i);
+    return sl_str_eq_cstr(t, "xla_python_cpu_callback") ||
+           sl_str_eq_cstr(t, "xla_python_gpu_callback") ||
+           sl_str_eq_cstr(t, "xla_ffi_python_cpu_callback") ||
+           sl_str_eq_cstr(t, "xla_ffi_python_gpu_callback");
+}
+
+/* Shardy constructs without a faithful GSPMD rewrite here (yet): exit 3, named. */
+static SlStatus
+check_supported(SdyCtx *cx, const IrInstr *i)
+{
+    static const char *const k_targets[] = {"xla.sdy.GlobalToLocalShape",
+                                            "xla.sdy.LocalToGlobalShape",
+                                            "xla.sdy.ShardingGroup"};
+    for (size_t k = 0; k < SL_COUNTOF(k_targets); k++)
+        if (target_is(i, k_targets[k]))
+            return sl_fail(cx->err, SL_ERR_UNSUPPORTED, instr_loc(cx, i),
+                           "%s: custom call %s (%s) is not supported: Shardy's round-trip "
+                           "form is read for shardings, sharding constraints and result "
+                           "shardings only",
+                           sl_sym_cstr(i->name), k_targets[k],
+                           k < 2 ? "a shard_map manual computation" : "a sharding group");
+    const IrComputation *callee = i->op == IR_OP_CALL ? ir_instr_called(i, IR_ATTR_TO_APPLY) : NULL;
+    if (callee && strstr(sl_sym_cstr(callee->name), "xla.sdy.manual_computation_body"))
+        return sl_fail(cx->err, SL_ERR_UNSUPPORTED, instr_loc(cx, i),
+                       "%s: call to %s (a shard_map manual computation) is not supported",
+                       sl_sym_cstr(i->name), sl_sym_cstr(callee->name));
+    return SL_OK;
+}
+
+/* The entry root's leaves that an FuncResultSharding call feeds (through tuple and
+ * get-tuple-element of a tuple): leaf_frs[leaf] = the call, or NULL. */
+static void
+root_leaves(IrInstr *v, uint32_t leaf, IrInstr **leaf_frs, uint32_t depth)
+{
+    if (depth > 64)
+        return;
+    if (v->op == IR_OP_TUPLE) {
+        for (uint32_t k = 0; k < v->n_operands; k++) {
+            root_leaves(v->operands[k], leaf, leaf_frs, depth + 1);
+            leaf += ir_shape_is_tuple(&v->operands[k]->shape)
+                        ? ir_shape_leaf_count(&v->operands[k]->shape)
+                        : 1;
+        }
+        return;
+    }
+    int64_t idx;
+    if (v->op == IR_OP_GET_TUPLE_ELEMENT && v->operands[0]->op == IR_OP_TUPLE &&
+        ir_instr_int_attr(v, IR_ATTR_INDEX, &idx) && idx >= 0 &&
+        idx < v->operands[0]->n_operands) {
+        root_leaves(v->operands[0]->operands[idx], leaf, leaf_frs, depth + 1);
+        return;
+    }
+    if (target_is(v, "xla.sdy.FuncResultSharding") && !ir_shape_is_tuple(&v->shape))
+        leaf_frs[leaf] = v;
+}
+
+static SlStatus
+import_results(SdyCtx *cx, const SdyParsed *frs_sharding, SlMap *frs_index)
+{
+    IrComputation *entry = cx->m->entry;
+    IrInstr *root = entry ? entry->root : NULL;
+    if (!root)
+        return SL_OK;
+    bool tuple = ir_shape_is_tuple(&root->shape);
+    uint32_t n = tuple ? ir_shape_leaf_count(&root->shape) : 1;
+    IrInstr **leaf_frs = SL_NEW_ARRAY(cx->a, IrInstr *, n ? n : 1);
+    const ShdSharding **leaves = SL_NEW_ARRAY(cx->a, const ShdSharding *, n ? n : 1);
+    if (!leaf_frs || !leaves)
+        return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, root), "out of memory");
+    root_leaves(root, 0, leaf_frs, 0);
+    const ShdSharding *old = ir_instr_sharding(root);
+    bool any = false;
+    for (uint32_t k = 0; k < n; k++) {
+        uint64_t x;
+        if (leaf_frs[k] && sl_map_get(frs_index, SL_MAP_KEY(leaf_frs[k]), &x)) {
+            leaves[k] = frs_sharding[x].sharding;
+            any = true;
+        } else {
+            /* a result without FuncResultSharding: XLA leaves it to propagation; a tuple
+             * sharding needs every leaf, so such a leaf keeps what it had (or replicated) */
+            leaves[k] = old ? shd_leaf(old, k) : shd_replicated(cx->a);
+        }
+    }
+    if (!any)
+        return SL_OK;
+    const ShdSharding *s = tuple ? shd_tuple(cx->a, leaves, n) : leaves[0];
+    if (!s)
+        return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, root), "out of memory");
+    return set_sharding(cx, root, s);
+}
+
+/* Removes FuncResultSharding calls: every use reads the operand instead (a use other than the
+ * entry root becomes unconstrained: XLA turns it into a constraint with all dims open, which
+ * constrains nothing a GSPMD propagation could not change). */
+static void
+forward_frs(IrModule *m)
+{
+    for (uint32_t c = 0; c < m->n_comps; c++) {
+        IrComputation *comp = m->comps[c];
+        uint32_t w = 0;
+        for (uint32_t k = 0; k < comp->n_instrs; k++) {
+            IrInstr *i = comp->instrs[k];
+            for (uint32_t o = 0; o < i->n_operands; o++)
+                while (target_is(i->operands[o], "xla.sdy.FuncResultSharding") &&
+                       i->operands[o]->n_operands == 1)
+                    i->operands[o] = i->operands[o]->operands[0];
+            if (target_is(i, "xla.sdy.FuncResultSharding") && i->n_operands == 1) {
+                if (comp->root == i)
+                    comp->root = i->operands[0];
+                continue;
+            }
+            comp->instrs[w++] = i;
+        }
+        comp->n_instrs = w;
+    }
+}
+
+static SlStatus
+run(SdyCtx *cx)
+{
+    SlStatus st;
+    const IrHeaderAttr *h = ir_module_find_header(cx->m, "frontend_attributes");
+    const char *meshes_key = "xla.sdy.meshes=";
+    const char *found = NULL;
+    if (h)
+        for (size_t p = 0; p + strlen(meshes_key) <= h->value.len && !found; p++)
+            if (!memcmp(h->value.ptr + p, meshes_key, strlen(meshes_key)))
+                found = h->value.ptr + p;
+    if (!found)
+        return SL_OK; /* not a Shardy module: `sharding=` is all there is */
+    /* the value after the key: a balanced {...} or a quoted string */
+    const char *v = found + strlen(meshes_key), *end = h->value.ptr + h->value.len;
+    const char *q = v;
+    int depth = 0;
+    bool in_str = false;
+    if (q < end && *q == '"') {
+        for (q++; q < end && *q != '"'; q++)
+            if (*q == '\\' && q + 1 < end)
+                q++;
+        q = q < end ? q + 1 : q;
+    } else {
+        for (; q < end; q++) {
+            if (in_str) {
+                if (*q == '\\' && q + 1 < end)
+                    q++;
+                else if (*q == '"')
+                    in_str = false;
+            } else if (*q == '"') {
+                in_str = true;
+            } else if (*q == '{') {
+                depth++;
+            } else if (*q == '}' && --depth == 0) {
+                q++;
+                break;
+            }
+        }
+    }
+    SlSrcLoc hloc = value_loc(cx, h->value.ptr, NULL);
+    if (hloc.line)
+        hloc.col += (uint32_t)(v - h->value.ptr); /* the header value is on one line */
+    SdyText t;
+    if ((st = text_init(&t, cx->a, (SlStr){v, (size_t)(q - v)}, hloc, cx->err)) ||
+        (st = parse_meshes(cx, &t)))
+        return st;
+
+    /* read everything first: a bad value leaves the module as it was */
+    uint32_t n_frs = 0, n_set = 0;
+    SlVec parsed = {0}; /* SdyParsed per instruction with a sharding to import */
+    SlVec targets = {0}; /* IrInstr * in step with `parsed` */
+    SlMap frs_index;
+    sl_map_init(&frs_index);
+    for (uint32_t c = 0; c < cx->m->n_comps; c++) {
+        IrComputation *comp = cx->m->comps[c];
+        for (uint32_t k = 0; k < comp->n_instrs; k++) {
+            IrInstr *i = comp->instrs[k];
+            if ((st = check_supported(cx, i)))
+                goto out;
+            const IrFrontendAttr *f = find_frontend(i, "xla.sdy.sharding");
+            bool frs = target_is(i, "xla.sdy.FuncResultSharding");
+            bool keeps = i->op == IR_OP_PARAMETER || target_is(i, "Sharding") ||
+                         is_python_callback(i) || i->op == IR_OP_SEND || i->op == IR_OP_RECV ||
+                         i->op == IR_OP_AFTER_ALL || frs;
+            if (!f)
+                continue;
+            SdyParsed p;
+            if ((st = parse_instr_sharding(cx, i, f, &p)))
+                goto out;
+            if (!keeps)
+                continue;
+            if (frs && !sl_map_put(&frs_index, SL_MAP_KEY(i), parsed.len)) {
+                st = sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+                goto out;
+            }
+            if (!SL_VEC_PUSH(&parsed, SdyParsed, p) || !SL_VEC_PUSH(&targets, IrInstr *, i)) {
+                st = sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+                goto out;
+            }
+            n_frs += frs;
+        }
+    }
+    /* then change: only the imported shardings count, as in XLA's Shardy import */
+    for (uint32_t c = 0; c < cx->m->n_comps; c++) {
+        IrComputation *comp = cx->m->comps[c];
+        for (uint32_t k = 0; k < comp->n_instrs; k++)
+            if (!target_is(comp->instrs[k], "Sharding")) /* one without sdy keeps its own */
+                ir_instr_remove_attr(comp->instrs[k], IR_ATTR_SHARDING);
+    }
+    for (size_t k = 0; k < parsed.len; k++) {
+        IrInstr *i = SL_VEC_AT(&targets, IrInstr *, k);
+        const SdyParsed *p = &SL_VEC_AT(&parsed, SdyParsed, k);
+        if (target_is(i, "xla.sdy.FuncResultSharding"))
+            continue;
+        if ((st = set_sharding(cx, i, p->sharding)))
+            goto out;
+        if (target_is(i, "Sharding") && (st = mark_open(cx, i, p)))
+            goto out;
+        n_set++;
+    }
+    if (n_frs && (st = import_results(cx, parsed.data, &frs_index)))
+        goto out;
+    forward_frs(cx->m);
+    (void)n_set;
+out:
+    sl_vec_fini(&parsed);
+    sl_vec_fini(&targets);
+    sl_map_fini(&frs_index);
+    return st;
+}
+
+SlStatus
+sdy_import(IrModule *m, const SdyValueLoc *locs, uint32_t n_locs, const char *path,
+           SlError *err)
+{
+    SdyCtx cx;
+    memset(&cx, 0, sizeof(cx));
+    cx.m = m;
+    cx.a = m->arena;
+    cx.err = err;
+    cx.path = path;
+    cx.loc_list = locs;
+    sl_map_init(&cx.locs);
+    SlStatus st = SL_OK;
+    for (uint32_t k = 0; k < n_locs && st == SL_OK; k++)
+        if (!sl_map_put(&cx.locs, SL_MAP_KEY(locs[k].value), k + 1))
+            st = sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){path, 0, 0}, "out of memory");
+    if (st == SL_OK)
+        st = run(&cx);
+    sl_map_fini(&cx.locs);
+    if (st == SL_OK && sl_arena_failed(cx.a))
+        st = sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){path, 0, 0}, "out of memory");
+    return st;
+}
