@@ -49,6 +49,7 @@ typedef struct SdyTensor {
     bool dim_open[SDY_MAX_RANK];
     uint32_t n_refs;
     SdyRef refs[SDY_MAX_REFS];
+    size_t ref_at[SDY_MAX_REFS]; /* text offset of each reference, for errors */
     uint32_t repl_first, n_repl, unred_first, n_unred;
 } SdyTensor;
 
@@ -278,6 +279,7 @@ parse_mesh(SdyText *t, SlArena *a, SdyMesh *mesh)
     if (n && (!mesh->axis_names || !mesh->axis_sizes))
         return sl_fail(t->err, SL_ERR_NOMEM, t->at, "out of memory");
     if (eat(t, ",")) {
+        skip_ws(t);
         size_t at = t->p;
         if ((st = expect(t, "device_ids", "'device_ids'")) || (st = expect(t, "=", "'='")) ||
             (st = expect(t, "[", "'[' of device ids")))
@@ -411,11 +413,12 @@ parse_axis(SdyText *t, const SdyMesh *mesh, SdyRef *r)
 }
 
 static SlStatus
-add_ref(SdyText *t, SdyTensor *ts, const SdyRef *r)
+add_ref(SdyText *t, SdyTensor *ts, const SdyRef *r, size_t at)
 {
     if (ts->n_refs == SDY_MAX_REFS)
         return text_fail(t, SL_ERR_UNSUPPORTED, "Shardy sharding: more than %s axis references",
                          "128");
+    ts->ref_at[ts->n_refs] = at;
     ts->refs[ts->n_refs++] = *r;
     return SL_OK;
 }
@@ -431,7 +434,9 @@ parse_axis_list(SdyText *t, SdyTensor *ts)
         return SL_OK;
     do {
         SdyRef r;
-        if ((st = parse_axis(t, ts->mesh, &r)) || (st = add_ref(t, ts, &r)))
+        skip_ws(t);
+        size_t at = t->p;
+        if ((st = parse_axis(t, ts->mesh, &r)) || (st = add_ref(t, ts, &r, at)))
             return st;
     } while (eat(t, ","));
     return expect(t, "}", "',' or '}' in the axis list");
@@ -504,7 +509,9 @@ parse_tensor(SdyCtx *cx, SdyText *t, SdyTensor *ts)
                         break;
                     }
                     SdyRef r;
-                    if ((st = parse_axis(t, ts->mesh, &r)) || (st = add_ref(t, ts, &r)))
+                    skip_ws(t);
+                    size_t at = t->p;
+                    if ((st = parse_axis(t, ts->mesh, &r)) || (st = add_ref(t, ts, &r, at)))
                         return st;
                 } while (eat(t, ","));
             }
@@ -552,13 +559,12 @@ parse_tensor(SdyCtx *cx, SdyText *t, SdyTensor *ts)
             ts->n_unred = ts->n_refs - first;
         }
     }
-    size_t end = t->p;
     if ((st = expect(t, ">", "'>' closing the sharding")))
         return st;
     for (uint32_t x = 0; x < ts->n_refs; x++)
         for (uint32_t y = x + 1; y < ts->n_refs; y++)
             if (refs_overlap(&ts->refs[x], &ts->refs[y])) {
-                t->p = end;
+                t->p = ts->ref_at[y];
                 return text_fail(t, SL_ERR_INVALID,
                                  "Shardy sharding: an axis (or overlapping sub-axes) is used "
                                  "twice in this %s",
@@ -744,7 +750,9 @@ typedef struct SdyParsed {
 static SlStatus
 check_rank(SdyCtx *cx, SdyText *t, const SdyTensor *ts, const IrShape *shape, const IrInstr *i)
 {
-    if (!ir_shape_is_array(shape) || ts->rank == shape->rank)
+    /* a maximal (or empty) mesh may leave the dimensions out, as Shardy's import writes it */
+    if (!ir_shape_is_array(shape) || ts->rank == shape->rank ||
+        (ts->mesh->n_axes == 0 && ts->rank == 0))
         return SL_OK;
     (void)t;
     return sl_fail(cx->err, SL_ERR_INVALID, instr_loc(cx, i),
