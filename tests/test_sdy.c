@@ -129,6 +129,11 @@ static const struct {
      "\"x\"=2]>}}",
      "f32[8,16]", "#sdy.sharding<@b, [{\\\"x\\\"}, {}]>",
      "{devices=[2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}"},
+    /* axes of size 1 (MaxText meshes have many) shard nothing */
+    {"frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\"a\"=1, \"b\"=4]>}}", "f32[8,16]",
+     "#sdy.sharding<@mesh, [{\\\"a\\\", \\\"b\\\"}, {}]>", "{devices=[4,1]<=[4]}"},
+    {"frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\"a\"=1, \"b\"=4]>}}", "f32[8,16]",
+     "#sdy.sharding<@mesh, [{\\\"a\\\"}, {}]>", "{replicated}"},
     /* a tuple value: one sharding per leaf */
     {MESH_2X4, "(f32[8], f32[4,4])",
      "#sdy.sharding_per_value<[<@mesh, [{\\\"data\\\"}]>, <@mesh, [{}, {\\\"model\\\"}]>]>",

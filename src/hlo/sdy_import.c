@@ -608,7 +608,8 @@ convert(SlArena *a, const SdyTensor *ts)
         }
         qsort(cut, n_cut, sizeof(int64_t), cmp_i64);
         for (uint32_t k = 0; k + 1 < n_cut; k++) {
-            if (cut[k] == cut[k + 1])
+            /* equal cuts are one boundary; an axis of size 1 is still one (size-1) piece */
+            if (cut[k] == cut[k + 1] && !(mesh->axis_sizes[ax] == 1 && k == 0))
                 continue;
             if (n_p == SDY_MAX_PIECES)
                 return NULL;
