@@ -762,6 +762,16 @@ check_rank(SdyCtx *cx, SdyText *t, const SdyTensor *ts, const IrShape *shape, co
                    sl_sym_cstr(i->name), ts->rank, shape->rank);
 }
 
+static SlStatus
+convert_failed(SdyCtx *cx, const IrInstr *i)
+{
+    if (sl_arena_failed(cx->a))
+        return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+    return sl_fail(cx->err, SL_ERR_UNSUPPORTED, instr_loc(cx, i),
+                   "%s: its xla.sdy.sharding splits the mesh into more than %d pieces",
+                   sl_sym_cstr(i->name), SDY_MAX_PIECES);
+}
+
 /* sharding := '#sdy.sharding' '<' tensor | '#sdy.sharding_per_value' '<' '[' ('<' tensor
  *             (',' '<' tensor)*)? ']' '>' */
 static SlStatus
@@ -803,7 +813,7 @@ parse_instr_sharding(SdyCtx *cx, const IrInstr *i, const IrFrontendAttr *f, SdyP
                 if ((st = check_rank(cx, &t, ts, leaf, i)))
                     return st;
                 if (!(leaves[n++] = convert(cx->a, ts)))
-                    return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+                    return convert_failed(cx, i);
                 if (n_leaves == 1 && !ir_shape_is_tuple(&i->shape))
                     for (uint32_t d = 0; d < ts->rank; d++)
                         if (ts->dim_open[d])
@@ -828,7 +838,7 @@ parse_instr_sharding(SdyCtx *cx, const IrInstr *i, const IrFrontendAttr *f, SdyP
                            "%s: a tuple-shaped value needs #sdy.sharding_per_value",
                            sl_sym_cstr(i->name));
         if (!(out->sharding = convert(cx->a, ts)))
-            return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+            return convert_failed(cx, i);
         for (uint32_t d = 0; d < ts->rank; d++)
             if (ts->dim_open[d])
                 out->open[out->n_open++] = d;
