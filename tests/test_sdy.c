@@ -357,32 +357,89 @@ test_errors(void **state)
     sl_buf_fini(&text);
 }
 
-/* shard_map's manual computations: exit 3 (unsupported), naming the construct. */
+/* shard_map over all mesh axes: GSPMD's Sharding/SPMDFullToShardShape ... SPMDShardToFullShape
+ * form around the call, the body manual. */
+#define SHARD_MAP_MODULE(AXES)                                                                     \
+    "HloModule m, " MESH_2X4 "\n\n"                                                             \
+    "%xla.sdy.manual_computation_body.2 (x: f32[4,4]) -> f32[4,4] {\n"                          \
+    "  %x = f32[4,4] parameter(0)\n"                                                            \
+    "  ROOT %n = f32[4,4] negate(%x)\n}\n\n"                                                    \
+    "ENTRY %main (a: f32[8,16]) -> f32[8,16] {\n"                                               \
+    "  %a = f32[8,16] parameter(0)\n"                                                           \
+    "  %g = f32[4,4] custom-call(%a), custom_call_target=\"xla.sdy.GlobalToLocalShape\", "      \
+    "custom_call_has_side_effect=true, frontend_attributes={xla.sdy.in_shardings="              \
+    "\"#sdy.sharding_per_value<[<@mesh, [{\\\"data\\\"}, {\\\"model\\\"}]>]>\","                \
+    "xla.sdy.manual_axes=\"#sdy<manual_axes{" AXES "}>\"}\n"                                    \
+    "  %c = f32[4,4] call(%g), to_apply=%xla.sdy.manual_computation_body.2\n"                   \
+    "  ROOT %l = f32[8,16] custom-call(%c), custom_call_target=\"xla.sdy.LocalToGlobalShape\", " \
+    "custom_call_has_side_effect=true, frontend_attributes={xla.sdy.manual_axes="               \
+    "\"#sdy<manual_axes{" AXES "}>\",xla.sdy.out_shardings=\"#sdy.sharding_per_value<[<@mesh, " \
+    "[{}, {\\\"model\\\"}]>]>\"}\n}\n"
+
 static void
-test_manual_computation_unsupported(void **state)
+test_manual_computation(void **state)
 {
     Fixture *fx = *state;
-    const char *t =
-        "HloModule m, " MESH_2X4 "\n\n"
-        "%xla.sdy.manual_computation_body.2 (x: f32[4,4]) -> f32[4,4] {\n"
-        "  ROOT %x = f32[4,4] parameter(0)\n}\n\n"
-        "ENTRY %main (a: f32[8,16]) -> f32[8,16] {\n"
-        "  %a = f32[8,16] parameter(0)\n"
-        "  %g = f32[4,4] custom-call(%a), custom_call_target=\"xla.sdy.GlobalToLocalShape\", "
-        "custom_call_has_side_effect=true, frontend_attributes={xla.sdy.in_shardings="
-        "\"#sdy.sharding_per_value<[<@mesh, [{\\\"data\\\"}, {\\\"model\\\"}]>]>\","
-        "xla.sdy.manual_axes=\"#sdy<manual_axes{\\\"data\\\", \\\"model\\\"}>\"}\n"
-        "  %c = f32[4,4] call(%g), to_apply=%xla.sdy.manual_computation_body.2\n"
-        "  ROOT %l = f32[8,16] custom-call(%c), custom_call_target=\"xla.sdy.LocalToGlobalShape\""
-        ", custom_call_has_side_effect=true\n}\n";
+    IrModule *m = parse_ok(fx, SHARD_MAP_MODULE("\\\"data\\\", \\\"model\\\""));
+    assert_null(find(m, "g"));
+    assert_null(find(m, "l"));
+    IrComputation *e = m->entry;
+    /* a, copy, SPMDFullToShardShape, call, copy, SPMDShardToFullShape */
+    assert_int_equal(e->n_instrs, 6);
+    static const char *const k_want[] = {
+        "parameter:", "copy:{devices=[2,4]<=[8]}", "SPMDFullToShardShape:{manual}",
+        "call:{manual}", "copy:{manual}",
+        "SPMDShardToFullShape:{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}"};
+    SlBuf got;
+    sl_buf_init(&got);
+    for (uint32_t k = 0; k < e->n_instrs; k++) {
+        IrInstr *i = e->instrs[k];
+        sl_buf_clear(&got);
+        const IrAttr *t = ir_instr_find_attr(i, IR_ATTR_CUSTOM_CALL_TARGET);
+        if (t)
+            sl_buf_append(&got, t->u.text.ptr + 1, t->u.text.len - 2);
+        else
+            sl_buf_puts(&got, ir_op_name(i->op));
+        sl_buf_putc(&got, ':');
+        if (ir_instr_sharding(i))
+            shd_print(ir_instr_sharding(i), &got);
+        assert_string_equal(sl_buf_str(&got).ptr, k_want[k]);
+        if (k > 0)
+            assert_ptr_equal(i->operands[0], e->instrs[k - 1]);
+    }
+    assert_ptr_equal(e->root, e->instrs[5]);
+    assert_int_equal(e->instrs[2]->shape.dims[0], 4);
+    assert_int_equal(e->instrs[5]->shape.dims[1], 16);
+    sharding_text(m, "n", &got); /* the body is manual */
+    assert_string_equal(sl_buf_str(&got).ptr, "{manual}");
+    sharding_text(m, "x", &got);
+    assert_string_equal(sl_buf_str(&got).ptr, "{manual}");
+    sl_buf_fini(&got);
+    ir_module_fini(m);
+}
+
+/* A shard_map over some axes (axis_names=) and sharding groups: exit 3, named. */
+static void
+test_unsupported(void **state)
+{
+    Fixture *fx = *state;
     IrModule *m = NULL;
     SlError err = {0};
+    assert_int_equal(hlo_parse(&fx->arena, &fx->names, sl_str(SHARD_MAP_MODULE("\\\"data\\\"")),
+                               "t.hlo", &m, &err),
+                     SL_ERR_UNSUPPORTED);
+    assert_int_equal(err.loc.line, 10);
+    assert_int_equal(err.loc.col, 3);
+    assert_non_null(strstr(err.msg, "a shard_map over some of the mesh axes"));
+    memset(&err, 0, sizeof(err));
+    const char *t = "HloModule m, " MESH_2X4 "\nENTRY %e {\n  %a = f32[8] parameter(0)\n"
+                    "  ROOT %g = () custom-call(%a), custom_call_target=\"xla.sdy.ShardingGroup\", "
+                    "custom_call_has_side_effect=true, frontend_attributes={"
+                    "xla.sdy.sharding_group_id=\"0\"}\n}\n";
     assert_int_equal(hlo_parse(&fx->arena, &fx->names, sl_str(t), "t.hlo", &m, &err),
                      SL_ERR_UNSUPPORTED);
-    assert_int_equal(err.loc.line, 9);
-    assert_int_equal(err.loc.col, 3);
-    assert_non_null(strstr(err.msg, "xla.sdy.GlobalToLocalShape"));
-    assert_non_null(strstr(err.msg, "shard_map"));
+    assert_int_equal(err.loc.line, 4);
+    assert_non_null(strstr(err.msg, "xla.sdy.ShardingGroup (a sharding group)"));
 }
 
 int
@@ -395,7 +452,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_single_result, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plain_module_unchanged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_manual_computation_unsupported, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manual_computation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unsupported, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -744,6 +744,7 @@ instr_loc(const SdyCtx *cx, const IrInstr *i)
  * gets the open dims of a single array value. */
 typedef struct SdyParsed {
     const ShdSharding *sharding;
+    const SdyMesh *mesh; /* of the (last) value sharding */
     uint32_t n_open;
     int64_t open[SDY_MAX_RANK];
 } SdyParsed;
@@ -775,7 +776,8 @@ convert_failed(SdyCtx *cx, const IrInstr *i)
 /* sharding := '#sdy.sharding' '<' tensor | '#sdy.sharding_per_value' '<' '[' ('<' tensor
  *             (',' '<' tensor)*)? ']' '>' */
 static SlStatus
-parse_instr_sharding(SdyCtx *cx, const IrInstr *i, const IrFrontendAttr *f, SdyParsed *out)
+parse_instr_sharding(SdyCtx *cx, const IrInstr *i, const IrFrontendAttr *f, const IrShape *shape,
+                     SdyParsed *out)
 {
     SlStatus st;
     SdyText t;
@@ -785,7 +787,7 @@ parse_instr_sharding(SdyCtx *cx, const IrInstr *i, const IrFrontendAttr *f, SdyP
         return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
     if ((st = text_init(&t, cx->a, f->value, value_loc(cx, f->value.ptr, i), cx->err)))
         return st;
-    uint32_t n_leaves = ir_shape_is_tuple(&i->shape) ? ir_shape_leaf_count(&i->shape) : 1;
+    uint32_t n_leaves = ir_shape_is_tuple(shape) ? ir_shape_leaf_count(shape) : 1;
     if (eat(&t, "#sdy.sharding_per_value")) {
         if ((st = expect(&t, "<", "'<'")) || (st = expect(&t, "[", "'[' of the value shardings")))
             return st;
@@ -807,14 +809,13 @@ parse_instr_sharding(SdyCtx *cx, const IrInstr *i, const IrFrontendAttr *f, SdyP
                                      "results",
                                      "instruction");
                 }
-                const IrShape *leaf = ir_shape_is_tuple(&i->shape)
-                                          ? ir_shape_leaf(&i->shape, n)
-                                          : &i->shape;
+                const IrShape *leaf = ir_shape_is_tuple(shape) ? ir_shape_leaf(shape, n) : shape;
                 if ((st = check_rank(cx, &t, ts, leaf, i)))
                     return st;
+                out->mesh = ts->mesh;
                 if (!(leaves[n++] = convert(cx->a, ts)))
                     return convert_failed(cx, i);
-                if (n_leaves == 1 && !ir_shape_is_tuple(&i->shape))
+                if (n_leaves == 1 && !ir_shape_is_tuple(shape))
                     for (uint32_t d = 0; d < ts->rank; d++)
                         if (ts->dim_open[d])
                             out->open[out->n_open++] = d;
@@ -828,15 +829,16 @@ parse_instr_sharding(SdyCtx *cx, const IrInstr *i, const IrFrontendAttr *f, SdyP
             return sl_fail(cx->err, SL_ERR_INVALID, instr_loc(cx, i),
                            "%s: its xla.sdy.sharding lists %u value shardings for %u results",
                            sl_sym_cstr(i->name), n, n_leaves);
-        out->sharding = ir_shape_is_tuple(&i->shape) ? shd_tuple(cx->a, leaves, n) : leaves[0];
+        out->sharding = ir_shape_is_tuple(shape) ? shd_tuple(cx->a, leaves, n) : leaves[0];
     } else if (eat(&t, "#sdy.sharding")) {
         if ((st = expect(&t, "<", "'<'")) || (st = parse_tensor(cx, &t, ts)) ||
-            (st = check_rank(cx, &t, ts, &i->shape, i)))
+            (st = check_rank(cx, &t, ts, shape, i)))
             return st;
-        if (ir_shape_is_tuple(&i->shape))
+        if (ir_shape_is_tuple(shape))
             return sl_fail(cx->err, SL_ERR_INVALID, instr_loc(cx, i),
                            "%s: a tuple-shaped value needs #sdy.sharding_per_value",
                            sl_sym_cstr(i->name));
+        out->mesh = ts->mesh;
         if (!(out->sharding = convert(cx->a, ts)))
             return convert_failed(cx, i);
         for (uint32_t d = 0; d < ts->rank; d++)
@@ -901,26 +903,15 @@ is_python_callback(const IrInstr *i)
            sl_str_eq_cstr(t, "xla_ffi_python_gpu_callback");
 }
 
-/* Shardy constructs without a faithful GSPMD rewrite here (yet): exit 3, named. */
+/* Shardy constructs without a GSPMD rewrite here (yet): exit 3, named. */
 static SlStatus
 check_supported(SdyCtx *cx, const IrInstr *i)
 {
-    static const char *const k_targets[] = {"xla.sdy.GlobalToLocalShape",
-                                            "xla.sdy.LocalToGlobalShape",
-                                            "xla.sdy.ShardingGroup"};
-    for (size_t k = 0; k < SL_COUNTOF(k_targets); k++)
-        if (target_is(i, k_targets[k]))
-            return sl_fail(cx->err, SL_ERR_UNSUPPORTED, instr_loc(cx, i),
-                           "%s: custom call %s (%s) is not supported: Shardy's round-trip "
-                           "form is read for shardings, sharding constraints and result "
-                           "shardings only",
-                           sl_sym_cstr(i->name), k_targets[k],
-                           k < 2 ? "a shard_map manual computation" : "a sharding group");
-    const IrComputation *callee = i->op == IR_OP_CALL ? ir_instr_called(i, IR_ATTR_TO_APPLY) : NULL;
-    if (callee && strstr(sl_sym_cstr(callee->name), "xla.sdy.manual_computation_body"))
+    if (target_is(i, "xla.sdy.ShardingGroup"))
         return sl_fail(cx->err, SL_ERR_UNSUPPORTED, instr_loc(cx, i),
-                       "%s: call to %s (a shard_map manual computation) is not supported",
-                       sl_sym_cstr(i->name), sl_sym_cstr(callee->name));
+                       "%s: custom call xla.sdy.ShardingGroup (a sharding group) is not "
+                       "supported: GSPMD's shard_as needs a sharding on the grouped values",
+                       sl_sym_cstr(i->name));
     return SL_OK;
 }
 
@@ -1012,6 +1003,290 @@ forward_frs(IrModule *m)
     }
 }
 
+/* ---- shard_map: manual computations -------------------------------------------------- */
+
+/* XLA's export of a manual computation, in GSPMD terms (what JAX's GSPMD lowering writes):
+ *   GlobalToLocalShape(a_1..a_n)  ->  per operand: copy(a_k) with the in-sharding, then
+ *                                     custom-call SPMDFullToShardShape {manual} (local shape)
+ *   call(body)                    ->  the call, its get-tuple-elements and every instruction of
+ *                                     the body (and of what it calls) {manual}
+ *   LocalToGlobalShape(r_1..r_m)  ->  per result: copy(r_k) {manual}, then custom-call
+ *                                     SPMDShardToFullShape with the out-sharding
+ * Only shard_maps over all mesh axes: one over some axes (`axis_names=`) would need manual
+ * subgroups inside the body, which is not done here (exit 3). */
+
+static bool
+is_manual_body_call(const IrInstr *i)
+{
+    const IrComputation *callee = i->op == IR_OP_CALL ? ir_instr_called(i, IR_ATTR_TO_APPLY) : NULL;
+    return callee && strstr(sl_sym_cstr(callee->name), "manual_computation_body");
+}
+
+/* manual_axes := '#sdy' '<' 'manual_axes' '{' (NAME (',' NAME)*)? '}' '>' */
+static SlStatus
+check_manual_axes(SdyCtx *cx, const IrInstr *i, const SdyMesh *mesh)
+{
+    SlStatus st;
+    const IrFrontendAttr *f = find_frontend(i, "xla.sdy.manual_axes");
+    if (!f)
+        return sl_fail(cx->err, SL_ERR_INVALID, instr_loc(cx, i),
+                       "%s: a shard_map custom call without xla.sdy.manual_axes",
+                       sl_sym_cstr(i->name));
+    SdyText t;
+    if ((st = text_init(&t, cx->a, f->value, value_loc(cx, f->value.ptr, i), cx->err)) ||
+        (st = expect(&t, "#sdy", "'#sdy<manual_axes{...}>'")) || (st = expect(&t, "<", "'<'")) ||
+        (st = expect(&t, "manual_axes", "'manual_axes'")) || (st = expect(&t, "{", "'{'")))
+        return st;
+    int64_t prod = 1;
+    if (!eat(&t, "}")) {
+        do {
+            SlStr name;
+            skip_ws(&t);
+            size_t at = t.p;
+            if ((st = read_name(&t, false, &name, "a quoted axis name")))
+                return st;
+            uint32_t k = 0;
+            while (mesh && k < mesh->n_axes && !sl_str_eq(mesh->axis_names[k], name))
+                k++;
+            if (!mesh || k == mesh->n_axes) {
+                t.p = at;
+                return text_fail(&t, SL_ERR_INVALID, "Shardy manual axes: axis %s not in the mesh",
+                                 "is");
+            }
+            prod *= mesh->axis_sizes[k];
+        } while (eat(&t, ","));
+        if ((st = expect(&t, "}", "',' or '}'")))
+            return st;
+    }
+    if ((st = expect(&t, ">", "'>'")))
+        return st;
+    if (!mesh || prod != mesh->total)
+        return sl_fail(cx->err, SL_ERR_UNSUPPORTED, instr_loc(cx, i),
+                       "%s: a shard_map over some of the mesh axes (manual_axes %.*s) is not "
+                       "supported: only shard_maps over all axes are imported",
+                       sl_sym_cstr(i->name), (int)(f->value.len < 120 ? f->value.len : 120),
+                       f->value.ptr);
+    return SL_OK;
+}
+
+static const ShdSharding *
+manual_like(SlArena *a, const IrShape *shape)
+{
+    if (!ir_shape_is_tuple(shape))
+        return shd_manual(a);
+    uint32_t n = ir_shape_leaf_count(shape);
+    const ShdSharding **leaves = SL_NEW_ARRAY(a, const ShdSharding *, n ? n : 1);
+    if (!leaves)
+        return NULL;
+    for (uint32_t k = 0; k < n; k++)
+        leaves[k] = shd_manual(a);
+    return shd_tuple(a, leaves, n);
+}
+
+/* A new one-operand instruction next to `like`, appended to `out`. */
+static IrInstr *
+add_new(SdyCtx *cx, IrComputation *c, IrOp op, const IrShape *shape, IrInstr *operand,
+        const char *target, const ShdSharding *s, const IrInstr *like, SlVec *out)
+{
+    IrInstr *n = ir_instr_new(cx->m, op, shape, &operand, 1);
+    if (!n)
+        return NULL;
+    n->name = ir_module_unique_name(cx->m, sl_sym_str(like->name));
+    n->parent = c;
+    n->src_line = like->src_line;
+    n->src_col = like->src_col;
+    if (target) {
+        IrAttr *a = ir_instr_add_attr(cx->m, n, IR_ATTR_CUSTOM_CALL_TARGET);
+        size_t len = strlen(target) + 2;
+        char *q = a ? SL_NEW_ARRAY(cx->a, char, len + 1) : NULL;
+        if (!q)
+            return NULL;
+        snprintf(q, len + 1, "\"%s\"", target);
+        a->u.text = (SlStr){q, len};
+    }
+    if (!n->name || !s || set_sharding(cx, n, s) != SL_OK || !SL_VEC_PUSH(out, IrInstr *, n))
+        return NULL;
+    return n;
+}
+
+/* The shape of a custom call's operands as one value (a tuple when several). */
+static IrShape
+operands_shape(SlArena *a, const IrInstr *i)
+{
+    if (i->n_operands == 1)
+        return i->operands[0]->shape;
+    IrShape t;
+    memset(&t, 0, sizeof(t));
+    t.dtype = IR_DT_TUPLE;
+    t.elems = SL_NEW_ARRAY(a, IrShape, i->n_operands ? i->n_operands : 1);
+    if (t.elems) {
+        t.n_elems = i->n_operands;
+        for (uint32_t k = 0; k < i->n_operands; k++)
+            t.elems[k] = i->operands[k]->shape;
+    }
+    return t;
+}
+
+static SlStatus
+manualize(SdyCtx *cx, IrComputation *body, uint32_t depth)
+{
+    if (depth > 64)
+        return sl_fail(cx->err, SL_ERR_UNSUPPORTED, (SlSrcLoc){cx->path, 0, 0},
+                       "shard_map bodies nested deeper than 64 calls");
+    for (uint32_t k = 0; k < body->n_instrs; k++) {
+        IrInstr *i = body->instrs[k];
+        if (target_is(i, "SPMDFullToShardShape") || target_is(i, "SPMDShardToFullShape"))
+            return sl_fail(cx->err, SL_ERR_UNSUPPORTED, instr_loc(cx, i),
+                           "%s: a shard_map inside a shard_map is not supported",
+                           sl_sym_cstr(i->name));
+        SlStatus st = set_sharding(cx, i, manual_like(cx->a, &i->shape));
+        if (st)
+            return st;
+        static const IrAttrKey k_callees[] = {IR_ATTR_TO_APPLY, IR_ATTR_BODY, IR_ATTR_CONDITION,
+                                              IR_ATTR_TRUE_COMPUTATION,
+                                              IR_ATTR_FALSE_COMPUTATION};
+        if (i->op != IR_OP_CALL && i->op != IR_OP_WHILE && i->op != IR_OP_CONDITIONAL)
+            continue;
+        for (size_t a = 0; a < SL_COUNTOF(k_callees); a++) {
+            IrComputation *callee = ir_instr_called(i, k_callees[a]);
+            if (callee && (st = manualize(cx, callee, depth + 1)))
+                return st;
+        }
+        const IrAttr *br = ir_instr_find_attr(i, IR_ATTR_BRANCH_COMPUTATIONS);
+        for (uint32_t b = 0; br && b < br->u.comps.n; b++)
+            if ((st = manualize(cx, br->u.comps.v[b], depth + 1)))
+                return st;
+    }
+    return SL_OK;
+}
+
+static SlStatus
+import_manual_comp(SdyCtx *cx, IrComputation *c, SlVec *bodies)
+{
+    SlStatus st = SL_OK;
+    SlVec out = {0};
+    SlMap repl; /* old instruction -> its replacement */
+    SlMap parts; /* GlobalToLocalShape / LocalToGlobalShape -> IrInstr *[n] of the new values */
+    sl_map_init(&repl);
+    sl_map_init(&parts);
+    bool changed = false;
+    for (uint32_t k = 0; k < c->n_instrs && st == SL_OK; k++) {
+        IrInstr *i = c->instrs[k];
+        for (uint32_t o = 0; o < i->n_operands; o++) {
+            uint64_t v;
+            if (sl_map_get(&repl, SL_MAP_KEY(i->operands[o]), &v))
+                i->operands[o] = (IrInstr *)(uintptr_t)v;
+        }
+        bool g2l = target_is(i, "xla.sdy.GlobalToLocalShape");
+        bool l2g = target_is(i, "xla.sdy.LocalToGlobalShape");
+        if (g2l || l2g) {
+            changed = true;
+            const IrFrontendAttr *f =
+                find_frontend(i, g2l ? "xla.sdy.in_shardings" : "xla.sdy.out_shardings");
+            if (!f) {
+                st = sl_fail(cx->err, SL_ERR_INVALID, instr_loc(cx, i), "%s: no %s",
+                             sl_sym_cstr(i->name),
+                             g2l ? "xla.sdy.in_shardings" : "xla.sdy.out_shardings");
+                break;
+            }
+            IrShape global = g2l ? operands_shape(cx->a, i) : i->shape;
+            SdyParsed p;
+            if ((st = parse_instr_sharding(cx, i, f, &global, &p)) ||
+                (st = check_manual_axes(cx, i, p.mesh)))
+                break;
+            uint32_t n = i->n_operands;
+            IrInstr **news = SL_NEW_ARRAY(cx->a, IrInstr *, n ? n : 1);
+            if (!news || (n > 1) != ir_shape_is_tuple(g2l ? &i->shape : &global) ||
+                (n > 1 && ir_shape_leaf_count(&i->shape) != n)) {
+                st = news ? sl_fail(cx->err, SL_ERR_INVALID, instr_loc(cx, i),
+                                    "%s: %u operands but its shape has another count",
+                                    sl_sym_cstr(i->name), n)
+                          : sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+                break;
+            }
+            for (uint32_t o = 0; o < n && st == SL_OK; o++) {
+                const IrShape *res = n > 1 ? ir_shape_leaf(&i->shape, o) : &i->shape;
+                const ShdSharding *full = n > 1 ? shd_leaf(p.sharding, o) : p.sharding;
+                IrInstr *cp = add_new(cx, c, IR_OP_COPY, &i->operands[o]->shape, i->operands[o],
+                                      NULL, g2l ? full : shd_manual(cx->a), i, &out);
+                IrInstr *cc = cp ? add_new(cx, c, IR_OP_CUSTOM_CALL, res, cp,
+                                           g2l ? "SPMDFullToShardShape" : "SPMDShardToFullShape",
+                                           g2l ? shd_manual(cx->a) : full, i, &out)
+                                 : NULL;
+                if (!cc)
+                    st = sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+                news[o] = cc;
+            }
+            if (st)
+                break;
+            if (!(n == 1 ? sl_map_put(&repl, SL_MAP_KEY(i), SL_MAP_KEY(news[0]))
+                         : sl_map_put(&parts, SL_MAP_KEY(i), SL_MAP_KEY(news)))) {
+                st = sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+                break;
+            }
+            continue;
+        }
+        uint64_t v;
+        int64_t idx;
+        if (i->op == IR_OP_GET_TUPLE_ELEMENT && sl_map_get(&parts, SL_MAP_KEY(i->operands[0]), &v)) {
+            IrInstr **news = (IrInstr **)(uintptr_t)v;
+            if (!ir_instr_int_attr(i, IR_ATTR_INDEX, &idx) || idx < 0 ||
+                idx >= i->operands[0]->n_operands) {
+                st = sl_fail(cx->err, SL_ERR_INVALID, instr_loc(cx, i), "%s: bad index",
+                             sl_sym_cstr(i->name));
+                break;
+            }
+            if (!sl_map_put(&repl, SL_MAP_KEY(i), SL_MAP_KEY(news[idx])))
+                st = sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+            continue;
+        }
+        if (is_manual_body_call(i)) {
+            changed = true;
+            IrComputation *body = ir_instr_called(i, IR_ATTR_TO_APPLY);
+            if ((st = set_sharding(cx, i, manual_like(cx->a, &i->shape))) ||
+                !SL_VEC_PUSH(bodies, IrComputation *, body)) {
+                st = st ? st : sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+                break;
+            }
+        } else if (i->op == IR_OP_GET_TUPLE_ELEMENT && is_manual_body_call(i->operands[0])) {
+            if ((st = set_sharding(cx, i, manual_like(cx->a, &i->shape))))
+                break;
+        }
+        if (!SL_VEC_PUSH(&out, IrInstr *, i))
+            st = sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+    }
+    if (st == SL_OK && changed) {
+        uint64_t v;
+        if (c->root && sl_map_get(&repl, SL_MAP_KEY(c->root), &v))
+            c->root = (IrInstr *)(uintptr_t)v;
+        IrInstr **list = SL_DUP_ARRAY(cx->a, IrInstr *, out.data, out.len ? out.len : 1);
+        if (!list) {
+            st = sl_fail(cx->err, SL_ERR_NOMEM, (SlSrcLoc){cx->path, 0, 0}, "out of memory");
+        } else {
+            c->instrs = list;
+            c->n_instrs = c->cap_instrs = (uint32_t)out.len;
+        }
+    }
+    sl_vec_fini(&out);
+    sl_map_fini(&repl);
+    sl_map_fini(&parts);
+    return st;
+}
+
+static SlStatus
+import_manual(SdyCtx *cx)
+{
+    SlStatus st = SL_OK;
+    SlVec bodies = {0};
+    uint32_t n_comps = cx->m->n_comps;
+    for (uint32_t c = 0; c < n_comps && st == SL_OK; c++)
+        st = import_manual_comp(cx, cx->m->comps[c], &bodies);
+    for (size_t k = 0; k < bodies.len && st == SL_OK; k++)
+        st = manualize(cx, SL_VEC_AT(&bodies, IrComputation *, k), 0);
+    sl_vec_fini(&bodies);
+    return st;
+}
+
 static SlStatus
 run(SdyCtx *cx)
 {
@@ -1080,7 +1355,7 @@ run(SdyCtx *cx)
             if (!f)
                 continue;
             SdyParsed p;
-            if ((st = parse_instr_sharding(cx, i, f, &p)))
+            if ((st = parse_instr_sharding(cx, i, f, &i->shape, &p)))
                 goto out;
             if (!keeps)
                 continue;
@@ -1113,6 +1388,8 @@ run(SdyCtx *cx)
             goto out;
         n_set++;
     }
+    if ((st = import_manual(cx)))
+        goto out;
     if (n_frs && (st = import_results(cx, parsed.data, &frs_index)))
         goto out;
     forward_frs(cx->m);
