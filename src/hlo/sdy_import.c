@@ -1,10 +1,12 @@
 /* sdy_import.c - Shardy's round-trip attributes into GSPMD shardings (sdy.h).
  * Owns: reading the sdy attribute text (meshes, tensor shardings, per-value lists), converting a
  * tensor sharding to a tile assignment the way XLA's Shardy-to-HLO export does, and the module
- * rewrite that XLA's round-trip import implies (which shardings count, the result shardings).
+ * rewrite that XLA's round-trip import implies (which shardings count, the result shardings),
+ * and shard_map's manual computations (over all mesh axes) rewritten into GSPMD's form.
  * Does not own: sharding normalization (shd_tiled applies XLA's Subgroup rules).
- * Invariants: nothing is changed before the whole module has been read without error, so a bad
- * value never leaves a half-imported module; errors point at the byte in the source file.
+ * Invariants: every sdy value is read (and checked) before the shardings are rewritten, and on
+ * any error the parser discards the module, so no half-imported module escapes; errors point at
+ * the byte in the source file.
  *
  * The conversion (XLA convertToHloSharding, non-V3): every mesh axis is split at each sub-axis
  * boundary that the dimension or unreduced axes use ("x":(2)4 of x=16 splits x into 2,4,2), in
