@@ -418,19 +418,43 @@ test_manual_computation(void **state)
     ir_module_fini(m);
 }
 
-/* A shard_map over some axes (axis_names=) and sharding groups: exit 3, named. */
+/* A shard_map over some axes (axis_names=): the local values keep the free axes and get a
+ * manual subgroup; the body's parameter and root take them. */
+static void
+test_partial_manual_computation(void **state)
+{
+    Fixture *fx = *state;
+    IrModule *m = parse_ok(fx, SHARD_MAP_MODULE("\\\"data\\\""));
+    IrComputation *e = m->entry;
+    assert_int_equal(e->n_instrs, 6);
+    static const char *const k_want[] = {
+        "", "{devices=[2,4]<=[8]}", "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dims={manual}}",
+        "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dims={manual}}",
+        "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dims={manual}}",
+        "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}"};
+    SlBuf got;
+    sl_buf_init(&got);
+    for (uint32_t k = 0; k < e->n_instrs; k++) {
+        sl_buf_clear(&got);
+        if (ir_instr_sharding(e->instrs[k]))
+            shd_print(ir_instr_sharding(e->instrs[k]), &got);
+        assert_string_equal(got.len ? sl_buf_str(&got).ptr : "", k_want[k]);
+    }
+    sharding_text(m, "x", &got);
+    assert_string_equal(sl_buf_str(&got).ptr, "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dims={manual}}");
+    sharding_text(m, "n", &got);
+    assert_string_equal(sl_buf_str(&got).ptr, "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dims={manual}}");
+    sl_buf_fini(&got);
+    ir_module_fini(m);
+}
+
+/* Sharding groups: exit 3, named. */
 static void
 test_unsupported(void **state)
 {
     Fixture *fx = *state;
     IrModule *m = NULL;
     SlError err = {0};
-    assert_int_equal(hlo_parse(&fx->arena, &fx->names, sl_str(SHARD_MAP_MODULE("\\\"data\\\"")),
-                               "t.hlo", &m, &err),
-                     SL_ERR_UNSUPPORTED);
-    assert_int_equal(err.loc.line, 10);
-    assert_int_equal(err.loc.col, 3);
-    assert_non_null(strstr(err.msg, "a shard_map over some of the mesh axes"));
     memset(&err, 0, sizeof(err));
     const char *t = "HloModule m, " MESH_2X4 "\nENTRY %e {\n  %a = f32[8] parameter(0)\n"
                     "  ROOT %g = () custom-call(%a), custom_call_target=\"xla.sdy.ShardingGroup\", "
@@ -453,6 +477,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_plain_module_unchanged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_manual_computation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_partial_manual_computation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unsupported, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

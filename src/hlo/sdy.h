@@ -26,12 +26,12 @@ typedef struct SdyValueLoc {
  *           dropped (XLA drops them too); FuncResultSharding calls are removed, their operand
  *           forwarded, and their sharding put on the entry root leaf they feed; open dimensions
  *           of a `Sharding` call become `unspecified_dims` in its backend_config; a shard_map
- *           over all mesh axes (GlobalToLocalShape, call of the body, LocalToGlobalShape)
- *           becomes GSPMD's copy + SPMDFullToShardShape, manual body, copy +
- *           SPMDShardToFullShape.
+ *           (GlobalToLocalShape, call of the body, LocalToGlobalShape) becomes GSPMD's copy +
+ *           SPMDFullToShardShape, manual body, copy + SPMDShardToFullShape (over some axes:
+ *           manual subgroups, open dims as Sharding calls with unspecified_dims).
  * errors:   malformed sdy text SL_ERR_PARSE and inconsistent shardings SL_ERR_INVALID at
- *           FILE:LINE:COL of the offending byte; shard_maps over some mesh axes, nested ones
- *           and sharding groups SL_ERR_UNSUPPORTED naming the construct. */
+ *           FILE:LINE:COL of the offending byte; nested shard_maps and sharding groups
+ *           SL_ERR_UNSUPPORTED naming the construct. */
 SlStatus sdy_import(IrModule *m, const SdyValueLoc *locs, uint32_t n_locs, const char *path,
                     SlError *err);
 

@@ -2,7 +2,7 @@
  * Owns: reading the sdy attribute text (meshes, tensor shardings, per-value lists), converting a
  * tensor sharding to a tile assignment the way XLA's Shardy-to-HLO export does, and the module
  * rewrite that XLA's round-trip import implies (which shardings count, the result shardings),
- * and shard_map's manual computations (over all mesh axes) rewritten into GSPMD's form.
+ * and shard_map's manual computations rewritten into GSPMD's form.
  * Does not own: sharding normalization (shd_tiled applies XLA's Subgroup rules).
  * Invariants: every sdy value is read (and checked) before the shardings are rewritten, and on
  * any error the parser discards the module, so no half-imported module escapes; errors point at
@@ -586,7 +586,7 @@ cmp_i64(const void *x, const void *y)
 
 /* The GSPMD sharding of one tensor sharding (XLA convertToHloSharding; see the file comment). */
 static const ShdSharding *
-convert(SlArena *a, const SdyTensor *ts)
+convert_manual(SlArena *a, const SdyTensor *ts, const bool *manual)
 {
     const SdyMesh *mesh = ts->mesh;
     if (mesh->n_axes == 0)
@@ -601,9 +601,9 @@ convert(SlArena *a, const SdyTensor *ts)
         cut[n_cut++] = 1;
         cut[n_cut++] = mesh->axis_sizes[ax];
         for (uint32_t k = 0; k < ts->n_refs; k++) {
-            bool counted = k < ts->n_refs && !(k >= ts->repl_first && k < ts->repl_first + ts->n_repl);
+            bool counted = !(k >= ts->repl_first && k < ts->repl_first + ts->n_repl);
             const SdyRef *r = &ts->refs[k];
-            if (!counted || r->axis != ax)
+            if (!counted || r->axis != ax || (manual && manual[ax]))
                 continue;
             cut[n_cut++] = r->pre;
             cut[n_cut++] = r->pre * r->size;
@@ -623,13 +623,24 @@ convert(SlArena *a, const SdyTensor *ts)
     }
     /* the transposition: dimension axes, then unreduced axes, then the rest in mesh order */
     int64_t tile[SDY_MAX_RANK + 2];
-    ShdSubgroup types[2];
+    ShdSubgroup types[3];
     uint32_t n_tile = ts->rank, n_types = 0, n_perm = 0;
     uint32_t perm[SDY_MAX_PIECES];
     bool placed[SDY_MAX_PIECES] = {false};
     for (uint32_t d = 0; d < ts->rank; d++)
         tile[d] = 1;
     for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && manual) { /* the manual axes: one MANUAL subgroup dim, mesh order */
+            tile[n_tile] = 1;
+            for (uint32_t q = 0; q < n_p; q++)
+                if (manual[p_axis[q]] && !placed[q]) {
+                    placed[q] = true;
+                    perm[n_perm++] = q;
+                    tile[n_tile] *= p_size[q];
+                }
+            n_tile++;
+            types[n_types++] = SHD_SUB_MANUAL;
+        }
         for (uint32_t d = 0; d < (pass ? 1u : ts->rank); d++) {
             uint32_t first = pass ? ts->unred_first : ts->dim_first[d];
             uint32_t n = pass ? ts->n_unred : ts->dim_n[d];
@@ -637,6 +648,8 @@ convert(SlArena *a, const SdyTensor *ts)
                 tile[n_tile] = 1;
             for (uint32_t k = first; k < first + n; k++) {
                 const SdyRef *r = &ts->refs[k];
+                if (manual && manual[r->axis])
+                    continue; /* inside a manual computation only the free axes tile */
                 uint32_t q = 0;
                 while (q < n_p && !(p_axis[q] == r->axis && p_pre[q] == r->pre &&
                                     p_size[q] == r->size))
@@ -686,6 +699,12 @@ convert(SlArena *a, const SdyTensor *ts)
         }
     }
     return shd_tiled(a, tile, n_tile, devs, n_types ? types : NULL, n_types);
+}
+
+static const ShdSharding *
+convert(SlArena *a, const SdyTensor *ts)
+{
+    return convert_manual(a, ts, NULL);
 }
 
 /* ---- the module -------------------------------------------------------------------------- */
@@ -747,6 +766,8 @@ instr_loc(const SdyCtx *cx, const IrInstr *i)
 typedef struct SdyParsed {
     const ShdSharding *sharding;
     const SdyMesh *mesh; /* of the (last) value sharding */
+    const SdyTensor **tensors; /* per value, as read (in the arena) */
+    uint32_t n_tensors;
     uint32_t n_open;
     int64_t open[SDY_MAX_RANK];
 } SdyParsed;
@@ -779,7 +800,7 @@ convert_failed(SdyCtx *cx, const IrInstr *i)
  *             (',' '<' tensor)*)? ']' '>' */
 static SlStatus
 parse_instr_sharding(SdyCtx *cx, const IrInstr *i, const IrFrontendAttr *f, const IrShape *shape,
-                     SdyParsed *out)
+                     bool keep, SdyParsed *out)
 {
     SlStatus st;
     SdyText t;
@@ -798,9 +819,13 @@ parse_instr_sharding(SdyCtx *cx, const IrInstr *i, const IrFrontendAttr *f, cons
         if (n_leaves > SL_COUNTOF(buf) && !(leaves = SL_NEW_ARRAY(cx->a, const ShdSharding *,
                                                                  n_leaves)))
             return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+        if (keep && !(out->tensors = SL_NEW_ARRAY(cx->a, const SdyTensor *, n_leaves + 1)))
+            return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
         if (!eat(&t, "]")) {
             do {
                 size_t at = t.p;
+                if (keep && n > 0 && !(ts = SL_NEW(cx->a, SdyTensor)))
+                    return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
                 if ((st = expect(&t, "<", "'<' opening a value sharding")) ||
                     (st = parse_tensor(cx, &t, ts)))
                     return st;
@@ -815,6 +840,8 @@ parse_instr_sharding(SdyCtx *cx, const IrInstr *i, const IrFrontendAttr *f, cons
                 if ((st = check_rank(cx, &t, ts, leaf, i)))
                     return st;
                 out->mesh = ts->mesh;
+                if (keep)
+                    out->tensors[out->n_tensors++] = ts;
                 if (!(leaves[n++] = convert(cx->a, ts)))
                     return convert_failed(cx, i);
                 if (n_leaves == 1 && !ir_shape_is_tuple(shape))
@@ -841,6 +868,8 @@ parse_instr_sharding(SdyCtx *cx, const IrInstr *i, const IrFrontendAttr *f, cons
                            "%s: a tuple-shaped value needs #sdy.sharding_per_value",
                            sl_sym_cstr(i->name));
         out->mesh = ts->mesh;
+        if (keep && (out->tensors = SL_NEW_ARRAY(cx->a, const SdyTensor *, 1)))
+            out->tensors[out->n_tensors++] = ts;
         if (!(out->sharding = convert(cx->a, ts)))
             return convert_failed(cx, i);
         for (uint32_t d = 0; d < ts->rank; d++)
@@ -874,15 +903,15 @@ set_sharding(SdyCtx *cx, IrInstr *i, const ShdSharding *s)
  * with `unspecified_dims` in the backend_config (JAX's GSPMD lowering of UNCONSTRAINED). Open
  * dimensions anywhere else are kept closed: GSPMD shardings have no open dimensions. */
 static SlStatus
-mark_open(SdyCtx *cx, IrInstr *i, const SdyParsed *p)
+set_unspecified(SdyCtx *cx, IrInstr *i, const int64_t *dims, uint32_t n)
 {
-    if (!p->n_open || ir_instr_find_attr(i, IR_ATTR_BACKEND_CONFIG))
+    if (!n || ir_instr_find_attr(i, IR_ATTR_BACKEND_CONFIG))
         return SL_OK;
     SlBuf b;
     sl_buf_init(&b);
     sl_buf_puts(&b, "\"unspecified_dims=[");
-    for (uint32_t k = 0; k < p->n_open; k++)
-        sl_buf_printf(&b, "%s%lld", k ? "," : "", (long long)p->open[k]);
+    for (uint32_t k = 0; k < n; k++)
+        sl_buf_printf(&b, "%s%lld", k ? "," : "", (long long)dims[k]);
     sl_buf_puts(&b, "]\"");
     SlStr v = sl_buf_str(&b);
     char *copy = sl_arena_strndup(cx->a, v.ptr, v.len);
@@ -893,6 +922,12 @@ mark_open(SdyCtx *cx, IrInstr *i, const SdyParsed *p)
         return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
     a->u.text = (SlStr){copy, len};
     return SL_OK;
+}
+
+static SlStatus
+mark_open(SdyCtx *cx, IrInstr *i, const SdyParsed *p)
+{
+    return set_unspecified(cx, i, p->open, p->n_open);
 }
 
 static bool
@@ -1014,8 +1049,11 @@ forward_frs(IrModule *m)
  *                                     the body (and of what it calls) {manual}
  *   LocalToGlobalShape(r_1..r_m)  ->  per result: copy(r_k) {manual}, then custom-call
  *                                     SPMDShardToFullShape with the out-sharding
- * Only shard_maps over all mesh axes: one over some axes (`axis_names=`) would need manual
- * subgroups inside the body, which is not done here (exit 3). */
+ * Over some axes (`axis_names=`) the local values keep the free axes plus a MANUAL subgroup;
+ * the body's parameters and results take them and propagation fills the rest of the body, as
+ * Shardy's propagation does there. Open dimensions (free axes propagation may add) make the
+ * copies `Sharding` calls and both them and the conversion carry `unspecified_dims`: GSPMD's
+ * partial-auto form, which its propagation refines. */
 
 static bool
 is_manual_body_call(const IrInstr *i)
@@ -1024,9 +1062,10 @@ is_manual_body_call(const IrInstr *i)
     return callee && strstr(sl_sym_cstr(callee->name), "manual_computation_body");
 }
 
-/* manual_axes := '#sdy' '<' 'manual_axes' '{' (NAME (',' NAME)*)? '}' '>' */
+/* manual_axes := '#sdy' '<' 'manual_axes' '{' (NAME (',' NAME)*)? '}' '>'
+ * `mask` (SDY_MAX_AXES entries) gets the manual axes of `mesh`; `full`: they are all of it. */
 static SlStatus
-check_manual_axes(SdyCtx *cx, const IrInstr *i, const SdyMesh *mesh)
+read_manual_axes(SdyCtx *cx, const IrInstr *i, const SdyMesh *mesh, bool *mask, bool *full)
 {
     SlStatus st;
     const IrFrontendAttr *f = find_frontend(i, "xla.sdy.manual_axes");
@@ -1056,19 +1095,27 @@ check_manual_axes(SdyCtx *cx, const IrInstr *i, const SdyMesh *mesh)
                                  "is");
             }
             prod *= mesh->axis_sizes[k];
+            mask[k] = true;
         } while (eat(&t, ","));
         if ((st = expect(&t, "}", "',' or '}'")))
             return st;
     }
     if ((st = expect(&t, ">", "'>'")))
         return st;
-    if (!mesh || prod != mesh->total)
-        return sl_fail(cx->err, SL_ERR_UNSUPPORTED, instr_loc(cx, i),
-                       "%s: a shard_map over some of the mesh axes (manual_axes %.*s) is not "
-                       "supported: only shard_maps over all axes are imported",
-                       sl_sym_cstr(i->name), (int)(f->value.len < 120 ? f->value.len : 120),
-                       f->value.ptr);
+    *full = mesh && prod == mesh->total;
     return SL_OK;
+}
+
+/* The local (in-body) sharding of a value of rank `rank` replicated over the free axes. */
+static const ShdSharding *
+manual_replicated(SlArena *a, const SdyMesh *mesh, uint32_t rank, const bool *mask)
+{
+    SdyTensor *ts = SL_NEW(a, SdyTensor);
+    if (!ts)
+        return NULL;
+    ts->mesh = mesh;
+    ts->rank = rank;
+    return convert_manual(a, ts, mask);
 }
 
 static const ShdSharding *
@@ -1162,6 +1209,48 @@ manualize(SdyCtx *cx, IrComputation *body, uint32_t depth)
     return SL_OK;
 }
 
+/* A shard_map over some axes: result `v` of the body call (the call itself or one of its
+ * get-tuple-elements) has the local sharding `s`; so do the call's leaf and the body's root. */
+static SlStatus
+set_local_result(SdyCtx *cx, IrInstr *v, const ShdSharding *s, const SdyMesh *mesh,
+                 const bool *mask)
+{
+    SlStatus st;
+    IrInstr *call = v;
+    int64_t leaf = -1;
+    if (v->op == IR_OP_GET_TUPLE_ELEMENT && is_manual_body_call(v->operands[0])) {
+        call = v->operands[0];
+        if (!ir_instr_int_attr(v, IR_ATTR_INDEX, &leaf))
+            return SL_OK;
+    }
+    if (!is_manual_body_call(call))
+        return sl_fail(cx->err, SL_ERR_UNSUPPORTED, instr_loc(cx, v),
+                       "%s: a LocalToGlobalShape operand that is no result of the shard_map's "
+                       "body call",
+                       sl_sym_cstr(v->name));
+    if ((st = set_sharding(cx, v, s)))
+        return st;
+    const ShdSharding *cs = s;
+    if (leaf >= 0) {
+        uint32_t n = ir_shape_leaf_count(&call->shape);
+        const ShdSharding *old = ir_instr_sharding(call);
+        const ShdSharding **leaves = SL_NEW_ARRAY(cx->a, const ShdSharding *, n ? n : 1);
+        if (!leaves || leaf >= n)
+            return sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, v), "out of memory");
+        for (uint32_t k = 0; k < n; k++)
+            leaves[k] = old && old->kind == SHD_TUPLE
+                            ? shd_leaf(old, k)
+                            : manual_replicated(cx->a, mesh, ir_shape_leaf(&call->shape, k)->rank,
+                                                mask);
+        leaves[leaf] = s;
+        cs = shd_tuple(cx->a, leaves, n);
+    }
+    IrComputation *body = ir_instr_called(call, IR_ATTR_TO_APPLY);
+    if ((st = set_sharding(cx, call, cs)))
+        return st;
+    return body && body->root ? set_sharding(cx, body->root, cs) : SL_OK;
+}
+
 static SlStatus
 import_manual_comp(SdyCtx *cx, IrComputation *c, SlVec *bodies)
 {
@@ -1193,8 +1282,18 @@ import_manual_comp(SdyCtx *cx, IrComputation *c, SlVec *bodies)
             }
             IrShape global = g2l ? operands_shape(cx->a, i) : i->shape;
             SdyParsed p;
-            if ((st = parse_instr_sharding(cx, i, f, &global, &p)) ||
-                (st = check_manual_axes(cx, i, p.mesh)))
+            bool mask[SDY_MAX_AXES] = {false}, full = false;
+            if ((st = parse_instr_sharding(cx, i, f, &global, true, &p)) ||
+                (st = read_manual_axes(cx, i, p.mesh, mask, &full)))
+                break;
+            for (uint32_t o = 0; o < p.n_tensors && !full; o++)
+                if (p.tensors[o]->mesh != p.mesh) {
+                    st = sl_fail(cx->err, SL_ERR_UNSUPPORTED, instr_loc(cx, i),
+                                 "%s: a shard_map over values of different meshes",
+                                 sl_sym_cstr(i->name));
+                    break;
+                }
+            if (st)
                 break;
             uint32_t n = i->n_operands;
             IrInstr **news = SL_NEW_ARRAY(cx->a, IrInstr *, n ? n : 1);
@@ -1208,16 +1307,33 @@ import_manual_comp(SdyCtx *cx, IrComputation *c, SlVec *bodies)
             }
             for (uint32_t o = 0; o < n && st == SL_OK; o++) {
                 const IrShape *res = n > 1 ? ir_shape_leaf(&i->shape, o) : &i->shape;
-                const ShdSharding *full = n > 1 ? shd_leaf(p.sharding, o) : p.sharding;
-                IrInstr *cp = add_new(cx, c, IR_OP_COPY, &i->operands[o]->shape, i->operands[o],
-                                      NULL, g2l ? full : shd_manual(cx->a), i, &out);
+                const ShdSharding *global_s = n > 1 ? shd_leaf(p.sharding, o) : p.sharding;
+                /* the in-body sharding: {manual}, or the free axes plus a manual subgroup */
+                const ShdSharding *local_s =
+                    full ? shd_manual(cx->a) : convert_manual(cx->a, p.tensors[o], mask);
+                /* open dims over the free axes: GSPMD's partial-auto form, a Sharding call and
+                 * the conversion with the same unspecified_dims, which propagation refines */
+                int64_t open[SDY_MAX_RANK];
+                uint32_t n_open = 0;
+                for (uint32_t d = 0; !full && d < p.tensors[o]->rank; d++)
+                    if (p.tensors[o]->dim_open[d])
+                        open[n_open++] = d;
+                IrInstr *cp = add_new(cx, c, n_open ? IR_OP_CUSTOM_CALL : IR_OP_COPY,
+                                      &i->operands[o]->shape, i->operands[o],
+                                      n_open ? "Sharding" : NULL, g2l ? global_s : local_s, i,
+                                      &out);
                 IrInstr *cc = cp ? add_new(cx, c, IR_OP_CUSTOM_CALL, res, cp,
                                            g2l ? "SPMDFullToShardShape" : "SPMDShardToFullShape",
-                                           g2l ? shd_manual(cx->a) : full, i, &out)
+                                           g2l ? local_s : global_s, i, &out)
                                  : NULL;
                 if (!cc)
                     st = sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
+                else if (n_open && ((st = set_unspecified(cx, cp, open, n_open)) ||
+                                    (st = set_unspecified(cx, cc, open, n_open))))
+                    break;
                 news[o] = cc;
+                if (!full && l2g && st == SL_OK && !n_open) /* open: left to propagation */
+                    st = set_local_result(cx, i->operands[o], local_s, p.mesh, mask);
             }
             if (st)
                 break;
@@ -1242,7 +1358,24 @@ import_manual_comp(SdyCtx *cx, IrComputation *c, SlVec *bodies)
                 st = sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
             continue;
         }
-        if (is_manual_body_call(i)) {
+        bool partial_call = is_manual_body_call(i) && i->n_operands > 0 &&
+                            target_is(i->operands[0], "SPMDFullToShardShape") &&
+                            ir_instr_sharding(i->operands[0]) &&
+                            !shd_is_manual(ir_instr_sharding(i->operands[0]));
+        if (partial_call) {
+            /* some axes manual: the body's parameters take the local shardings, its results
+             * those of the LocalToGlobalShape (set_local_result); propagation does the rest */
+            changed = true;
+            IrComputation *body = ir_instr_called(i, IR_ATTR_TO_APPLY);
+            for (uint32_t o = 0; o < i->n_operands && st == SL_OK; o++) {
+                IrInstr *param = ir_computation_param(body, o);
+                if (param && ir_instr_sharding(i->operands[o]) &&
+                    !ir_instr_find_attr(i->operands[o], IR_ATTR_BACKEND_CONFIG))
+                    st = set_sharding(cx, param, ir_instr_sharding(i->operands[o]));
+            }
+            if (st)
+                break;
+        } else if (is_manual_body_call(i)) {
             changed = true;
             IrComputation *body = ir_instr_called(i, IR_ATTR_TO_APPLY);
             if ((st = set_sharding(cx, i, manual_like(cx->a, &i->shape))) ||
@@ -1250,7 +1383,9 @@ import_manual_comp(SdyCtx *cx, IrComputation *c, SlVec *bodies)
                 st = st ? st : sl_fail(cx->err, SL_ERR_NOMEM, instr_loc(cx, i), "out of memory");
                 break;
             }
-        } else if (i->op == IR_OP_GET_TUPLE_ELEMENT && is_manual_body_call(i->operands[0])) {
+        } else if (i->op == IR_OP_GET_TUPLE_ELEMENT && is_manual_body_call(i->operands[0]) &&
+                   shd_is_manual(ir_instr_sharding(i->operands[0]) ? ir_instr_sharding(i->operands[0])
+                                                                    : shd_replicated(cx->a))) {
             if ((st = set_sharding(cx, i, manual_like(cx->a, &i->shape))))
                 break;
         }
@@ -1357,7 +1492,7 @@ run(SdyCtx *cx)
             if (!f)
                 continue;
             SdyParsed p;
-            if ((st = parse_instr_sharding(cx, i, f, &i->shape, &p)))
+            if ((st = parse_instr_sharding(cx, i, f, &i->shape, false, &p)))
                 goto out;
             if (!keeps)
                 continue;
