@@ -221,6 +221,10 @@ test_module_rewrite(void **state)
     sl_buf_init(&got);
     sharding_text(m, "p0", &got);
     assert_string_equal(sl_buf_str(&got).ptr, "{devices=[2,1,4]<=[8] last_tile_dim_replicate}");
+    /* the module is GSPMD's now: no mesh table, no consumed sdy attributes (read it back and
+     * nothing changes) */
+    assert_null(ir_module_find_header(m, "frontend_attributes"));
+    assert_null(ir_instr_find_attr(find(m, "p0"), IR_ATTR_FRONTEND_ATTRIBUTES));
     sharding_text(m, "p1", &got); /* no sdy sharding: XLA's import drops it */
     assert_int_equal(got.len, 0);
     sharding_text(m, "a", &got);

@@ -28,7 +28,9 @@ typedef struct SdyValueLoc {
  *           of a `Sharding` call become `unspecified_dims` in its backend_config; a shard_map
  *           (GlobalToLocalShape, call of the body, LocalToGlobalShape) becomes GSPMD's copy +
  *           SPMDFullToShardShape, manual body, copy + SPMDShardToFullShape (over some axes:
- *           manual subgroups, open dims as Sharding calls with unspecified_dims).
+ *           manual subgroups, open dims as Sharding calls with unspecified_dims). Then the
+ *           header's xla.sdy.meshes and the consumed attributes are removed (as XLA does), so
+ *           the printed module reads back unchanged.
  * errors:   malformed sdy text SL_ERR_PARSE and inconsistent shardings SL_ERR_INVALID at
  *           FILE:LINE:COL of the offending byte; nested shard_maps and sharding groups
  *           SL_ERR_UNSUPPORTED naming the construct. */

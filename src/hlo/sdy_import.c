@@ -1424,6 +1424,57 @@ import_manual(SdyCtx *cx)
     return st;
 }
 
+/* After the import the module is GSPMD's, as after XLA's Shardy pass: the mesh table and the
+ * consumed attributes go, so that printing and reading it again changes nothing (a propagated
+ * or partitioned module keeps its shardings when read back). */
+static SlStatus
+strip_round_trip(SdyCtx *cx, const IrHeaderAttr *h, const char *from, const char *to)
+{
+    static const char *const k_consumed[] = {"xla.sdy.sharding", "xla.sdy.in_shardings",
+                                             "xla.sdy.out_shardings", "xla.sdy.manual_axes"};
+    for (uint32_t c = 0; c < cx->m->n_comps; c++) {
+        IrComputation *comp = cx->m->comps[c];
+        for (uint32_t k = 0; k < comp->n_instrs; k++) {
+            IrAttr *a = ir_instr_find_attr_mut(comp->instrs[k], IR_ATTR_FRONTEND_ATTRIBUTES);
+            if (!a)
+                continue;
+            uint32_t w = 0;
+            for (uint32_t f = 0; f < a->u.frontend.n; f++) {
+                bool drop = false;
+                for (size_t q = 0; q < SL_COUNTOF(k_consumed); q++)
+                    drop |= sl_str_eq_cstr(sl_sym_str(a->u.frontend.v[f].key), k_consumed[q]);
+                if (!drop)
+                    a->u.frontend.v[w++] = a->u.frontend.v[f];
+            }
+            a->u.frontend.n = w;
+            if (!w)
+                ir_instr_remove_attr(comp->instrs[k], IR_ATTR_FRONTEND_ATTRIBUTES);
+        }
+    }
+    /* the header's frontend_attributes without the xla.sdy.meshes entry [from, to) */
+    const char *b = h->value.ptr, *e = h->value.ptr + h->value.len;
+    while (to < e && (*to == ',' || *to == ' '))
+        to++;
+    while (from > b + 1 && (from[-1] == ' ' || (from[-1] == ',' && to >= e - 1)))
+        from--;
+    SlBuf v;
+    sl_buf_init(&v);
+    sl_buf_append(&v, b, (size_t)(from - b));
+    sl_buf_append(&v, to, (size_t)(e - to));
+    SlStr nv = sl_buf_str(&v);
+    SlStatus st = SL_OK;
+    if (nv.len <= 2) { /* "{}": no frontend attributes left */
+        uint32_t k = (uint32_t)(h - cx->m->header);
+        memmove(&cx->m->header[k], &cx->m->header[k + 1],
+                (cx->m->n_header - k - 1) * sizeof(IrHeaderAttr));
+        cx->m->n_header--;
+    } else if (ir_module_set_header(cx->m, "frontend_attributes", nv) != SL_OK) {
+        st = sl_fail(cx->err, SL_ERR_NOMEM, (SlSrcLoc){cx->path, 0, 0}, "out of memory");
+    }
+    sl_buf_fini(&v);
+    return st;
+}
+
 static SlStatus
 run(SdyCtx *cx)
 {
@@ -1531,6 +1582,7 @@ run(SdyCtx *cx)
         goto out;
     forward_frs(cx->m);
     (void)n_set;
+    st = strip_round_trip(cx, h, found, q);
 out:
     sl_vec_fini(&parsed);
     sl_vec_fini(&targets);
