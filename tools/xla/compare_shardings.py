@@ -6,7 +6,7 @@ usage: python3 tools/xla/compare_shardings.py --tool build/shardlens CORPUS
 
 For every program of a corpus folder (tools/xla/corpus.py; made with --propagation gspmd
 for a like-for-like reference) runs `shardlens propagate NAME.before_optimizations.hlo
---set is_spmd=true` and the header's allow_spmd_sharding_propagation_to_* (as XLA's
+--inline-calls --set is_spmd=true` and the header's allow_spmd_sharding_propagation_to_* (as XLA's
 pipeline constructs the pass from the module config) and compares each instruction's sharding with the
 one in NAME.spmd_input.hlo, the input of XLA's spmd-partitioning, i.e. the output of XLA's
 sharding-propagation pass. Instructions are matched by name; the ones only one side has
@@ -212,7 +212,8 @@ def header_settings(path):
 
 
 def run_propagate(tool, path, n, settings, out, trace, timeout):
-    cmd = [tool, "propagate", path, "-n", str(n), "-o", out, "--set", "is_spmd=true"]
+    cmd = [tool, "propagate", path, "-n", str(n), "-o", out, "--inline-calls",
+           "--set", "is_spmd=true"]
     for s in header_settings(path):
         cmd += ["--set", s]
     for s in settings:
@@ -329,7 +330,7 @@ def main():
         results.append(r)
         if "error" in r:
             failed += 1
-            print("%-40s shardlens fails: %s" % (r["name"], r["error"]), flush=True)
+            print("%-40s shardlens fails: %s" % (r["name"], r["error"][:300]), flush=True)
             continue
         m = r["agree"] + r["differ"]
         tot_a += r["agree"]
