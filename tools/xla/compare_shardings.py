@@ -9,9 +9,10 @@ for a like-for-like reference) runs `shardlens propagate NAME.before_optimizatio
 --inline-calls --set is_spmd=true` and the header's allow_spmd_sharding_propagation_to_* (as XLA's
 pipeline constructs the pass from the module config) and compares each instruction's sharding with the
 one in NAME.spmd_input.hlo, the input of XLA's spmd-partitioning, i.e. the output of XLA's
-sharding-propagation pass. Instructions are matched by name; the ones only one side has
-(XLA's earlier passes rename, fold or drop a few) are counted as unmatched, apart from the
-comparison. Shardings are compared by meaning, not by text:
+sharding-propagation pass. Instructions are matched by name (and must have the same opcode
+and shape); the ones only one side has are counted as unmatched, apart from the comparison:
+XLA's call-inliner names the copies of a callee called from several places its own way, and
+XLA's passes before propagation fold or drop a few. Shardings are compared by meaning, not by text:
   - iota tile assignments (<=[4,2]T(1,0)) and explicit device lists are expanded;
   - the devices of a partially replicated tile (last_tile_dim_replicate or a replicated
     last_tile_dims) form a set, as XLA's sharding equality ignores their order only there;
@@ -211,6 +212,63 @@ def header_settings(path):
     return out
 
 
+_SIG_IGNORED = {"metadata", "sharding", "frontend_attributes", "origin", "statistics"}
+
+
+def match_rest(xla, ours, matched):
+    """Pairs the instructions not matched by name whose structural keys agree, in order of
+    appearance, repeating while new pairs make more keys equal. Returns {xla name: our name}."""
+    pairs = {}
+    for _ in range(8):
+        mx = set(matched) | set(pairs)
+        mo = set(matched) | set(pairs.values())
+        # a pair is one value under two names: key both by the XLA name
+        rename = {v: k for k, v in pairs.items()}
+        xs = _signatures({k: v for k, v in xla.items() if k not in mx}, mx, {})
+        ours_r = {}
+        for k, v in ours.items():
+            if k in mo:
+                continue
+            ours_r[k] = v
+        # operands of ours that were paired are named by their XLA name in the keys
+        os_ = _signatures(ours_r, mo, rename)
+        by_key = collections.defaultdict(list)
+        for nm, k in os_.items():
+            by_key[k].append(nm)
+        new = 0
+        for nm, k in xs.items():
+            lst = by_key.get(k)
+            if lst:
+                pairs[nm] = lst.pop(0)
+                new += 1
+        if not new:
+            break
+    return pairs
+
+
+def _signatures(instrs, matched, rename):
+    """name -> a structural key for the instructions not matched yet: opcode, shape,
+    attributes (names of called computations aside), the literal or parameter number, and
+    the operands' keys (a matched operand by its name, `rename`d to XLA's for a pair). Equal
+    keys: the same computation of the same values, which is how the copies of a callee XLA's
+    call-inliner and shardlens named differently are paired."""
+    sig = {}
+
+    def key(nm):
+        if nm in matched:
+            return ("=", rename.get(nm, nm))
+        return sig.get(nm, ("?", nm))
+
+    for nm, ins in instrs.items():
+        attrs = tuple(sorted((k, v) for k, v in ins.attrs.items()
+                             if k not in _SIG_IGNORED and k not in ("to_apply", "calls", "body",
+                                                                     "condition")))
+        lit = ins.raw_args if ins.opcode in ("constant", "parameter", "iota") else ""
+        sig[nm] = hash((ins.opcode, tuple(hlo_struct.shape_leaves(ins.shape)), attrs, lit,
+                        tuple(key(o) for o in ins.operands)))
+    return sig
+
+
 def run_propagate(tool, path, n, settings, out, trace, timeout):
     cmd = [tool, "propagate", path, "-n", str(n), "-o", out, "--inline-calls",
            "--set", "is_spmd=true"]
@@ -267,11 +325,20 @@ def compare_program(tool, corpus, prog, trace_on, settings, timeout):
         with open(out) as f:
             ours = instrs_by_name(f.read())
         rules = read_rules(trace)
+    same = lambda a, b: a.opcode == b.opcode and \
+        hlo_struct.shape_leaves(a.shape) == hlo_struct.shape_leaves(b.shape)
+    # by name (a name both sides gave to different instructions is no match), then the rest
+    # by structure
+    pairs = {nm: nm for nm, xi in xla.items() if nm in ours and same(xi, ours[nm])}
+    by_structure = match_rest(xla, ours, set(pairs))
+    pairs.update(by_structure)
+    rec["matched_by_structure"] = len(by_structure)
+    rec["unmatched_xla"] = len(xla) - len(pairs)
+    rec["unmatched_ours"] = len(ours) - len(pairs)
     for name, xi in xla.items():
-        oi = ours.get(name)
-        if oi is None:
-            rec["unmatched_xla"] += 1
+        if name not in pairs:
             continue
+        oi = ours[pairs[name]]
         k = n_leaves(xi.shape)
         try:
             same = canon(xi.attrs.get("sharding"), k) == canon(oi.attrs.get("sharding"), k)
@@ -283,12 +350,12 @@ def compare_program(tool, corpus, prog, trace_on, settings, timeout):
             rec["agree"] += 1
             continue
         rec["differ"] += 1
-        rule = "annotated" if name not in rules and oi.attrs.get("sharding") else \
-            rules.get(name, "none")
-        rec["diffs"].append({"instr": name, "opcode": xi.opcode, "rule": rule,
+        rule = "annotated" if oi.name not in rules and oi.attrs.get("sharding") else \
+            rules.get(oi.name, "none")
+        rec["diffs"].append({"instr": name if oi.name == name else "%s (ours %s)" % (
+                                 name, oi.name), "opcode": xi.opcode, "rule": rule,
                              "xla": fmt(xi.attrs.get("sharding")),
                              "shardlens": fmt(oi.attrs.get("sharding")), "note": note})
-    rec["unmatched_ours"] = sum(1 for nm in ours if nm not in xla)
     return rec
 
 
@@ -323,7 +390,7 @@ def main():
              if not args.filter or args.filter in p["name"]]
     results = []
     by_op, by_rule = collections.Counter(), collections.Counter()
-    tot_a = tot_d = tot_ux = tot_uo = full = failed = 0
+    tot_a = tot_d = tot_ux = tot_uo = tot_ms = full = failed = 0
     for prog in progs:
         r = compare_program(args.tool, args.corpus, prog, not args.no_trace, args.set,
                             args.timeout)
@@ -337,11 +404,14 @@ def main():
         tot_d += r["differ"]
         tot_ux += r["unmatched_xla"]
         tot_uo += r["unmatched_ours"]
+        tot_ms += r.get("matched_by_structure", 0)
         if r["differ"] == 0:
             full += 1
-        print("%-40s %5d of %5d agree (%5.1f %%), unmatched xla %d / shardlens %d" % (
-            r["name"], r["agree"], m, 100.0 * r["agree"] / m if m else 100.0,
-            r["unmatched_xla"], r["unmatched_ours"]), flush=True)
+        print("%-40s %5d of %5d agree (%5.1f %%), %d paired by structure, unmatched xla %d"
+              " / shardlens %d" % (r["name"], r["agree"], m,
+                                   100.0 * r["agree"] / m if m else 100.0,
+                                   r.get("matched_by_structure", 0), r["unmatched_xla"],
+                                   r["unmatched_ours"]), flush=True)
         for dd in r["diffs"][:args.show]:
             print("    %%%s (%s, rule %s): XLA %s, shardlens %s%s" % (
                 dd["instr"], dd["opcode"], dd["rule"], dd["xla"], dd["shardlens"],
@@ -355,8 +425,8 @@ def main():
     if by_rule:
         print("differences by shardlens rule: " + ", ".join(
             "%s %d" % kv for kv in sorted(by_rule.items(), key=lambda kv: (-kv[1], kv[0]))))
-    print("unmatched instructions (not compared): %d only in XLA's, %d only in shardlens's"
-          % (tot_ux, tot_uo))
+    print("%d instructions paired by structure (names differ); unmatched (not compared): %d "
+          "only in XLA's, %d only in shardlens's" % (tot_ms, tot_ux, tot_uo))
     if failed:
         print("shardlens failed on %d programs" % failed)
     tot = tot_a + tot_d
