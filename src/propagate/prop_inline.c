@@ -22,7 +22,8 @@ static bool
 same_thread(const IrComputation *a, const IrComputation *b)
 {
     return a->execution_thread.len == b->execution_thread.len &&
-           !memcmp(a->execution_thread.ptr, b->execution_thread.ptr, a->execution_thread.len);
+           (!a->execution_thread.len ||
+            !memcmp(a->execution_thread.ptr, b->execution_thread.ptr, a->execution_thread.len));
 }
 
 /* Marks every computation c's instructions name. */
@@ -117,7 +118,8 @@ inline_one(IrModule *m, IrInstr *call, uint32_t at, IrComputation *f, bool move,
         IrInstr *n;
         if (move) {
             n = x;
-            memcpy(x->operands, ops, x->n_operands * sizeof(IrInstr *));
+            if (x->n_operands)
+                memcpy(x->operands, ops, x->n_operands * sizeof(IrInstr *));
         } else if (!(n = copy_instr(m, x, ops))) {
             return false;
         }
