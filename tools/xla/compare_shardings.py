@@ -224,14 +224,14 @@ def match_rest(xla, ours, matched):
         mo = set(matched) | set(pairs.values())
         # a pair is one value under two names: key both by the XLA name
         rename = {v: k for k, v in pairs.items()}
-        xs = _signatures({k: v for k, v in xla.items() if k not in mx}, mx, {})
+        xs = _signatures({k: v for k, v in xla.items() if k not in mx}, mx, {}, xla)
         ours_r = {}
         for k, v in ours.items():
             if k in mo:
                 continue
             ours_r[k] = v
         # operands of ours that were paired are named by their XLA name in the keys
-        os_ = _signatures(ours_r, mo, rename)
+        os_ = _signatures(ours_r, mo, rename, ours)
         by_key = collections.defaultdict(list)
         for nm, k in os_.items():
             by_key[k].append(nm)
@@ -246,7 +246,7 @@ def match_rest(xla, ours, matched):
     return pairs
 
 
-def _signatures(instrs, matched, rename):
+def _signatures(instrs, matched, rename, everything):
     """name -> a structural key for the instructions not matched yet: opcode, shape,
     attributes (names of called computations aside), the literal or parameter number, and
     the operands' keys (a matched operand by its name, `rename`d to XLA's for a pair). Equal
@@ -255,6 +255,23 @@ def _signatures(instrs, matched, rename):
     sig = {}
 
     def key(nm):
+        # get-tuple-element(tuple(...)) is the tuple's operand (XLA's pipeline forwards it
+        # where an inlined callee returned a tuple)
+        for _ in range(64):
+            g = instrs.get(nm) or everything.get(nm)
+            if not g or g.opcode != "get-tuple-element" or not g.operands:
+                break
+            t = instrs.get(g.operands[0]) or everything.get(g.operands[0])
+            try:
+                k = int(g.attrs.get("index", ""))
+            except ValueError:
+                break
+            if not t or t.opcode != "tuple" or k >= len(t.operands):
+                break
+            nm = t.operands[k]
+        c = instrs.get(nm) or everything.get(nm)
+        if c is not None and c.opcode == "constant":  # a constant is its value
+            return ("c", tuple(hlo_struct.shape_leaves(c.shape)), c.raw_args)
         if nm in matched:
             return ("=", rename.get(nm, nm))
         return sig.get(nm, ("?", nm))
