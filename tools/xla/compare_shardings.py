@@ -6,13 +6,16 @@ usage: python3 tools/xla/compare_shardings.py --tool build/shardlens CORPUS
 
 For every program of a corpus folder (tools/xla/corpus.py; made with --propagation gspmd
 for a like-for-like reference) runs `shardlens propagate NAME.before_optimizations.hlo
---inline-calls --set is_spmd=true` and the header's allow_spmd_sharding_propagation_to_* (as XLA's
-pipeline constructs the pass from the module config) and compares each instruction's sharding with the
-one in NAME.spmd_input.hlo, the input of XLA's spmd-partitioning, i.e. the output of XLA's
-sharding-propagation pass. Instructions are matched by name (and must have the same opcode
-and shape); the ones only one side has are counted as unmatched, apart from the comparison:
-XLA's call-inliner names the copies of a callee called from several places its own way, and
-XLA's passes before propagation fold or drop a few. Shardings are compared by meaning, not by text:
+--inline-calls --set is_spmd=true` with the header's allow_spmd_sharding_propagation_to_*
+(what `partition` runs before partitioning, as XLA's pipeline does: call-inliner, then the
+pass built from the module config) and compares each instruction's sharding with the one in
+NAME.spmd_input.hlo, the input of XLA's spmd-partitioning, i.e. the output of XLA's
+sharding-propagation pass. Instructions are paired by name where their structure (opcode,
+shape, attributes, operands, recursively) agrees, then by structure alone (XLA's call-inliner
+names the copies of a callee called from several places its own way), then by name, opcode
+and shape; the ones left are counted as unmatched, apart from the comparison (XLA's pipeline
+forwards get-tuple-element(tuple) and drops same-shape reshapes before propagation).
+Shardings are compared by meaning, not by text:
   - iota tile assignments (<=[4,2]T(1,0)) and explicit device lists are expanded;
   - the devices of a partially replicated tile (last_tile_dim_replicate or a replicated
     last_tile_dims) form a set, as XLA's sharding equality ignores their order only there;
@@ -212,78 +215,76 @@ def header_settings(path):
     return out
 
 
-_SIG_IGNORED = {"metadata", "sharding", "frontend_attributes", "origin", "statistics"}
-
-
-def match_rest(xla, ours, matched):
-    """Pairs the instructions not matched by name whose structural keys agree, in order of
-    appearance, repeating while new pairs make more keys equal. Returns {xla name: our name}."""
-    pairs = {}
-    for _ in range(8):
-        mx = set(matched) | set(pairs)
-        mo = set(matched) | set(pairs.values())
-        # a pair is one value under two names: key both by the XLA name
-        rename = {v: k for k, v in pairs.items()}
-        xs = _signatures({k: v for k, v in xla.items() if k not in mx}, mx, {}, xla)
-        ours_r = {}
-        for k, v in ours.items():
-            if k in mo:
+def resolve(instrs, nm):
+    """The instruction `nm` stands for: get-tuple-element(tuple(...)) is the tuple's operand
+    and a reshape/copy/bitcast to the same shape its operand (XLA's pipeline forwards both
+    before propagation, shardlens keeps them)."""
+    for _ in range(64):
+        g = instrs.get(nm)
+        if g and g.opcode in ("reshape", "copy", "bitcast") and g.operands:
+            src = instrs.get(g.operands[0])
+            if src and hlo_struct.shape_leaves(src.shape) == hlo_struct.shape_leaves(g.shape):
+                nm = g.operands[0]
                 continue
-            ours_r[k] = v
-        # operands of ours that were paired are named by their XLA name in the keys
-        os_ = _signatures(ours_r, mo, rename, ours)
-        by_key = collections.defaultdict(list)
-        for nm, k in os_.items():
-            by_key[k].append(nm)
-        new = 0
-        for nm, k in xs.items():
-            lst = by_key.get(k)
-            if lst:
-                pairs[nm] = lst.pop(0)
-                new += 1
-        if not new:
+        if not g or g.opcode != "get-tuple-element" or not g.operands:
             break
-    return pairs
+        t = instrs.get(g.operands[0])
+        try:
+            k = int(g.attrs.get("index", ""))
+        except ValueError:
+            break
+        if not t or t.opcode != "tuple" or k >= len(t.operands):
+            break
+        nm = t.operands[k]
+    return nm
 
 
-def _signatures(instrs, matched, rename, everything):
-    """name -> a structural key for the instructions not matched yet: opcode, shape,
-    attributes (names of called computations aside), the literal or parameter number, and
-    the operands' keys (a matched operand by its name, `rename`d to XLA's for a pair). Equal
-    keys: the same computation of the same values, which is how the copies of a callee XLA's
-    call-inliner and shardlens named differently are paired."""
-    sig = {}
+_SIG_IGNORED = {"metadata", "sharding", "frontend_attributes", "origin", "statistics",
+                "to_apply", "calls", "body", "condition", "branch_computations",
+                "true_computation", "false_computation"}
 
-    def key(nm):
-        # get-tuple-element(tuple(...)) is the tuple's operand (XLA's pipeline forwards it
-        # where an inlined callee returned a tuple)
-        for _ in range(64):
-            g = instrs.get(nm) or everything.get(nm)
-            if not g or g.opcode != "get-tuple-element" or not g.operands:
-                break
-            t = instrs.get(g.operands[0]) or everything.get(g.operands[0])
-            try:
-                k = int(g.attrs.get("index", ""))
-            except ValueError:
-                break
-            if not t or t.opcode != "tuple" or k >= len(t.operands):
-                break
-            nm = t.operands[k]
-        c = instrs.get(nm) or everything.get(nm)
-        if c is not None and c.opcode == "constant":  # a constant is its value
-            return ("c", tuple(hlo_struct.shape_leaves(c.shape)), c.raw_args)
-        if nm in matched:
-            return ("=", rename.get(nm, nm))
-        return sig.get(nm, ("?", nm))
 
-    for nm, ins in instrs.items():
-        attrs = tuple(sorted((k, v) for k, v in ins.attrs.items()
-                             if k not in _SIG_IGNORED and k not in ("to_apply", "calls", "body",
-                                                                     "condition")))
+def structure_keys(instrs):
+    """name -> a structural key: opcode, shape, attributes (names of called computations
+    aside), the literal or parameter number, and the operands' keys, operands seen through
+    resolve(). Equal keys: the same computation of the same values, whatever the names."""
+    key = {}
+    for nm, ins in instrs.items():  # operands precede users within a computation
+        attrs = tuple(sorted((k, v) for k, v in ins.attrs.items() if k not in _SIG_IGNORED))
         lit = ins.raw_args if ins.opcode in ("constant", "parameter", "iota") else ""
-        sig[nm] = hash((ins.opcode, tuple(hlo_struct.shape_leaves(ins.shape)), attrs, lit,
-                        tuple(key(o) for o in ins.operands)))
-    return sig
+        ops = tuple(key.get(resolve(instrs, o), ("?", o)) for o in ins.operands)
+        key[nm] = hash((ins.opcode, tuple(hlo_struct.shape_leaves(ins.shape)), attrs, lit, ops))
+    return key
+
+
+def pair_instructions(xla, ours):
+    """({XLA name: our name} by name, {XLA name: our name} by structure): by name where the
+    structures agree, then the rest by structure in order of appearance (XLA's call-inliner
+    names the copies of a callee called from several places its own way; copies with the
+    same structure are interchangeable)."""
+    kx, ko = structure_keys(xla), structure_keys(ours)
+    pairs = {nm: nm for nm in xla if nm in ours and kx[nm] == ko[nm]}
+    taken = set(pairs.values())
+    free = collections.defaultdict(list)
+    for nm in ours:
+        if nm not in taken:
+            free[ko[nm]].append(nm)
+    for lst in free.values():
+        lst.reverse()
+    by_structure = {}
+    for nm in xla:
+        if nm not in pairs and free.get(kx[nm]):
+            by_structure[nm] = free[kx[nm]].pop()
+    # last, the same name, opcode and shape where the structures differ (something upstream
+    # differs, e.g. an instruction only one side has)
+    taken = set(pairs.values()) | set(by_structure.values())
+    for nm, xi in xla.items():
+        oi = ours.get(nm)
+        if nm not in pairs and nm not in by_structure and oi is not None and \
+                nm not in taken and oi.opcode == xi.opcode and \
+                hlo_struct.shape_leaves(oi.shape) == hlo_struct.shape_leaves(xi.shape):
+            pairs[nm] = nm
+    return pairs, by_structure
 
 
 def run_propagate(tool, path, n, settings, out, trace, timeout):
@@ -342,15 +343,15 @@ def compare_program(tool, corpus, prog, trace_on, settings, timeout):
         with open(out) as f:
             ours = instrs_by_name(f.read())
         rules = read_rules(trace)
-    same = lambda a, b: a.opcode == b.opcode and \
-        hlo_struct.shape_leaves(a.shape) == hlo_struct.shape_leaves(b.shape)
-    # by name (a name both sides gave to different instructions is no match), then the rest
-    # by structure
-    pairs = {nm: nm for nm, xi in xla.items() if nm in ours and same(xi, ours[nm])}
-    by_structure = match_rest(xla, ours, set(pairs))
+    pairs, by_structure = pair_instructions(xla, ours)
     pairs.update(by_structure)
     rec["matched_by_structure"] = len(by_structure)
     rec["unmatched_xla"] = len(xla) - len(pairs)
+    ours_paired = set(pairs.values())
+    rec["unmatched_xla_ops"] = dict(collections.Counter(
+        xi.opcode for nm, xi in xla.items() if nm not in pairs))
+    rec["unmatched_ours_ops"] = dict(collections.Counter(
+        oi.opcode for nm, oi in ours.items() if nm not in ours_paired))
     rec["unmatched_ours"] = len(ours) - len(pairs)
     for name, xi in xla.items():
         if name not in pairs:
@@ -407,6 +408,7 @@ def main():
              if not args.filter or args.filter in p["name"]]
     results = []
     by_op, by_rule = collections.Counter(), collections.Counter()
+    un_x, un_o = collections.Counter(), collections.Counter()
     tot_a = tot_d = tot_ux = tot_uo = tot_ms = full = failed = 0
     for prog in progs:
         r = compare_program(args.tool, args.corpus, prog, not args.no_trace, args.set,
@@ -422,6 +424,8 @@ def main():
         tot_ux += r["unmatched_xla"]
         tot_uo += r["unmatched_ours"]
         tot_ms += r.get("matched_by_structure", 0)
+        un_x.update(r.get("unmatched_xla_ops", {}))
+        un_o.update(r.get("unmatched_ours_ops", {}))
         if r["differ"] == 0:
             full += 1
         print("%-40s %5d of %5d agree (%5.1f %%), %d paired by structure, unmatched xla %d"
@@ -444,6 +448,10 @@ def main():
             "%s %d" % kv for kv in sorted(by_rule.items(), key=lambda kv: (-kv[1], kv[0]))))
     print("%d instructions paired by structure (names differ); unmatched (not compared): %d "
           "only in XLA's, %d only in shardlens's" % (tot_ms, tot_ux, tot_uo))
+    for side, cnt in (("XLA's", un_x), ("shardlens's", un_o)):
+        if cnt:
+            print("unmatched only in %s, by opcode: " % side + ", ".join(
+                "%s %d" % kv for kv in sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0]))[:8]))
     if failed:
         print("shardlens failed on %d programs" % failed)
     tot = tot_a + tot_d
