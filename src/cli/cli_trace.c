@@ -150,8 +150,10 @@ cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in,
     prop_options_init(&p->opts);
     p->opts.is_spmd = true; /* as XLA's SPMD pipeline runs it, allow_* from the config */
     SlError err = {0};
-    if (prop_options_from_module(&p->opts, in->module, &err))
+    if (enabled && prop_options_from_module(&p->opts, in->module, &err)) {
+        err.loc = (SlSrcLoc){.path = in->display, .line = 1, .col = 1};
         return cli_report(&err, in);
+    }
     int code = cli_prop_options(a, set_id, &p->opts);
     if (code != CLI_EXIT_OK || !enabled)
         return code;
