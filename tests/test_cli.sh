@@ -657,6 +657,22 @@ run sweep 0 partition "$SAMPLE" -o "$TMP/out.hlo"
 [ -e "$TMP/out.hlo.tmp.$$" ] || fail "sweep: a live process's temporary was removed"
 [ -e "$TMP/out.hlo.tmp.$dead.keep" ] || fail "sweep: a file we do not name was removed"
 
+# The partition pipeline before propagation, as XLA's: the header's allow_* options (a bad
+# list is bad input) and call inlining (propagate --inline-calls; plain propagate keeps calls).
+printf 'HloModule m, allow_spmd_sharding_propagation_to_output={yes}\nENTRY e {\n  p = f32[8] parameter(0), sharding={devices=[2]0,1}\n  ROOT n = f32[8] negate(p)\n}\n' >"$TMP/badallow.hlo"
+run bad_allow 2 partition "$TMP/badallow.hlo" -n 2 -o "$TMP/badallow.out"
+has bad_allow "$TMP/bad_allow.err" "$TMP/badallow.hlo:1:1: error: module header: allow_spmd_sharding_propagation_to_output needs at most 4096 values true or false"
+[ -e "$TMP/badallow.out" ] && fail "bad_allow: output written"
+printf 'HloModule m, allow_spmd_sharding_propagation_to_output={true}\nf {\n  a = f32[8] parameter(0)\n  ROOT x = f32[8] exponential(a)\n}\nENTRY e {\n  p = f32[8] parameter(0), sharding={devices=[2]0,1}\n  ROOT c = f32[8] call(p), to_apply=f\n}\n' >"$TMP/call.hlo"
+run inline_calls 0 propagate "$TMP/call.hlo" --inline-calls --set is_spmd=true --set allow_spmd_sharding_propagation_to_output=true
+has inline_calls "$TMP/inline_calls.out" "ROOT %x = f32[8] exponential(%p), sharding={devices=[2]0,1}"
+grep -q "call(" "$TMP/inline_calls.out" && fail "inline_calls: a call is left"
+run keep_calls 0 propagate "$TMP/call.hlo"
+has keep_calls "$TMP/keep_calls.out" "call(%p)"
+run partition_inlines 0 partition "$TMP/call.hlo" -n 2
+has partition_inlines "$TMP/partition_inlines.out" "exponential("
+grep -q "call(" "$TMP/partition_inlines.out" && fail "partition_inlines: a call is left"
+
 if [ "$failures" -ne 0 ]; then
     echo "$failures CLI check(s) failed" >&2
     exit 1

@@ -148,7 +148,12 @@ cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in,
 {
     memset(p, 0, sizeof(*p));
     prop_options_init(&p->opts);
-    p->opts.is_spmd = true; /* as XLA's SPMD pipeline runs it */
+    p->opts.is_spmd = true; /* as XLA's SPMD pipeline runs it, allow_* from the config */
+    SlError err = {0};
+    if (enabled && prop_options_from_module(&p->opts, in->module, &err)) {
+        err.loc = (SlSrcLoc){.path = in->display, .line = 1, .col = 1};
+        return cli_report(&err, in);
+    }
     int code = cli_prop_options(a, set_id, &p->opts);
     if (code != CLI_EXIT_OK || !enabled)
         return code;
@@ -158,6 +163,7 @@ cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in,
     if (!spmd_count_unannotated(in->module, false, &total))
         return CLI_EXIT_OK;
     uint32_t missing = spmd_count_unannotated(in->module, true, &total);
+    prop_inline_calls(in->module); /* XLA's call-inliner runs before its propagation */
     if ((code = cli_propagate_run(in, &p->opts, &p->result)) != CLI_EXIT_OK)
         return code;
     p->ran = true;

@@ -13,7 +13,7 @@
 #include "spmd/spmd.h"
 #include "trace/trace_db.h"
 
-enum { OPT_NUM_PARTITIONS, OPT_OUTPUT, OPT_TRACE, OPT_SET };
+enum { OPT_NUM_PARTITIONS, OPT_OUTPUT, OPT_TRACE, OPT_SET, OPT_INLINE_CALLS };
 
 static const CliOpt k_opts[] = {
     {OPT_NUM_PARTITIONS, 'n', "num-partitions", "N",
@@ -22,6 +22,8 @@ static const CliOpt k_opts[] = {
     {OPT_TRACE,          0,   "trace",          "TRACE.db",
      "append a run (the propagated module, partitioned) with every sharding's origin",       false},
     {OPT_SET,            0,   "set",            "KEY=VALUE", "set a propagation option by its XLA name", true },
+    {OPT_INLINE_CALLS,   0,   "inline-calls",   NULL,
+     "inline every call first (XLA's call-inliner, as partition's pipeline does)",           false},
 };
 
 static void
@@ -107,6 +109,8 @@ run(const CliArgs *a)
         code = cli_report(&err, &in);
     } else {
         CliPropagation prop = {.ran = true, .opts = o};
+        if (cli_args_has(a, OPT_INLINE_CALLS))
+            prop_inline_calls(in.module);
         code = cli_propagate_run(&in, &o, &prop.result);
         if (code == CLI_EXIT_OK) {
             fprintf(stderr, "propagated shardings to %u of %u instructions\n",

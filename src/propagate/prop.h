@@ -11,7 +11,7 @@
 #include "ir/ir.h"
 #include "sharding/shd.h"
 
-#define PROP_MAX_FLAGS 64
+#define PROP_MAX_FLAGS 4096
 
 /* The ShardingPropagation constructor arguments, by XLA's names. The two allow_* options are
  * lists like XLA's absl::Span<bool>: one value for the whole output (parameters), or one per
@@ -34,6 +34,10 @@ void prop_options_init(PropOptions *o);
  * or a bad value. With `execution_threads`, as in XLA, computations of other threads are left
  * alone: no rule runs on them and their instructions keep their shardings. */
 SlStatus prop_options_set(PropOptions *o, const char *key, const char *value, SlError *err);
+/* The two allow_* options from the module config, as XLA's pipeline constructs the pass: the
+ * header's allow_spmd_sharding_propagation_to_output={...} and ..._to_parameters={...} (left
+ * as they are when the header has none). SL_ERR_INVALID (message in err) for a bad list. */
+SlStatus prop_options_from_module(PropOptions *o, const IrModule *m, SlError *err);
 /* `key` names one of the options above (partition's --set routes such keys here). */
 bool prop_options_has_key(const char *key);
 /* `c` runs on one of the threads of o->threads (always true when that list is empty). */
@@ -83,6 +87,14 @@ typedef struct PropResult {
  * goes to `a` (the module's arena is fine). SL_ERR_INVALID / SL_ERR_UNSUPPORTED with a message
  * naming the instruction when XLA's pass would fail. */
 SlStatus prop_run(IrModule *m, const PropOptions *o, SlArena *a, PropResult *out, SlError *err);
+
+/* XLA's CallInliner, which its compile pipeline runs before sharding propagation: every `call`
+ * becomes the instructions of its callee (parameters replaced by the call's operands, the call's
+ * users by the callee's root); a callee called once keeps its instruction names, one called
+ * from several sites is copied per site. Computations the entry no longer reaches are dropped.
+ * Not part of prop_run (XLA's ShardingPropagation alone keeps calls): the partition pipeline
+ * runs it first. Returns the number of calls inlined. */
+uint32_t prop_inline_calls(IrModule *m);
 
 /* The instructions the sharding of `o` passed through, source first (the annotated
  * instruction, when there is one) and o->instr last; at most `cap` (the ones nearest the

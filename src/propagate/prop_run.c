@@ -126,6 +126,36 @@ prop_options_thread(const PropOptions *o, const IrComputation *c)
     return false;
 }
 
+SlStatus
+prop_options_from_module(PropOptions *o, const IrModule *m, SlError *err)
+{
+    static const char *const keys[] = {"allow_spmd_sharding_propagation_to_output",
+                                       "allow_spmd_sharding_propagation_to_parameters"};
+    for (int k = 0; k < 2; k++) {
+        const IrHeaderAttr *h = ir_module_find_header(m, keys[k]);
+        if (!h)
+            continue;
+        SlStr v = h->value;
+        if (v.len >= 2 && v.ptr[0] == '{' && v.ptr[v.len - 1] == '}') {
+            v.ptr++;
+            v.len -= 2;
+        }
+        char *text = malloc(v.len + 1);
+        if (!text)
+            return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");
+        memcpy(text, v.ptr, v.len);
+        text[v.len] = 0;
+        SlStatus st = k == 0 ? parse_bools(text, o->allow_output, &o->n_allow_output)
+                             : parse_bools(text, o->allow_params, &o->n_allow_params);
+        free(text);
+        if (st)
+            return sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0},
+                           "module header: %s needs at most %d values true or false", keys[k],
+                           PROP_MAX_FLAGS);
+    }
+    return SL_OK;
+}
+
 static void
 print_bools(SlBuf *out, const bool *v, uint32_t n)
 {

@@ -3,16 +3,23 @@
 including XLA's spmd-partitioning pass and keep three modules per program.
 
 usage: .venv-xla/bin/python tools/xla/corpus.py OUTDIR [--only SUBSTR] [--list]
+                                                   [--propagation shardy|gspmd]
 
 Per program NAME (family.variant.mesh.devices) OUTDIR gets
   NAME.before_optimizations.hlo  the module JAX hands to XLA
-  NAME.spmd_input.hlo            the input of spmd-partitioning (after Shardy propagation)
+  NAME.spmd_input.hlo            the input of spmd-partitioning (after propagation)
   NAME.spmd_output.hlo           XLA's output of spmd-partitioning
 and manifest.json lists every program (family, mesh, devices, files, instruction counts,
 sha256). manifest.json is deterministic; timings.json holds the pass times XLA logged.
 Only the passes up to spmd-partitioning run (xla_enable_hlo_passes_only), so the rest of
 the CPU compile is skipped: the compile call may then fail after the dumps are written,
 which is expected.
+
+--propagation picks the sharding propagation JAX asks XLA for: shardy (JAX 0.10.2's
+default; before_optimizations carries xla.sdy.* attributes and the pass before
+spmd-partitioning is shardy-xla) or gspmd (jax_use_shardy_partitioner=False: plain GSPMD
+sharding={...} and Sharding custom-calls, and the spmd input is the output of XLA's
+sharding-propagation pass). manifest.json records which one made the corpus.
 """
 
 import argparse
@@ -85,8 +92,12 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("--only", help="only programs whose name contains this")
     ap.add_argument("--list", action="store_true", help="list the programs and exit")
+    ap.add_argument("--propagation", choices=("shardy", "gspmd"), default="shardy",
+                    help="XLA's sharding propagation: shardy (JAX's default) or gspmd")
     args = ap.parse_args()
     xla_run.init(MAX_DEVICES)
+    import jax
+    jax.config.update("jax_use_shardy_partitioner", args.propagation == "shardy")
     progs = [p for p in all_programs() if not args.only or args.only in p[0]]
     if args.list:
         for p in progs:
