@@ -94,6 +94,74 @@ op_name_of(const TraceRun *run, uint32_t i)
     return in->op_name;
 }
 
+/* Where each instruction's op goes while the tree is built: the group of its computation (one
+ * outside the entry, placed where the computation's only call site is, else at the top), then
+ * down its op_name prefix (minus the part its caller's op_name already gave). */
+typedef struct Place {
+    VizTreeView *v;
+    SlMap index;     /* child() keys */
+    uint32_t *anchor; /* [n_comps]: the computation's group, VIZ_NONE until made */
+    uint32_t *at;     /* [hi - lo]: the node an instruction's op goes in, VIZ_NONE until known */
+    bool nest_comps;  /* more than one computation is drawn */
+    bool by_comp, by_prefix;
+} Place;
+
+/* Length of the op_name prefix of instruction i (up to its last '/'), 0 when none. */
+static size_t
+prefix_len(const char *s)
+{
+    const char *slash = s ? strrchr(s, '/') : NULL;
+    return slash ? (size_t)(slash - s) : 0;
+}
+
+static uint32_t
+place(Place *pl, uint32_t root, uint32_t i, int depth)
+{
+    VizTreeView *v = pl->v;
+    const VizIndex *x = &v->x;
+    const TraceRun *run = x->run;
+    if (pl->at[i - x->lo] != VIZ_NONE)
+        return pl->at[i - x->lo];
+    uint32_t comp = viz_comp_of(x, i), at = root;
+    const VizComp *cp = &x->comps[comp];
+    const char *s = op_name_of(run, i);
+    if (pl->nest_comps && !cp->is_entry) {
+        const char *caller_op = NULL;
+        if (pl->anchor[comp] == VIZ_NONE) {
+            uint32_t base = root;
+            if (cp->caller != VIZ_NONE && depth < 32 &&
+                !x->comps[viz_comp_of(x, cp->caller)].is_reducer)
+                base = place(pl, root, cp->caller, depth + 1);
+            SlBuf nm;
+            sl_buf_init(&nm);
+            sl_buf_printf(&nm, "%%%s", cp->name);
+            pl->anchor[comp] = nm.data && base != VIZ_NONE
+                                   ? child(v, &pl->index, base, 'c', nm.data, nm.len, i)
+                                   : VIZ_NONE;
+            sl_buf_fini(&nm);
+            pl->by_comp = true;
+        }
+        at = pl->anchor[comp];
+        if (cp->caller != VIZ_NONE)
+            caller_op = op_name_of(run, cp->caller);
+        size_t skip = prefix_len(caller_op);
+        if (s && skip && strncmp(s, caller_op, skip) == 0 && s[skip] == '/')
+            s += skip + 1;
+    }
+    for (const char *p = s; p && v->ok && at != VIZ_NONE;) {
+        const char *slash = strchr(p, '/');
+        if (!slash) /* the last part names the op itself */
+            break;
+        if (slash > p) {
+            at = child(v, &pl->index, at, 'p', p, (size_t)(slash - p), i);
+            pl->by_prefix = true;
+        }
+        p = slash + 1;
+    }
+    pl->at[i - x->lo] = at;
+    return at;
+}
+
 /* ---- shaping ----------------------------------------------------------------------------- */
 
 static uint32_t
@@ -429,40 +497,29 @@ viz_tree_open(VizTreeView **out, const TraceRun *run, TracePhase phase, const Vi
     uint32_t drawn_comps = 0;
     for (uint32_t k = 0; k < v->x.n_comps; k++)
         drawn_comps += !v->x.comps[k].is_reducer;
-    SlMap index;
-    sl_map_init(&index);
-    uint32_t root = new_node(v, VIZ_NONE, "", 0, t->lo);
-    bool by_comp = false, by_prefix = false;
+    Place pl = {v, {0}, NULL, NULL, drawn_comps > 1, false, false};
+    sl_map_init(&pl.index);
+    pl.anchor = malloc(((size_t)v->x.n_comps + 1) * sizeof(uint32_t));
+    pl.at = malloc(((size_t)(t->hi - t->lo) + 1) * sizeof(uint32_t));
+    v->ok = pl.anchor && pl.at;
+    if (v->ok) {
+        memset(pl.anchor, 0xff, ((size_t)v->x.n_comps + 1) * sizeof(uint32_t));
+        memset(pl.at, 0xff, ((size_t)(t->hi - t->lo) + 1) * sizeof(uint32_t));
+    }
+    uint32_t root = v->ok ? new_node(v, VIZ_NONE, "", 0, t->lo) : VIZ_NONE;
     for (uint32_t i = t->lo; v->ok && i < t->hi; i++) {
-        const VizComp *cp = &v->x.comps[viz_comp_of(&v->x, i)];
-        if (cp->is_reducer)
+        if (v->x.comps[viz_comp_of(&v->x, i)].is_reducer)
             continue;
-        uint32_t at = root;
-        if (drawn_comps > 1 && !cp->is_entry) {
-            SlBuf nm;
-            sl_buf_init(&nm);
-            sl_buf_printf(&nm, "%%%s", cp->name);
-            at = nm.data ? child(v, &index, at, 'c', nm.data, nm.len, i) : VIZ_NONE;
-            sl_buf_fini(&nm);
-            by_comp = true;
-        }
-        const char *s = op_name_of(run, i);
-        for (const char *p = s; p && v->ok && at != VIZ_NONE;) {
-            const char *slash = strchr(p, '/');
-            if (!slash) /* the last part names the op itself */
-                break;
-            if (slash > p) {
-                at = child(v, &index, at, 'p', p, (size_t)(slash - p), i);
-                by_prefix = true;
-            }
-            p = slash + 1;
-        }
+        uint32_t at = place(&pl, root, i, 0);
         if (at == VIZ_NONE)
             v->ok = false;
         else
             push_item(v, at, i | ITEM_OP);
     }
-    sl_map_fini(&index);
+    bool by_comp = pl.by_comp, by_prefix = pl.by_prefix;
+    free(pl.anchor);
+    free(pl.at);
+    sl_map_fini(&pl.index);
     if (v->ok)
         shape(v, root, 0);
     bool by_opcode = v->split_opcode;
