@@ -238,6 +238,18 @@ split_by_opcode(VizTreeView *v, uint32_t id)
     }
     if (ops <= VIZ_TREE_FANOUT || !mixed)
         return;
+    SlMap count; /* opcode hash -> ops of it (an opcode with one op keeps it in place) */
+    sl_map_init(&count);
+    for (size_t k = 0; k < node_at(v, id)->items.len && v->ok; k++) {
+        uint32_t it = SL_VEC_AT(&node_at(v, id)->items, uint32_t, k);
+        const char *op = it & ITEM_OP ? run->instrs[it & ~ITEM_OP].opcode : NULL;
+        uint64_t key = op ? sl_hash_bytes(op, strlen(op)) : 0, c = 0;
+        if (!op)
+            continue;
+        key = key == SL_MAP_EMPTY ? 0 : key;
+        (void)sl_map_get(&count, key, &c);
+        v->ok = sl_map_put(&count, key, c + 1);
+    }
     SlMap by_opcode;
     sl_map_init(&by_opcode);
     SlVec out = {0};
@@ -251,7 +263,11 @@ split_by_opcode(VizTreeView *v, uint32_t id)
         }
         uint32_t i = it & ~ITEM_OP;
         const char *op = run->instrs[i].opcode;
-        uint64_t key = sl_hash_bytes(op, strlen(op)), got = 0;
+        uint64_t key = sl_hash_bytes(op, strlen(op)), got = 0, c = 0;
+        if (sl_map_get(&count, key == SL_MAP_EMPTY ? 0 : key, &c) && c < 2) {
+            v->ok = SL_VEC_PUSH(&out, uint32_t, it); /* hash collisions only merge counts */
+            continue;
+        }
         for (;; key++) {
             if (key == SL_MAP_EMPTY)
                 key = 0;
@@ -266,6 +282,7 @@ split_by_opcode(VizTreeView *v, uint32_t id)
             push_item(v, (uint32_t)got, it);
     }
     sl_map_fini(&by_opcode);
+    sl_map_fini(&count);
     sl_vec_fini(&items);
     node_at(v, id)->items = out;
     v->split_opcode = true;
