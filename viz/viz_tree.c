@@ -9,7 +9,10 @@
 
 #include "viz/viz_int.h"
 
-#define ITEM_OP 0x80000000u /* an item that is an instruction (global index | ITEM_OP) */
+#define ITEM_OP 0x80000000u
+/* In a view of more than twice this many items, an item feeding more than this many others
+ * gets a count in its label instead of its edges. */
+#define VIZ_TREE_FAN_EDGES 6 /* an item that is an instruction (global index | ITEM_OP) */
 
 typedef struct TNode {
     uint32_t parent;
@@ -733,8 +736,24 @@ viz_tree_dot(VizTreeView *v, uint32_t g, SlBuf *dot, uint64_t *units, SlError *e
         for (uint32_t k = v->x.user_off[li]; k < v->x.user_off[li + 1]; k++)
             out_to_outside += !under(v, g, v->x.users[k]);
     }
+    /* An item that feeds many of the others (the parameters, an embedding) would draw a fan
+     * of long edges across the whole view: its label says how many it feeds instead. */
+    uint32_t *fan = calloc((size_t)nk + 1, sizeof(uint32_t));
+    ok = ok && fan;
+    for (size_t k = 0; ok && k < edges.len; k++)
+        fan[SL_VEC_AT(&edges, Edge, k).key >> 32]++;
+    for (uint32_t k = 0; ok && nk > 2 * VIZ_TREE_FAN_EDGES && k < nk; k++) {
+        if (fan[k] <= VIZ_TREE_FAN_EDGES)
+            continue;
+        VizAttrs *a = viz_node_attrs(&c->g, node_of[k]);
+        a->v[VIZ_A_LABEL] =
+            viz_fmt(&c->g, "%s\\nfeeds %u of the boxes here (edges not drawn)", a->v[VIZ_A_LABEL],
+                    fan[k]);
+    }
     for (size_t k = 0; ok && k < edges.len; k++) {
         const Edge *ed = &SL_VEC_AT(&edges, Edge, k);
+        if (nk > 2 * VIZ_TREE_FAN_EDGES && fan[ed->key >> 32] > VIZ_TREE_FAN_EDGES)
+            continue;
         uint32_t e = viz_add_edge(&c->g, node_of[ed->key >> 32], node_of[ed->key & 0xffffffffu]);
         VizAttrs *a = viz_edge_attrs(&c->g, e);
         ok = a != NULL;
@@ -764,6 +783,7 @@ viz_tree_dot(VizTreeView *v, uint32_t g, SlBuf *dot, uint64_t *units, SlError *e
         viz_graph_write_dot(&c->g, dot);
     }
     free(node_of);
+    free(fan);
     sl_map_fini(&slot);
     sl_map_fini(&eidx);
     sl_vec_fini(&edges);

@@ -474,13 +474,23 @@
     var c = 'c' + D.comp[idx];
     return G.nodes[c] ? c : null;
   }
+  /* A node's box in the SVG's own coordinates (the viewBox's): getBBox is in the node's, which
+   * Graphviz's translate on the whole graph moves. */
+  function boxInSvg(n) {
+    var b = n.getBBox(), m = n.getCTM(), r = G.svg.getCTM();
+    if (!m || !r) return b;
+    var t = r.inverse().multiply(m), p = G.svg.createSVGPoint(), q = G.svg.createSVGPoint();
+    p.x = b.x; p.y = b.y; q.x = b.x + b.width; q.y = b.y + b.height;
+    p = p.matrixTransform(t); q = q.matrixTransform(t);
+    return { x: Math.min(p.x, q.x), y: Math.min(p.y, q.y), width: Math.abs(q.x - p.x), height: Math.abs(q.y - p.y) };
+  }
   function selectNode(id) {
     if (G.hit) G.hit.classList.remove('hit');
     G.hit = null;
     var n = id ? G.nodes[id] : null;
     if (!n) return false;
     n.classList.add('hit'); G.hit = n;
-    var b = n.getBBox(), v = G.vb, w = Math.min(v.w, G.full.w), h = Math.min(v.h, G.full.h);
+    var b = boxInSvg(n), v = G.vb, w = Math.min(v.w, G.full.w), h = Math.min(v.h, G.full.h);
     if (w > 1200) { h = h * 1200 / w; w = 1200; }
     setView(b.x + b.width / 2 - w / 2, b.y + b.height / 2 - h / 2, w, h);
     return true;
