@@ -4,6 +4,7 @@
  * pan, zoom and search). Plain DOM code, no library, nothing fetched. */
 (function () {
   'use strict';
+  var T_START = performance.now();
   var D = JSON.parse(document.getElementById('data').textContent);
   var R = D.report;
   /* run-length coded arrays ([value, count, ...]) back to one value per element */
@@ -172,6 +173,7 @@
     $('coll-count').textContent = '(' + rows.length + ')';
     sortRows();
     $('filter').addEventListener('input', filterRows);
+    $('more-rows').addEventListener('click', function () { showAllRows = true; filterRows(); });
     document.querySelectorAll('#collectives th').forEach(function (th) {
       th.addEventListener('click', function () {
         var k = th.getAttribute('data-key');
@@ -194,19 +196,28 @@
     });
     var tb = document.querySelector('#collectives tbody');
     rows.forEach(function (r) { tb.appendChild(r.tr); });
+    filterRows();
     document.querySelectorAll('#collectives th').forEach(function (th) {
       th.classList.remove('sorted-asc', 'sorted-desc');
       if (th.getAttribute('data-key') === sortKey) th.classList.add(sortDir > 0 ? 'sorted-asc' : 'sorted-desc');
     });
   }
+  /* Rows past ROW_LIMIT (in the current order, among those the filter keeps) are in the table
+   * but not displayed until asked for: laying out tens of thousands of rows took seconds. */
+  var ROW_LIMIT = 500, showAllRows = false;
   function filterRows() {
-    var q = $('filter').value.trim().toLowerCase(), shown = 0;
+    var q = $('filter').value.trim().toLowerCase(), shown = 0, match = 0;
     rows.forEach(function (r) {
       var ok = !q || r.text.indexOf(q) >= 0;
+      match += ok;
+      ok = ok && (showAllRows || match <= ROW_LIMIT);
       r.tr.style.display = ok ? '' : 'none';
       shown += ok;
     });
-    $('coll-count').textContent = '(' + shown + (shown < rows.length ? ' of ' + rows.length : '') + ')';
+    $('coll-count').textContent = '(' + match + (match < rows.length ? ' of ' + rows.length : '') + ')';
+    var more = $('more-rows');
+    more.hidden = shown >= match;
+    more.textContent = 'showing the first ' + shown + ' of ' + match + ' rows: filter to narrow them, or click to show all';
   }
   function selectCollective(i, tr) {
     var c = D.collectives[i];
@@ -237,11 +248,14 @@
       var frag = document.createDocumentFragment();
       kids.forEach(function (k) {
         var d = el('details'), s = el('summary');
-        if (depth < 2) d.open = true;
         s.appendChild(document.createTextNode(k.name));
         s.appendChild(el('span', { 'class': 'b' }, bytes(k.bytes) + ' (' + k.n + ')'));
         d.appendChild(s);
-        if (Object.keys(k.kids).length) d.appendChild(render(k, depth + 1));
+        if (Object.keys(k.kids).length) { /* what is inside is made when first opened */
+          var made = false, grow = function () { if (!made && d.open) { made = true; d.appendChild(render(k, depth + 1)); } };
+          d.addEventListener('toggle', grow);
+          if (depth < 2) { d.open = true; grow(); }
+        }
         frag.appendChild(d);
       });
       return frag;
@@ -406,10 +420,16 @@
       if (at === -2) putSvg(graphByKey(phase).svg);
       else if (at >= 0) putSvg(D.tree_svgs[at]);
       else listGroup(phase, g);
+      var undrawn = 0;
+      T.kids[g].forEach(function (x) { /* boxes that open as a list: dashed */
+        var n = G.nodes['h' + x];
+        if (n && T.svg[x] === -1) { n.classList.add('undrawn'); undrawn++; }
+      });
       G.key = key; G.phase = phase; G.group = g;
       markTabs(phase);
       var gn = graphByKey(phase);
-      $('graph-note').textContent = g ? phase + ': ' + T.name[g] + ', ' + T.members[g] + ' instructions' + (at < 0 ? ' (not drawn)' : '') : (gn && gn.note) || '';
+      $('graph-note').textContent = (g ? phase + ': ' + T.name[g] + ', ' + T.members[g] + ' instructions' + (at < 0 ? ' (not drawn)' : '') : (gn && gn.note) || '') +
+        (undrawn ? '; ' + undrawn + ' dashed box' + (undrawn === 1 ? '' : 'es') + ' open as a list of their ops (too large to draw, or past the page\'s budget)' : '');
       crumbs(phase, g);
     }
     if (selectIdx !== undefined) selectNode(nodeIdFor(selectIdx));
@@ -645,19 +665,24 @@
   }
 
   function main() {
-    drawTotals();
-    drawDiff();
-    drawBars();
-    drawMesh();
-    drawTable();
-    drawTree();
-    drawWarnings();
-    drawMemory();
-    drawTabs();
+    var steps = [], t0 = performance.now();
+    function step(name, f) { f(); var t = performance.now(); steps.push(name + ' ' + Math.round(t - t0)); t0 = t; }
+    step('totals', drawTotals);
+    step('diff', drawDiff);
+    step('bars', drawBars);
+    step('mesh', drawMesh);
+    step('table', drawTable);
+    step('tree', drawTree);
+    step('warnings', drawWarnings);
+    step('memory', drawMemory);
+    step('tabs', drawTabs);
     initPanZoom();
     $('search').addEventListener('keydown', function (e) { if (e.key === 'Enter') search($('search').value); });
     $('search').addEventListener('change', function () { search($('search').value); });
-    if (D.graphs && D.graphs.length) showGraph(graphByKey('after') ? 'after' : D.graphs[0].key);
+    step('layout', function () { return document.body.offsetHeight; });
+    step('graph', function () { if (D.graphs && D.graphs.length) showGraph(graphByKey('after') ? 'after' : D.graphs[0].key); });
+    /* ms per step, and when the script started (parsing the page and its data before it) */
+    document.body.setAttribute('data-steps', 'start ' + Math.round(T_START) + ', ' + steps.join(', '));
     document.body.setAttribute('data-ready', String(Math.round(performance.now())));
   }
   main();

@@ -1,7 +1,8 @@
 /* cmd_html.c - `shardlens html TRACE.db [--run ID] [-o report.html] [model options]` and
  * `shardlens html OLD.db NEW.db -o diff.html`: the interactive report page. Owns: rendering
- * the page's diagrams (viz/) and handing them with the report to reports/html.c; which
- * neighbourhoods are drawn for a collapsed module. Invariant: the page is written atomically. */
+ * the page's diagrams (viz/) and handing them with the report to reports/html.c; which groups
+ * of a collapsed module are drawn (the budgets below). Invariant: the page is written
+ * atomically. */
 #include <stdlib.h>
 #include <string.h>
 
