@@ -56,7 +56,7 @@ def ready_ms(page, work):
     p = subprocess.run([chromium()] + CHROME_FLAGS + ['--user-data-dir=' + prof,
                         '--window-size=1280,800', '--dump-dom', 'file://' + page],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
-    m = re.search(r'<body data-ready="(\d+)"', p.stdout)
+    m = re.search(r'<body[^>]* data-ready="(\d+)"', p.stdout)
     return int(m.group(1)) if m else None
 
 

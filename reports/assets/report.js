@@ -204,7 +204,7 @@
   }
   /* Rows past ROW_LIMIT (in the current order, among those the filter keeps) are in the table
    * but not displayed until asked for: laying out tens of thousands of rows took seconds. */
-  var ROW_LIMIT = 500, showAllRows = false;
+  var ROW_LIMIT = 200, showAllRows = false;
   function filterRows() {
     var q = $('filter').value.trim().toLowerCase(), shown = 0, match = 0;
     rows.forEach(function (r) {
@@ -254,7 +254,7 @@
         if (Object.keys(k.kids).length) { /* what is inside is made when first opened */
           var made = false, grow = function () { if (!made && d.open) { made = true; d.appendChild(render(k, depth + 1)); } };
           d.addEventListener('toggle', grow);
-          if (depth < 2) { d.open = true; grow(); }
+          if (depth < 2 && kids.length <= 40) { d.open = true; grow(); } /* a short top opens */
         }
         frag.appendChild(d);
       });
