@@ -254,9 +254,12 @@ def main():
             check(r['crumbs'] == len(r['expandPath']) + 1,
                   'breadcrumbs %r after %d clicks' % (r['crumbs'], len(r['expandPath'])))
         check(not r['errors'], 'big page console errors: %r' % r['errors'])
-        # a group of the before view that was not drawn (past the page's diagram budget), under
-        # drawn ones: its box opens a list of its instructions, and a link selects one
-        B = D['trees']['before']
+        # a group of the before view that was not drawn (past the page's diagram budget, made
+        # small here), under drawn ones: its box opens a list of its instructions, and a link
+        # selects one
+        small = os.path.join(tmp, 'small.html')
+        run([shardlens, 'html', bdb, '-o', small, '--layout-budget', '240'])
+        B = page_data(small)['trees']['before']
         why = B['units_why'][1::2]
         undrawn = None
         for x in range(1, len(B['parent'])):
@@ -269,7 +272,7 @@ def main():
                 break
         check(undrawn is not None, 'every before group of the big page was drawn; no list to test')
         if undrawn:
-            r, log = browse(os.path.join(bigdir, 'report.html'), tmp, bname, undrawn)
+            r, log = browse(small, tmp, bname, undrawn)
             gx = undrawn[-1]
             members = B['members'][gx]
             check(r['list'] is not None, 'the undrawn group %d shows no list' % gx)
@@ -324,6 +327,12 @@ def main():
         check(bad.returncode == 2 and 'missing.db: error:' in bad.stderr,
               'missing trace: exit %d, %r' % (bad.returncode, bad.stderr))
         check(not os.path.exists(os.path.join(tmp, 'bad.html')), 'a page for a missing trace')
+        bad = subprocess.run([shardlens, 'html', db, '-o', os.path.join(tmp, 'bad.html'),
+                              '--layout-budget', 'lots'], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        check(bad.returncode == 2 and '--layout-budget' in bad.stderr,
+              'bad --layout-budget: exit %d, %r' % (bad.returncode, bad.stderr))
+        check(not os.path.exists(os.path.join(tmp, 'bad.html')), 'a page for a bad option')
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if FAILS:

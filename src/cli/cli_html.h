@@ -20,10 +20,11 @@ typedef struct CliHtmlGraphs {
 /* Renders the before and after views of `run` as SVG text. A phase too big to draw whole gets
  * a group tree instead (viz_tree_open): its root's diagram is the view, and the diagrams of
  * the groups below it are drawn breadth first, busiest first, within a per-group and a total
- * layout budget. Errors are reported (about `where`); returns the exit code. Pair with
+ * layout budget (`layout_budget` nodes + edges after partitioning, 5/12 of it before; 0: by the
+ * module's size). Errors are reported (about `where`); returns the exit code. Pair with
  * cli_html_graphs_fini. */
-int cli_html_graphs(VizRenderer *r, const TraceRun *run, const char *mesh, const char *where,
-                    CliHtmlGraphs *out);
+int cli_html_graphs(VizRenderer *r, const TraceRun *run, const char *mesh, uint64_t layout_budget,
+                    const char *where, CliHtmlGraphs *out);
 void cli_html_graphs_fini(CliHtmlGraphs *g);
 /* Writes the page (atomically) to `path`; `in` without graphs takes them from `graphs`. */
 int cli_html_write(ReportHtmlInput *in, const CliHtmlGraphs *graphs, const char *path);

@@ -9,26 +9,41 @@
 #include "cli/cli_html.h"
 #include "cli/cli_trace.h"
 
-enum { OPT_OUTPUT };
+enum { OPT_OUTPUT, OPT_BUDGET };
 
 static const CliOpt k_opts[] = {
     {CLI_OPT_RUN, 0,   "run",    "ID",          "which run of TRACE.db (default: the latest)",  false},
     {OPT_OUTPUT,  'o', "output", "report.html", "where to write the page (default report.html)", false},
+    {OPT_BUDGET,  0,   "layout-budget", "U",    "nodes + edges of all group diagrams after partitioning (before: 5/12 of it; default: by module size)", false},
     CLI_REPORT_MODEL_OPTS,
 };
 
 /* Budgets of a group tree, in layout units (nodes + edges, viz_graph_units) and SVG bytes: one
- * group's diagram, and all of a phase's together. dot takes about 0.1 ms per unit at these
- * sizes and the SVG about 1 KB per unit, so the totals keep the page's diagrams to about 0.5 s
- * of layout and 5 MB. Groups past them are listed on the page instead of drawn. */
+ * group's diagram, and all of a phase's together. dot takes about 0.15 ms per unit at these
+ * sizes and the SVG about 0.8 KB per unit, while the rest of the page costs about 10 us per
+ * instruction: a phase of n instructions gets BASE + EXTRA * (1 - n / SCALE_INSTRS) (no less
+ * than BASE), which keeps a page to about 1.5 s of CPU and under 20 MB at any size. Groups
+ * past them are listed on the page instead of drawn. */
 enum {
     GROUP_UNITS = 600,
     AFTER_UNITS = 2400,
+    AFTER_EXTRA_UNITS = 7200,
     BEFORE_UNITS = 1000,
-    MISSES = 32, /* groups in a row that did not fit: stop looking for one that does */
+    BEFORE_EXTRA_UNITS = 3000,
     AFTER_BYTES = 3 << 20,
+    AFTER_EXTRA_BYTES = 5 << 20,
     BEFORE_BYTES = 3 << 19,
+    BEFORE_EXTRA_BYTES = 5 << 19,
+    SCALE_INSTRS = 100000,
+    MISSES = 32, /* groups in a row that did not fit: stop looking for one that does */
 };
+
+/* BASE + EXTRA * (1 - n / SCALE_INSTRS), at least BASE. */
+static uint64_t
+scaled(uint64_t base, uint64_t extra, uint32_t n)
+{
+    return n >= SCALE_INSTRS ? base : base + extra * (SCALE_INSTRS - n) / SCALE_INSTRS;
+}
 
 static void
 graph_slot(CliHtmlGraphs *g, const char *key, const char *title)
@@ -203,8 +218,8 @@ draw_tree(VizRenderer *r, VizTreeView *view, const VizOptions *vo, uint64_t budg
 }
 
 int
-cli_html_graphs(VizRenderer *r, const TraceRun *run, const char *mesh, const char *where,
-                CliHtmlGraphs *out)
+cli_html_graphs(VizRenderer *r, const TraceRun *run, const char *mesh, uint64_t layout_budget,
+                const char *where, CliHtmlGraphs *out)
 {
     memset(out, 0, sizeof(*out));
     sl_arena_init(&out->arena);
@@ -233,10 +248,20 @@ cli_html_graphs(VizRenderer *r, const TraceRun *run, const char *mesh, const cha
             st = viz_tree_open(&out->view[k], run, views[k] == VIZ_BEFORE ? TRACE_BEFORE : TRACE_AFTER,
                                &vo, &err);
             ReportHtmlTree *t = &out->tree[out->n_trees];
+            uint32_t n = 0;
+            if (!st) {
+                const VizTree *vt = viz_tree_get(out->view[k]);
+                n = vt->hi - vt->lo;
+            }
+            uint64_t units = k ? scaled(AFTER_UNITS, AFTER_EXTRA_UNITS, n)
+                               : scaled(BEFORE_UNITS, BEFORE_EXTRA_UNITS, n);
+            if (layout_budget)
+                units = k ? layout_budget : layout_budget * 5 / 12;
+            size_t bytes = (size_t)(k ? scaled(AFTER_BYTES, AFTER_EXTRA_BYTES, n)
+                                      : scaled(BEFORE_BYTES, BEFORE_EXTRA_BYTES, n));
             if (!st)
-                st = draw_tree(r, out->view[k], &vo, k ? AFTER_UNITS : BEFORE_UNITS,
-                               k ? AFTER_BYTES : BEFORE_BYTES, &out->arena, t, &out->svg[slot],
-                               &err);
+                st = draw_tree(r, out->view[k], &vo, units, bytes, &out->arena, t,
+                               &out->svg[slot], &err);
             if (!st) {
                 uint32_t drawn = 0;
                 for (uint32_t g = 0; g < t->n; g++)
@@ -310,6 +335,10 @@ run(const CliArgs *a)
         code = cli_run_id(a, &run_id);
     if (code != CLI_EXIT_OK)
         return code;
+    int64_t budget = 0;
+    const char *bv = cli_args_value(a, OPT_BUDGET);
+    if (bv && !cli_parse_count(a->cmd, "--layout-budget", bv, &budget))
+        return CLI_EXIT_BAD_INPUT;
     bool is_diff = a->n_pos == 2;
     if (is_diff && run_id)
         return cli_usage_error(a->cmd, "--run picks a run of one trace; a diff takes the latest "
@@ -343,7 +372,8 @@ run(const CliArgs *a)
     if (code == CLI_EXIT_OK && viz_renderer_new(&vr, &err))
         code = cli_report_at(&err, out);
     if (code == CLI_EXIT_OK) {
-        code = cli_html_graphs(vr, new_r.run, new_rep->model.mesh, new_path, &graphs);
+        code = cli_html_graphs(vr, new_r.run, new_rep->model.mesh, (uint64_t)budget, new_path,
+                               &graphs);
         have_graphs = true;
     }
     if (code == CLI_EXIT_OK) {
@@ -367,7 +397,7 @@ run(const CliArgs *a)
 
 const CliCommand cmd_html = {
     .name = "html",
-    .usage = "TRACE.db [--run ID] [-o report.html] [--mesh AXES] [model options] | "
+    .usage = "TRACE.db [--run ID] [-o report.html] [--layout-budget U] [--mesh AXES] [model options] | "
              "OLD.db NEW.db [-o diff.html]",
     .summary = "an interactive HTML report (or a diff) from a trace",
     .description =
@@ -384,7 +414,9 @@ const CliCommand cmd_html = {
         "budget; a group past it lists its ops instead, each a link. Selecting an op shows\n"
         "where its sharding came from (propagation's origin, as `explain` gives it). A\n"
         "chart shows live bytes over the schedule per device, the peak marked and its\n"
-        "largest buffers listed.\n"
+        "largest buffers listed. --layout-budget U bounds the nodes + edges of all group\n"
+        "diagrams after partitioning (before: 5/12 of U); by default it shrinks from 9,600\n"
+        "for small modules to 2,400 at 100k instructions.\n"
         "Given OLD.db and NEW.db (the latest run of each), the page also shows what grew,\n"
         "what shrank and what is new, per kind and per source op.\n"
         "The model options are report's. The page is written atomically.\n",
