@@ -510,8 +510,9 @@
     var n = id ? G.nodes[id] : null;
     if (!n) return false;
     n.classList.add('hit'); G.hit = n;
-    var b = boxInSvg(n), v = G.vb, w = Math.min(v.w, G.full.w), h = Math.min(v.h, G.full.h);
-    if (w > 1200) { h = h * 1200 / w; w = 1200; }
+    /* about one screen pixel per point around it (no closer than the whole graph needs) */
+    var b = boxInSvg(n), r = $('graph').getBoundingClientRect();
+    var w = Math.min(G.full.w, Math.max(r.width || 1200, b.width * 1.5)), h = w * ((r.height || 560) / (r.width || 1200));
     setView(b.x + b.width / 2 - w / 2, b.y + b.height / 2 - h / 2, w, h);
     return true;
   }
