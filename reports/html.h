@@ -17,7 +17,7 @@ typedef struct ReportHtmlGraph {
     const char *note;  /* what was collapsed or cut, may be NULL */
 } ReportHtmlGraph;
 
-/* The groups of one phase, box by box (viz_tree_open's VizTree with each group's diagram):
+/* The groups of one phase, box by box (viz_tree_new's VizTree with each group's diagram):
  * the page opens a group's diagram on a click on its box, or lists its ops when it was not
  * drawn. Arrays are [n] unless said. */
 typedef struct ReportHtmlTree {

@@ -643,7 +643,7 @@ test_tree(void **state)
     viz_options_init(&o);
     VizTreeView *v = NULL;
     SlError err = {0};
-    assert_int_equal(viz_tree_open(&v, run, TRACE_BEFORE, &o, &err), SL_OK);
+    assert_int_equal(viz_tree_new(&v, run, TRACE_BEFORE, &o, &err), SL_OK);
     const VizTree *t = viz_tree_get(v);
     check_tree(t, 201);
     /* jit(f) holds 100 layers: runs of 3 (34 of them), which the top takes in beside %x */
@@ -673,13 +673,13 @@ test_tree(void **state)
     assert_int_equal(viz_tree_dot(v, 2, &dot, &units, &err), SL_OK);
     assert_int_equal(count_nodes(dot.data, "b"), 2);
     want(&dot, "\"b1\" -> \"b2\"");
-    viz_tree_close(v);
+    viz_tree_free(v);
 
     /* no op_names: the 200 ops split by opcode, each into runs of 3 */
     text = chain_module(100, false);
     run = tfx_traced(fx, text, 2, NULL);
     free(text);
-    assert_int_equal(viz_tree_open(&v, run, TRACE_BEFORE, &o, &err), SL_OK);
+    assert_int_equal(viz_tree_new(&v, run, TRACE_BEFORE, &o, &err), SL_OK);
     t = viz_tree_get(v);
     check_tree(t, 201);
     /* %x alone keeps its place; the top takes in the negate runs (the first biggest group) */
@@ -692,7 +692,7 @@ test_tree(void **state)
     assert_int_equal(t->members[35], 100);
     assert_int_equal(t->items[35], 34);
     assert_string_equal(t->name[36], "%b0 .. %b2");
-    viz_tree_close(v);
+    viz_tree_free(v);
     sl_buf_fini(&dot);
 }
 

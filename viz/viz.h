@@ -82,13 +82,13 @@ typedef struct VizTree {
 } VizTree;
 typedef struct VizTreeView VizTreeView;
 /* Builds the tree of `phase` with what drawing its groups needs (o: mesh, progress). Pair
- * with viz_tree_close. */
-SlStatus viz_tree_open(VizTreeView **out, const TraceRun *run, TracePhase phase,
+ * with viz_tree_free. */
+SlStatus viz_tree_new(VizTreeView **out, const TraceRun *run, TracePhase phase,
                        const VizOptions *o, SlError *err);
 const VizTree *viz_tree_get(const VizTreeView *v);
 /* Group g's own diagram as DOT text: a node per box and op it shows, data edges between them
  * (after: with bytes); `units` gets its nodes + edges. */
 SlStatus viz_tree_dot(VizTreeView *v, uint32_t g, SlBuf *dot, uint64_t *units, SlError *err);
-void viz_tree_close(VizTreeView *v); /* NULL is fine */
+void viz_tree_free(VizTreeView *v); /* NULL is fine */
 
 #endif

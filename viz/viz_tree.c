@@ -492,7 +492,7 @@ finish(VizTreeView *v, uint32_t root)
 }
 
 SlStatus
-viz_tree_open(VizTreeView **out, const TraceRun *run, TracePhase phase, const VizOptions *o,
+viz_tree_new(VizTreeView **out, const TraceRun *run, TracePhase phase, const VizOptions *o,
               SlError *err)
 {
     SlSrcLoc nowhere = {0};
@@ -507,7 +507,7 @@ viz_tree_open(VizTreeView **out, const TraceRun *run, TracePhase phase, const Vi
     if (!st)
         st = viz_index_build(&v->x, run, phase, &v->arena, err);
     if (st) {
-        viz_tree_close(v);
+        viz_tree_free(v);
         return st;
     }
     VizTree *t = &v->t;
@@ -557,7 +557,7 @@ viz_tree_open(VizTreeView **out, const TraceRun *run, TracePhase phase, const Vi
         sl_vec_fini(&node_at(v, (uint32_t)k)->items);
     sl_vec_fini(&v->nodes);
     if (!v->ok) {
-        viz_tree_close(v);
+        viz_tree_free(v);
         return sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory grouping the diagram");
     }
     *out = v;
@@ -571,7 +571,7 @@ viz_tree_get(const VizTreeView *v)
 }
 
 void
-viz_tree_close(VizTreeView *v)
+viz_tree_free(VizTreeView *v)
 {
     if (!v)
         return;
@@ -675,10 +675,10 @@ viz_tree_dot(VizTreeView *v, uint32_t g, SlBuf *dot, uint64_t *units, SlError *e
         if (it & ITEM_OP) {
             uint32_t i = it & ~ITEM_OP;
             node_of[k] = viz_add_instr_node(c, &v->x, i, VIZ_NONE, false);
-            uint32_t p = viz_palette_find(&c->pal, run->instrs[i].phase == TRACE_AFTER &&
-                                                           run->instrs[i].derived_from != TRACE_NONE
-                                                       ? run->instrs[run->instrs[i].derived_from].sharding
-                                                       : run->instrs[i].sharding);
+            const TraceRunInstr *colour = &run->instrs[i]; /* after: its source's sharding */
+            if (colour->phase == TRACE_AFTER && colour->derived_from != TRACE_NONE)
+                colour = &run->instrs[colour->derived_from];
+            uint32_t p = viz_palette_find(&c->pal, colour->sharding);
             if (p != VIZ_NONE)
                 c->used_pal[p] = true;
             uint32_t coll = v->x.collective[i];

@@ -18,7 +18,7 @@ typedef struct CliHtmlGraphs {
 } CliHtmlGraphs;
 
 /* Renders the before and after views of `run` as SVG text. A phase too big to draw whole gets
- * a group tree instead (viz_tree_open): its root's diagram is the view, and the diagrams of
+ * a group tree instead (viz_tree_new): its root's diagram is the view, and the diagrams of
  * the groups below it are drawn breadth first, busiest first, within a per-group and a total
  * layout budget (`layout_budget` nodes + edges after partitioning, 5/12 of it before; 0: by the
  * module's size). Errors are reported (about `where`); returns the exit code. Pair with

@@ -245,7 +245,7 @@ cli_html_graphs(VizRenderer *r, const TraceRun *run, const char *mesh, uint64_t 
             st = viz_layout_svg(r, &dot, &vo, keys[k], 0, &out->svg[slot], &err);
         else if (!st) { /* too big: the group tree, its root as the view */
             sl_buf_clear(&out->note[slot]);
-            st = viz_tree_open(&out->view[k], run, views[k] == VIZ_BEFORE ? TRACE_BEFORE : TRACE_AFTER,
+            st = viz_tree_new(&out->view[k], run, views[k] == VIZ_BEFORE ? TRACE_BEFORE : TRACE_AFTER,
                                &vo, &err);
             ReportHtmlTree *t = &out->tree[out->n_trees];
             uint32_t n = 0;
@@ -289,7 +289,7 @@ cli_html_graphs_fini(CliHtmlGraphs *g)
     for (uint32_t k = 0; k < SL_COUNTOF(g->svg); k++) {
         sl_buf_fini(&g->svg[k]);
         sl_buf_fini(&g->note[k]);
-        viz_tree_close(g->view[k]);
+        viz_tree_free(g->view[k]);
     }
     sl_arena_fini(&g->arena);
 }
