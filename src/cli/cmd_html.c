@@ -14,7 +14,7 @@ enum { OPT_OUTPUT, OPT_BUDGET };
 static const CliOpt k_opts[] = {
     {CLI_OPT_RUN, 0,   "run",    "ID",          "which run of TRACE.db (default: the latest)",  false},
     {OPT_OUTPUT,  'o', "output", "report.html", "where to write the page (default report.html)", false},
-    {OPT_BUDGET,  0,   "layout-budget", "U",    "nodes + edges of all group diagrams after partitioning (before: 5/12 of it; default: by module size)", false},
+    {OPT_BUDGET,  0,   "layout-budget", "U",    "nodes + edges of all group diagrams (default: by size)", false},
     CLI_REPORT_MODEL_OPTS,
 };
 
