@@ -4,6 +4,7 @@
  * thing that varies between pages, and it is built from the run and its report in their own
  * (deterministic) order. */
 #include <cJSON.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,51 @@ push_number(Js *js, cJSON *array, double n)
         cJSON_Delete(v);
         js->failed = true;
     }
+}
+
+/* Big arrays (a number or a name per instruction) go in as raw JSON text: cJSON prints each
+ * number with printf and reads it back to check, which was most of a 100k page's write time. */
+static void
+raw_put_int(SlBuf *b, int64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        sl_buf_putc(b, '-');
+    while (n)
+        sl_buf_putc(b, tmp[--n]);
+}
+
+static void
+raw_put_string(SlBuf *b, const char *s)
+{
+    sl_buf_putc(b, '"');
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            sl_buf_putc(b, '\\');
+            sl_buf_putc(b, (char)*p);
+        } else if (*p < 0x20)
+            sl_buf_printf(b, "\\u%04x", *p);
+        else
+            sl_buf_putc(b, (char)*p);
+    }
+    sl_buf_putc(b, '"');
+}
+
+/* Adds the raw JSON text in `b` (cleared afterwards) as `key` of `o`. */
+static void
+raw_add(Js *js, cJSON *o, const char *key, SlBuf *b)
+{
+    if (b->failed)
+        js->failed = true;
+    else if (o)
+        chk(js, cJSON_AddRawToObject(o, key, b->data ? b->data : "[]"));
+    sl_buf_clear(b);
 }
 
 static void
@@ -198,6 +244,156 @@ push_lines(Js *js, Lines *l, cJSON *array, const char *text)
     }
 }
 
+/* trace_explain reads the whole run for every instruction it explains (its decisions,
+ * reshards, collectives, loops and origins are filtered by instruction), which is quadratic
+ * over a page's thousands of sources. This index gives each source a run of its own: a
+ * shallow copy of the run whose arrays hold only the rows about that source, in recorded
+ * order, so that the text is the same and costs only what it says. */
+typedef struct Csr {
+    uint32_t *off; /* [n_instrs + 1] */
+    uint32_t *row; /* row indices by instruction */
+} Csr;
+
+static bool
+csr_build(Csr *c, uint32_t n_instrs, uint32_t n_rows, const void *rows, size_t stride,
+          size_t key_off, const TraceRun *run, bool collectives)
+{
+    c->off = calloc((size_t)n_instrs + 2, sizeof(uint32_t));
+    c->row = malloc(((size_t)n_rows * 2 + 1) * sizeof(uint32_t));
+    if (!c->off || !c->row)
+        return false;
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t *fill = pass ? calloc((size_t)n_instrs + 1, sizeof(uint32_t)) : NULL;
+        if (pass && !fill)
+            return false;
+        for (uint32_t k = 0; k < n_rows; k++) {
+            uint32_t keys[2], n = 0;
+            const char *r = (const char *)rows + k * stride;
+            uint32_t key;
+            memcpy(&key, r + key_off, sizeof(key));
+            if (key < n_instrs)
+                keys[n++] = key;
+            if (collectives) { /* also the requester of the reshard that caused it */
+                const TraceRunCollective *col = (const TraceRunCollective *)(const void *)r;
+                if (col->reshard < run->n_reshards) {
+                    uint32_t q = run->reshards[col->reshard].requester;
+                    if (q < n_instrs && (!n || q != keys[0]))
+                        keys[n++] = q;
+                }
+            }
+            for (uint32_t j = 0; j < n; j++) {
+                if (!pass)
+                    c->off[keys[j] + 1]++;
+                else
+                    c->row[c->off[keys[j]] + fill[keys[j]]++] = k;
+            }
+        }
+        if (!pass)
+            for (uint32_t i = 0; i < n_instrs; i++)
+                c->off[i + 1] += c->off[i];
+        free(fill);
+    }
+    return true;
+}
+
+static void
+csr_fini(Csr *c)
+{
+    free(c->off);
+    free(c->row);
+}
+
+typedef struct ExplainIndex {
+    const TraceRun *run;
+    Csr decisions, reshards, collectives, loops, origins;
+    TraceRun sub;
+    SlVec d, r, c, l, o; /* the sub-run's rows */
+} ExplainIndex;
+
+static bool
+explain_index_init(ExplainIndex *x, const TraceRun *run)
+{
+    memset(x, 0, sizeof(*x));
+    x->run = run;
+    uint32_t n = run->n_instrs;
+    return csr_build(&x->decisions, n, run->n_decisions, run->decisions, sizeof(TraceRunDecision),
+                     offsetof(TraceRunDecision, instr), run, false) &&
+           csr_build(&x->reshards, n, run->n_reshards, run->reshards, sizeof(TraceRunReshard),
+                     offsetof(TraceRunReshard, requester), run, false) &&
+           csr_build(&x->collectives, n, run->n_collectives, run->collectives,
+                     sizeof(TraceRunCollective), offsetof(TraceRunCollective, source), run, true) &&
+           csr_build(&x->loops, n, run->n_loops, run->loops, sizeof(TraceRunLoop),
+                     offsetof(TraceRunLoop, dot), run, false) &&
+           csr_build(&x->origins, n, run->n_origins, run->origins, sizeof(TraceRunOrigin),
+                     offsetof(TraceRunOrigin, instr), run, false);
+}
+
+static void
+explain_index_fini(ExplainIndex *x)
+{
+    csr_fini(&x->decisions);
+    csr_fini(&x->reshards);
+    csr_fini(&x->collectives);
+    csr_fini(&x->loops);
+    csr_fini(&x->origins);
+    sl_vec_fini(&x->d);
+    sl_vec_fini(&x->r);
+    sl_vec_fini(&x->c);
+    sl_vec_fini(&x->l);
+    sl_vec_fini(&x->o);
+}
+
+#define SUB_ROWS(x, csr, vec, T, src_rows, i)                                                      \
+    do {                                                                                           \
+        (vec)->len = 0;                                                                            \
+        for (uint32_t k_ = (csr)->off[i]; ok && k_ < (csr)->off[(i) + 1]; k_++)                    \
+            ok = SL_VEC_PUSH(vec, T, (src_rows)[(csr)->row[k_]]);                                  \
+    } while (0)
+
+/* trace_explain_instr(run, i) through i's own sub-run. */
+static SlStatus
+explain_one(ExplainIndex *x, uint32_t i, SlBuf *out, SlError *err)
+{
+    const TraceRun *run = x->run;
+    bool ok = true;
+    SUB_ROWS(x, &x->decisions, &x->d, TraceRunDecision, run->decisions, i);
+    SUB_ROWS(x, &x->loops, &x->l, TraceRunLoop, run->loops, i);
+    SUB_ROWS(x, &x->origins, &x->o, TraceRunOrigin, run->origins, i);
+    SUB_ROWS(x, &x->collectives, &x->c, TraceRunCollective, run->collectives, i);
+    /* reshards: i's own, then any a collective of i names; collectives point at their copy */
+    SUB_ROWS(x, &x->reshards, &x->r, TraceRunReshard, run->reshards, i);
+    for (size_t k = 0; ok && k < x->c.len; k++) {
+        TraceRunCollective *c = &SL_VEC_AT(&x->c, TraceRunCollective, k);
+        if (c->reshard >= run->n_reshards)
+            continue;
+        const TraceRunReshard *want = &run->reshards[c->reshard];
+        uint32_t at = UINT32_MAX;
+        for (size_t j = 0; j < x->r.len && at == UINT32_MAX; j++)
+            if (SL_VEC_AT(&x->r, TraceRunReshard, j).seq == want->seq &&
+                SL_VEC_AT(&x->r, TraceRunReshard, j).requester == want->requester)
+                at = (uint32_t)j;
+        if (at == UINT32_MAX) {
+            ok = SL_VEC_PUSH(&x->r, TraceRunReshard, *want);
+            at = (uint32_t)x->r.len - 1;
+        }
+        c->reshard = at;
+    }
+    if (!ok)
+        return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");
+    x->sub = *run;
+    x->sub.decisions = x->d.data;
+    x->sub.n_decisions = (uint32_t)x->d.len;
+    x->sub.reshards = x->r.data;
+    x->sub.n_reshards = (uint32_t)x->r.len;
+    x->sub.collectives = x->c.data;
+    x->sub.n_collectives = (uint32_t)x->c.len;
+    x->sub.loops = x->l.data;
+    x->sub.n_loops = (uint32_t)x->l.len;
+    x->sub.origins = x->o.data;
+    x->sub.n_origins = (uint32_t)x->o.len;
+    return trace_explain_instr(&x->sub, i, out, err);
+}
+
 /* One row per collective of the run, in output order, with its explanation (one per source,
  * shared by index; each a list of indices into "lines"). */
 static void
@@ -211,6 +407,13 @@ put_collectives(Js *js, cJSON *root, const TraceRun *run)
         return;
     }
     uint32_t n_explained = 0;
+    ExplainIndex xi;
+    if (!explain_index_init(&xi, run)) {
+        explain_index_fini(&xi);
+        free(explain_of);
+        js->failed = true;
+        return;
+    }
     SlBuf b;
     sl_buf_init(&b);
     Lines lines = {chk(js, cJSON_AddArrayToObject(root, "lines")), {0}, {0}};
@@ -243,7 +446,7 @@ put_collectives(Js *js, cJSON *root, const TraceRun *run)
         if (!explain_of[c->source]) {
             SlError err = {0};
             sl_buf_clear(&b);
-            if (trace_explain(run, src->name, &b, &err) != SL_OK) {
+            if (explain_one(&xi, c->source, &b, &err) != SL_OK) {
                 sl_buf_clear(&b);
                 sl_buf_printf(&b, "no explanation: %s", err.msg);
             }
@@ -255,6 +458,7 @@ put_collectives(Js *js, cJSON *root, const TraceRun *run)
     }
     js->failed = js->failed || b.failed;
     sl_buf_fini(&b);
+    explain_index_fini(&xi);
     free(explain_of);
     for (size_t k = 0; k < lines.text.len; k++)
         free((void *)SL_VEC_AT(&lines.text, const char *, k));
@@ -263,21 +467,37 @@ put_collectives(Js *js, cJSON *root, const TraceRun *run)
 }
 
 /* Every instruction's name, and the first instruction of its computation (the box that holds
- * it in a diagram collapsed per computation), for search. */
+ * it in a diagram collapsed per computation; run-length coded), for search. */
 static void
 put_instrs(Js *js, cJSON *root, const TraceRun *run)
 {
-    cJSON *names = chk(js, cJSON_AddArrayToObject(root, "names"));
-    cJSON *comp = chk(js, cJSON_AddArrayToObject(root, "comp"));
-    uint32_t first = 0;
-    for (uint32_t i = 0; names && comp && i < run->n_instrs && !js->failed; i++) {
-        const TraceRunInstr *in = &run->instrs[i];
-        if (i == 0 || in->phase != run->instrs[i - 1].phase ||
-            strcmp(in->computation, run->instrs[i - 1].computation) != 0)
-            first = i;
-        push_string(js, names, in->name);
-        push_number(js, comp, first);
+    SlBuf b;
+    sl_buf_init(&b);
+    sl_buf_putc(&b, '[');
+    for (uint32_t i = 0; i < run->n_instrs; i++) {
+        if (i)
+            sl_buf_putc(&b, ',');
+        raw_put_string(&b, run->instrs[i].name);
     }
+    sl_buf_putc(&b, ']');
+    raw_add(js, root, "names", &b);
+    /* run-length coded: [first, count, first, count, ...] */
+    sl_buf_putc(&b, '[');
+    for (uint32_t i = 0; i < run->n_instrs;) {
+        uint32_t j = i + 1;
+        while (j < run->n_instrs && run->instrs[j].phase == run->instrs[i].phase &&
+               strcmp(run->instrs[j].computation, run->instrs[i].computation) == 0)
+            j++;
+        if (i)
+            sl_buf_putc(&b, ',');
+        raw_put_int(&b, i);
+        sl_buf_putc(&b, ',');
+        raw_put_int(&b, j - i);
+        i = j;
+    }
+    sl_buf_putc(&b, ']');
+    raw_add(js, root, "comp", &b);
+    sl_buf_fini(&b);
     num(js, root, "n_before", run->n_before);
 }
 
@@ -291,6 +511,199 @@ put_warnings(Js *js, cJSON *root, const TraceRun *run)
         str(js, o, "instr", w->instr != TRACE_NONE ? run->instrs[w->instr].name : NULL);
         str(js, o, "message", w->message);
     }
+}
+
+/* Strings that repeat (shardings, rules, kinds) once, in "strs", referred to by index. */
+static double
+str_ref(Js *js, Lines *l, const char *s)
+{
+    return s ? (double)line_index(js, l, s, strlen(s)) : -1.0;
+}
+
+/* Where propagation got each sharding (the last sharding_origin row of an instruction, the
+ * one explain prints): [instr, sharding, source, source's parameter number (-1: not a
+ * parameter), [path], direction, level, rule, candidate, replaced], strings as "strs" indices
+ * (-1: none). And, after partitioning, the input instruction each one derives from. */
+static void
+put_origins(Js *js, cJSON *root, const TraceRun *run, Lines *strs)
+{
+    cJSON *a = chk(js, cJSON_AddArrayToObject(root, "origins"));
+    uint32_t *last = malloc(((size_t)run->n_instrs + 1) * sizeof(uint32_t));
+    if (!last) {
+        js->failed = true;
+        return;
+    }
+    memset(last, 0xff, ((size_t)run->n_instrs + 1) * sizeof(uint32_t));
+    for (uint32_t k = 0; k < run->n_origins; k++)
+        if (run->origins[k].instr < run->n_instrs)
+            last[run->origins[k].instr] = k;
+    for (uint32_t i = 0; a && i < run->n_instrs && !js->failed; i++) {
+        if (last[i] == UINT32_MAX)
+            continue;
+        const TraceRunOrigin *o = &run->origins[last[i]];
+        cJSON *e = chk(js, cJSON_CreateArray());
+        if (!e || !cJSON_AddItemToArray(a, e)) {
+            cJSON_Delete(e);
+            js->failed = true;
+            break;
+        }
+        bool has_src = o->source < run->n_instrs;
+        const TraceRunInstr *src = has_src ? &run->instrs[o->source] : NULL;
+        push_number(js, e, i);
+        push_number(js, e, str_ref(js, strs, o->sharding));
+        push_number(js, e, has_src ? (double)o->source : -1.0);
+        push_number(js, e, src && !strcmp(src->opcode, "parameter") ? (double)src->param_number
+                                                                      : -1.0);
+        cJSON *path = chk(js, cJSON_CreateArray());
+        if (!path || !cJSON_AddItemToArray(e, path)) {
+            cJSON_Delete(path);
+            js->failed = true;
+            break;
+        }
+        for (uint32_t h = 0; h < o->n_path; h++)
+            push_number(js, path, o->path[h] < run->n_instrs ? (double)o->path[h] : -1.0);
+        push_number(js, e, str_ref(js, strs, o->direction));
+        push_number(js, e, o->level);
+        push_number(js, e, str_ref(js, strs, o->rule));
+        push_number(js, e, str_ref(js, strs, o->candidate));
+        push_number(js, e, str_ref(js, strs, o->replaced));
+    }
+    free(last);
+    SlBuf b;
+    sl_buf_init(&b);
+    sl_buf_putc(&b, '[');
+    for (uint32_t i = run->n_before; i < run->n_instrs; i++) {
+        if (i > run->n_before)
+            sl_buf_putc(&b, ',');
+        raw_put_int(&b, run->instrs[i].derived_from < run->n_instrs
+                            ? (int64_t)run->instrs[i].derived_from
+                            : -1);
+    }
+    sl_buf_putc(&b, ']');
+    raw_add(js, root, "derived", &b);
+    sl_buf_fini(&b);
+}
+
+/* The memory estimates with their live-bytes profile and the peak's largest buffers. */
+static void
+put_memory(Js *js, cJSON *root, const TraceRun *run, Lines *strs)
+{
+    cJSON *a = chk(js, cJSON_AddArrayToObject(root, "memory"));
+    for (uint32_t k = 0; a && k < run->n_memory && !js->failed; k++) {
+        const TraceRunMemory *m = &run->memory[k];
+        cJSON *o = push_object(js, a);
+        str(js, o, "phase", m->phase == TRACE_BEFORE ? "before" : "after");
+        cJSON *d = chk(js, cJSON_AddArrayToObject(o, "devices"));
+        for (uint32_t j = 0; d && j < m->n_devices; j++)
+            push_number(js, d, (double)m->devices[j]);
+        num(js, o, "parameter", (double)m->parameter_bytes);
+        num(js, o, "output", (double)m->output_bytes);
+        num(js, o, "peak", (double)m->peak_bytes);
+        num(js, o, "peak_temp", (double)m->peak_temp_bytes);
+        num(js, o, "peak_instr", m->peak_instr < run->n_instrs ? (double)m->peak_instr : -1.0);
+        num(js, o, "peak_position", (double)m->peak_position);
+        num(js, o, "step", (double)m->profile_step);
+        cJSON *p = chk(js, cJSON_AddArrayToObject(o, "profile"));
+        for (uint32_t j = 0; p && j < m->n_profile; j++)
+            push_number(js, p, (double)m->profile[j]);
+        cJSON *t = chk(js, cJSON_AddArrayToObject(o, "top"));
+        for (uint32_t j = 0; t && j < m->n_top; j++) {
+            const TraceRunMemBuffer *b = &m->top[j];
+            cJSON *e = push_object(js, t);
+            num(js, e, "instr", b->instr < run->n_instrs ? (double)b->instr : -1.0);
+            num(js, e, "bytes", (double)b->bytes);
+            num(js, e, "kind", str_ref(js, strs, b->kind));
+            const TraceRunInstr *in = b->instr < run->n_instrs ? &run->instrs[b->instr] : NULL;
+            const TraceRunInstr *src = in && in->phase == TRACE_AFTER &&
+                                               in->derived_from < run->n_instrs
+                                           ? &run->instrs[in->derived_from]
+                                           : in;
+            str(js, e, "op_name", src ? src->op_name : NULL);
+        }
+    }
+}
+
+/* The group trees: per phase the groups' parents, names, sizes, traffic, diagrams (indices into
+ * "tree_svgs"; -1: not drawn, with the reason in "why") and each instruction's innermost group. */
+static void
+raw_u32s(Js *js, cJSON *o, const char *key, const uint32_t *v, uint32_t n, SlBuf *b)
+{
+    sl_buf_putc(b, '[');
+    for (uint32_t k = 0; k < n; k++) {
+        if (k)
+            sl_buf_putc(b, ',');
+        raw_put_int(b, v[k] == UINT32_MAX ? -1 : (int64_t)v[k]);
+    }
+    sl_buf_putc(b, ']');
+    raw_add(js, o, key, b);
+}
+
+static void
+put_trees(Js *js, cJSON *root, const ReportHtmlInput *in)
+{
+    cJSON *all = chk(js, cJSON_AddObjectToObject(root, "trees"));
+    cJSON *svgs = chk(js, cJSON_AddArrayToObject(root, "tree_svgs"));
+    uint32_t n_svgs = 0;
+    SlBuf b;
+    sl_buf_init(&b);
+    for (uint32_t k = 0; all && svgs && k < in->n_trees && !js->failed; k++) {
+        const ReportHtmlTree *t = &in->trees[k];
+        cJSON *o = chk(js, cJSON_AddObjectToObject(all, t->phase));
+        num(js, o, "lo", t->lo);
+        str(js, o, "basis", t->basis);
+        num(js, o, "group_units", (double)t->group_units);
+        num(js, o, "total_units", (double)t->total_units);
+        raw_u32s(js, o, "parent", t->parent, t->n, &b);
+        raw_u32s(js, o, "members", t->members, t->n, &b);
+        sl_buf_putc(&b, '[');
+        for (uint32_t g = 0; g < t->n; g++) {
+            if (g)
+                sl_buf_putc(&b, ',');
+            raw_put_string(&b, t->name[g]);
+        }
+        sl_buf_putc(&b, ']');
+        raw_add(js, o, "name", &b);
+        cJSON *send = chk(js, cJSON_AddArrayToObject(o, "send"));
+        for (uint32_t g = 0; g < t->n && !js->failed; g++)
+            push_number(js, send, t->send[g]);
+        sl_buf_putc(&b, '[');
+        for (uint32_t g = 0; g < t->n; g++) {
+            if (g)
+                sl_buf_putc(&b, ',');
+            /* -2: the phase's own graph; -1: not drawn (why says why) */
+            raw_put_int(&b, g == 0 ? -2 : t->svg[g] ? (int64_t)n_svgs++ : -1);
+            if (g && t->svg[g])
+                push_string(js, svgs, t->svg[g]);
+        }
+        sl_buf_putc(&b, ']');
+        raw_add(js, o, "svg", &b);
+        sl_buf_putc(&b, '[');
+        for (uint32_t g = 0; g < t->n; g++) {
+            if (g)
+                sl_buf_putc(&b, ',');
+            raw_put_int(&b, (int64_t)t->units[g]);
+            sl_buf_putc(&b, ',');
+            raw_put_int(&b, t->why[g]);
+        }
+        sl_buf_putc(&b, ']');
+        raw_add(js, o, "units_why", &b); /* [units, why] per group */
+        /* run-length coded: [group, count, group, count, ...] */
+        sl_buf_putc(&b, '[');
+        for (uint32_t i = 0; i < t->n_instrs;) {
+            uint32_t j = i;
+            while (j < t->n_instrs && t->leaf[j] == t->leaf[i])
+                j++;
+            if (i)
+                sl_buf_putc(&b, ',');
+            raw_put_int(&b, t->leaf[i] == UINT32_MAX ? -1 : (int64_t)t->leaf[i]);
+            sl_buf_putc(&b, ',');
+            raw_put_int(&b, j - i);
+            i = j;
+        }
+        sl_buf_putc(&b, ']');
+        raw_add(js, o, "leaf", &b);
+    }
+    sl_buf_fini(&b);
 }
 
 static cJSON *
@@ -312,7 +725,16 @@ build_data(const ReportHtmlInput *in, Js *js)
         put_collectives(js, root, in->run);
         put_instrs(js, root, in->run);
         put_warnings(js, root, in->run);
+        Lines strs = {chk(js, cJSON_AddArrayToObject(root, "strs")), {0}, {0}};
+        sl_map_init(&strs.by_hash);
+        put_origins(js, root, in->run, &strs);
+        put_memory(js, root, in->run, &strs);
+        for (size_t k = 0; k < strs.text.len; k++)
+            free((void *)SL_VEC_AT(&strs.text, const char *, k));
+        sl_vec_fini(&strs.text);
+        sl_map_fini(&strs.by_hash);
     }
+    put_trees(js, root, in);
     cJSON *g = chk(js, cJSON_AddArrayToObject(root, "graphs"));
     for (uint32_t k = 0; g && k < in->n_graphs; k++) {
         cJSON *o = push_object(js, g);

@@ -453,6 +453,11 @@ grep -qE 'all-gather|all-reduce|all-to-all|collective-permute' "$TMP/chain.out.h
 has prop_first "$TMP/chain.out.hlo" "%m.1 = f32[2,16] multiply(%c.1, %c.1)"
 run prop_first_explain 0 explain "$TMP/chain.db" m
 same prop_first_explain <(head -n 1 "$TMP/prop_first_explain.out") "origin: %m got {devices=[4,1]<=[4]} forward from %x (parameter 0, annotated) through %c at level 0 (rule elementwise)"
+# viz --focus: the focused node carries its origin (label: short; tooltip: explain's chain)
+run prop_focus 0 viz "$TMP/chain.db" --before "$TMP/chain_focus.dot" --focus m
+has prop_focus "$TMP/chain_focus.dot" '"b2" [label="%m\nmultiply f32[8,16]\ndim0/4\norigin: forward from %x (parameter 0) via 1 op"'
+has prop_focus "$TMP/chain_focus.dot" 'tooltip="origin: %m got {devices=[4,1]<=[4]} forward from %x (parameter 0, annotated) through %c at level 0 (rule elementwise)"'
+[ "$(grep -c 'origin: ' "$TMP/chain_focus.dot")" = 1 ] || fail "prop_focus: origin on more than the focused node"
 # --no-propagate: the unannotated ops are replicated, so the value is gathered whole
 run prop_off 0 partition "$TMP/chain.hlo" --no-propagate -o "$TMP/chain.noprop.hlo"
 has prop_off "$TMP/chain.noprop.hlo" "all-gather("

@@ -11,8 +11,12 @@ saw into the DOM, which `chromium --dump-dom` prints. Asserted: one table row pe
 of the trace (counted with SQL), the first row's explanation is `shardlens explain`'s text for
 its source op, the search finds and highlights the op, no script error reached the console,
 and the page fetches nothing (no http(s) src/href, a CSP that allows no network). A 12-layer
-generated transformer starts collapsed per op_name prefix, and clicking the boxes opens a
-neighbourhood for a box holding one of the busiest source ops (the page carries 12); a missing trace is exit 2 with no page.
+generated transformer starts collapsed into 10 to 60 group boxes; clicking boxes down to a
+group that holds ops shows exactly that group's ops and boxes (as the page's own tree says), a
+group left undrawn lists its instructions with links that select them, and the live-bytes
+chart marks the trace's peak. A module whose shardings propagation filled in shows, for the
+op searched, the origin line `shardlens explain` prints. A missing trace is exit 2 with no
+page.
 Python standard library only; Chromium must be installed (tools/bootstrap.sh test does it).
 """
 import html
@@ -35,6 +39,7 @@ PRELUDE = ("<script>window.__errors=[];window.addEventListener('error',function(
 PROBE = """<script>(function(){
 var r={}, q=function(s){return document.querySelector(s)};
 r.ready=document.body.getAttribute('data-ready');
+r.startNote=q('#graph-note').textContent;
 r.rows=document.querySelectorAll('#collectives tbody tr').length;
 var first=q('#collectives tbody tr');
 if(first){first.click();r.first=first.cells[0].textContent;r.explain=q('#explain').textContent;}
@@ -49,18 +54,36 @@ r.meshCells=document.querySelectorAll('#mesh td').length;
 r.inGroup=document.querySelectorAll('#mesh td.in-group').length;
 r.treeNodes=document.querySelectorAll('#tree details').length;
 r.graphNote=q('#graph-note').textContent;
-var boxes=[].slice.call(document.querySelectorAll('#graph g.node')).filter(function(n){
-  var tt=n.querySelector('title');return tt && /^p/.test(tt.textContent);});
-r.boxes=boxes.length;
-for(var i=0;i<boxes.length;i++){boxes[i].dispatchEvent(new MouseEvent('click',{bubbles:true}));
-  var said=q('#search-result').textContent;
-  if(said.indexOf('expanded')===0){r.boxClick=said;r.boxNote=q('#graph-note').textContent;
-    r.boxText=boxes[i].querySelector('text').textContent;
-    r.boxHit=document.querySelectorAll('#graph .hit').length;break;}
-  showAfter();}
-function showAfter(){var b=document.querySelector('.tab[data-key=after]');if(b)b.click();
-  boxes=[].slice.call(document.querySelectorAll('#graph g.node')).filter(function(n){
-  var tt=n.querySelector('title');return tt && /^p/.test(tt.textContent);});}
+function titles(){return [].slice.call(document.querySelectorAll('#graph g.node title')).map(
+  function(t){return t.textContent;});}
+function nodeOf(id){return [].slice.call(document.querySelectorAll('#graph g.node')).filter(
+  function(n){var tt=n.querySelector('title');return tt&&tt.textContent===id;})[0];}
+function clickNode(id){var n=nodeOf(id);if(n)n.dispatchEvent(new MouseEvent('click',{bubbles:true}));
+  return !!n;}
+function tab(k){var b=document.querySelector('.tab[data-key='+k+']');if(b)b.click();}
+tab('after');
+r.hBoxes=titles().filter(function(t){return /^h[0-9]+$/.test(t);}).length;
+r.expandPath=[];
+for(var d=0;d<16;d++){var ts=titles();
+  if(ts.some(function(t){return /^a[0-9]+$/.test(t);})){r.opView=ts;break;}
+  var hs=ts.filter(function(t){return /^h[0-9]+$/.test(t);});if(!hs.length)break;
+  var busy=hs.filter(function(t){return /sends/.test(nodeOf(t).textContent);});
+  var h=(busy.length?busy:hs)[0];r.expandPath.push(h);clickNode(h);}
+var cr=document.querySelectorAll('#crumbs a');r.crumbs=cr.length;
+r.crumbGroup=cr.length?+cr[cr.length-1].getAttribute('data-group'):null;
+tab('before');var chain=%(chain)s;
+for(var k=0;k<chain.length;k++)clickNode('h'+chain[k]);
+var gl=q('#group-list');
+r.list=gl?{text:gl.querySelector('.too-large').textContent,
+  rows:gl.querySelectorAll('table.ops tr').length}:null;
+if(gl){var a=gl.querySelector('table.ops a');if(a){a.click();
+  r.listSelected=q('#op').getAttribute('data-instr');}}
+var s2=q('#search');s2.value=%(origin)s;s2.dispatchEvent(new Event('change'));
+r.origin=q('#op-origin').textContent;r.opText=q('#op').textContent;
+var pk=q('#memory-peak');r.peak=pk?+pk.getAttribute('data-peak'):null;
+r.peakMax=pk?+pk.getAttribute('data-max'):null;
+r.peakLabel=(q('#memory-peak-label')||{}).textContent||null;
+r.memTop=document.querySelectorAll('#memory-top tr').length-1;
 r.errors=window.__errors;
 var pre=document.createElement('pre');pre.id='test-result';pre.textContent=JSON.stringify(r);
 document.body.appendChild(pre);})();</script>"""
@@ -89,12 +112,27 @@ def run(cmd, **kw):
     return p.stdout
 
 
-def browse(page, tmp, name):
+def page_data(page):
+    """The page's own data (the JSON report.js reads)."""
+    text = open(page, encoding='utf-8').read()
+    m = re.search(r'<script type="application/json" id="data">\n(.*?)\n</script>', text, re.S)
+    return json.loads(m.group(1))
+
+
+def unrle(a):
+    out = []
+    for k in range(0, len(a), 2):
+        out += [a[k]] * a[k + 1]
+    return out
+
+
+def browse(page, tmp, name, chain=(), origin=None):
     """Loads `page` with the probe added; returns the probe's result and Chromium's log."""
     text = open(page, encoding='utf-8').read()
     probed = os.path.join(tmp, 'probed-' + os.path.basename(page))
     text = text.replace('<head>', '<head>' + PRELUDE, 1)
-    text = text.replace('</body>', PROBE % {'name': json.dumps(name)} + '</body>', 1)
+    text = text.replace('</body>', PROBE % {'name': json.dumps(name), 'chain': json.dumps(list(chain)),
+                                            'origin': json.dumps(origin or name)} + '</body>', 1)
     open(probed, 'w', encoding='utf-8').write(text)
     profile = tempfile.mkdtemp(dir=tmp, prefix='profile-')
     p = subprocess.run([chromium(), '--headless', '--no-sandbox', '--disable-gpu',
@@ -180,9 +218,8 @@ def main():
         check(r['rows'] == n_coll, 'diff page rows %r, collectives %d' % (r['rows'], n_coll))
         check(not r['errors'], 'diff page console errors: %r' % r['errors'])
 
-        # A 12-layer transformer (about 1,000 instructions) starts collapsed into op_name
-        # boxes; clicking a box that holds one of the busiest source ops opens its neighbourhood
-        # with the op selected.
+        # A 12-layer transformer (about 1,000 instructions) starts collapsed into group boxes;
+        # clicking boxes (the busiest first) down to a view with ops shows that group's ops.
         big = os.path.join(tmp, 'big.hlo')
         run([sys.executable, os.path.join(src, 'bench', 'gen_transformer.py'), '--layers', '12',
              '-o', big])
@@ -196,13 +233,92 @@ def main():
                           (rid,)).fetchone()[0]
         r, log = browse(os.path.join(bigdir, 'report.html'), tmp, bname)
         check(r['rows'] == n_big, 'big page rows %r, collectives %d' % (r['rows'], n_big))
-        check('op_name prefix' in r['graphNote'], 'big page not collapsed: %r' % r['graphNote'])
+        D = page_data(os.path.join(bigdir, 'report.html'))
+        check('too many to draw at once' in r['startNote'] and 'click a box to open it' in r['startNote'],
+              'big page not collapsed into groups: %r' % r['startNote'])
         check(r['found'] == bname, 'big page search for %s found %r' % (bname, r['found']))
-        check(r['boxes'] > 12, 'big page has %r op_name boxes' % r['boxes'])
-        check((r.get('boxClick') or '').startswith('expanded: neighbourhood of %'),
-              'clicking the op_name boxes expanded none: %r' % r.get('boxClick'))
-        check(r.get('boxHit') == 1, 'the expanded neighbourhood does not select its op')
+        check(10 <= r['hBoxes'] <= 60, 'big page opens with %r group boxes, not 10 to 60' % r['hBoxes'])
+        T = D['trees']['after']
+        leaf = unrle(T['leaf'])
+        g = r.get('crumbGroup')
+        check(r.get('opView') is not None and g is not None,
+              'clicking group boxes %r reached no view of ops' % r.get('expandPath'))
+        if r.get('opView') is not None and g is not None:
+            want_ops = {'a%d' % (T['lo'] + i) for i, x in enumerate(leaf) if x == g}
+            want_boxes = {'h%d' % x for x, p in enumerate(T['parent']) if p == g}
+            got = set(r['opView'])
+            check(want_ops and {t for t in got if t.startswith('a')} == want_ops,
+                  'group %d shows ops %r, its ops are %r' % (g, sorted(got), sorted(want_ops)))
+            check({t for t in got if t.startswith('h')} == want_boxes,
+                  'group %d shows boxes %r, its groups are %r' % (g, sorted(got), sorted(want_boxes)))
+            check(r['crumbs'] == len(r['expandPath']) + 1,
+                  'breadcrumbs %r after %d clicks' % (r['crumbs'], len(r['expandPath'])))
         check(not r['errors'], 'big page console errors: %r' % r['errors'])
+        # a group of the before view that was not drawn (past the page's diagram budget, made
+        # small here), under drawn ones: its box opens a list of its instructions, and a link
+        # selects one
+        small = os.path.join(tmp, 'small.html')
+        run([shardlens, 'html', bdb, '-o', small, '--layout-budget', '240'])
+        B = page_data(small)['trees']['before']
+        why = B['units_why'][1::2]
+        undrawn = None
+        for x in range(1, len(B['parent'])):
+            chain, p = [], B['parent'][x]
+            while p > 0 and why[p] == 0:
+                chain.insert(0, p)
+                p = B['parent'][p]
+            if why[x] == 2 and p == 0:
+                undrawn = chain + [x]
+                break
+        check(undrawn is not None, 'every before group of the big page was drawn; no list to test')
+        if undrawn:
+            r, log = browse(small, tmp, bname, undrawn)
+            gx = undrawn[-1]
+            members = B['members'][gx]
+            check(r['list'] is not None, 'the undrawn group %d shows no list' % gx)
+            if r['list']:
+                check('not drawn' in r['list']['text'] and ('Its %d instructions' % members) in r['list']['text'],
+                      'undrawn group %d says %r' % (gx, r['list']['text']))
+                check(r['list']['rows'] == min(members, 2000),
+                      'undrawn group %d lists %d rows, has %d instructions' % (gx, r['list']['rows'], members))
+                bleaf = unrle(B['leaf'])
+                first = r.get('listSelected')
+                inside = False
+                if first is not None and 0 <= int(first) - B['lo'] < len(bleaf):
+                    x = bleaf[int(first) - B['lo']]
+                    while x > 0 and x != gx:
+                        x = B['parent'][x]
+                    inside = x == gx
+                check(inside, 'the list link selected %r, not an op of group %d' % (first, gx))
+            check(not r['errors'], 'list page console errors: %r' % r['errors'])
+        # the live-bytes chart marks the trace's peak (after partitioning, the first device set)
+        peak = c.execute("SELECT peak_bytes FROM memory WHERE run_id=? AND phase='after' "
+                         "ORDER BY id LIMIT 1", (rid,)).fetchone()[0]
+        check(r['peak'] == peak and r['peakMax'] == peak,
+              'chart peak %r (highest point %r), trace peak %d' % (r['peak'], r['peakMax'], peak))
+        check(r['peakLabel'] and 'peak ' in r['peakLabel'], 'no peak label: %r' % r['peakLabel'])
+        n_top = c.execute("SELECT COUNT(*) FROM memory_buffer b JOIN memory m ON m.id = b.memory_id "
+                          "WHERE m.run_id=? AND m.phase='after' AND m.id = (SELECT MIN(id) FROM "
+                          "memory WHERE run_id=? AND phase='after')", (rid, rid)).fetchone()[0]
+        check(r['memTop'] == n_top, 'chart lists %r top buffers, the trace %d' % (r['memTop'], n_top))
+
+        # Origins: the MLP with three shardings taken out (propagation fills them in); the page
+        # shows for %maximum.7 the origin line explain prints.
+        bare = os.path.join(tmp, 'bare.hlo')
+        text = open(os.path.join(src, 'samples', 'mlp_megatron.hlo'), encoding='utf-8').read()
+        text = '\n'.join(re.sub(r', sharding=\{devices=\[1,4\]<=\[4\]\}', '', line)
+                         if re.search(r'dot\.4 |broadcast\.6|maximum\.7', line) else line
+                         for line in text.split('\n'))
+        open(bare, 'w', encoding='utf-8').write(text)
+        bdir = os.path.join(tmp, 'bare')
+        run([shardlens, 'analyze', bare, '--out', bdir])
+        pdb = os.path.join(bdir, 'trace.db')
+        want = run([shardlens, 'explain', pdb, 'maximum.7']).split('\n')[0]
+        check(want.startswith('origin: %maximum.7 got '), 'explain gives no origin: %r' % want)
+        r, log = browse(os.path.join(bdir, 'report.html'), tmp, 'maximum.7', (), 'maximum.7')
+        check(r['origin'] == want, 'origin panel %r, explain %r' % (r['origin'], want))
+        check(want in r['opText'], 'the selected op panel lacks the origin: %r' % r['opText'])
+        check(not r['errors'], 'origin page console errors: %r' % r['errors'])
 
         # Bad input: exit 2, a FILE: error: line, and no page written.
         bad = subprocess.run([shardlens, 'html', os.path.join(tmp, 'missing.db'), '-o',
@@ -211,6 +327,12 @@ def main():
         check(bad.returncode == 2 and 'missing.db: error:' in bad.stderr,
               'missing trace: exit %d, %r' % (bad.returncode, bad.stderr))
         check(not os.path.exists(os.path.join(tmp, 'bad.html')), 'a page for a missing trace')
+        bad = subprocess.run([shardlens, 'html', db, '-o', os.path.join(tmp, 'bad.html'),
+                              '--layout-budget', 'lots'], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        check(bad.returncode == 2 and '--layout-budget' in bad.stderr,
+              'bad --layout-budget: exit %d, %r' % (bad.returncode, bad.stderr))
+        check(not os.path.exists(os.path.join(tmp, 'bad.html')), 'a page for a bad option')
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if FAILS:

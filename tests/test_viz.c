@@ -1,6 +1,7 @@
 /* test_viz.c - diagrams (viz/): golden DOT text for two hand-written modules partitioned into a
  * temporary trace database and loaded back, as the CLI does; focus extraction on a hand-built
- * run; both collapse levels; the before/after pair; rendering SVG and PNG with gvc; errors.
+ * run; both collapse levels; the group tree of the HTML page (op_name levels, runs, opcodes);
+ * the origin on a focused node; the before/after pair; rendering SVG and PNG with gvc; errors.
  * Goldens live in tests/golden/viz_*.dot; SHARDLENS_UPDATE_GOLDEN=1 rewrites them. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -585,6 +586,154 @@ test_collapse_by_op_name(void **state)
     sl_buf_fini(&note);
 }
 
+/* A chain of `layers` layers of two ops each (negate, abs), op_names jit(f)/layer_K/..., or no
+ * op_names at all when `named` is false. */
+static char *
+chain_module(uint32_t layers, bool named)
+{
+    SlBuf b;
+    sl_buf_init(&b);
+    sl_buf_puts(&b, "HloModule viz_chain, num_partitions=2\nENTRY %main (x: f32[8]) -> f32[8] {\n"
+                    "  %x = f32[8]{0} parameter(0), sharding={devices=[2]0,1}\n");
+    const char *prev = "x";
+    char name[32], last[32];
+    for (uint32_t k = 0; k < layers; k++) {
+        for (int op = 0; op < 2; op++) {
+            snprintf(name, sizeof(name), "%s%u", op ? "b" : "a", k);
+            sl_buf_printf(&b, "  %s%%%s = f32[8]{0} %s(%%%s), sharding={devices=[2]0,1}",
+                          k + 1 == layers && op ? "ROOT " : "", name, op ? "abs" : "negate", prev);
+            if (named)
+                sl_buf_printf(&b, ", metadata={op_name=\"jit(f)/layer_%u/%s\"}", k,
+                              op ? "abs" : "neg");
+            sl_buf_puts(&b, "\n");
+            memcpy(last, name, sizeof(name));
+            prev = last;
+        }
+    }
+    sl_buf_puts(&b, "}\n");
+    char *text = strdup(b.data);
+    sl_buf_fini(&b);
+    return text;
+}
+
+/* Every group's own diagram shows at most VIZ_TREE_MAX_BOXES boxes and ops, the tree covers
+ * every instruction once, and the levels follow the module's op_names, or its opcodes when it
+ * has none. */
+static void
+check_tree(const VizTree *t, uint32_t n_instrs)
+{
+    assert_int_equal(t->members[0], n_instrs);
+    for (uint32_t g = 0; g < t->n; g++) {
+        assert_true(t->items[g] >= 1 && t->items[g] <= VIZ_TREE_MAX_BOXES);
+        if (g)
+            assert_true(t->parent[g] < g); /* pre-order ids */
+    }
+    for (uint32_t i = 0; i < t->hi - t->lo; i++)
+        assert_true(t->leaf[i] < t->n);
+}
+
+static void
+test_tree(void **state)
+{
+    TraceFx *fx = *state;
+    char *text = chain_module(100, true);
+    const TraceRun *run = tfx_traced(fx, text, 2, NULL);
+    free(text);
+    VizOptions o;
+    viz_options_init(&o);
+    VizTreeView *v = NULL;
+    SlError err = {0};
+    assert_int_equal(viz_tree_new(&v, run, TRACE_BEFORE, &o, &err), SL_OK);
+    const VizTree *t = viz_tree_get(v);
+    check_tree(t, 201);
+    /* jit(f) holds 100 layers: runs of 3 (34 of them), which the top takes in beside %x */
+    assert_string_equal(t->basis, "op_name prefixes");
+    assert_int_equal(t->items[0], 35);
+    assert_int_equal(t->parent[1], 0);
+    assert_string_equal(t->name[1], "jit(f)/layer_0 .. layer_2");
+    assert_int_equal(t->members[1], 6);
+    assert_int_equal(t->items[1], 3);
+    assert_string_equal(t->name[2], "layer_0");
+    assert_string_equal(t->path[2], "jit(f)/layer_0 .. layer_2/layer_0");
+    assert_int_equal(t->items[2], 2);
+    assert_int_equal(t->leaf[1], 2); /* %a0 */
+    assert_int_equal(t->leaf[0], 0); /* %x: no prefix, on the top */
+    /* the run's diagram: its three layers as boxes, chained by two edges */
+    SlBuf dot;
+    sl_buf_init(&dot);
+    uint64_t units = 0;
+    assert_int_equal(viz_tree_dot(v, 1, &dot, &units, &err), SL_OK);
+    assert_int_equal(count_nodes(dot.data, "h"), 3);
+    assert_int_equal(fx_count(dot.data, " -> "), 2);
+    assert_int_equal(units, 5);
+    want(&dot, "label=\"layer_0\\n2 instructions, 2 boxes inside\"");
+    want(&dot, "1 operand edges come in from outside, 1 go out");
+    /* a layer's diagram: its two ops, one edge */
+    sl_buf_clear(&dot);
+    assert_int_equal(viz_tree_dot(v, 2, &dot, &units, &err), SL_OK);
+    assert_int_equal(count_nodes(dot.data, "b"), 2);
+    want(&dot, "\"b1\" -> \"b2\"");
+    viz_tree_free(v);
+
+    /* no op_names: the 200 ops split by opcode, each into runs of 3 */
+    text = chain_module(100, false);
+    run = tfx_traced(fx, text, 2, NULL);
+    free(text);
+    assert_int_equal(viz_tree_new(&v, run, TRACE_BEFORE, &o, &err), SL_OK);
+    t = viz_tree_get(v);
+    check_tree(t, 201);
+    /* %x alone keeps its place; the top takes in the negate runs (the first biggest group) */
+    assert_string_equal(t->basis, "opcodes");
+    assert_int_equal(t->items[0], 36);
+    assert_int_equal(t->leaf[0], 0);
+    assert_string_equal(t->name[1], "negate/%a0 .. %a2");
+    assert_int_equal(t->members[1], 3);
+    assert_string_equal(t->name[35], "abs");
+    assert_int_equal(t->members[35], 100);
+    assert_int_equal(t->items[35], 34);
+    assert_string_equal(t->name[36], "%b0 .. %b2");
+    viz_tree_free(v);
+    sl_buf_fini(&dot);
+}
+
+/* A neighbourhood's focused node says where propagation got its sharding: a short line in the
+ * label, the whole chain (explain's words) in the tooltip. */
+static void
+test_focus_origin(void **state)
+{
+    TraceFx *fx = *state;
+    const TraceRun *run = tfx_traced(fx, k_mlp, 4, NULL);
+    const TraceRunInstr *relu = trace_run_find_instr(run, TRACE_BEFORE, "relu");
+    const TraceRunInstr *h = trace_run_find_instr(run, TRACE_BEFORE, "h");
+    const TraceRunInstr *x = trace_run_find_instr(run, TRACE_BEFORE, "x");
+    assert_non_null(relu);
+    uint32_t path[] = {(uint32_t)(x - run->instrs), (uint32_t)(h - run->instrs),
+                       (uint32_t)(relu - run->instrs)};
+    TraceRunOrigin origin = {path[2], "{devices=[2,2]<=[4]}", path[0], path, 3, "forward",
+                             "elementwise", "{devices=[2,2]<=[4]}", "{replicated}", 1};
+    TraceRun with = *run;
+    with.origins = &origin;
+    with.n_origins = 1;
+    VizOptions o;
+    viz_options_init(&o);
+    o.focus = "relu";
+    o.depth = 1;
+    SlBuf dot, note;
+    sl_buf_init(&dot);
+    sl_buf_init(&note);
+    dot_text(&with, &o, &dot, &note);
+    want(&dot, "\\norigin: forward from %x (parameter 0) via 1 op\"");
+    want(&dot, "tooltip=\"origin: %relu got {devices=[2,2]<=[4]} forward from %x (parameter 0, "
+               "annotated) through %h at level 1 (rule elementwise); merged {devices=[2,2]<=[4]} "
+               "with {replicated}\"");
+    assert_int_equal(fx_count(dot.data, "origin: "), 2); /* only the focused node */
+    /* without origins, no such line */
+    dot_text(run, &o, &dot, &note);
+    want_not(&dot, "origin: ");
+    sl_buf_fini(&dot);
+    sl_buf_fini(&note);
+}
+
 /* Label text: long shapes and names are cut to VIZ_LABEL_WIDTH, tuples summarised. */
 static void
 test_label_width(void **state)
@@ -872,6 +1021,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_layout_budget, tfx_setup, tfx_teardown),
         cmocka_unit_test(test_label_width),
         cmocka_unit_test_setup_teardown(test_collapse_by_op_name, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_tree, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_focus_origin, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_pair, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_render, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_render_graphviz_workarounds, tfx_setup, tfx_teardown),

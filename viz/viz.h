@@ -49,4 +49,46 @@ SlStatus viz_svg_text(VizRenderer *r, const TraceRun *run, const VizOptions *o, 
 SlStatus viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note,
                       SlError *err);
 
+/* Lays out DOT text (from viz_dot_text) with dot and appends it as SVG text to `svg`; `units`
+ * (nodes + edges) and `what` only feed the progress line (o->progress). */
+SlStatus viz_layout_svg(VizRenderer *r, const SlBuf *dot, const VizOptions *o, const char *what,
+                        uint64_t units, SlBuf *svg, SlError *err);
+
+/* ---- groups of a phase, box by box (viz_tree.c) ----------------------------------------------
+ * A tree over one phase's instructions for pages that open a collapsed diagram one box at a
+ * time: the levels are the computation (outside the entry), then the op_name prefixes (after
+ * partitioning: the source's); a group that holds many ops without a prefix splits them by
+ * opcode; a group with more than VIZ_TREE_FANOUT boxes and ops splits them into runs of
+ * consecutive ones ("layer_0 .. layer_26"); a chain of single groups is one group; and a group
+ * showing fewer than VIZ_TREE_MIN_BOXES takes in the contents of its biggest groups while it
+ * stays within VIZ_TREE_MAX_BOXES. So every group's own diagram has at most VIZ_TREE_MAX_BOXES
+ * boxes and ops, whatever the module's op_names. Group 0 is the root (the whole phase). */
+#define VIZ_TREE_FANOUT 40
+#define VIZ_TREE_MIN_BOXES 10
+#define VIZ_TREE_MAX_BOXES 60
+typedef struct VizTree {
+    TracePhase phase;
+    uint32_t lo, hi;        /* the phase's instructions: run->instrs[lo, hi) */
+    uint32_t n;             /* groups */
+    uint32_t *parent;       /* [n]: UINT32_MAX for the root */
+    const char **name;      /* [n]: what its box says ("attn", "layer_0 .. layer_26") */
+    const char **path;      /* [n]: the full name ("jit(main)/layer_3/attn") */
+    uint32_t *members;      /* [n]: instructions under it, at any depth */
+    uint32_t *items;        /* [n]: boxes and ops its own diagram shows */
+    double *send;           /* [n]: bytes its collectives send per device, per execution */
+    uint32_t *leaf;         /* [hi - lo]: the innermost group holding each instruction;
+                               UINT32_MAX for reducers, which are not drawn */
+    const char *basis;      /* "op_name prefixes", "computations, op_name prefixes", ... */
+} VizTree;
+typedef struct VizTreeView VizTreeView;
+/* Builds the tree of `phase` with what drawing its groups needs (o: mesh, progress). Pair
+ * with viz_tree_free. */
+SlStatus viz_tree_new(VizTreeView **out, const TraceRun *run, TracePhase phase,
+                       const VizOptions *o, SlError *err);
+const VizTree *viz_tree_get(const VizTreeView *v);
+/* Group g's own diagram as DOT text: a node per box and op it shows, data edges between them
+ * (after: with bytes); `units` gets its nodes + edges. */
+SlStatus viz_tree_dot(VizTreeView *v, uint32_t g, SlBuf *dot, uint64_t *units, SlError *err);
+void viz_tree_free(VizTreeView *v); /* NULL is fine */
+
 #endif

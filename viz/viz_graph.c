@@ -218,6 +218,84 @@ viz_add_instr_node(VizCtx *c, const VizIndex *x, uint32_t i, uint32_t cluster, b
 }
 
 void
+viz_put_origin(const TraceRun *run, const VizIndex *x, uint32_t i, bool full, SlBuf *out)
+{
+    uint32_t k = i < run->n_instrs ? x->origin[i] : VIZ_NONE;
+    if (k == VIZ_NONE)
+        return;
+    const TraceRunOrigin *o = &run->origins[k];
+    sl_buf_puts(out, "origin: ");
+    if (full) {
+        sl_buf_puts(out, "%");
+        put_text(out, run->instrs[i].name);
+        sl_buf_puts(out, " got ");
+        put_text(out, o->sharding);
+        sl_buf_putc(out, ' ');
+    }
+    put_text(out, o->direction);
+    if (o->source < run->n_instrs) {
+        const TraceRunInstr *src = &run->instrs[o->source];
+        sl_buf_puts(out, " from %");
+        put_text(out, src->name);
+        if (!strcmp(src->opcode, "parameter"))
+            sl_buf_printf(out, " (parameter %lld%s)", (long long)src->param_number,
+                          full ? ", annotated" : "");
+        else if (full)
+            sl_buf_puts(out, " (annotated)");
+    }
+    if (!full) {
+        if (o->n_path > 2)
+            sl_buf_printf(out, " via %u op%s", o->n_path - 2, o->n_path == 3 ? "" : "s");
+        return;
+    }
+    for (uint32_t h = 1; h + 1 < o->n_path; h++) { /* source first, the instruction last */
+        sl_buf_puts(out, h == 1 ? " through %" : h + 2 == o->n_path ? " and %" : ", %");
+        put_text(out, o->path[h] < run->n_instrs ? run->instrs[o->path[h]].name : "?");
+    }
+    if (o->level >= 0)
+        sl_buf_printf(out, " at level %d", o->level);
+    if (o->rule) {
+        sl_buf_puts(out, " (rule ");
+        put_text(out, o->rule);
+        sl_buf_putc(out, ')');
+    }
+    if (o->candidate && o->replaced) {
+        sl_buf_puts(out, "; merged ");
+        put_text(out, o->candidate);
+        sl_buf_puts(out, " with ");
+        put_text(out, o->replaced);
+    }
+}
+
+/* The focused node of a neighbourhood says where its sharding came from: a short line in the
+ * label, the whole chain (as explain gives it) first in the tooltip. */
+static void
+add_focus_origin(VizCtx *c, const VizIndex *x, uint32_t i, VizAttrs *a)
+{
+    if (x->origin[i] == VIZ_NONE)
+        return;
+    SlBuf b;
+    sl_buf_init(&b);
+    sl_buf_puts(&b, a->v[VIZ_A_LABEL] ? a->v[VIZ_A_LABEL] : "");
+    sl_buf_puts(&b, "\\n");
+    SlBuf line;
+    sl_buf_init(&line);
+    viz_put_origin(c->run, x, i, false, &line);
+    viz_put_cut(&b, line.data ? line.data : "", VIZ_LABEL_WIDTH);
+    a->v[VIZ_A_LABEL] = viz_strdup_buf(&c->g, &b);
+    sl_buf_clear(&b);
+    viz_put_origin(c->run, x, i, true, &b);
+    if (a->v[VIZ_A_TOOLTIP]) {
+        sl_buf_puts(&b, "\\n");
+        sl_buf_puts(&b, a->v[VIZ_A_TOOLTIP]);
+    }
+    a->v[VIZ_A_TOOLTIP] = viz_strdup_buf(&c->g, &b);
+    c->g.failed = c->g.failed || b.failed || line.failed;
+    sl_buf_fini(&line);
+    sl_buf_fini(&b);
+}
+
+void
 viz_put_strategy(const TraceRun *run, uint32_t d, SlBuf *out)
 {
     const TraceRunDecision *top = &run->decisions[d];
@@ -598,6 +676,7 @@ viz_build_phase(VizCtx *c, const VizIndex *x, const VizSel *s, SlError *err)
             if (a) {
                 a->v[VIZ_A_COLOR] = "#c0392b";
                 a->v[VIZ_A_PENWIDTH] = "3";
+                add_focus_origin(c, x, i, a);
             }
         }
     }

@@ -181,7 +181,8 @@ viz_index_build(VizIndex *x, const TraceRun *run, TracePhase phase, SlArena *a, 
     x->collective = none_array(a, run->n_instrs);
     x->loop = none_array(a, run->n_instrs);
     x->decision = none_array(a, run->n_instrs);
-    if (!x->collective || !x->loop || !x->decision || !find_comps(x, a) || !find_users(x, a) ||
+    x->origin = none_array(a, run->n_instrs);
+    if (!x->collective || !x->loop || !x->decision || !x->origin || !find_comps(x, a) || !find_users(x, a) ||
         !find_callers(x)) {
         SlSrcLoc nowhere = {0};
         return sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory indexing the run");
@@ -195,6 +196,9 @@ viz_index_build(VizIndex *x, const TraceRun *run, TracePhase phase, SlArena *a, 
     for (uint32_t k = 0; k < run->n_decisions; k++) /* the top of each chain */
         if (run->decisions[k].instr < run->n_instrs && run->decisions[k].level == 1)
             x->decision[run->decisions[k].instr] = k;
+    for (uint32_t k = 0; k < run->n_origins; k++) /* the last one is the final sharding */
+        if (run->origins[k].instr < run->n_instrs)
+            x->origin[run->origins[k].instr] = k;
     return SL_OK;
 }
 

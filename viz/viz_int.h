@@ -151,6 +151,7 @@ typedef struct VizIndex {
     uint32_t *collective; /* [n_instrs]: index into run->collectives, VIZ_NONE */
     uint32_t *loop;       /* [n_instrs]: index into run->loops (by loop while), VIZ_NONE */
     uint32_t *decision;   /* [n_instrs]: the top-level decision ('before'), VIZ_NONE */
+    uint32_t *origin;     /* [n_instrs]: its last sharding_origin row ('before'), VIZ_NONE */
 } VizIndex;
 
 const char *viz_role_phrase(const char *role); /* "body of", "called by", ... */
@@ -196,6 +197,16 @@ typedef struct VizCtx {
     bool *used_pal;  /* [pal.n]: drawn somewhere, for the legend */
     bool *used_kind; /* [viz_kind_count()] */
 } VizCtx;
+
+/* The context of one call (viz_render.c): mesh, palette and an empty graph; reset empties the
+ * graph (and the legend's marks) for another view. */
+SlStatus viz_ctx_init(VizCtx *c, const TraceRun *run, const VizOptions *o, SlArena *a, SlBuf *note,
+                      SlError *err);
+void viz_ctx_fini(VizCtx *c);
+void viz_ctx_reset(VizCtx *c);
+/* Appends propagation's account of instruction i's sharding ("forward from %x through %c at
+ * level 0, rule elementwise"; the full chain when `full`), or nothing. */
+void viz_put_origin(const TraceRun *run, const VizIndex *x, uint32_t i, bool full, SlBuf *out);
 
 /* Selection of a phase's instructions to draw: sel[i - lo] != 0. */
 typedef struct VizSel {

@@ -29,8 +29,8 @@ viz_options_init(VizOptions *o)
     o->budget = VIZ_DEFAULT_BUDGET;
 }
 
-static SlStatus
-ctx_init(VizCtx *c, const TraceRun *run, const VizOptions *o, SlArena *a, SlBuf *note, SlError *err)
+SlStatus
+viz_ctx_init(VizCtx *c, const TraceRun *run, const VizOptions *o, SlArena *a, SlBuf *note, SlError *err)
 {
     memset(c, 0, sizeof(*c));
     c->run = run;
@@ -65,8 +65,8 @@ ctx_init(VizCtx *c, const TraceRun *run, const VizOptions *o, SlArena *a, SlBuf 
     return SL_OK;
 }
 
-static void
-ctx_fini(VizCtx *c)
+void
+viz_ctx_fini(VizCtx *c)
 {
     viz_palette_fini(&c->pal);
     viz_graph_fini(&c->g);
@@ -93,9 +93,8 @@ sel_new(const VizIndex *x, SlArena *a)
     return s;
 }
 
-/* Empties the graph for another try at a view (the legend's marks too). */
-static void
-graph_reset(VizCtx *c)
+void
+viz_ctx_reset(VizCtx *c)
 {
     const char *name = c->g.name;
     viz_graph_fini(&c->g);
@@ -136,7 +135,7 @@ build_focus(VizCtx *c, const VizIndex *x, VizSel *s, const char *phase, SlError 
         uint64_t next = (uint64_t)s->count * o->budget / units;
         cap = next >= s->count ? s->count - 1 : next < 1 ? 1 : (uint32_t)next;
         shrunk = true;
-        graph_reset(c);
+        viz_ctx_reset(c);
     }
     sl_vec_fini(&seeds);
     if (st)
@@ -186,7 +185,7 @@ build_view(VizCtx *c, const VizIndex *x, SlError *err)
                       "%u instructions (%llu nodes and edges) are past the layout budget of %u "
                       "(about %.0f s of dot)",
                       s.count, (unsigned long long)units, o->budget, viz_estimate_seconds(units));
-        graph_reset(c);
+        viz_ctx_reset(c);
     } else {
         sl_buf_printf(&why, "%u instructions exceed --max-nodes %u", s.count, o->max_nodes);
     }
@@ -196,7 +195,7 @@ build_view(VizCtx *c, const VizIndex *x, SlError *err)
         st = viz_build_by_source(c, x, err);
         by_source = !st && !over_budget(c);
         if (!st && !by_source)
-            graph_reset(c);
+            viz_ctx_reset(c);
     }
     if (st) {
         sl_buf_fini(&why);
@@ -236,7 +235,7 @@ build_view(VizCtx *c, const VizIndex *x, SlError *err)
             sl_buf_fini(&why);
             return st;
         }
-        graph_reset(c);
+        viz_ctx_reset(c);
     }
     /* Each box brings about two edges (data and calls): keep a third of the budget in boxes. */
     VizOptions fewer = *o;
@@ -249,7 +248,7 @@ build_view(VizCtx *c, const VizIndex *x, SlError *err)
         if (st || !over_budget(c) || fewer.max_nodes <= 1)
             break;
         fewer.max_nodes /= 2;
-        graph_reset(c);
+        viz_ctx_reset(c);
     }
     if (!st) {
         note(c,
@@ -342,7 +341,7 @@ dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out, 
     VizCtx c;
     VizIndex bx, ax;
     sl_arena_init(&arena);
-    SlStatus st = ctx_init(&c, run, o, &arena, note_out, err);
+    SlStatus st = viz_ctx_init(&c, run, o, &arena, note_out, err);
     if (!st && o->view != VIZ_AFTER)
         st = viz_index_build(&bx, run, TRACE_BEFORE, &arena, err);
     if (!st && o->view != VIZ_BEFORE)
@@ -361,7 +360,7 @@ dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out, 
             st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory writing DOT text");
         }
     }
-    ctx_fini(&c);
+    viz_ctx_fini(&c);
     sl_arena_fini(&arena);
     return st;
 }
@@ -648,39 +647,47 @@ viz_render(const TraceRun *run, const VizOptions *o, const char *path, SlBuf *no
 /* ---- SVG in memory (for pages that embed diagrams) ------------------------------------------ */
 
 SlStatus
+viz_layout_svg(VizRenderer *r, const SlBuf *dot, const VizOptions *o, const char *what,
+               uint64_t units, SlBuf *svg, SlError *err)
+{
+    SlSrcLoc nowhere = {0};
+    Agraph_t *g = dot->data ? read_dot(dot) : NULL;
+    if (!g)
+        return sl_fail(err, SL_ERR_INTERNAL, nowhere, "graphviz could not read our DOT text: %s",
+                       aglasterr() ? aglasterr() : "no message");
+    SlStatus st = SL_OK;
+    Progress p = progress_begin(o, what, units);
+    char *data = NULL;
+    unsigned int len = 0;
+    if (gvLayout(r->gvc, g, "dot") != 0) {
+        st = sl_fail(err, SL_ERR_IO, nowhere, "graphviz: layout failed");
+    } else {
+        if (gvRenderData(r->gvc, g, "svg", &data, &len) != 0 || !data)
+            st = sl_fail(err, SL_ERR_IO, nowhere, "graphviz: cannot render svg");
+        else
+            sl_buf_append(svg, data, len);
+        gvFreeRenderData(data);
+        if (!has_labelled_flat_edge(g)) /* as viz_render_dot does */
+            gvFreeLayout(r->gvc, g);
+    }
+    progress_end(&p);
+    agclose(g);
+    if (!st && svg->failed)
+        st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
+    return st;
+}
+
+SlStatus
 viz_svg_text(VizRenderer *r, const TraceRun *run, const VizOptions *o, SlBuf *svg, SlBuf *note_out,
              SlError *err)
 {
     SlBuf dot;
     sl_buf_init(&dot);
     uint64_t units = 0;
-    SlSrcLoc nowhere = {0};
     SlStatus st = dot_text(run, o, &dot, note_out, &units, err);
-    Agraph_t *g = NULL;
-    if (!st && !(g = read_dot(&dot)))
-        st = sl_fail(err, SL_ERR_INTERNAL, nowhere, "graphviz could not read our DOT text: %s",
-                     aglasterr() ? aglasterr() : "no message");
-    if (!st) {
-        Progress p = progress_begin(o, o->view == VIZ_BEFORE ? "before" : "after", units);
-        char *data = NULL;
-        unsigned int len = 0;
-        if (gvLayout(r->gvc, g, "dot") != 0) {
-            st = sl_fail(err, SL_ERR_IO, nowhere, "graphviz: layout failed");
-        } else {
-            if (gvRenderData(r->gvc, g, "svg", &data, &len) != 0 || !data)
-                st = sl_fail(err, SL_ERR_IO, nowhere, "graphviz: cannot render svg");
-            else
-                sl_buf_append(svg, data, len);
-            gvFreeRenderData(data);
-            if (!has_labelled_flat_edge(g)) /* as viz_render_dot does */
-                gvFreeLayout(r->gvc, g);
-        }
-        progress_end(&p);
-    }
-    if (g)
-        agclose(g);
+    if (!st)
+        st = viz_layout_svg(r, &dot, o, o->view == VIZ_BEFORE ? "before" : "after", units, svg,
+                            err);
     sl_buf_fini(&dot);
-    if (!st && svg->failed)
-        st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory");
     return st;
 }

@@ -4,8 +4,29 @@
  * pan, zoom and search). Plain DOM code, no library, nothing fetched. */
 (function () {
   'use strict';
+  var T_START = performance.now();
   var D = JSON.parse(document.getElementById('data').textContent);
   var R = D.report;
+  /* run-length coded arrays ([value, count, ...]) back to one value per element */
+  function unrle(a) {
+    var n = 0, j, k = 0;
+    for (j = 1; j < a.length; j += 2) n += a[j];
+    var out = new Int32Array(n);
+    for (j = 0; j < a.length; j += 2) for (var c = 0; c < a[j + 1]; c++) out[k++] = a[j];
+    return out;
+  }
+  D.comp = unrle(D.comp || []);
+  var TREES = D.trees || {};
+  Object.keys(TREES).forEach(function (ph) {
+    var T = TREES[ph];
+    T.leafOf = unrle(T.leaf);
+    T.units = []; T.why = [];
+    for (var k = 0; k < T.units_why.length; k += 2) { T.units.push(T.units_why[k]); T.why.push(T.units_why[k + 1]); }
+    T.kids = T.parent.map(function () { return []; });
+    T.parent.forEach(function (p, g) { if (p >= 0) T.kids[p].push(g); });
+  });
+  var ORIGIN = {};
+  (D.origins || []).forEach(function (o) { ORIGIN[o[0]] = o; });
   var $ = function (id) { return document.getElementById(id); };
   var KIND_COLORS = {
     'all-gather': '#e8743b', 'reduce-scatter': '#9b59b6', 'all-reduce': '#d9534f',
@@ -152,6 +173,7 @@
     $('coll-count').textContent = '(' + rows.length + ')';
     sortRows();
     $('filter').addEventListener('input', filterRows);
+    $('more-rows').addEventListener('click', function () { showAllRows = true; filterRows(); });
     document.querySelectorAll('#collectives th').forEach(function (th) {
       th.addEventListener('click', function () {
         var k = th.getAttribute('data-key');
@@ -174,19 +196,28 @@
     });
     var tb = document.querySelector('#collectives tbody');
     rows.forEach(function (r) { tb.appendChild(r.tr); });
+    filterRows();
     document.querySelectorAll('#collectives th').forEach(function (th) {
       th.classList.remove('sorted-asc', 'sorted-desc');
       if (th.getAttribute('data-key') === sortKey) th.classList.add(sortDir > 0 ? 'sorted-asc' : 'sorted-desc');
     });
   }
+  /* Rows past ROW_LIMIT (in the current order, among those the filter keeps) are in the table
+   * but not displayed until asked for: laying out tens of thousands of rows took seconds. */
+  var ROW_LIMIT = 200, showAllRows = false;
   function filterRows() {
-    var q = $('filter').value.trim().toLowerCase(), shown = 0;
+    var q = $('filter').value.trim().toLowerCase(), shown = 0, match = 0;
     rows.forEach(function (r) {
       var ok = !q || r.text.indexOf(q) >= 0;
+      match += ok;
+      ok = ok && (showAllRows || match <= ROW_LIMIT);
       r.tr.style.display = ok ? '' : 'none';
       shown += ok;
     });
-    $('coll-count').textContent = '(' + shown + (shown < rows.length ? ' of ' + rows.length : '') + ')';
+    $('coll-count').textContent = '(' + match + (match < rows.length ? ' of ' + rows.length : '') + ')';
+    var more = $('more-rows');
+    more.hidden = shown >= match;
+    more.textContent = 'showing the first ' + shown + ' of ' + match + ' rows: filter to narrow them, or click to show all';
   }
   function selectCollective(i, tr) {
     var c = D.collectives[i];
@@ -196,8 +227,8 @@
                               : 'No source instruction was recorded for ' + c.name + '.';
     $('explain').textContent = c.kind + ' %' + c.name + ' ' + c.shape + (c.cause ? ' (' + c.cause + ')' : '') + '\n\n' + text;
     showGroups(c);
-    if (c.source && graphByKey(c.source)) showGraph(c.source, c.instr);
-    else if (!selectInstr(c.instr, 'after') && c.source_instr >= 0) selectInstr(c.source_instr, 'before');
+    if (!selectInstr(c.instr, 'after') && c.source_instr >= 0) selectInstr(c.source_instr, 'before');
+    if (c.source_instr >= 0) selectOp(c.source_instr);
   }
 
   /* ---- op_name tree ---- */
@@ -217,11 +248,14 @@
       var frag = document.createDocumentFragment();
       kids.forEach(function (k) {
         var d = el('details'), s = el('summary');
-        if (depth < 2) d.open = true;
         s.appendChild(document.createTextNode(k.name));
         s.appendChild(el('span', { 'class': 'b' }, bytes(k.bytes) + ' (' + k.n + ')'));
         d.appendChild(s);
-        if (Object.keys(k.kids).length) d.appendChild(render(k, depth + 1));
+        if (Object.keys(k.kids).length) { /* what is inside is made when first opened */
+          var made = false, grow = function () { if (!made && d.open) { made = true; d.appendChild(render(k, depth + 1)); } };
+          d.addEventListener('toggle', grow);
+          if (depth < 2 && kids.length <= 40) { d.open = true; grow(); } /* a short top opens */
+        }
         frag.appendChild(d);
       });
       return frag;
@@ -281,7 +315,7 @@
   }
 
   /* ---- graphs: pan, zoom, search ---- */
-  var G = { key: null, svg: null, vb: null, nodes: {}, hit: null };
+  var G = { key: null, phase: null, group: -1, svg: null, vb: null, nodes: {}, hit: null };
   function graphByKey(k) {
     var gs = D.graphs || [];
     for (var i = 0; i < gs.length; i++) if (gs[i].key === k) return gs[i];
@@ -290,40 +324,113 @@
   function drawTabs() {
     var tabs = $('graph-tabs');
     (D.graphs || []).forEach(function (g) {
-      if (g.key !== 'before' && g.key !== 'after') return;
       var b = el('button', { 'class': 'tab', 'data-key': g.key }, g.title);
       b.addEventListener('click', function () { showGraph(g.key); });
       tabs.appendChild(b);
     });
-    var focus = (D.graphs || []).filter(function (g) { return g.key !== 'before' && g.key !== 'after'; });
-    if (focus.length) {
-      var s = el('select', { id: 'focus-select', title: 'neighbourhoods of the busiest source ops' });
-      s.appendChild(el('option', { value: '' }, 'neighbourhood of...'));
-      focus.forEach(function (g) { s.appendChild(el('option', { value: g.key }, g.title)); });
-      s.addEventListener('change', function () { if (s.value) showGraph(s.value); });
-      tabs.appendChild(s);
-    }
+  }
+  /* Puts one diagram (SVG text) into the graph box and wires its nodes. */
+  function putSvg(svgText) {
+    var box = $('graph');
+    box.innerHTML = svgText;
+    G.svg = box.querySelector('svg'); G.nodes = {}; G.hit = null;
+    if (!G.svg) return;
+    var vb = G.svg.viewBox.baseVal;
+    G.full = { x: vb.x, y: vb.y, w: vb.width, h: vb.height };
+    G.svg.removeAttribute('width'); G.svg.removeAttribute('height');
+    G.svg.querySelectorAll('g.node').forEach(function (n) {
+      var t = n.querySelector('title');
+      if (t) G.nodes[t.textContent] = n;
+      n.addEventListener('click', function () { nodeClicked(t ? t.textContent : ''); });
+    });
+    start();
+  }
+  function markTabs(key) {
+    document.querySelectorAll('.tab').forEach(function (t) { t.classList.toggle('active', t.getAttribute('data-key') === key); });
   }
   function showGraph(key, selectIdx) {
+    if (TREES[key]) return openGroup(key, 0, selectIdx);
     var g = graphByKey(key);
     if (!g) return false;
     if (G.key !== key) {
-      var box = $('graph');
-      box.innerHTML = g.svg;
-      G.key = key; G.svg = box.querySelector('svg'); G.nodes = {}; G.hit = null;
-      if (G.svg) {
-        var vb = G.svg.viewBox.baseVal;
-        G.full = { x: vb.x, y: vb.y, w: vb.width, h: vb.height };
-        G.svg.removeAttribute('width'); G.svg.removeAttribute('height');
-        G.svg.querySelectorAll('g.node').forEach(function (n) {
-          var t = n.querySelector('title');
-          if (t) G.nodes[t.textContent] = n;
-          n.addEventListener('click', function () { nodeClicked(t ? t.textContent : ''); });
-        });
-        start();
-      }
-      document.querySelectorAll('.tab').forEach(function (t) { t.classList.toggle('active', t.getAttribute('data-key') === key); });
+      putSvg(g.svg);
+      G.key = key; G.phase = key; G.group = -1;
+      markTabs(key);
       $('graph-note').textContent = g.note || '';
+      $('crumbs').textContent = '';
+    }
+    if (selectIdx !== undefined) selectNode(nodeIdFor(selectIdx));
+    return true;
+  }
+  /* ---- the group tree of a collapsed phase: a box opens its group ---- */
+  function crumbs(phase, g) {
+    var T = TREES[phase], box = $('crumbs'), chain = [];
+    for (var x = g; x >= 0; x = T.parent[x]) chain.unshift(x);
+    box.textContent = '';
+    chain.forEach(function (x, k) {
+      if (k) box.appendChild(document.createTextNode(' \u203a '));
+      var a = el('a', { href: '#', 'data-group': x }, x ? T.name[x] : phase + ' (all)');
+      a.addEventListener('click', function (e) { e.preventDefault(); openGroup(phase, x); });
+      box.appendChild(a);
+    });
+  }
+  function membersOf(phase, g) {
+    var T = TREES[phase], out = [], inside = {};
+    inside[g] = true;
+    for (var x = g + 1; x < T.parent.length && T.parent[x] >= 0 && inside[T.parent[x]]; x++) inside[x] = true;
+    for (var i = 0; i < T.leafOf.length; i++) if (inside[T.leafOf[i]]) out.push(T.lo + i);
+    return out;
+  }
+  var LIST_MAX = 2000;
+  function listGroup(phase, g) {
+    var T = TREES[phase], box = $('graph');
+    G.svg = null; G.nodes = {}; G.hit = null;
+    box.innerHTML = '';
+    var why = T.why[g] === 1
+      ? 'This group is too large to draw: its diagram has ' + T.units[g] + ' nodes and edges, past the budget of ' + T.group_units + ' per diagram.'
+      : 'This group was not drawn: the page\'s budget for diagrams (' + T.total_units + ' nodes and edges) went to busier groups.';
+    var div = el('div', { 'class': 'group-list', id: 'group-list' });
+    div.appendChild(el('p', { 'class': 'too-large' }, why + ' Its ' + T.members[g] + ' instructions are listed; click one to select it.'));
+    if (T.kids[g].length) {
+      var ul = el('ul');
+      T.kids[g].forEach(function (x) {
+        var li = el('li'), a = el('a', { href: '#', 'data-group': x }, T.name[x]);
+        a.addEventListener('click', function (e) { e.preventDefault(); openGroup(phase, x); });
+        li.appendChild(a); li.appendChild(document.createTextNode(' (' + T.members[x] + ' instructions' + (T.send[x] > 0 ? ', sends ' + bytes(T.send[x]) : '') + ')'));
+        ul.appendChild(li);
+      });
+      div.appendChild(el('h3', null, 'groups inside')); div.appendChild(ul);
+    }
+    var ops = membersOf(phase, g), tbl = el('table', { 'class': 'ops' });
+    ops.slice(0, LIST_MAX).forEach(function (idx) {
+      var tr = el('tr', { 'data-instr': idx }), a = el('a', { href: '#' }, '%' + D.names[idx]);
+      a.addEventListener('click', function (e) { e.preventDefault(); selectOp(idx); tr.classList.add('selected'); });
+      var td = el('td'); td.appendChild(a); tr.appendChild(td);
+      tr.appendChild(el('td', null, T.name[T.leafOf[idx - T.lo]]));
+      tbl.appendChild(tr);
+    });
+    div.appendChild(el('h3', null, 'instructions' + (ops.length > LIST_MAX ? ' (the first ' + LIST_MAX + ' of ' + ops.length + ')' : '')));
+    div.appendChild(tbl);
+    box.appendChild(div);
+  }
+  function openGroup(phase, g, selectIdx) {
+    var T = TREES[phase], key = phase + ':' + g;
+    if (G.key !== key) {
+      var at = T.svg[g];
+      if (at === -2) putSvg(graphByKey(phase).svg);
+      else if (at >= 0) putSvg(D.tree_svgs[at]);
+      else listGroup(phase, g);
+      var undrawn = 0;
+      T.kids[g].forEach(function (x) { /* boxes that open as a list: dashed */
+        var n = G.nodes['h' + x];
+        if (n && T.svg[x] === -1) { n.classList.add('undrawn'); undrawn++; }
+      });
+      G.key = key; G.phase = phase; G.group = g;
+      markTabs(phase);
+      var gn = graphByKey(phase);
+      $('graph-note').textContent = (g ? phase + ': ' + T.name[g] + ', ' + T.members[g] + ' instructions' + (at < 0 ? ' (not drawn)' : '') : (gn && gn.note) || '') +
+        (undrawn ? '; ' + undrawn + ' dashed box' + (undrawn === 1 ? '' : 'es') + ' open as a list of their ops (too large to draw, or past the page\'s budget)' : '');
+      crumbs(phase, g);
     }
     if (selectIdx !== undefined) selectNode(nodeIdFor(selectIdx));
     return true;
@@ -374,13 +481,28 @@
     $('zoom-out').addEventListener('click', function () { zoom(1.5); });
     $('zoom-fit').addEventListener('click', fit);
   }
-  /* The node that shows instruction idx in the current graph: its own, or its computation's
-   * box when the graph is collapsed per computation. */
+  /* The node that shows instruction idx in the current graph: its own, the box of the group
+   * holding it (a group view), or its computation's box (a graph collapsed per computation). */
   function nodeIdFor(idx) {
     var own = (idx < D.n_before ? 'b' : 'a') + idx;
     if (G.nodes[own]) return own;
+    var T = TREES[G.phase];
+    if (T && G.group >= 0 && idx >= T.lo && idx - T.lo < T.leafOf.length) {
+      for (var x = T.leafOf[idx - T.lo]; x >= 0; x = T.parent[x])
+        if (T.parent[x] === G.group) return G.nodes['h' + x] ? 'h' + x : null;
+    }
     var c = 'c' + D.comp[idx];
     return G.nodes[c] ? c : null;
+  }
+  /* A node's box in the SVG's own coordinates (the viewBox's): getBBox is in the node's, which
+   * Graphviz's translate on the whole graph moves. */
+  function boxInSvg(n) {
+    var b = n.getBBox(), m = n.getCTM(), r = G.svg.getCTM();
+    if (!m || !r) return b;
+    var t = r.inverse().multiply(m), p = G.svg.createSVGPoint(), q = G.svg.createSVGPoint();
+    p.x = b.x; p.y = b.y; q.x = b.x + b.width; q.y = b.y + b.height;
+    p = p.matrixTransform(t); q = q.matrixTransform(t);
+    return { x: Math.min(p.x, q.x), y: Math.min(p.y, q.y), width: Math.abs(q.x - p.x), height: Math.abs(q.y - p.y) };
   }
   function selectNode(id) {
     if (G.hit) G.hit.classList.remove('hit');
@@ -388,42 +510,74 @@
     var n = id ? G.nodes[id] : null;
     if (!n) return false;
     n.classList.add('hit'); G.hit = n;
-    var b = n.getBBox(), v = G.vb, w = Math.min(v.w, G.full.w), h = Math.min(v.h, G.full.h);
-    if (w > 1200) { h = h * 1200 / w; w = 1200; }
+    /* about one screen pixel per point around it (no closer than the whole graph needs) */
+    var b = boxInSvg(n), r = $('graph').getBoundingClientRect();
+    var w = Math.min(G.full.w, Math.max(r.width || 1200, b.width * 1.5)), h = w * ((r.height || 560) / (r.width || 1200));
     setView(b.x + b.width / 2 - w / 2, b.y + b.height / 2 - h / 2, w, h);
     return true;
   }
+  /* Shows instruction idx of `phase`: in a group tree, the innermost drawn group holding it. */
   function selectInstr(idx, phase) {
+    var T = TREES[phase];
+    if (T && idx >= T.lo && idx - T.lo < T.leafOf.length && T.leafOf[idx - T.lo] >= 0) {
+      var g = T.leafOf[idx - T.lo];
+      while (g > 0 && T.svg[g] === -1) g = T.parent[g];
+      openGroup(phase, g);
+      return selectNode(nodeIdFor(idx));
+    }
     if (!showGraph(phase)) return false;
     return selectNode(nodeIdFor(idx));
   }
+  /* ---- the selected op: where its sharding came from, and why it was partitioned so ---- */
+  function originText(o) {
+    var S = D.strs || [], n = function (i) { return i >= 0 ? '%' + D.names[i] : '%?'; };
+    var t = 'origin: %' + D.names[o[0]] + ' got ' + S[o[1]] + ' ' + S[o[5]];
+    if (o[2] >= 0) t += ' from ' + n(o[2]) + (o[3] >= 0 ? ' (parameter ' + o[3] + ', annotated)' : ' (annotated)');
+    var path = o[4];
+    if (path.length > 2) {
+      t += ' through';
+      for (var k = 1; k + 1 < path.length; k++) t += (k === 1 ? ' ' : k + 2 === path.length ? ' and ' : ', ') + n(path[k]);
+    }
+    if (o[6] >= 0) t += ' at level ' + o[6];
+    if (o[7] >= 0) t += ' (rule ' + S[o[7]] + ')';
+    if (o[8] >= 0 && o[9] >= 0) t += '; merged ' + S[o[8]] + ' with ' + S[o[9]];
+    return t;
+  }
+  function selectOp(idx) {
+    var after = idx >= D.n_before, src = after ? (D.derived || [])[idx - D.n_before] : idx;
+    var lines = ['%' + D.names[idx] + (after ? ' (after partitioning)' : ' (before partitioning)')];
+    if (after) lines.push(src >= 0 ? 'derived from %' + D.names[src] : 'no recorded source instruction');
+    var o = src >= 0 ? ORIGIN[src] : null;
+    lines.push(o ? originText(o) : (src >= 0 ? 'origin: the sharding of %' + D.names[src] + ' was not set by propagation (annotated, or no propagation ran)' : ''));
+    $('op-origin').textContent = o ? originText(o) : '';
+    var c = null;
+    (D.collectives || []).forEach(function (x) { if (!c && x.source_instr === src && x.explain >= 0) c = x; });
+    if (c) lines.push('', D.explain[c.explain].map(function (k) { return D.lines[k]; }).join('\n'));
+    $('op').textContent = lines.join('\n');
+    $('op').setAttribute('data-instr', String(idx));
+  }
   function nodeClicked(id) {
-    var m = /^([abcgp])(\d+)$/.exec(id);
+    var m = /^([abcgh])(\d+)$/.exec(id);
     if (!m) return;
-    var idx = +m[2], name = D.names[idx];
-    if (m[1] === 'c' || m[1] === 'g' || m[1] === 'p') {
-      /* a collapsed box: open the busiest neighbourhood inside it, when one was drawn (an
-       * op_name box holds the collectives whose op_name starts with its first label line) */
-      var best = null, text = G.nodes[id].querySelector('text'), prefix = text ? text.textContent : '';
-      (D.collectives || []).forEach(function (c) {
-        var inside = m[1] === 'p' ? (c.op_name || '').indexOf(prefix + '/') === 0 : D.comp[c.instr] === D.comp[idx];
-        if (c.source && graphByKey(c.source) && inside && (!best || c.send > best.send)) best = c;
-      });
-      if (best) { showGraph(best.source, best.instr); $('search-result').textContent = 'expanded: neighbourhood of %' + best.source; }
-      else $('search-result').textContent = 'collapsed box of %' + name + '; search a name inside it, or use viz --focus';
+    var idx = +m[2];
+    if (m[1] === 'h') { openGroup(G.phase, idx); return; }
+    if (m[1] === 'c' || m[1] === 'g') {
+      $('search-result').textContent = 'collapsed box of %' + D.names[idx] + '; search a name inside it, or use viz --focus';
       return;
     }
-    $('search-result').textContent = '%' + name;
+    $('search-result').textContent = '%' + D.names[idx];
+    selectOp(idx);
     for (var i = 0; i < rows.length; i++) {
       var c = rows[i].c;
-      if (c.instr === idx || c.source_instr === idx) { rows[i].tr.scrollIntoView({ block: 'nearest' }); rows[i].tr.click(); return; }
+      if (c.instr === idx || c.source_instr === idx) { rows[i].tr.scrollIntoView({ block: 'nearest' }); rows[i].tr.click(); break; }
     }
+    selectOp(idx);
   }
   function search(q) {
     q = q.trim().replace(/^%/, '');
     if (!q) { $('search-result').textContent = ''; return; }
     var names = D.names || [], exact = -1, part = -1, count = 0;
-    var want = G.key === 'before' ? [0, D.n_before] : [D.n_before, names.length];
+    var want = G.phase === 'before' ? [0, D.n_before] : [D.n_before, names.length];
     for (var i = 0; i < names.length; i++) {
       var inView = i >= want[0] && i < want[1];
       if (names[i] === q) { if (exact < 0 || (inView && !(exact >= want[0] && exact < want[1]))) exact = i; }
@@ -432,26 +586,104 @@
     var idx = exact >= 0 ? exact : part;
     if (idx < 0) { $('search-result').textContent = 'no op named ' + q; return; }
     var phase = idx < D.n_before ? 'before' : 'after';
-    if (G.key !== 'before' && G.key !== 'after' && G.nodes[(phase === 'before' ? 'b' : 'a') + idx]) phase = G.key;
     var ok = selectInstr(idx, phase);
+    selectOp(idx);
     $('search-result').textContent = 'found %' + names[idx] + ' (' + (idx < D.n_before ? 'before' : 'after') + ')' +
       (ok ? '' : ', not drawn in this view') + (exact < 0 && count > 1 ? '; ' + count + ' names contain "' + q + '"' : '');
     $('search-result').setAttribute('data-found', names[idx]);
   }
 
+  /* ---- live bytes over the schedule (memory estimate), the peak marked ---- */
+  function drawMemory() {
+    var M = D.memory || [];
+    if (!M.length) return;
+    $('memory-panel').hidden = false;
+    var sel = $('memory-select');
+    M.forEach(function (m, k) {
+      var d = m.devices.length ? 'devices ' + (m.devices.length > 6 ? m.devices[0] + '..' + m.devices[m.devices.length - 1] : m.devices.join(',')) : 'one device';
+      sel.appendChild(el('option', { value: k }, (m.phase === 'before' ? 'before partitioning, ' : 'after partitioning, ') + d));
+    });
+    var first = 0;
+    M.forEach(function (m, k) { if (m.phase === 'after' && M[first].phase !== 'after') first = k; });
+    sel.value = String(first);
+    sel.addEventListener('change', function () { memoryChart(M[+sel.value]); });
+    memoryChart(M[first]);
+  }
+  function memoryChart(m) {
+    var NS = 'http://www.w3.org/2000/svg', W = 900, H = 220, L = 70, B = 24, T = 16;
+    var box = $('memory-chart'), p = m.profile, step = m.step || 1, n = p.length;
+    box.textContent = '';
+    var max = 0, at = 0;
+    p.forEach(function (v, k) { if (v > max) { max = v; at = k; } });
+    var top = Math.max(max, m.peak) || 1;
+    var svg = document.createElementNS(NS, 'svg');
+    svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H); svg.setAttribute('id', 'memory-svg');
+    function mk(tag, attrs, text) {
+      var e = document.createElementNS(NS, tag);
+      for (var k in attrs) e.setAttribute(k, attrs[k]);
+      if (text !== undefined) e.textContent = text;
+      svg.appendChild(e); return e;
+    }
+    var x = function (k) { return L + (n > 1 ? k * (W - L - 10) / (n - 1) : 0); };
+    var y = function (v) { return H - B - v * (H - B - T) / top; };
+    for (var g = 0; g <= 4; g++) {
+      var v = top * g / 4;
+      mk('line', { x1: L, x2: W - 10, y1: y(v), y2: y(v), stroke: '#e3e7ec' });
+      mk('text', { x: L - 6, y: y(v) + 4, 'text-anchor': 'end', 'font-size': 11, fill: '#6b7785' }, bytes(v));
+    }
+    var pts = p.map(function (v, k) { return x(k).toFixed(1) + ',' + y(v).toFixed(1); });
+    mk('polygon', { points: L + ',' + y(0) + ' ' + pts.join(' ') + ' ' + x(n - 1) + ',' + y(0), fill: '#dbe9f7' });
+    mk('polyline', { points: pts.join(' '), fill: 'none', stroke: '#4a7fb5', 'stroke-width': 1.5 });
+    mk('text', { x: L, y: H - 6, 'font-size': 11, fill: '#6b7785' }, 'schedule position 0');
+    mk('text', { x: W - 10, y: H - 6, 'font-size': 11, fill: '#6b7785', 'text-anchor': 'end' }, String(n * step) + ' (' + step + ' per point)');
+    var dot = mk('circle', { cx: x(at), cy: y(max), r: 5, fill: '#d9534f', id: 'memory-peak', 'data-peak': String(m.peak), 'data-max': String(max) });
+    var peakName = m.peak_instr >= 0 ? '%' + D.names[m.peak_instr] : '';
+    dot.appendChild(document.createElementNS(NS, 'title')).textContent = 'peak ' + bytes(m.peak) + ' at position ' + m.peak_position + ' ' + peakName;
+    mk('text', { x: Math.min(x(at) + 8, W - 200), y: Math.max(y(max) - 6, T), 'font-size': 12, fill: '#c0392b', id: 'memory-peak-label' },
+       'peak ' + bytes(m.peak) + (peakName ? ' at ' + peakName : ''));
+    box.appendChild(svg);
+    $('memory-note').textContent = 'parameters ' + bytes(m.parameter) + ', outputs ' + bytes(m.output) + ', peak ' + bytes(m.peak) +
+      ' (temporaries ' + bytes(m.peak_temp) + ') at schedule position ' + m.peak_position + (peakName ? ' (' + peakName + ')' : '') +
+      '; each point is the most live at once over ' + step + ' position' + (step === 1 ? '' : 's') + '.';
+    var tb = $('memory-top');
+    tb.textContent = '';
+    var h = el('tr');
+    ['buffer', 'bytes', 'kind', 'op_name'].forEach(function (k) { h.appendChild(el('th', null, k)); });
+    tb.appendChild(h);
+    m.top.forEach(function (b) {
+      var tr = el('tr'), td = el('td');
+      if (b.instr >= 0) {
+        var a = el('a', { href: '#' }, '%' + D.names[b.instr]);
+        a.addEventListener('click', function (e) { e.preventDefault(); selectInstr(b.instr, b.instr < D.n_before ? 'before' : 'after'); selectOp(b.instr); });
+        td.appendChild(a);
+      }
+      tr.appendChild(td);
+      tr.appendChild(el('td', { 'class': 'num' }, bytes(b.bytes)));
+      tr.appendChild(el('td', null, (D.strs || [])[b.kind] || ''));
+      tr.appendChild(el('td', null, b.op_name || ''));
+      tb.appendChild(tr);
+    });
+  }
+
   function main() {
-    drawTotals();
-    drawDiff();
-    drawBars();
-    drawMesh();
-    drawTable();
-    drawTree();
-    drawWarnings();
-    drawTabs();
+    var steps = [], t0 = performance.now();
+    function step(name, f) { f(); var t = performance.now(); steps.push(name + ' ' + Math.round(t - t0)); t0 = t; }
+    step('totals', drawTotals);
+    step('diff', drawDiff);
+    step('bars', drawBars);
+    step('mesh', drawMesh);
+    step('table', drawTable);
+    step('tree', drawTree);
+    step('warnings', drawWarnings);
+    step('memory', drawMemory);
+    step('tabs', drawTabs);
     initPanZoom();
     $('search').addEventListener('keydown', function (e) { if (e.key === 'Enter') search($('search').value); });
     $('search').addEventListener('change', function () { search($('search').value); });
-    if (D.graphs && D.graphs.length) showGraph(graphByKey('after') ? 'after' : D.graphs[0].key);
+    step('layout', function () { return document.body.offsetHeight; });
+    step('graph', function () { if (D.graphs && D.graphs.length) showGraph(graphByKey('after') ? 'after' : D.graphs[0].key); });
+    /* ms per step, and when the script started (parsing the page and its data before it) */
+    document.body.setAttribute('data-steps', 'start ' + Math.round(T_START) + ', ' + steps.join(', '));
     document.body.setAttribute('data-ready', String(Math.round(performance.now())));
   }
   main();

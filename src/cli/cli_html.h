@@ -7,20 +7,24 @@
 #include "reports/html.h"
 #include "viz/viz.h"
 
-enum { CLI_HTML_MAX_FOCUS = 12 }; /* neighbourhood views of the busiest source ops */
-
 typedef struct CliHtmlGraphs {
-    ReportHtmlGraph g[2 + CLI_HTML_MAX_FOCUS]; /* before, after, then neighbourhoods */
+    ReportHtmlGraph g[2]; /* before, after */
     uint32_t n;
-    SlBuf svg[2 + CLI_HTML_MAX_FOCUS], note[2 + CLI_HTML_MAX_FOCUS];
-    SlArena arena; /* titles */
+    SlBuf svg[2], note[2];
+    VizTreeView *view[2];   /* the group tree of a phase too big to draw whole, or NULL */
+    ReportHtmlTree tree[2]; /* ... as the page takes it */
+    uint32_t n_trees;
+    SlArena arena; /* group diagrams and their arrays */
 } CliHtmlGraphs;
 
-/* Renders the before and after views of `run` (and, when the after view had to be collapsed,
- * the neighbourhoods of the source ops with the most traffic) as SVG text. Errors are
- * reported (about `where`); returns the exit code. Pair with cli_html_graphs_fini. */
-int cli_html_graphs(VizRenderer *r, const TraceRun *run, const char *mesh, const char *where,
-                    CliHtmlGraphs *out);
+/* Renders the before and after views of `run` as SVG text. A phase too big to draw whole gets
+ * a group tree instead (viz_tree_new): its root's diagram is the view, and the diagrams of
+ * the groups below it are drawn breadth first, busiest first, within a per-group and a total
+ * layout budget (`layout_budget` nodes + edges after partitioning, 5/12 of it before; 0: by the
+ * module's size). Errors are reported (about `where`); returns the exit code. Pair with
+ * cli_html_graphs_fini. */
+int cli_html_graphs(VizRenderer *r, const TraceRun *run, const char *mesh, uint64_t layout_budget,
+                    const char *where, CliHtmlGraphs *out);
 void cli_html_graphs_fini(CliHtmlGraphs *g);
 /* Writes the page (atomically) to `path`; `in` without graphs takes them from `graphs`. */
 int cli_html_write(ReportHtmlInput *in, const CliHtmlGraphs *graphs, const char *path);

@@ -118,7 +118,7 @@ draw(const TraceRun *run, const Report *rep, const ReportOptions *ro, const Path
     if (viz_renderer_new(&r, &err))
         return cli_report_at(&err, p->after);
     CliHtmlGraphs g;
-    int code = cli_html_graphs(r, run, ro->mesh, p->trace, &g);
+    int code = cli_html_graphs(r, run, ro->mesh, 0, p->trace, &g);
     const char *paths[] = {p->before, p->after};
     for (size_t k = 0; k < SL_COUNTOF(paths) && code == CLI_EXIT_OK; k++) {
         if (sl_file_write_atomic(paths[k], g.svg[k].data, g.svg[k].len, &err))

@@ -509,8 +509,14 @@ trace_explain(const TraceRun *run, const char *name, SlBuf *out, SlError *err)
         i = &run->instrs[after->derived_from];
         sl_buf_printf(out, "%s is an output instruction derived from %s.\n", after->name, i->name);
     }
-    put_origin(run, (uint32_t)(i - run->instrs), out);
-    explain_source(run, (uint32_t)(i - run->instrs), out);
+    return trace_explain_instr(run, (uint32_t)(i - run->instrs), out, err);
+}
+
+SlStatus
+trace_explain_instr(const TraceRun *run, uint32_t idx, SlBuf *out, SlError *err)
+{
+    put_origin(run, idx, out);
+    explain_source(run, idx, out);
     if (out->failed)
         return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");
     return SL_OK;

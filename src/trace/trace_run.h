@@ -215,5 +215,7 @@ const TraceRunInstr *trace_run_find_instr(const TraceRun *run, TracePhase phase,
  * windowed loop. An output instruction's name explains its source. Unknown names are
  * SL_ERR_INVALID, with the closest names in the message. */
 SlStatus trace_explain(const TraceRun *run, const char *name, SlBuf *out, SlError *err);
+/* trace_explain of the 'before' instruction instrs[idx], found by index (no name lookup). */
+SlStatus trace_explain_instr(const TraceRun *run, uint32_t idx, SlBuf *out, SlError *err);
 
 #endif
