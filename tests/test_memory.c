@@ -67,7 +67,9 @@ static const struct {
      {4096, 4096, 4096, 5140, 1044, "w", "w:1:4096:output w:0:1036:nested z:0:4:temp "
                                          "w:0:4:temp"}},
     /* views only, until s and n: a 256 + b 128 + s 256 + n 128 = 768; the root returns a
-     * too (passed through: an output of 256 more, no new storage) */
+     * too (passed through from a parameter that is not donated: XLA copies it, an output of
+     * 256 more), and its tuple has a pointer table of 3 x 8 B: outputs 256 + 128 + 256 + 24 =
+     * 664, and at r 768 + the copy 256 + the table 24 = 1048 */
     {"tuples",
      "HloModule m\n\n"
      "ENTRY main {\n"
@@ -83,10 +85,11 @@ static const struct {
      "  n = f32[32] negate(y)\n"
      "  ROOT r = (f32[8,8], f32[32], f32[64]) tuple(bc, n, x)\n"
      "}\n",
-     {384, 640, 0, 768, 0, "n", "a:0:256:parameter s:0:256:output b:0:128:parameter "
-                                "n:0:128:output"}},
+     {384, 664, 0, 1048, 0, "r", "a:0:256:parameter s:0:256:output b:0:128:parameter "
+                                 "n:0:128:output"}},
     /* w and m donated (live until their last use), g not (live to the end): at m2, w + m + g
-     * + m2 = 4096; at w2, w + g + m2 + w2 = 4096; then 3072 */
+     * + m2 = 4096; at w2, w + g + m2 + w2 = 4096; then 3072 + the root's pointer table 16;
+     * outputs 2048 + 16 */
     {"donated_step",
      "HloModule m, input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, may-alias) }\n\n"
      "ENTRY main {\n"
@@ -97,7 +100,7 @@ static const struct {
      "  w2 = f32[256] subtract(w, m2)\n"
      "  ROOT r = (f32[256], f32[256]) tuple(w2, m2)\n"
      "}\n",
-     {3072, 2048, 2048, 4096, 0, "m2", "w:0:1024:parameter m:0:1024:parameter "
+     {3072, 2064, 2048, 4096, 0, "m2", "w:0:1024:parameter m:0:1024:parameter "
                                        "g:0:1024:parameter m2:0:1024:output"}},
     /* a donated parameter updated in place while nothing reads it later: u takes x's
      * storage (x 4096 until d, then u); not when x is read after the update (u2 is a copy) */
@@ -112,8 +115,9 @@ static const struct {
      "  k = f32[1024] negate(u)\n"
      "  ROOT t = (f32[1024], f32[1024]) tuple(u2, k)\n"
      "}\n",
-     /* at u2: r 64 + i 4 + u 4096 + u2 4096 = 8260; at k: + k 4096 = 12356 */
-     {4164, 8192, 4096, 12356, 4096, "k", "u:0:4096:temp u2:0:4096:output k:0:4096:output "
+     /* at u2: r 64 + i 4 + u 4096 + u2 4096 = 8260; at k: + k 4096 = 12356; outputs u2 + k
+      * + the root's pointer table 16 */
+     {4164, 8208, 4096, 12356, 4096, "k", "u:0:4096:temp u2:0:4096:output k:0:4096:output "
                                           "r:0:64:parameter i:0:4:parameter"}},
     /* all-gather-start's (operand, result) pair: the operand slot is the operand's storage,
      * done is the result slot: x 1024 + start's result 4096 (+ y 4096 at y) */

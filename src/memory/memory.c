@@ -32,6 +32,7 @@ typedef struct Val {
     uint32_t parent;    /* the value whose storage this one takes over in place; NO_VAL */
     uint8_t cls;
     bool is_readonly; /* a constant, or an entry parameter that is not donated */
+    bool returned;    /* summarize: already met among the entry root's leaves */
 } Val;
 
 typedef struct Ctx {
@@ -47,9 +48,26 @@ typedef struct Ctx {
     bool *is_output_alias;       /* by entry root leaf: an output with a donated parameter */
     bool **passthru; /* by computation id (while bodies): root leaf k is the parameter's leaf
                         k unchanged (loop-invariant state, which needs no copy); NULL: none */
+    int64_t param_tables; /* the entry's: pointer tables of its tuple-shaped parameters, */
+    int64_t root_tables;  /* and of its root with the copies it needs (root_outputs), live
+                             from the root's place to the end */
+    uint32_t root_pos;
     uint32_t n_ignored;
     bool oom;
 } Ctx;
+
+/* The pointer tables of a tuple-shaped value: one pointer per element, for the tuple and for
+ * every tuple inside it (what XLA's buffer assignment gives a tuple's own buffer). */
+static int64_t
+tuple_tables(const IrShape *s)
+{
+    if (!ir_shape_is_tuple(s))
+        return 0;
+    int64_t b = (int64_t)s->n_elems * MEM_POINTER_BYTES;
+    for (uint32_t k = 0; k < s->n_elems; k++)
+        b += tuple_tables(&s->elems[k]);
+    return b;
+}
 
 const char *
 mem_buf_kind_name(MemBufKind k)
@@ -81,7 +99,7 @@ new_val(Ctx *cx, const IrInstr *i, uint32_t leaf, uint32_t pos, uint8_t cls)
         cx->cap_vals = cap;
     }
     const IrShape *s = ir_shape_leaf(&i->shape, leaf);
-    Val v = {s ? ir_shape_byte_size(s) : 0, i, leaf, pos, pos, NO_VAL, cls, false};
+    Val v = {s ? ir_shape_byte_size(s) : 0, i, leaf, pos, pos, NO_VAL, cls, false, false};
     cx->vals[cx->n_vals] = v;
     return cx->n_vals++;
 }
@@ -435,6 +453,10 @@ peak_of(Ctx *cx, uint32_t n_pos, const int64_t *extra, Peak *out)
         cx->oom = true;
         return;
     }
+    if (prof && n_pos) { /* the entry's tuple tables: parameters throughout, the root's at its end */
+        all[0] += cx->param_tables;
+        all[cx->root_pos < n_pos ? cx->root_pos : n_pos - 1] += cx->root_tables;
+    }
     for (uint32_t k = 0; k < cx->n_vals; k++) {
         const Val *v = &cx->vals[k];
         if (!counts(v) || v->last < v->def)
@@ -594,9 +616,35 @@ add_top(MemEstimate *out, MemBuffer b)
     qsort(out->top, out->n_top, sizeof(MemBuffer), cmp_top);
 }
 
+/* Every root leaf is an output buffer of its own: one passed through from a parameter that is
+ * not donated, or returned twice, is still an output, which XLA copies at the root (live from
+ * there, with the root's pointer tables). */
+static void
+root_outputs(Ctx *cx, const IrComputation *entry, MemEstimate *out)
+{
+    if (!entry->root)
+        return;
+    uint32_t n = ir_shape_leaf_count(&entry->root->shape);
+    const uint32_t *lv = leaves_of(cx, entry->root);
+    for (uint32_t k = 0; k < n; k++) {
+        if (lv[k] == NO_VAL)
+            continue;
+        Val *v = &cx->vals[lv[k]];
+        if (v->cls != C_OUTPUT || v->returned) {
+            out->output_bytes += v->bytes;
+            if (!cx->is_output_alias[k] || v->returned)
+                cx->root_tables += v->bytes; /* a copy */
+        }
+        v->returned = true;
+        if (cx->is_output_alias[k])
+            out->alias_bytes += v->bytes;
+    }
+}
+
 static void
 summarize(Ctx *cx, const IrComputation *entry, const int64_t *extra, MemEstimate *out)
 {
+    root_outputs(cx, entry, out);
     Peak pk = {.profile = out};
     peak_of(cx, entry->n_instrs, extra, &pk);
     out->peak_bytes = pk.bytes;
@@ -621,20 +669,7 @@ summarize(Ctx *cx, const IrComputation *entry, const int64_t *extra, MemEstimate
     }
     if (out->peak_instr && extra[pk.pos] > 0)
         add_top(out, (MemBuffer){out->peak_instr, 0, extra[pk.pos], MEM_BUF_NESTED});
-    /* a root leaf passed through from a parameter is still an output (XLA copies it) */
-    if (entry->root) {
-        uint32_t n = ir_shape_leaf_count(&entry->root->shape);
-        const uint32_t *lv = leaves_of(cx, entry->root);
-        for (uint32_t k = 0; k < n; k++) {
-            if (lv[k] == NO_VAL)
-                continue;
-            const Val *v = &cx->vals[lv[k]];
-            if (v->cls != C_OUTPUT)
-                out->output_bytes += v->bytes;
-            if (cx->is_output_alias[k])
-                out->alias_bytes += v->bytes;
-        }
-    }
+    out->parameter_bytes += cx->param_tables;
 }
 
 static SlStatus
@@ -691,6 +726,15 @@ run(Ctx *cx, MemEstimate *out, SlError *err)
         }
     }
     if (!cx->oom) {
+        for (uint32_t k = 0; k < entry->n_params; k++)
+            if (entry->params[k])
+                cx->param_tables += tuple_tables(&entry->params[k]->shape);
+        if (entry->root) {
+            out->output_bytes = cx->root_tables = tuple_tables(&entry->root->shape);
+            for (uint32_t k = 0; k < entry->n_instrs; k++)
+                if (entry->instrs[k] == entry->root)
+                    cx->root_pos = k;
+        }
         walk(cx, entry, -1, extra);
         summarize(cx, entry, extra, out);
     }

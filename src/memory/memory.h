@@ -23,7 +23,14 @@
  *                        reducers hold no buffers;
  *   donation:            input_output_alias in the header: a donated parameter may be
  *                        updated in place, and is live only until its last use.
- * Tuple index tables, layouts, padding and fusion are not modelled. */
+ *   outputs:             every leaf of the entry's root is an output buffer of its own: a leaf
+ *                        passed through from a parameter that is not donated, or returned
+ *                        twice, is copied at the root (as XLA's copy insertion does).
+ *   pointer tables:      a tuple-shaped entry parameter or root has a table of one pointer
+ *                        (MEM_POINTER_BYTES) per element, for each tuple in its shape, counted in
+ *                        parameter_bytes / output_bytes (as XLA's argument and output sizes).
+ * Tables of temporary tuples, layouts and fusion are not modelled (tools/xla/MEMORY.md compares
+ * the figures with XLA's). */
 #ifndef SHARDLENS_MEMORY_H
 #define SHARDLENS_MEMORY_H
 
@@ -32,6 +39,7 @@
 
 #define MEM_TOP_BUFFERS   10  /* buffers kept from the peak, largest first */
 #define MEM_PROFILE_SLOTS 512 /* points of the live-bytes profile over the schedule */
+#define MEM_POINTER_BYTES 8   /* one element of a tuple's pointer table */
 
 typedef enum MemBufKind {
     MEM_BUF_PARAMETER, /* an entry parameter (leaf `leaf` of it) */
@@ -49,8 +57,8 @@ typedef struct MemBuffer {
 } MemBuffer;
 
 typedef struct MemEstimate {
-    int64_t parameter_bytes;    /* every entry parameter leaf */
-    int64_t output_bytes;       /* distinct values the entry root returns */
+    int64_t parameter_bytes;    /* every entry parameter leaf, with tuple pointer tables */
+    int64_t output_bytes;       /* every leaf the entry root returns, with its pointer tables */
     int64_t alias_bytes;        /* outputs given storage of donated parameters */
     int64_t peak_bytes;         /* the most bytes live at once: parameters, outputs, temps */
     int64_t peak_temp_bytes;    /* of peak_bytes: temporaries (nested peaks included) */
