@@ -1,9 +1,10 @@
 /* test_memory.c - the memory estimate (src/memory) on modules counted by hand here: a while
  * loop updating its state in place with dynamic-update-slice (with and without donation), a
- * tuple-heavy module of views, a training step with donated parameters, an async collective
- * pair, a call, a conditional, the schedule's order, and a value that cannot be updated in
- * place because it is read later. Each
- * case gives the schedule's live bytes in its comment. */
+ * tuple-heavy module of views, a root returning a value twice, a training step with donated
+ * parameters, an async collective pair, a call, a conditional, the schedule's order, a value
+ * that cannot be updated in place because it is read later, and a partitioned module whose
+ * donated parameter and output differ in size. Each case gives the schedule's live bytes in
+ * its comment. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -87,6 +88,17 @@ static const struct {
      "}\n",
      {384, 664, 0, 1048, 0, "r", "a:0:256:parameter s:0:256:output b:0:128:parameter "
                                  "n:0:128:output"}},
+    /* a root returning y twice and the parameter x: each leaf is an output buffer of its own
+     * (XLA copies the second y and x at the root): outputs 3 x 256 + the table 24 = 792; at t,
+     * x 256 + y 256 + the two copies 512 + 24 = 1048 */
+    {"root_twice",
+     "HloModule m\n\n"
+     "ENTRY main {\n"
+     "  x = f32[64] parameter(0)\n"
+     "  y = f32[64] negate(x)\n"
+     "  ROOT t = (f32[64], f32[64], f32[64]) tuple(y, y, x)\n"
+     "}\n",
+     {256, 792, 0, 1048, 0, "t", "x:0:256:parameter y:0:256:output"}},
     /* w and m donated (live until their last use), g not (live to the end): at m2, w + m + g
      * + m2 = 4096; at w2, w + g + m2 + w2 = 4096; then 3072 + the root's pointer table 16;
      * outputs 2048 + 16 */
@@ -282,8 +294,8 @@ test_memory_profile(void **state)
     sl_interner_init(&names, &arena);
     IrModule *m = NULL;
     SlError err = {0};
-    assert_int_equal(hlo_parse(&arena, &names, sl_str(k_cases[8].text), "t.hlo", &m, &err), SL_OK);
-    assert_string_equal(k_cases[8].name, "scheduled_order");
+    assert_int_equal(hlo_parse(&arena, &names, sl_str(k_cases[9].text), "t.hlo", &m, &err), SL_OK);
+    assert_string_equal(k_cases[9].name, "scheduled_order");
     MemEstimate e;
     assert_int_equal(mem_estimate(m, &e, NULL, &err), SL_OK);
     static const int64_t want[] = {1024, 2048, 2052, 2052, 2056, 1036};
@@ -341,12 +353,61 @@ test_memory_bad_alias(void **state)
     sl_arena_fini(&arena);
 }
 
+/* A partitioned module whose donated parameter 0 is sharded (32 KiB per device) and its
+ * output replicated (64 KiB): the pair cannot share storage (XLA rejects it), so only pair 1
+ * aliases. Positions w, m, s, w2, m2, r: w (read-only) + m 65536 throughout until m's last use
+ * at m2; + s 32768 at s; + w2 65536 at w2 (s read there): 163840, the peak; at m2 s is dead:
+ * w + m + w2 + m2 = 163840; at r m is dead: w + w2 + m2 + the root's table 16 = 131088. */
+static void
+test_memory_alias_size_mismatch(void **state)
+{
+    (void)state;
+    SlArena arena;
+    SlInterner names;
+    sl_arena_init(&arena);
+    sl_interner_init(&names, &arena);
+    IrModule *m = NULL;
+    SlError err = {0};
+    const char *text =
+        "HloModule m, input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, may-alias) }\n\n"
+        "ENTRY main {\n"
+        "  w = f32[128,64] parameter(0)\n"
+        "  m = f32[128,64] parameter(1)\n"
+        "  s = f32[128,64] add(w, m)\n"
+        "  w2 = f32[256,64] all-gather(s), dimensions={0}, replica_groups={{0,1}}\n"
+        "  m2 = f32[128,64] multiply(w, m)\n"
+        "  ROOT r = (f32[256,64], f32[128,64]) tuple(w2, m2)\n"
+        "}\n";
+    assert_int_equal(hlo_parse(&arena, &names, sl_str(text), "t.hlo", &m, &err), SL_OK);
+    MemEstimate e;
+    uint32_t ignored = 0;
+    assert_int_equal(mem_estimate(m, &e, &ignored, &err), SL_OK);
+    assert_int_equal(ignored, 1);
+    assert_int_equal(e.parameter_bytes, 65536);
+    assert_int_equal(e.output_bytes, 65536 + 32768 + 16);
+    assert_int_equal(e.alias_bytes, 32768);
+    assert_int_equal(e.peak_bytes, 163840);
+    assert_int_equal(e.peak_temp_bytes, 32768);
+    assert_string_equal(sl_sym_cstr(e.peak_instr->name), "w2");
+    SlBuf top;
+    sl_buf_init(&top);
+    describe(&e, &top);
+    assert_string_equal(sl_buf_str(&top).ptr, "w2:0:65536:output w:0:32768:parameter "
+                                              "m:0:32768:parameter s:0:32768:temp");
+    assert_int_equal(e.profile[5], 131088);
+    sl_buf_fini(&top);
+    ir_module_fini(m);
+    sl_interner_fini(&names);
+    sl_arena_fini(&arena);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory_cases),
         cmocka_unit_test(test_memory_bad_alias),
+        cmocka_unit_test(test_memory_alias_size_mismatch),
         cmocka_unit_test(test_memory_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -453,7 +453,9 @@ peak_of(Ctx *cx, uint32_t n_pos, const int64_t *extra, Peak *out)
         cx->oom = true;
         return;
     }
-    if (prof && n_pos) { /* the entry's tuple tables: parameters throughout, the root's at its end */
+    /* the entry's pointer tables: its parameters' throughout; its root's, with the copies the
+     * root needs, from the root to the end */
+    if (prof && n_pos) {
         all[0] += cx->param_tables;
         all[cx->root_pos < n_pos ? cx->root_pos : n_pos - 1] += cx->root_tables;
     }
@@ -555,8 +557,16 @@ read_aliases(Ctx *cx, const IrComputation *entry)
             p++;
         if (!eat(&p, e, ')'))
             goto bad;
-        cx->donated[cx->leaf_start[param->id] + in_leaf] = true;
-        cx->is_output_alias[out_leaf] = true;
+        /* a pair whose buffers differ in size cannot share storage (XLA rejects the module:
+         * after partitioning, when the parameter and the output are sharded differently) */
+        const IrShape *ps = ir_shape_leaf(&param->shape, in_leaf);
+        const IrShape *os = ir_shape_leaf(&entry->root->shape, out_leaf);
+        if (ps && os && ir_shape_byte_size(ps) == ir_shape_byte_size(os)) {
+            cx->donated[cx->leaf_start[param->id] + in_leaf] = true;
+            cx->is_output_alias[out_leaf] = true;
+        } else {
+            cx->n_ignored++;
+        }
         (void)eat(&p, e, ',');
     }
     return;

@@ -77,8 +77,10 @@ typedef struct MemEstimate {
 
 /* Estimates `m` (its entry computation, and what it calls). Temporary tables live in a local
  * arena. Fails only when out of memory (SL_ERR_NOMEM) or on a module without an entry
- * (SL_ERR_INVALID); an input_output_alias it cannot read is ignored (`*n_ignored_aliases`
- * counts the entries, may be NULL). */
+ * (SL_ERR_INVALID). An input_output_alias it cannot read, and an entry whose parameter and
+ * output buffers differ in size (a partitioned module whose donated parameter is sharded
+ * unlike its output; XLA rejects it), are ignored: `*n_ignored_aliases` counts the entries
+ * (may be NULL), the pair is neither donated nor aliased. */
 SlStatus mem_estimate(const IrModule *m, MemEstimate *out, uint32_t *n_ignored_aliases,
                       SlError *err);
 

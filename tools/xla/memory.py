@@ -11,7 +11,7 @@ from the header's num_partitions=, else from the shardings).
 XLA's side: the module is compiled in full by the CPU backend (every pass, fusion and buffer
 assignment included) with N partitions, GSPMD partitioning on, and the executable's
 CompiledMemoryStats are read: argument, output, alias, temp and generated-code bytes per
-device (one SPMD program serves every device). With --unpartitioned off by default, the same
+device (one SPMD program serves every device). Unless --no-unpartitioned, the same
 module is also compiled for one device without partitioning (its shardings are then ignored),
 which is what shardlens's "unpartitioned" figures describe.
 
@@ -43,6 +43,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,12 +59,13 @@ STAT_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_
 
 # ---- XLA (runs inside .venv-xla) --------------------------------------------------------
 
-def xla_worker(path, n, unpartitioned, dump=None):
-    """Prints one JSON object: {"partitioned": stats|{"error"}, "unpartitioned": ...}."""
+def xla_worker(path, k, dump=None, hlo_out=None):
+    """Prints XLA's CompiledMemoryStats of `path` compiled for k devices as one JSON object:
+    k > 1 with GSPMD partitioning, k == 1 unpartitioned (the shardings are then ignored)."""
     flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "",
                    os.environ.get("XLA_FLAGS", ""))
     os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=%d" %
-                               max(n, 1)).strip()
+                               max(k, 1)).strip()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     import numpy as np
@@ -72,74 +74,115 @@ def xla_worker(path, n, unpartitioned, dump=None):
 
     with open(path) as f:
         text = f.read()
-    out = {}
-
-    def compile_stats(k):
-        module = xc.hlo.hlo_module_from_text(text)
-        comp = xc.XlaComputation(module.as_serialized_hlo_module_proto())
-        mlir = _jax.mlir.xla_computation_to_mlir_module(comp)
-        opts = xc.CompileOptions()
-        opts.num_replicas = 1
-        opts.num_partitions = k
-        eb = opts.executable_build_options
-        eb.num_replicas = 1
-        eb.num_partitions = k
-        eb.use_spmd_partitioning = k > 1
-        eb.use_shardy_partitioner = False
-        opts.device_assignment = xc.DeviceAssignment.create(
-            np.arange(k, dtype=np.int32).reshape(1, k))
-        devices = jax.devices()[:k]
-        t0 = time.perf_counter()
-        ex = devices[0].client.compile_and_load(
-            mlir, executable_devices=xc.DeviceList(tuple(devices)), compile_options=opts)
-        s = ex.get_compiled_memory_stats()
-        rec = {f: int(getattr(s, f)) for f in STAT_FIELDS if hasattr(s, f)}
-        rec["compile_seconds"] = round(time.perf_counter() - t0, 3)
-        if dump:
-            with open("%s.%s.hlo" % (dump, "partitioned" if k > 1 else "unpartitioned"),
-                      "w") as f:
-                f.write(ex.hlo_modules()[0].to_string())
-        return rec
-
-    modes = [("partitioned", n)] + ([("unpartitioned", 1)] if unpartitioned else [])
-    for name, k in modes:
-        try:
-            out[name] = compile_stats(k)
-        except Exception as e:  # XLA's message, for the table
-            out[name] = {"error": str(e).strip().split("\n")[0][:400]}
-    print(json.dumps(out, sort_keys=True))
+    module = xc.hlo.hlo_module_from_text(text)
+    comp = xc.XlaComputation(module.as_serialized_hlo_module_proto())
+    mlir = _jax.mlir.xla_computation_to_mlir_module(comp)
+    opts = xc.CompileOptions()
+    opts.num_replicas = 1
+    opts.num_partitions = k
+    eb = opts.executable_build_options
+    eb.num_replicas = 1
+    eb.num_partitions = k
+    eb.use_spmd_partitioning = k > 1
+    eb.use_shardy_partitioner = False
+    opts.device_assignment = xc.DeviceAssignment.create(
+        np.arange(k, dtype=np.int32).reshape(1, k))
+    devices = jax.devices()[:k]
+    t0 = time.perf_counter()
+    ex = devices[0].client.compile_and_load(
+        mlir, executable_devices=xc.DeviceList(tuple(devices)), compile_options=opts)
+    s = ex.get_compiled_memory_stats()
+    rec = {f: int(getattr(s, f)) for f in STAT_FIELDS if hasattr(s, f)}
+    rec["compile_seconds"] = round(time.perf_counter() - t0, 3)
+    outs = [hlo_out] if hlo_out else []
+    if dump:
+        outs.append("%s.%s.hlo" % (dump, "partitioned" if k > 1 else "unpartitioned"))
+    if outs:
+        opt = ex.hlo_modules()[0].to_string()
+        for o in outs:
+            with open(o + ".tmp", "w") as f:
+                f.write(opt)
+            os.replace(o + ".tmp", o)
+    print(json.dumps(rec, sort_keys=True))
     return 0
 
 
-def run_xla(path, text, n, unpartitioned, cache, timeout, dump=None):
+def strip_shardings(text):
+    """The module text without its sharding={...} attributes and num_partitions=: what XLA
+    compiles for one device (the unpartitioned compile ignores shardings), as a cache key
+    shared by the programs of one model on every mesh."""
+    out, i = [], 0
+    pat = re.compile(r", sharding=\{")
+    while True:
+        m = pat.search(text, i)
+        if not m:
+            out.append(text[i:])
+            break
+        out.append(text[i:m.start()])
+        j, depth = m.end(), 1
+        while depth and j < len(text):
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+        i = j
+    return re.sub(r",? ?num_partitions=\d+", "", "".join(out))
+
+
+_locks = {}
+_locks_guard = threading.Lock()
+
+
+CACHED_ONLY = False
+
+
+def run_xla(path, text, k, cache, timeout, dump=None, optimized=False):
+    """XLA's CompiledMemoryStats of `path` compiled for k devices (k == 1: unpartitioned); with
+    `optimized`, rec["optimized_hlo"] names a file with XLA's optimised module (kept in the
+    cache, else a temporary file the caller removes)."""
     key = None
     if cache and not dump:
-        h = hashlib.sha256(json.dumps([text, n, unpartitioned, "memory-v1"]).encode())
-        key = os.path.join(cache, h.hexdigest()[:24] + ".json")
-        if os.path.exists(key):
+        what = ([text, k, "memory-v2"] if k > 1 else [strip_shardings(text), "memory-v2-u"])
+        key = os.path.join(cache, hashlib.sha256(json.dumps(what).encode()).hexdigest()[:24] +
+                           (".json" if k > 1 else ".u.json"))
+    opt = None
+    if optimized:
+        opt = key[:-len(".json")] + ".opt.hlo" if key else tempfile.mkstemp(
+            prefix="xla-memory.", suffix=".hlo")[1]
+    with _locks_guard:
+        lock = _locks.setdefault(key, threading.Lock()) if key else threading.Lock()
+    with lock:
+        if key and os.path.exists(key):
+            # figures cached without the optimised module: compared without it, not
+            # compiled again (--xla-dump recompiles)
             with open(key) as f:
-                return json.load(f)
-    py = VENV_PY if os.path.exists(VENV_PY) else sys.executable
-    cmd = ["nice", py, os.path.abspath(__file__), "--xla-worker", path, "-n", str(n)]
-    if unpartitioned:
-        cmd.append("--unpartitioned")
-    if dump:
-        cmd += ["--dump", dump]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"partitioned": {"error": "timeout after %ds" % timeout}}
-    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
-    if p.returncode != 0 or not lines:
-        err = (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]
-        return {"partitioned": {"error": err[:400]}}
-    res = json.loads(lines[-1])
-    if key:
-        tmp = key + ".tmp.%d" % os.getpid()
-        with open(tmp, "w") as f:
-            json.dump(res, f, sort_keys=True)
-        os.replace(tmp, key)
-    return res
+                res = json.load(f)
+            if opt and os.path.exists(opt):
+                res["optimized_hlo"] = opt
+            return res
+        if CACHED_ONLY:
+            return {"error": "not in the cache (--cached-only)"}
+        py = VENV_PY if os.path.exists(VENV_PY) else sys.executable
+        cmd = ["nice", py, os.path.abspath(__file__), "--xla-worker", path, "-n", str(k)]
+        if dump:
+            cmd += ["--dump", dump]
+        if opt:
+            cmd += ["--hlo-out", opt]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"error": "timeout after %ds" % timeout}
+        lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+        if p.returncode != 0 or not lines:
+            err = (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]
+            return {"error": err[:400]}
+        res = json.loads(lines[-1])
+        if key:
+            tmp = key + ".tmp.%d" % os.getpid()
+            with open(tmp, "w") as f:
+                json.dump(res, f, sort_keys=True)
+            os.replace(tmp, key)
+        if opt:
+            res["optimized_hlo"] = opt
+        return res
 
 
 # ---- shardlens --------------------------------------------------------------------------
@@ -216,13 +259,34 @@ def items_from_target(t):
         yield {"name": t, "path": t, "n": n, "family": "files"}
 
 
-def job(item, tool, unpartitioned, cache, timeout, dump_dir=None):
+def job(item, tool, unpartitioned, cache, timeout, dump_dir=None, optimized=False):
     with open(item["path"]) as f:
         text = f.read()
     rec = dict(item)
     dump = os.path.join(dump_dir, os.path.basename(item["name"])) if dump_dir else None
-    rec["xla"] = run_xla(item["path"], text, item["n"], unpartitioned, cache, timeout * 10,
-                         dump)
+    rec["xla"] = {}
+    rec["optimized"] = {}
+    for mode, k in [("partitioned", item["n"])] + ([("unpartitioned", 1)] if unpartitioned
+                                                    else []):
+        x = run_xla(item["path"], text, k, cache, timeout * 10, dump, optimized)
+        opt = x.pop("optimized_hlo", None)
+        rec["xla"][mode] = x
+        if opt and "error" not in x:
+            # shardlens's estimate of XLA's own optimised module (fused, scheduled): the
+            # module as given, its 'before' row
+            if k == 1:  # its shardings were ignored by XLA: drop them for shardlens too
+                with open(opt) as f:
+                    stripped = strip_shardings(f.read())
+                fd, sopt = tempfile.mkstemp(prefix="xla-memory.", suffix=".hlo")
+                with os.fdopen(fd, "w") as f:
+                    f.write(stripped)
+                o = run_shardlens(tool, sopt, k, timeout)
+                os.remove(sopt)
+            else:
+                o = run_shardlens(tool, opt, k, timeout)
+            rec["optimized"][mode] = o.get("unpartitioned") or {"error": o.get("error")}
+        if opt and not cache and os.path.exists(opt):
+            os.remove(opt)
     rec["shardlens"] = run_shardlens(tool, item["path"], item["n"], timeout)
     return rec
 
@@ -252,6 +316,13 @@ def compare(rec):
         c["u_output"] = (u["output_size_in_bytes"], su.get("output_bytes"))
         c["u_alias"] = (u["alias_size_in_bytes"], su.get("alias_bytes"))
         c["u_temp"] = (u["temp_size_in_bytes"], su.get("max_temp_bytes"))
+    for mode, pre in (("partitioned", "o_"), ("unpartitioned", "ou_")):
+        o = rec.get("optimized", {}).get(mode)
+        xx = rec["xla"].get(mode)
+        if o and "error" not in o and xx and "error" not in xx:
+            c[pre + "argument"] = (xx["argument_size_in_bytes"], o["parameter_bytes"])
+            c[pre + "output"] = (xx["output_size_in_bytes"], o["output_bytes"])
+            c[pre + "temp"] = (xx["temp_size_in_bytes"], o["max_temp_bytes"])
     rec["cmp"] = c
 
 
@@ -295,10 +366,10 @@ def main():
         ap = argparse.ArgumentParser(prog="tools/xla/memory.py --xla-worker")
         ap.add_argument("--xla-worker", metavar="IN.hlo", required=True)
         ap.add_argument("-n", type=int, required=True)
-        ap.add_argument("--unpartitioned", action="store_true")
         ap.add_argument("--dump", metavar="PREFIX")
+        ap.add_argument("--hlo-out", metavar="FILE")
         a = ap.parse_args()
-        return xla_worker(a.xla_worker, a.n, a.unpartitioned, a.dump)
+        return xla_worker(a.xla_worker, a.n, a.dump, a.hlo_out)
     ap = argparse.ArgumentParser(prog="tools/xla/memory.py",
                                  description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -318,8 +389,18 @@ def main():
     ap.add_argument("--xla-dump", metavar="DIR",
                     help="write XLA's optimised module of each compile here "
                          "(NAME.partitioned.hlo, NAME.unpartitioned.hlo; bypasses the cache)")
+    ap.add_argument("--optimized", action="store_true",
+                    help="also run shardlens's estimate on XLA's optimised module (after fusion "
+                         "and scheduling) and compare its temporaries with XLA's: separates "
+                         "the liveness model from what XLA's passes change; programs whose "
+                         "figures are cached without that module are not compiled again)")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="compile nothing: programs whose figures are not in --xla-cache are "
+                         "not compared")
     ap.add_argument("--quiet", action="store_true", help="no per-program lines")
     args = ap.parse_args()
+    global CACHED_ONLY
+    CACHED_ONLY = args.cached_only
     for d in (args.xla_cache, args.xla_dump):
         if d:
             os.makedirs(d, exist_ok=True)
@@ -330,7 +411,8 @@ def main():
     results = [None] * len(items)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
         futs = {ex.submit(job, it, args.tool, not args.no_unpartitioned, args.xla_cache,
-                          args.timeout, args.xla_dump): k for k, it in enumerate(items)}
+                          args.timeout, args.xla_dump, args.optimized): k
+                for k, it in enumerate(items)}
         for fut in concurrent.futures.as_completed(futs):
             k = futs[fut]
             try:
@@ -351,67 +433,82 @@ def main():
                            r["cmp"]["output"][0] == r["cmp"]["output"][1] for r in ok) else 1
 
 
+def _eq(rs, q):
+    """(equal, compared) over the records that have quantity q."""
+    have = [r for r in rs if q in r["cmp"]]
+    return sum(1 for r in have if r["cmp"][q][0] == r["cmp"][q][1]), len(have)
+
+
+def _ratios(rs, q):
+    v = [ratio(r["cmp"][q]) for r in rs if q in r["cmp"]]
+    return [t for t in v if t is not None and t != float("inf")]
+
+
+def _dist(v):
+    if not v:
+        return "-"
+    return "%.2f (%.2f..%.2f)" % (quantile(v, .5), quantile(v, .1), quantile(v, .9))
+
+
 def print_tables(results, quiet):
     ok = [r for r in results if r["cmp"]]
     if not quiet:
-        print("%-44s %4s %10s %10s %10s %10s %10s %6s" % (
-            "program", "N", "args", "outputs", "alias", "temp XLA", "temp ours", "ratio"))
+        print("%-40s %3s %7s %7s %7s %10s %10s %6s %6s" % (
+            "program", "N", "args", "outputs", "alias", "temp XLA", "temp ours", "ratio",
+            "opt"))
     for r in results:
         c = r["cmp"]
         if not c:
             err = r["xla"].get("partitioned", {}).get("error") or r["shardlens"].get("error")
-            print("%-44s %4d not compared: %s" % (r["name"], r["n"], err))
+            print("%-40s %3d not compared: %s" % (r["name"], r["n"], err))
             continue
         if quiet:
             continue
         mark = lambda p: "=" if p[0] == p[1] else "%+d" % ((p[1] or 0) - p[0])
         rt = ratio(c["temp"])
-        print("%-44s %4d %10s %10s %10s %10s %10s %6s" % (
-            r["name"][:44], r["n"], mark(c["argument"]), mark(c["output"]),
+        ro = ratio(c["o_temp"]) if "o_temp" in c else None
+        print("%-40s %3d %7s %7s %7s %10s %10s %6s %6s" % (
+            r["name"][:40], r["n"], mark(c["argument"]), mark(c["output"]),
             mark(c["alias"]), human(c["temp"][0]), human(c["temp"][1]),
-            "%.2f" % rt if rt is not None else "-"))
-        for q in ("argument", "output", "alias"):
-            if c[q][0] != c[q][1]:
+            "%.2f" % rt if rt is not None else "-", "%.2f" % ro if ro is not None else "-"))
+        for q in ("argument", "output", "alias", "u_argument", "u_output", "u_alias"):
+            if q in c and c[q][0] != c[q][1]:
                 print("    %s: shardlens %s" % (q, fmt_pair(c[q])))
     fams = {}
     for r in ok:
         fams.setdefault(r["family"], []).append(r)
     print()
-    print("%-14s %5s %9s %9s %9s %22s %9s %9s %22s" % (
-        "family", "progs", "args =", "outputs =", "alias =", "temp ratio med (p10..p90)",
-        "1-dev arg", "1-dev out", "1-dev temp med"))
+    print("per family (partitioned, per device; '1 dev': the unpartitioned module on one "
+          "device; 'on XLA's module': shardlens's estimate of XLA's optimised module)")
+    print("%-13s %5s %7s %7s %7s %20s %7s %7s %20s %20s" % (
+        "family", "progs", "args", "outputs", "alias", "temp ratio (p10..p90)", "1dev arg",
+        "1dev out", "1dev temp ratio", "on XLA's module"))
+    frac = lambda e: "%d/%d" % e if e[1] else "-"
     for fam in sorted(fams):
         rs = fams[fam]
-        eq = lambda q: sum(1 for r in rs if r["cmp"][q][0] == r["cmp"][q][1])
-        rts = [ratio(r["cmp"]["temp"]) for r in rs]
-        rts = [t for t in rts if t is not None and t != float("inf")]
-        us = [r for r in rs if "u_argument" in r["cmp"]]
-        ueq = lambda q: sum(1 for r in us if r["cmp"][q][0] == r["cmp"][q][1])
-        urt = [ratio(r["cmp"]["u_temp"]) for r in us]
-        urt = [t for t in urt if t is not None and t != float("inf")]
-        print("%-14s %5d %9s %9s %9s %22s %9s %9s %22s" % (
-            fam, len(rs), "%d/%d" % (eq("argument"), len(rs)),
-            "%d/%d" % (eq("output"), len(rs)), "%d/%d" % (eq("alias"), len(rs)),
-            "%.2f (%.2f..%.2f)" % (quantile(rts, .5), quantile(rts, .1), quantile(rts, .9)),
-            "%d/%d" % (ueq("u_argument"), len(us)) if us else "-",
-            "%d/%d" % (ueq("u_output"), len(us)) if us else "-",
-            "%.2f (%.2f..%.2f)" % (quantile(urt, .5), quantile(urt, .1), quantile(urt, .9))
-            if urt else "-"))
+        print("%-13s %5d %7s %7s %7s %20s %7s %7s %20s %20s" % (
+            fam, len(rs), frac(_eq(rs, "argument")), frac(_eq(rs, "output")),
+            frac(_eq(rs, "alias")), _dist(_ratios(rs, "temp")), frac(_eq(rs, "u_argument")),
+            frac(_eq(rs, "u_output")), _dist(_ratios(rs, "u_temp")),
+            _dist(_ratios(rs, "o_temp") + _ratios(rs, "ou_temp"))))
     n = len(results)
-    eq = lambda q: sum(1 for r in ok if r["cmp"][q][0] == r["cmp"][q][1])
-    rts = [ratio(r["cmp"]["temp"]) for r in ok]
-    rts = [t for t in rts if t is not None and t != float("inf")]
-    us = [r for r in ok if "u_argument" in r["cmp"]]
-    if us:
-        ueq = lambda q: sum(1 for r in us if r["cmp"][q][0] == r["cmp"][q][1])
-        print("unpartitioned (one device): arguments equal in %d of %d, outputs equal in %d "
-              "of %d" % (ueq("u_argument"), len(us), ueq("u_output"), len(us)))
     if n - len(ok):
         print("%d of %d not compared (XLA or shardlens failed)" % (n - len(ok), n))
+    ua, uo = _eq(ok, "u_argument"), _eq(ok, "u_output")
+    if ua[1]:
+        print("unpartitioned (one device): arguments equal in %d of %d, outputs equal in %d of "
+              "%d, temp ratio median %s" % (ua + uo + (_dist(_ratios(ok, "u_temp")),)))
+    oa = _eq(ok, "o_temp")
+    if oa[1]:
+        ou = _eq(ok, "ou_temp")
+        print("on XLA's optimised module: temp equal in %d of %d partitioned, %d of %d "
+              "unpartitioned, ratio %s" % (oa + ou + (
+                  _dist(_ratios(ok, "o_temp") + _ratios(ok, "ou_temp")),)))
+    rts = _ratios(ok, "temp")
     print("arguments equal in %d of %d, outputs equal in %d of %d, aliases equal in %d of %d, "
           "temp ratio median %.2f (p10 %.2f..p90 %.2f)" % (
-              eq("argument"), n, eq("output"), n, eq("alias"), n, quantile(rts, .5),
-              quantile(rts, .1), quantile(rts, .9)))
+              _eq(ok, "argument")[0], n, _eq(ok, "output")[0], n, _eq(ok, "alias")[0], n,
+              quantile(rts, .5), quantile(rts, .1), quantile(rts, .9)))
 
 
 if __name__ == "__main__":
