@@ -17,6 +17,11 @@
  *                        entry parameter that is not donated, a constant); else a copy. A
  *                        while's loop-invariant state (the body returns it unchanged) is never
  *                        copied: the loop only reads it;
+ *   operand sharing:     an elementwise op, or a loop/input fusion whose fused parameter
+ *                        reaches the root through elementwise ops only, writes into the buffer
+ *                        of an operand of the same shape (element type and dimensions) that
+ *                        has no later use and is not read-only (XLA's dataflow analysis lets
+ *                        its buffer assignment share these);
  *   nested computations: a while adds the larger of its body's and condition's own peak at
  *                        its place in the schedule, a call/conditional/async-start its
  *                        callee's (the largest branch); fused computations and to_apply

@@ -410,9 +410,10 @@ def main():
         items = items[:args.limit]
     results = [None] * len(items)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
-        futs = {ex.submit(job, it, args.tool, not args.no_unpartitioned, args.xla_cache,
-                          args.timeout, args.xla_dump, args.optimized): k
-                for k, it in enumerate(items)}
+        # smallest modules first (the tables keep the target's order)
+        order = sorted(range(len(items)), key=lambda k: os.path.getsize(items[k]["path"]))
+        futs = {ex.submit(job, items[k], args.tool, not args.no_unpartitioned, args.xla_cache,
+                          args.timeout, args.xla_dump, args.optimized): k for k in order}
         for fut in concurrent.futures.as_completed(futs):
             k = futs[fut]
             try:
