@@ -172,8 +172,9 @@ def run_xla(path, text, k, cache, timeout, dump=None, optimized=False):
             return {"error": "timeout after %ds" % timeout}
         lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
         if p.returncode != 0 or not lines:
-            err = (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]
-            return {"error": err[:400]}
+            errs = p.stderr.strip().splitlines() or ["exit %d" % p.returncode]
+            named = [l for l in errs if re.match(r"^[\w.]*(Error|Exception): ", l)]
+            return {"error": (named or errs)[-1][:400]}
         res = json.loads(lines[-1])
         if key:
             tmp = key + ".tmp.%d" % os.getpid()
