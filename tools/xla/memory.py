@@ -503,9 +503,15 @@ def print_tables(results, quiet):
     oa = _eq(ok, "o_temp")
     if oa[1]:
         ou = _eq(ok, "ou_temp")
-        print("on XLA's optimised module: temp equal in %d of %d partitioned, %d of %d "
-              "unpartitioned, ratio %s" % (oa + ou + (
-                  _dist(_ratios(ok, "o_temp") + _ratios(ok, "ou_temp")),)))
+        near = lambda q: sum(1 for t in _ratios(ok, q) if abs(t - 1) <= 0.01)
+        print("on XLA's optimised module: temp equal in %d of %d partitioned (within 1 %%: %d), "
+              "%d of %d unpartitioned (within 1 %%: %d), ratio %s" % (
+                  oa + (near("o_temp"),) + ou + (near("ou_temp"),
+                  _dist(_ratios(ok, "o_temp") + _ratios(ok, "ou_temp")))))
+        for q in ("o_argument", "o_output", "ou_argument", "ou_output"):
+            e = _eq(ok, q)
+            if e[0] != e[1]:
+                print("  on XLA's optimised module, %s equal in %d of %d" % ((q,) + e))
     rts = _ratios(ok, "temp")
     print("arguments equal in %d of %d, outputs equal in %d of %d, aliases equal in %d of %d, "
           "temp ratio median %.2f (p10 %.2f..p90 %.2f)" % (
