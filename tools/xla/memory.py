@@ -3,6 +3,7 @@
 
 usage: tools/xla/memory.py --tool build/shardlens TARGET... [--jobs N] [--filter SUBSTR]
                            [--limit N] [--json FILE] [--xla-cache DIR] [--no-unpartitioned]
+                           [--optimized] [--cached-only] [--xla-dump DIR] [--quiet]
 
 A TARGET is a corpus folder (tools/xla/make-corpus.sh; manifest.json: each program's
 NAME.spmd_input.hlo on its device count, grouped by family) or HLO files (the device count
@@ -30,8 +31,9 @@ For them the ratio shardlens / XLA is reported (shardlens's most temporary bytes
 once against XLA's temp allocation). The last line: "arguments equal in A of N, outputs equal
 in B of N, aliases equal in C of N, temp ratio median R (p10 P..p90 Q)".
 
-XLA runs in .venv-xla (tools/xla/setup.sh), one process per program (this file with
---xla-worker); the rest needs only the standard library.
+Exit status 0 when arguments and outputs agree in every program compared, else 1. XLA runs in
+.venv-xla (tools/xla/setup.sh), one process per compile (this file with --xla-worker); the
+rest needs only the standard library. Results and causes: tools/xla/MEMORY.md.
 """
 
 import argparse
