@@ -1,9 +1,10 @@
 /* test_memory.c - the memory estimate (src/memory) on modules counted by hand here: a while
  * loop updating its state in place with dynamic-update-slice (with and without donation), a
- * tuple-heavy module of views, a training step with donated parameters, an async collective
- * pair, a call, a conditional, the schedule's order, and a value that cannot be updated in
- * place because it is read later. Each
- * case gives the schedule's live bytes in its comment. */
+ * tuple-heavy module of views, a root returning a value twice, a training step with donated
+ * parameters, an async collective pair, a call, a conditional, the schedule's order, a value
+ * that cannot be updated in place because it is read later, and a partitioned module whose
+ * donated parameter and output differ in size. Each case gives the schedule's live bytes in
+ * its comment. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -67,7 +68,9 @@ static const struct {
      {4096, 4096, 4096, 5140, 1044, "w", "w:1:4096:output w:0:1036:nested z:0:4:temp "
                                          "w:0:4:temp"}},
     /* views only, until s and n: a 256 + b 128 + s 256 + n 128 = 768; the root returns a
-     * too (passed through: an output of 256 more, no new storage) */
+     * too (passed through from a parameter that is not donated: XLA copies it, an output of
+     * 256 more), and its tuple has a pointer table of 3 x 8 B: outputs 256 + 128 + 256 + 24 =
+     * 664, and at r 768 + the copy 256 + the table 24 = 1048 */
     {"tuples",
      "HloModule m\n\n"
      "ENTRY main {\n"
@@ -83,10 +86,22 @@ static const struct {
      "  n = f32[32] negate(y)\n"
      "  ROOT r = (f32[8,8], f32[32], f32[64]) tuple(bc, n, x)\n"
      "}\n",
-     {384, 640, 0, 768, 0, "n", "a:0:256:parameter s:0:256:output b:0:128:parameter "
-                                "n:0:128:output"}},
-    /* w and m donated (live until their last use), g not (live to the end): at m2, w + m + g
-     * + m2 = 4096; at w2, w + g + m2 + w2 = 4096; then 3072 */
+     {384, 664, 0, 1048, 0, "r", "a:0:256:parameter s:0:256:output b:0:128:parameter "
+                                 "n:0:128:output"}},
+    /* a root returning y twice and the parameter x: each leaf is an output buffer of its own
+     * (XLA copies the second y and x at the root): outputs 3 x 256 + the table 24 = 792; at t,
+     * x 256 + y 256 + the two copies 512 + 24 = 1048 */
+    {"root_twice",
+     "HloModule m\n\n"
+     "ENTRY main {\n"
+     "  x = f32[64] parameter(0)\n"
+     "  y = f32[64] negate(x)\n"
+     "  ROOT t = (f32[64], f32[64], f32[64]) tuple(y, y, x)\n"
+     "}\n",
+     {256, 792, 0, 1048, 0, "t", "x:0:256:parameter y:0:256:output"}},
+    /* w and m donated (live until their last use), g not (live to the end): the elementwise
+     * m2 = m + g writes into m's buffer (m dies there), w2 = w - m2 into w's: w + m + g 3072
+     * throughout, + the root's pointer table 16 at r; outputs 2048 + 16 */
     {"donated_step",
      "HloModule m, input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, may-alias) }\n\n"
      "ENTRY main {\n"
@@ -97,8 +112,8 @@ static const struct {
      "  w2 = f32[256] subtract(w, m2)\n"
      "  ROOT r = (f32[256], f32[256]) tuple(w2, m2)\n"
      "}\n",
-     {3072, 2048, 2048, 4096, 0, "m2", "w:0:1024:parameter m:0:1024:parameter "
-                                       "g:0:1024:parameter m2:0:1024:output"}},
+     {3072, 2064, 2048, 3088, 0, "r", "g:0:1024:parameter m2:0:1024:output "
+                                      "w2:0:1024:output"}},
     /* a donated parameter updated in place while nothing reads it later: u takes x's
      * storage (x 4096 until d, then u); not when x is read after the update (u2 is a copy) */
     {"dus_in_place",
@@ -109,11 +124,13 @@ static const struct {
      "  i = s32[] parameter(2)\n"
      "  u = f32[1024] dynamic-update-slice(x, r, i)\n"
      "  u2 = f32[1024] dynamic-update-slice(u, r, i)\n"
-     "  k = f32[1024] negate(u)\n"
+     "  k = f32[1024] reverse(u), dimensions={0}\n"
      "  ROOT t = (f32[1024], f32[1024]) tuple(u2, k)\n"
      "}\n",
-     /* at u2: r 64 + i 4 + u 4096 + u2 4096 = 8260; at k: + k 4096 = 12356 */
-     {4164, 8192, 4096, 12356, 4096, "k", "u:0:4096:temp u2:0:4096:output k:0:4096:output "
+     /* at u2: r 64 + i 4 + u 4096 + u2 4096 = 8260; at k (a reverse: not elementwise, so not
+      * in u's buffer though u dies there): + k 4096 = 12356; outputs u2 + k + the root's
+      * pointer table 16 */
+     {4164, 8208, 4096, 12356, 4096, "k", "u:0:4096:temp u2:0:4096:output k:0:4096:output "
                                           "r:0:64:parameter i:0:4:parameter"}},
     /* all-gather-start's (operand, result) pair: the operand slot is the operand's storage,
      * done is the result slot: x 1024 + start's result 4096 (+ y 4096 at y) */
@@ -123,7 +140,7 @@ static const struct {
      "  x = f32[256] parameter(0)\n"
      "  s = (f32[256], f32[1024]) all-gather-start(x), dimensions={0}, replica_groups={}\n"
      "  d = f32[1024] all-gather-done(s)\n"
-     "  ROOT y = f32[1024] negate(d)\n"
+     "  ROOT y = f32[1024] reverse(d), dimensions={0}\n"
      "}\n",
      {1024, 4096, 0, 9216, 4096, "y", "s:1:4096:temp y:0:4096:output x:0:1024:parameter"}},
     /* a call: its callee's own peak (e 256, the root's f the caller's) at the call */
@@ -194,9 +211,30 @@ static const struct {
      "  ROOT f = f32[1024] fusion(x, r, i), kind=kLoop, calls=fused\n"
      "}\n",
      {4164, 4096, 4096, 4164, 0, "x", "x:0:4096:parameter r:0:64:parameter i:0:4:parameter"}},
-    /* a loop-invariant weight (the body returns it unchanged) is read in place, not copied:
-     * body peak i1 4 + s 16 + h1 16 = 36; at l, w 1024 + h 16 + z 4 + state copies of z 4 and
-     * h 16 + 36 = 1100 (2124 if w were copied) */
+    /* elementwise results in a dying operand's buffer of the same shape: the loop fusion f
+     * (its parameter a reaches the root through multiply and add) takes e's, h = g + f takes
+     * g's (its first candidate, which dies there); e and g (of x, a read-only parameter) and
+     * c (a convert to another element type) get their own. x + e + g + c = 3584 at c, the
+     * peak (f and h keep it there); at r, x + c + h + the table 16 = 2576 */
+    {"elementwise_share",
+     "HloModule m\n\n"
+     "fused {\n  a = f32[256] parameter(0)\n  b = f32[256] parameter(1)\n"
+     "  p = f32[256] multiply(a, a)\n  ROOT s = f32[256] add(p, b)\n}\n\n"
+     "ENTRY main {\n"
+     "  x = f32[256] parameter(0)\n"
+     "  e = f32[256] exponential(x)\n"
+     "  g = f32[256] negate(x)\n"
+     "  c = bf16[256] convert(e)\n"
+     "  f = f32[256] fusion(e, g), kind=kLoop, calls=fused\n"
+     "  h = f32[256] add(g, f)\n"
+     "  ROOT r = (bf16[256], f32[256]) tuple(c, h)\n"
+     "}\n",
+     {1024, 1552, 0, 3584, 2048, "c", "x:0:1024:parameter e:0:1024:temp g:0:1024:temp "
+                                      "c:0:512:output"}},
+    /* a loop-invariant weight (the body returns it unchanged) is read in place, not copied;
+     * the body's elementwise i1 and h1 write into the state's i and h (each dies there), so
+     * the body's peak is s 16; at l, w 1024 + h 16 + z 4 + state copies of z 4 and h 16 + 16 =
+     * 1080 (2104 if w were copied) */
     {"while_invariant",
      "HloModule m\n\n"
      "cond {\n  p = (s32[], f32[256], f32[4]) parameter(0)\n"
@@ -215,7 +253,7 @@ static const struct {
      "  l = (s32[], f32[256], f32[4]) while(s), condition=cond, body=body\n"
      "  ROOT r = f32[4] get-tuple-element(l), index=2\n"
      "}\n",
-     {1040, 16, 0, 1100, 44, "l", "w:0:1024:parameter l:0:36:nested h:0:16:parameter "
+     {1040, 16, 0, 1080, 24, "l", "w:0:1024:parameter h:0:16:parameter l:0:16:nested "
                                   "l:2:16:output z:0:4:temp l:0:4:temp"}},
 };
 
@@ -266,8 +304,8 @@ test_memory_cases(void **state)
 }
 
 /* The live-bytes profile: one point per position on a short schedule (scheduled_order's:
- * x; + a; + sa; a dies, + b; + sb; b dies, + t), and on a long one the most of each bucket,
- * the peak included. */
+ * x; + a; + sa; a dies, + b; + sb; b dies, sa dies, + t in sa's buffer), and on a long one the
+ * most of each bucket, the peak included. */
 static void
 test_memory_profile(void **state)
 {
@@ -278,19 +316,20 @@ test_memory_profile(void **state)
     sl_interner_init(&names, &arena);
     IrModule *m = NULL;
     SlError err = {0};
-    assert_int_equal(hlo_parse(&arena, &names, sl_str(k_cases[8].text), "t.hlo", &m, &err), SL_OK);
-    assert_string_equal(k_cases[8].name, "scheduled_order");
+    assert_int_equal(hlo_parse(&arena, &names, sl_str(k_cases[9].text), "t.hlo", &m, &err), SL_OK);
+    assert_string_equal(k_cases[9].name, "scheduled_order");
     MemEstimate e;
     assert_int_equal(mem_estimate(m, &e, NULL, &err), SL_OK);
-    static const int64_t want[] = {1024, 2048, 2052, 2052, 2056, 1036};
+    static const int64_t want[] = {1024, 2048, 2052, 2052, 2056, 1032};
     assert_int_equal(e.n_profile, SL_COUNTOF(want));
     assert_int_equal(e.profile_step, 1);
     for (size_t k = 0; k < SL_COUNTOF(want); k++)
         assert_int_equal(e.profile[k], want[k]);
     ir_module_fini(m);
 
-    /* a chain of 1199 scalar negates from v0, each read by the next (v0 + the one read + the
-     * new one live: 12 B), then a 2 KiB broadcast at position 1200, the peak */
+    /* a chain of 1199 scalar negates from v0, each read by the next only, so each writes into
+     * its operand's buffer (v0, a parameter, is read-only: v0 + one value live, 8 B), then a 2
+     * KiB broadcast at position 1200, the peak */
     SlBuf text;
     sl_buf_init(&text);
     sl_buf_puts(&text, "HloModule m\n\nENTRY main {\n  v0 = f32[] parameter(0)\n");
@@ -305,7 +344,7 @@ test_memory_profile(void **state)
     assert_int_equal(e.peak_position, 1200);
     assert_int_equal(e.peak_bytes, 4 + 4 + 2048);
     assert_int_equal(e.profile[400], 4 + 4 + 2048);
-    assert_int_equal(e.profile[1], 4 + 4 + 4); /* positions 3-5 */
+    assert_int_equal(e.profile[1], 4 + 4); /* positions 3-5 */
     sl_buf_fini(&text);
     ir_module_fini(m);
     sl_interner_fini(&names);
@@ -337,12 +376,61 @@ test_memory_bad_alias(void **state)
     sl_arena_fini(&arena);
 }
 
+/* A partitioned module whose donated parameter 0 is sharded (32 KiB per device) and its
+ * output replicated (64 KiB): the pair cannot share storage (XLA rejects it), so only pair 1
+ * aliases. Positions w, m, s, w2, m2, r: w (read-only) + m 65536 throughout until m's last use
+ * at m2; + s 32768 at s; + w2 65536 at w2 (s read there): 163840, the peak; at m2 s is dead:
+ * w + m + w2 + m2 = 163840; at r m is dead: w + w2 + m2 + the root's table 16 = 131088. */
+static void
+test_memory_alias_size_mismatch(void **state)
+{
+    (void)state;
+    SlArena arena;
+    SlInterner names;
+    sl_arena_init(&arena);
+    sl_interner_init(&names, &arena);
+    IrModule *m = NULL;
+    SlError err = {0};
+    const char *text =
+        "HloModule m, input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, may-alias) }\n\n"
+        "ENTRY main {\n"
+        "  w = f32[128,64] parameter(0)\n"
+        "  m = f32[128,64] parameter(1)\n"
+        "  s = f32[128,64] add(w, m)\n"
+        "  w2 = f32[256,64] all-gather(s), dimensions={0}, replica_groups={{0,1}}\n"
+        "  m2 = f32[128,64] multiply(w, m)\n"
+        "  ROOT r = (f32[256,64], f32[128,64]) tuple(w2, m2)\n"
+        "}\n";
+    assert_int_equal(hlo_parse(&arena, &names, sl_str(text), "t.hlo", &m, &err), SL_OK);
+    MemEstimate e;
+    uint32_t ignored = 0;
+    assert_int_equal(mem_estimate(m, &e, &ignored, &err), SL_OK);
+    assert_int_equal(ignored, 1);
+    assert_int_equal(e.parameter_bytes, 65536);
+    assert_int_equal(e.output_bytes, 65536 + 32768 + 16);
+    assert_int_equal(e.alias_bytes, 32768);
+    assert_int_equal(e.peak_bytes, 163840);
+    assert_int_equal(e.peak_temp_bytes, 32768);
+    assert_string_equal(sl_sym_cstr(e.peak_instr->name), "w2");
+    SlBuf top;
+    sl_buf_init(&top);
+    describe(&e, &top);
+    assert_string_equal(sl_buf_str(&top).ptr, "w2:0:65536:output w:0:32768:parameter "
+                                              "m:0:32768:parameter s:0:32768:temp");
+    assert_int_equal(e.profile[5], 131088);
+    sl_buf_fini(&top);
+    ir_module_fini(m);
+    sl_interner_fini(&names);
+    sl_arena_fini(&arena);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory_cases),
         cmocka_unit_test(test_memory_bad_alias),
+        cmocka_unit_test(test_memory_alias_size_mismatch),
         cmocka_unit_test(test_memory_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -30,8 +30,10 @@ typedef struct Val {
     uint32_t leaf;
     uint32_t def, last; /* positions in the schedule, inclusive */
     uint32_t parent;    /* the value whose storage this one takes over in place; NO_VAL */
+    uint32_t parent2;   /* an elementwise op's second candidate, when `parent` lives on */
     uint8_t cls;
     bool is_readonly; /* a constant, or an entry parameter that is not donated */
+    bool returned;    /* summarize: already met among the entry root's leaves */
 } Val;
 
 typedef struct Ctx {
@@ -47,9 +49,26 @@ typedef struct Ctx {
     bool *is_output_alias;       /* by entry root leaf: an output with a donated parameter */
     bool **passthru; /* by computation id (while bodies): root leaf k is the parameter's leaf
                         k unchanged (loop-invariant state, which needs no copy); NULL: none */
+    int64_t param_tables; /* the entry's: pointer tables of its tuple-shaped parameters, */
+    int64_t root_tables;  /* and of its root with the copies it needs (root_outputs), live
+                             from the root's place to the end */
+    uint32_t root_pos;
     uint32_t n_ignored;
     bool oom;
 } Ctx;
+
+/* The pointer tables of a tuple-shaped value: one pointer per element, for the tuple and for
+ * every tuple inside it (what XLA's buffer assignment gives a tuple's own buffer). */
+static int64_t
+tuple_tables(const IrShape *s)
+{
+    if (!ir_shape_is_tuple(s))
+        return 0;
+    int64_t b = (int64_t)s->n_elems * MEM_POINTER_BYTES;
+    for (uint32_t k = 0; k < s->n_elems; k++)
+        b += tuple_tables(&s->elems[k]);
+    return b;
+}
 
 const char *
 mem_buf_kind_name(MemBufKind k)
@@ -81,7 +100,7 @@ new_val(Ctx *cx, const IrInstr *i, uint32_t leaf, uint32_t pos, uint8_t cls)
         cx->cap_vals = cap;
     }
     const IrShape *s = ir_shape_leaf(&i->shape, leaf);
-    Val v = {s ? ir_shape_byte_size(s) : 0, i, leaf, pos, pos, NO_VAL, cls, false};
+    Val v = {s ? ir_shape_byte_size(s) : 0, i, leaf, pos, pos, NO_VAL, NO_VAL, cls, false, false};
     cx->vals[cx->n_vals] = v;
     return cx->n_vals++;
 }
@@ -237,6 +256,88 @@ callee_peak(Ctx *cx, const IrInstr *i)
     }
 }
 
+/* Whether fused parameter `pnum` of fusion computation `fc` reaches the root through
+ * elementwise ops (and tuples) only, so that each element of the output is computed from the
+ * same element of that operand (what XLA's dataflow analysis asks before a loop fusion may
+ * write into an operand's buffer). Large or scattered computations answer no. */
+static bool
+fused_param_elementwise(Ctx *cx, const IrComputation *fc, int64_t pnum)
+{
+    const IrInstr *param = ir_computation_param(fc, pnum);
+    if (!param || !fc->root || fc->n_instrs == 0)
+        return false;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (uint32_t k = 0; k < fc->n_instrs; k++) {
+        uint32_t id = fc->instrs[k]->id;
+        lo = id < lo ? id : lo;
+        hi = id > hi ? id : hi;
+    }
+    if (hi - lo > 4 * fc->n_instrs + 64)
+        return false;
+    SlArenaMark mk = sl_arena_mark(&cx->arena);
+    bool *reached = SL_NEW_ARRAY(&cx->arena, bool, (size_t)(hi - lo) + 1);
+    bool ok = reached != NULL;
+    if (ok)
+        reached[param->id - lo] = true;
+    for (uint32_t k = 0; ok && k < fc->n_instrs; k++) {
+        const IrInstr *j = fc->instrs[k];
+        bool from = false;
+        for (uint32_t o = 0; o < j->n_operands && !from; o++)
+            from = j->operands[o]->id >= lo && j->operands[o]->id <= hi &&
+                   reached[j->operands[o]->id - lo];
+        if (!from || j == param)
+            continue;
+        if (!ir_op_is_elementwise(j->op) && j->op != IR_OP_TUPLE)
+            ok = false;
+        reached[j->id - lo] = true;
+    }
+    ok = ok && reached[fc->root->id - lo];
+    sl_arena_release(&cx->arena, mk);
+    return ok;
+}
+
+/* An array result written into the buffer of an operand of the same shape (element type and
+ * dimensions) that has no later use, as XLA's buffer assignment shares it: an elementwise op,
+ * or a loop or input fusion whose fused parameter for that operand reaches the root through
+ * elementwise ops only. Up to two candidates; settle() keeps the first whose value dies here.
+ * False when `i` is neither. */
+static bool
+share_operand(Ctx *cx, const IrInstr *i, uint32_t pos)
+{
+    if (ir_shape_is_tuple(&i->shape) || !ir_shape_is_array(&i->shape))
+        return false;
+    const IrComputation *fc = NULL;
+    if (i->op == IR_OP_FUSION) {
+        const IrAttr *kind = ir_instr_find_attr(i, IR_ATTR_FUSION_KIND);
+        const IrAttr *calls = ir_instr_find_attr(i, IR_ATTR_CALLS);
+        if (!kind || !calls || !calls->u.comps.n || !calls->u.comps.v[0] ||
+            !(sl_str_eq_cstr(kind->u.text, "kLoop") || sl_str_eq_cstr(kind->u.text, "kInput")))
+            return false;
+        fc = calls->u.comps.v[0];
+    } else if (!ir_op_is_elementwise(i->op)) {
+        return false;
+    }
+    uint32_t cand[2], n_cand = 0;
+    for (uint32_t o = 0; o < i->n_operands && n_cand < 2; o++) {
+        const IrInstr *op = i->operands[o];
+        if (ir_shape_is_tuple(&op->shape) || !ir_shape_equal(&op->shape, &i->shape, false))
+            continue;
+        uint32_t from = leaves_of(cx, op)[0];
+        if (from == NO_VAL || cx->vals[from].is_readonly || (n_cand && cand[0] == from))
+            continue;
+        if (fc && !fused_param_elementwise(cx, fc, o))
+            continue;
+        cand[n_cand++] = from;
+    }
+    if (n_cand == 0)
+        return false;
+    in_place(cx, i, 0, cand[0], pos);
+    uint32_t v = leaves_of(cx, i)[0];
+    if (v != NO_VAL && n_cand == 2 && cx->vals[v].parent != NO_VAL)
+        cx->vals[v].parent2 = cand[1];
+    return true;
+}
+
 /* Defines the values of instruction `i` at `pos` of computation `c` (mode: -1 the entry). */
 static void
 define(Ctx *cx, const IrComputation *c, int mode, const IrInstr *i, uint32_t pos)
@@ -315,7 +416,8 @@ define(Ctx *cx, const IrComputation *c, int mode, const IrInstr *i, uint32_t pos
             in_place(cx, i, 0, leaves_of(cx, i->operands[target->parameter_number])[0], pos);
             return;
         }
-        fresh(cx, i, pos);
+        if (!share_operand(cx, i, pos))
+            fresh(cx, i, pos);
         return;
     }
     case IR_OP_CONSTANT:
@@ -329,7 +431,7 @@ define(Ctx *cx, const IrComputation *c, int mode, const IrInstr *i, uint32_t pos
             async_done(cx, i);
         else if (is_start_op(i->op))
             async_start(cx, i, pos);
-        else
+        else if (!share_operand(cx, i, pos))
             fresh(cx, i, pos);
         return;
     }
@@ -369,6 +471,10 @@ settle(Ctx *cx)
         if (v->parent == NO_VAL)
             continue;
         Val *u = &cx->vals[v->parent];
+        if ((u->last > v->def || u->def >= v->def) && v->parent2 != NO_VAL) {
+            v->parent = v->parent2;
+            u = &cx->vals[v->parent];
+        }
         if (u->last > v->def || u->def >= v->def) {
             v->parent = NO_VAL; /* copied */
             continue;
@@ -434,6 +540,12 @@ peak_of(Ctx *cx, uint32_t n_pos, const int64_t *extra, Peak *out)
     if (!all || !tmp) {
         cx->oom = true;
         return;
+    }
+    /* the entry's pointer tables: its parameters' throughout; its root's, with the copies the
+     * root needs, from the root to the end */
+    if (prof && n_pos) {
+        all[0] += cx->param_tables;
+        all[cx->root_pos < n_pos ? cx->root_pos : n_pos - 1] += cx->root_tables;
     }
     for (uint32_t k = 0; k < cx->n_vals; k++) {
         const Val *v = &cx->vals[k];
@@ -533,8 +645,16 @@ read_aliases(Ctx *cx, const IrComputation *entry)
             p++;
         if (!eat(&p, e, ')'))
             goto bad;
-        cx->donated[cx->leaf_start[param->id] + in_leaf] = true;
-        cx->is_output_alias[out_leaf] = true;
+        /* a pair whose buffers differ in size cannot share storage (XLA rejects the module:
+         * after partitioning, when the parameter and the output are sharded differently) */
+        const IrShape *ps = ir_shape_leaf(&param->shape, in_leaf);
+        const IrShape *os = ir_shape_leaf(&entry->root->shape, out_leaf);
+        if (ps && os && ir_shape_byte_size(ps) == ir_shape_byte_size(os)) {
+            cx->donated[cx->leaf_start[param->id] + in_leaf] = true;
+            cx->is_output_alias[out_leaf] = true;
+        } else {
+            cx->n_ignored++;
+        }
         (void)eat(&p, e, ',');
     }
     return;
@@ -594,9 +714,35 @@ add_top(MemEstimate *out, MemBuffer b)
     qsort(out->top, out->n_top, sizeof(MemBuffer), cmp_top);
 }
 
+/* Every root leaf is an output buffer of its own: one passed through from a parameter that is
+ * not donated, or returned twice, is still an output, which XLA copies at the root (live from
+ * there, with the root's pointer tables). */
+static void
+root_outputs(Ctx *cx, const IrComputation *entry, MemEstimate *out)
+{
+    if (!entry->root)
+        return;
+    uint32_t n = ir_shape_leaf_count(&entry->root->shape);
+    const uint32_t *lv = leaves_of(cx, entry->root);
+    for (uint32_t k = 0; k < n; k++) {
+        if (lv[k] == NO_VAL)
+            continue;
+        Val *v = &cx->vals[lv[k]];
+        if (v->cls != C_OUTPUT || v->returned) {
+            out->output_bytes += v->bytes;
+            if (!cx->is_output_alias[k] || v->returned)
+                cx->root_tables += v->bytes; /* a copy */
+        }
+        v->returned = true;
+        if (cx->is_output_alias[k])
+            out->alias_bytes += v->bytes;
+    }
+}
+
 static void
 summarize(Ctx *cx, const IrComputation *entry, const int64_t *extra, MemEstimate *out)
 {
+    root_outputs(cx, entry, out);
     Peak pk = {.profile = out};
     peak_of(cx, entry->n_instrs, extra, &pk);
     out->peak_bytes = pk.bytes;
@@ -621,20 +767,7 @@ summarize(Ctx *cx, const IrComputation *entry, const int64_t *extra, MemEstimate
     }
     if (out->peak_instr && extra[pk.pos] > 0)
         add_top(out, (MemBuffer){out->peak_instr, 0, extra[pk.pos], MEM_BUF_NESTED});
-    /* a root leaf passed through from a parameter is still an output (XLA copies it) */
-    if (entry->root) {
-        uint32_t n = ir_shape_leaf_count(&entry->root->shape);
-        const uint32_t *lv = leaves_of(cx, entry->root);
-        for (uint32_t k = 0; k < n; k++) {
-            if (lv[k] == NO_VAL)
-                continue;
-            const Val *v = &cx->vals[lv[k]];
-            if (v->cls != C_OUTPUT)
-                out->output_bytes += v->bytes;
-            if (cx->is_output_alias[k])
-                out->alias_bytes += v->bytes;
-        }
-    }
+    out->parameter_bytes += cx->param_tables;
 }
 
 static SlStatus
@@ -691,6 +824,15 @@ run(Ctx *cx, MemEstimate *out, SlError *err)
         }
     }
     if (!cx->oom) {
+        for (uint32_t k = 0; k < entry->n_params; k++)
+            if (entry->params[k])
+                cx->param_tables += tuple_tables(&entry->params[k]->shape);
+        if (entry->root) {
+            out->output_bytes = cx->root_tables = tuple_tables(&entry->root->shape);
+            for (uint32_t k = 0; k < entry->n_instrs; k++)
+                if (entry->instrs[k] == entry->root)
+                    cx->root_pos = k;
+        }
         walk(cx, entry, -1, extra);
         summarize(cx, entry, extra, out);
     }

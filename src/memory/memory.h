@@ -17,13 +17,25 @@
  *                        entry parameter that is not donated, a constant); else a copy. A
  *                        while's loop-invariant state (the body returns it unchanged) is never
  *                        copied: the loop only reads it;
+ *   operand sharing:     an elementwise op, or a loop/input fusion whose fused parameter
+ *                        reaches the root through elementwise ops only, writes into the buffer
+ *                        of an operand of the same shape (element type and dimensions) that
+ *                        has no later use and is not read-only (XLA's dataflow analysis lets
+ *                        its buffer assignment share these);
  *   nested computations: a while adds the larger of its body's and condition's own peak at
  *                        its place in the schedule, a call/conditional/async-start its
  *                        callee's (the largest branch); fused computations and to_apply
  *                        reducers hold no buffers;
  *   donation:            input_output_alias in the header: a donated parameter may be
  *                        updated in place, and is live only until its last use.
- * Tuple index tables, layouts, padding and fusion are not modelled. */
+ *   outputs:             every leaf of the entry's root is an output buffer of its own: a leaf
+ *                        passed through from a parameter that is not donated, or returned
+ *                        twice, is copied at the root (as XLA's copy insertion does).
+ *   pointer tables:      a tuple-shaped entry parameter or root has a table of one pointer
+ *                        (MEM_POINTER_BYTES) per element, for each tuple in its shape, counted in
+ *                        parameter_bytes / output_bytes (as XLA's argument and output sizes).
+ * Tables of temporary tuples, layouts and fusion are not modelled (tools/xla/MEMORY.md compares
+ * the figures with XLA's). */
 #ifndef SHARDLENS_MEMORY_H
 #define SHARDLENS_MEMORY_H
 
@@ -32,6 +44,7 @@
 
 #define MEM_TOP_BUFFERS   10  /* buffers kept from the peak, largest first */
 #define MEM_PROFILE_SLOTS 512 /* points of the live-bytes profile over the schedule */
+#define MEM_POINTER_BYTES 8   /* one element of a tuple's pointer table */
 
 typedef enum MemBufKind {
     MEM_BUF_PARAMETER, /* an entry parameter (leaf `leaf` of it) */
@@ -49,8 +62,8 @@ typedef struct MemBuffer {
 } MemBuffer;
 
 typedef struct MemEstimate {
-    int64_t parameter_bytes;    /* every entry parameter leaf */
-    int64_t output_bytes;       /* distinct values the entry root returns */
+    int64_t parameter_bytes;    /* every entry parameter leaf, with tuple pointer tables */
+    int64_t output_bytes;       /* every leaf the entry root returns, with its pointer tables */
     int64_t alias_bytes;        /* outputs given storage of donated parameters */
     int64_t peak_bytes;         /* the most bytes live at once: parameters, outputs, temps */
     int64_t peak_temp_bytes;    /* of peak_bytes: temporaries (nested peaks included) */
@@ -69,8 +82,10 @@ typedef struct MemEstimate {
 
 /* Estimates `m` (its entry computation, and what it calls). Temporary tables live in a local
  * arena. Fails only when out of memory (SL_ERR_NOMEM) or on a module without an entry
- * (SL_ERR_INVALID); an input_output_alias it cannot read is ignored (`*n_ignored_aliases`
- * counts the entries, may be NULL). */
+ * (SL_ERR_INVALID). An input_output_alias it cannot read, and an entry whose parameter and
+ * output buffers differ in size (a partitioned module whose donated parameter is sharded
+ * unlike its output; XLA rejects it), are ignored: `*n_ignored_aliases` counts the entries
+ * (may be NULL), the pair is neither donated nor aliased. */
 SlStatus mem_estimate(const IrModule *m, MemEstimate *out, uint32_t *n_ignored_aliases,
                       SlError *err);
 
