@@ -98,8 +98,7 @@ static SlStatus
 reshard_at(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *target, IrInstr *pad_value,
            uint32_t depth, SpmdValue *out, SlError *err)
 {
-    /* replication groups that differ only in device order need no data movement */
-    if (!target || shd_same_placement(v->sharding, target)) {
+    if (!target || shd_equal(v->sharding, target)) {
         *out = *v;
         return SL_OK;
     }
