@@ -254,7 +254,17 @@ static const struct {
      2, "f32[8,16] all-gather(|f32[4,16] dynamic-slice(|f32[2,16] dynamic-slice(", NULL},
     {"iota_offset",
      HDR(4) "ENTRY main {\n  ROOT i = s32[8] iota(), iota_dimension=0, sharding={devices=[4]<=[4]}\n}\n",
-     4, "s32[2] iota(), iota_dimension=0|s32[4] constant({0, 2, 4, 6})|s32[2] add(", " all-"},
+     4, "s32[2] iota(), iota_dimension=0|s32[4] constant({0, 1, 2, 3})|s32[] constant(2)|"
+        "s32[] multiply(%reshape, %constant.1)|s32[2] add(", "convert("},
+    /* XLA's HandleIota: the ordinal along the iota dim (a table over the tile coordinates, the
+     * other tiled dim ignored) times the local size, converted to the element type */
+    {"iota_ordinal_times_size",
+     HDR(4) "ENTRY main {\n  ROOT i = f32[8,64] iota(), iota_dimension=1, "
+            "sharding={devices=[2,2]<=[4]}\n}\n",
+     4, "f32[4,32] iota(), iota_dimension=1|s32[4] constant({0, 1, 0, 1})|s32[] constant(32)|"
+        "s32[] multiply(%reshape, %constant.1)|f32[] convert(%multiply)|"
+        "f32[4,32] broadcast(%convert), dimensions={}|ROOT %add = f32[4,32] add(%i.1, %broadcast)",
+     "constant({0, 32"},
     {"full_to_shard",
      HDR(2) "ENTRY main {\n  p = f32[8] parameter(0), sharding={devices=[2]<=[2]}\n"
             "  ROOT m = f32[4] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", "
