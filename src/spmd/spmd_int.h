@@ -172,6 +172,7 @@ IrInstr *spmd_emit_op(SpmdCtx *cx, IrOp op, const IrShape *shape, IrInstr *const
                       uint32_t n_ops);
 IrInstr *spmd_emit_constant_scalar(SpmdCtx *cx, IrDtype t, int64_t value);
 IrInstr *spmd_emit_constant_literal(SpmdCtx *cx, IrDtype t, const char *literal); /* "inf" .. */
+IrInstr *spmd_emit_constant_int_array(SpmdCtx *cx, IrDtype t, const int64_t *v, uint32_t n);
 IrInstr *spmd_emit_constant_s32_array(SpmdCtx *cx, const int64_t *v, uint32_t n);
 IrInstr *spmd_emit_constant_u32_array(SpmdCtx *cx, const int64_t *v, uint32_t n);
 IrInstr *spmd_emit_zero_like(SpmdCtx *cx, const IrShape *shape); /* broadcast of constant 0 */
