@@ -235,6 +235,15 @@ spmd_coll_permute(SpmdCtx *cx, const SpmdState *st, IrInstr *x, const int64_t *p
         cur = nx;
         n *= s->n_groups;
     }
+    /* XLA's creator drops trivial permutes (its channel id is spent all the same): no pairs
+     * leave zeros everywhere, every device sending to itself is the operand itself. */
+    bool ident = n == cx->num_partitions;
+    for (int64_t k = 0; ident && k < n; k++)
+        ident = cur[2 * k] == cur[2 * k + 1];
+    if ((n == 0 || ident) && ir_shape_is_array(&x->shape)) {
+        cx->next_channel_id++;
+        return n == 0 ? spmd_emit_zero_like(cx, &x->shape) : x;
+    }
     IrShape sh = ir_shape_clone(cx->arena, &x->shape);
     IrInstr *i = ir_instr_new(cx->out, IR_OP_COLLECTIVE_PERMUTE, &sh, &x, 1);
     if (!i || !add_channel(cx, i))
