@@ -50,7 +50,13 @@ static const struct {
      " all-gather(", 1},
     {"partial_to_tiled",
      MOD(4, "f32[8,16]", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}", "{devices=[4,1]<=[4]}"),
-     4, "f32[2,16] dynamic-slice(|s32[4] constant({0, 2, 0, 2})", " all-", 0},
+     /* XLA's form: target offsets minus source offsets on every dim (0 - 0 where neither
+      * side is sharded) */
+     4, "s32[4] constant({0, 2, 4, 6})|s32[4] constant({0, 0, 4, 4})|"
+        "%subtract = s32[] subtract(%reshape, %reshape.1)|"
+        "%subtract.1 = s32[] subtract(%constant.2, %constant.2)|"
+        "f32[2,16] dynamic-slice(%p.1, %subtract, %subtract.1), dynamic_slice_sizes={2,16}",
+     " all-", 0},
     /* C.8.2 uneven: 6 rows from 4 tiles into 2 tiles; shards 2 and 3 first take one row from
      * their left (compact halo exchange), so gathering pairs and dropping the tail is exact */
     {"tiled_to_partial_halo",
@@ -67,7 +73,8 @@ static const struct {
      MOD(4, "f32[6,3]", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}", "{devices=[4,1]<=[4]}"),
      4, "f32[1,3] slice(%p.1), slice={[0:1], [0:3]}|collective-permute(%slice), channel_id=1, "
      "source_target_pairs={{2,0},{3,1}}|f32[5,3] concatenate(%p.1, %pad)|f32[4,3] dynamic-slice(|"
-     "s32[4] constant({0, 2, 0, 2})|f32[2,3] dynamic-slice(%dynamic-slice.4, %reshape, %constant)",
+     "s32[4] constant({0, 2, 4, 6})|s32[4] constant({0, 0, 4, 4})|"
+     "f32[2,3] dynamic-slice(%dynamic-slice.5, %subtract, %subtract.1)",
      " all-", 0},
     {"maximal_to_replicated", MOD(4, "f32[8]", "{maximal device=1}", "{replicated}"), 4,
      "compare(%partition-id, %constant), direction=EQ|select(|f32[8] all-reduce(%select), "
@@ -97,11 +104,12 @@ static const struct {
     {"all_to_all_uneven_target",
      MOD(8, "f32[4,6,8]", "{devices=[4,1,1,2]5,1,7,6,0,3,4,2 last_tile_dim_replicate}",
          "{devices=[2,4,1]<=[8]}"),
-     8, "f32[1,3,8] dynamic-slice(%p.1,|f32[1,1,8] slice(%dynamic-slice.1), "
+     8, "f32[1,3,8] dynamic-slice(%p.1, %subtract, %subtract.1, %subtract.2)|"
+     "f32[1,1,8] slice(%dynamic-slice.3), "
      "slice={[0:1], [0:1], [0:8]}|f32[1,1,8] collective-permute(%slice), channel_id=1, "
-     "source_target_pairs={{5,1},{7,6},{3,0},{4,2}}|f32[1,5,8] concatenate(%dynamic-slice.1, "
-     "%pad)|f32[1,4,8] dynamic-slice(%concatenate,|f32[1,2,2,8] reshape(%dynamic-slice.5)|"
-     "f32[1,2,2,8] all-to-all(%reshape.4), channel_id=2, "
+     "source_target_pairs={{5,1},{7,6},{3,0},{4,2}}|f32[1,5,8] concatenate(%dynamic-slice.3, "
+     "%pad)|f32[1,4,8] dynamic-slice(%concatenate,|f32[1,2,2,8] reshape(%dynamic-slice.7)|"
+     "f32[1,2,2,8] all-to-all(%reshape.6), channel_id=2, "
      "replica_groups={{1,6},{5,7},{0,2},{3,4}}, dimensions={1}|f32[2,2,8] reshape(%transpose)|"
      "ROOT %c.1 = f32[2,2,8] copy(%collective-permute.1)",
      " collective-permute(", 2},

@@ -732,24 +732,36 @@ static SlStatus
 partial_offsets(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *yc, const IrShape *local,
                 IrInstr **offs, SlError *err)
 {
+    /* As XLA: the target's offsets minus the source's over the padded base (local size times
+     * the target's shards), on every dim, each side a table of its tile offsets or constant 0
+     * where that side is unsharded (so `t - t` and `0 - 0` where nothing moves). */
     const ShdSharding *s = v->sharding;
     int64_t np = v->state->num_partitions;
-    int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, np);
     int64_t ix[SPMD_MAX_RANK], iy[SPMD_MAX_RANK];
-    IrInstr *zero = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
-    if (!tbl || !zero)
-        return spmd_nomem(cx, err);
     for (uint32_t d = 0; d < v->base_shape->rank; d++) {
         int64_t nx = shd_dim_shards(s, d), ny = shd_dim_shards(yc, d), Sy = local->dims[d];
-        offs[d] = zero;
-        if (nx == ny)
-            continue;
-        for (int64_t dev = 0; dev < np; dev++) {
-            if (!shd_tile_index(s, dev, ix) || !shd_tile_index(yc, dev, iy))
-                return SL_ERR_UNSUPPORTED;
-            tbl[dev] = iy[d] * Sy - ix[d] * (Sy * ny / nx);
+        IrInstr *side[2];
+        for (int k = 0; k < 2; k++) {
+            const ShdSharding *t = k ? s : yc;
+            int64_t n = k ? nx : ny, size = Sy * ny / n;
+            if (n == 1) {
+                side[k] = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
+                continue;
+            }
+            int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, np);
+            if (!tbl)
+                return spmd_nomem(cx, err);
+            for (int64_t dev = 0; dev < np; dev++) {
+                if (!shd_tile_index(t, dev, k ? ix : iy))
+                    return SL_ERR_UNSUPPORTED;
+                tbl[dev] = (k ? ix : iy)[d] * size;
+            }
+            side[k] = spmd_table_lookup(cx, v->state, tbl, np, IR_DT_S32);
         }
-        offs[d] = spmd_table_lookup(cx, v->state, tbl, np, IR_DT_S32);
+        offs[d] = side[0] && side[1] ? spmd_emit_binary(cx, IR_OP_SUBTRACT, side[0], side[1])
+                                     : NULL;
+        if (!offs[d])
+            return spmd_nomem(cx, err);
     }
     return SL_OK;
 }
