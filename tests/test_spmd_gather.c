@@ -741,7 +741,11 @@ test_gather_constant_iota_index_parallel(void **state)
     expect_text(fx, "%clamp = s32[3,2] clamp(%broadcast.2, %subtract, %broadcast.1)", 1);
     expect_text(fx, "%subtract = s32[3,2] subtract(%idx.1, %broadcast)", 1);
     expect_text(fx, "= s32[3] select(%broadcast.5, %broadcast.6, %g.1)", 1);
-    expect_text(fx, "%constant.4 = s32[2] constant({2, 15})", 1);
+    expect_text(fx, "%constant.5 = s32[2] constant({2, 15})", 1);
+    /* the replicated constant sliced to its partial sharding by group (XLA's
+     * PerGroupSliceFromReplicated): group id, then the offset of the group's tile */
+    expect_text(fx, "%constant = u32[8] constant({0, 0, 0, 0, 1, 1, 1, 1})", 1);
+    expect_text(fx, "%constant.1 = s32[2] constant({0, 3})", 1);
     expect_text(fx, "ROOT %all-reduce = s32[3] all-reduce(%select), channel_id=1,", 1);
     expect_groups(fx, "[4,2]<=[2,2,2]T(0,2,1)", "{{0,2},{1,3},{4,6},{5,7}}");
     expect_text(fx, "collective-permute", 0);

@@ -48,6 +48,18 @@ static const struct {
      MOD(4, "f32[8,16]", "{devices=[4,1]<=[4]}", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"),
      4, "f32[4,16] all-gather(%p.1), channel_id=1, replica_groups=[2,2]<=[4], dimensions={0}",
      " all-gather(", 1},
+    /* replicated to partially replicated (XLA's PerGroupSliceFromReplicated): the group of
+     * the device (its replication group {0,2} or {1,3}, in tile order) from a u32 table, then
+     * the group's row offset from a table over the 2 tiles */
+    {"replicated_to_partial_by_group",
+     MOD(4, "f32[8,16]", "{replicated}",
+         "{devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}"),
+     4, "%constant = u32[4] constant({0, 1, 0, 1})|"
+        "%dynamic-slice = u32[1] dynamic-slice(%constant, %partition-id)|"
+        "%constant.1 = s32[2] constant({0, 4})|"
+        "%dynamic-slice.1 = s32[1] dynamic-slice(%constant.1, %reshape)|"
+        "f32[4,16] dynamic-slice(%p.1, %reshape.1, %constant.2), dynamic_slice_sizes={4,16}",
+     " all-", 0},
     {"partial_to_tiled",
      MOD(4, "f32[8,16]", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}", "{devices=[4,1]<=[4]}"),
      /* XLA's form: target offsets minus source offsets on every dim (0 - 0 where neither

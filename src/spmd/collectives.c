@@ -312,7 +312,14 @@ spmd_table_lookup(SpmdCtx *cx, const SpmdState *st, const int64_t *table, int64_
         same = same && table[k] == table[0];
     if (same)
         return spmd_emit_constant_scalar(cx, t, n ? table[0] : 0);
-    IrInstr *pid = spmd_partition_id(cx, st);
+    return spmd_table_lookup_at(cx, spmd_partition_id(cx, st), table, n, t);
+}
+
+IrInstr *
+spmd_table_lookup_at(SpmdCtx *cx, IrInstr *pid, const int64_t *table, int64_t n, IrDtype t)
+{
+    if (!pid)
+        return NULL;
     IrInstr *tbl = t == IR_DT_U32 ? spmd_emit_constant_u32_array(cx, table, (uint32_t)n)
                                   : spmd_emit_constant_s32_array(cx, table, (uint32_t)n);
     int64_t one = 1;

@@ -358,6 +358,55 @@ replicate_no_cache(SpmdCtx *cx, const SpmdValue *v, SpmdValue *out, SpmdPlan *pl
 
 /* ---- replicated -> sharded (C.3) ---- */
 
+static bool
+is_plain_partial(const ShdSharding *s)
+{
+    return s->kind == SHD_TILED && s->n_subgroups == 1 && s->subgroups[0] == SHD_SUB_REPLICATED;
+}
+
+/* Offsets of a replicated value's slice for a partially replicated target, as XLA's
+ * PerGroupSliceFromReplicated builds them: the device's group (its replication group, in
+ * tile order) from a u32 table, then per sharded dim a table over the groups' tiles indexed
+ * by it; constant 0 on the other dims. */
+static SlStatus
+group_slice_offsets(SpmdCtx *cx, const SpmdState *st, const ShdSharding *y, const IrShape *base,
+                    IrInstr **offs, SlError *err)
+{
+    int64_t np = st->num_partitions, tiles = shd_num_tiles(y), idx[SPMD_MAX_RANK];
+    uint32_t r = shd_data_rank(y);
+    int64_t *gid = SL_NEW_ARRAY(cx->arena, int64_t, np);
+    int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, tiles);
+    if (!gid || !tbl || r > SPMD_MAX_RANK)
+        return spmd_nomem(cx, err);
+    for (int64_t d = 0; d < np; d++) {
+        if (!shd_tile_index(y, d, idx))
+            return SL_ERR_UNSUPPORTED;
+        int64_t lin = 0;
+        for (uint32_t i = 0; i < r; i++)
+            lin = lin * y->tile_dims[i] + idx[i];
+        gid[d] = lin;
+    }
+    IrInstr *g = NULL;
+    for (uint32_t d = 0; d < base->rank; d++) {
+        int64_t n = shd_dim_shards(y, d);
+        if (n <= 1) {
+            offs[d] = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
+        } else {
+            if (!g)
+                g = spmd_table_lookup_at(cx, spmd_partition_id(cx, st), gid, np, IR_DT_U32);
+            int64_t per = (base->dims[d] + n - 1) / n, stride = 1;
+            for (uint32_t i = d + 1; i < r; i++)
+                stride *= y->tile_dims[i];
+            for (int64_t t = 0; t < tiles; t++)
+                tbl[t] = t / stride % n * per;
+            offs[d] = spmd_table_lookup_at(cx, g, tbl, tiles, IR_DT_S32);
+        }
+        if (!offs[d])
+            return spmd_nomem(cx, err);
+    }
+    return SL_OK;
+}
+
 static SlStatus
 slice_from_replicated(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad,
                       SpmdValue *out, SlError *err)
@@ -378,7 +427,8 @@ slice_from_replicated(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrI
         x = spmd_emit_pad(cx, x, pad, pads);
     }
     IrInstr *offs[SPMD_MAX_RANK];
-    SlStatus st = spmd_partition_offsets(cx, v->state, y, base, offs, err);
+    SlStatus st = is_plain_partial(y) ? group_slice_offsets(cx, v->state, y, base, offs, err)
+                                      : spmd_partition_offsets(cx, v->state, y, base, offs, err);
     if (st != SL_OK)
         return st;
     x = spmd_emit_dynamic_slice(cx, x, offs, local.dims);
