@@ -1098,7 +1098,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sharding_group_replicated, arena_setup,
                                         arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_group_manual, arena_setup, arena_teardown),
-        cmocka_unit_test_setup_teardown(test_sharding_partial_groups_sorted, arena_setup, arena_teardown),
+        cmocka_unit_test_setup_teardown(test_sharding_partial_groups_sorted, arena_setup,
+                                        arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_unreduced_as_replicated, arena_setup,
                                         arena_teardown),
     };
