@@ -916,6 +916,14 @@ test_sharding_grouping(void **state)
     ShdGrouped al2 = shd_align_groups_with(a, &on1, &on0);
     assert_prints(al2.inner, "{devices=[2,1]<=[2]}", "adopted inner");
     assert_true(al2.device_groups == on0.device_groups);
+    /* Same sets in order, but the in-group orders disagree ({2,0} reversed, {1,3} not): the
+     * first group's permutation is applied to the inner ids (XLA's AlignGroupsWith), so the
+     * second group's devices swap tiles. */
+    ShdGrouped mixed = shd_group_on_dims(a, parse_ok(a, "{devices=[2,2]2,1,0,3}"), d1, 1, NULL);
+    ShdGrouped al3 = shd_align_groups_with(a, &on1, &mixed);
+    assert_prints(al3.inner, "{devices=[2,1]1,0}", "first group's permutation");
+    assert_true(al3.device_groups == mixed.device_groups);
+    assert_prints(shd_ungroup(a, &al3), "{devices=[2,2]0,3,2,1}", "mixed ungroup");
 }
 
 /* "{{0,1},{2,3}}" for a grouping's device_groups. */
