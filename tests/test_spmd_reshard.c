@@ -197,10 +197,26 @@ static const struct {
     /* C.8.2 where the target tile fits one source shard: 2 rows in 4 shards of 1 to 2 tiles;
      * row 1 moves from device 1 to device 2 (halo), then within {0,1} and {2,3} the first
      * device's row is broadcast by select + all-reduce instead of gathered */
+    /* ReplicatePartial: the dim held whole by one shard (dim 0, 1 row) is broadcast first,
+     * within {0,2} and {1,3}, on the f32[1,1] shard; then dim 1 is all-gathered */
+    {"replicate_broadcast_dim_first",
+     MOD(4, "f32[1,2]", "{devices=[2,2]<=[4]}", "{replicated}"),
+     4, "%constant = u32[4] constant({0, 0, 1, 1})|%constant.1 = u32[] constant(0)|"
+        "%compare = pred[] compare(%reshape, %constant.1), direction=EQ|"
+        "%select = f32[1,1] select(%broadcast, %p.1, %broadcast.1)|"
+        "%all-reduce = f32[1,1] all-reduce(%select), channel_id=1, "
+        "replica_groups=[2,2]<=[2,2]T(1,0)|"
+        "%all-gather = f32[1,2] all-gather(%all-reduce), channel_id=2, replica_groups=[2,2]<=[4], "
+        "dimensions={1}",
+     " all-gather(", 1},
     {"tiled_to_partial_broadcast",
      MOD(4, "f32[2,10]", "{devices=[4,1]<=[4]}", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"),
      4, "f32[1,10] collective-permute(%p.1), channel_id=1, source_target_pairs={{1,2}}|"
-     "f32[1,10] select(%broadcast.1, %collective-permute, %p.1)|s32[2] constant({1, 0})|"
+     "f32[1,10] select(%broadcast.1, %collective-permute, %p.1)|"
+     /* XLA's Broadcast() in the per-group state: in-group id (u32) == the group's device 0 */
+     "%constant.5 = u32[2] constant({0, 1})|"
+     "%dynamic-slice.3 = u32[1] dynamic-slice(%constant.5, %reshape.2)|"
+     "%compare.1 = pred[] compare(%reshape.3, %constant.6), direction=EQ|"
      "f32[1,10] select(%broadcast.2, %select, %broadcast.3)|f32[1,10] all-reduce(%select.1), "
      "channel_id=2, replica_groups={{0,1},{2,3}}|ROOT %c.1 = f32[1,10] copy(%all-reduce)",
      " all-gather(", 0},

@@ -229,6 +229,34 @@ replicate_dims(SpmdCtx *cx, const SpmdValue *v, const int64_t *dims, uint32_t n,
             ag[n_ag++] = d;
     }
     IrInstr *x = v->hlo;
+    if (n_bc) {
+        /* only tile 0 along these dims holds data: broadcast it within the groups of devices
+         * that differ only there, first (XLA's ReplicatePartial: Broadcast() in per-group
+         * state: the in-group id, a u32 table, compared with the group's device 0) */
+        int64_t np = v->state->num_partitions;
+        int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, np);
+        int64_t idx[SPMD_MAX_RANK];
+        if (!tbl)
+            return spmd_nomem(cx, err);
+        for (int64_t d = 0; d < np; d++) {
+            int64_t in_group = 0;
+            if (shd_tile_index(s, d, idx))
+                for (uint32_t k = 0; k < n_bc; k++)
+                    in_group = in_group * shd_dim_shards(s, (uint32_t)bc[k]) + idx[bc[k]];
+            tbl[d] = in_group;
+        }
+        IrInstr *id = spmd_table_lookup(cx, v->state, tbl, np, IR_DT_U32);
+        IrInstr *src = spmd_emit_constant_scalar(cx, IR_DT_U32, 0);
+        IrInstr *eq = id && src ? spmd_emit_compare(cx, id, src, "EQ") : NULL;
+        IrShape ps = ir_shape_make(cx->arena, IR_DT_PRED, x->shape.dims, x->shape.rank);
+        IrInstr *beq = eq && x->shape.rank ? spmd_emit_broadcast(cx, eq, &ps, NULL, 0) : eq;
+        IrInstr *zero = spmd_emit_zero_like(cx, &x->shape);
+        IrInstr *sel = beq && zero ? spmd_emit_select(cx, beq, x, zero) : NULL;
+        IrComputation *red = spmd_reducer(cx, SPMD_RED_ADD, x->shape.dtype);
+        x = sel ? spmd_all_reduce_along_dims(cx, v->state, sel, s, bc, n_bc, red) : NULL;
+        if (!x)
+            return spmd_nomem(cx, err);
+    }
     for (uint32_t k = n_ag; k-- > 0;) {
         IrReplicaGroups g;
         SlStatus st = spmd_groups_for_dims(cx, s, &ag[k], 1, &g, err);
@@ -288,29 +316,6 @@ replicate_dims(SpmdCtx *cx, const SpmdValue *v, const int64_t *dims, uint32_t n,
         x = spmd_all_reduce_along_dims(cx, v->state, dus_i, s, dus, n_dus, red);
         if (!x)
             return spmd_nomem(cx, err);
-    }
-    if (n_bc) {
-        /* only tile 0 along these dims holds data: broadcast it within the groups */
-        int64_t np = v->state->num_partitions;
-        int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, np);
-        int64_t idx[SPMD_MAX_RANK];
-        if (!tbl)
-            return spmd_nomem(cx, err);
-        for (int64_t d = 0; d < np; d++) {
-            bool first = shd_tile_index(s, d, idx);
-            for (uint32_t k = 0; k < n_bc && first; k++)
-                first = idx[bc[k]] == 0;
-            tbl[d] = first ? 1 : 0;
-        }
-        IrInstr *flag = spmd_table_lookup(cx, v->state, tbl, np, IR_DT_S32);
-        IrInstr *one = spmd_emit_constant_scalar(cx, IR_DT_S32, 1);
-        IrInstr *eq = spmd_emit_compare(cx, flag, one, "EQ");
-        IrShape ps = ir_shape_make(cx->arena, IR_DT_PRED, x->shape.dims, x->shape.rank);
-        IrInstr *beq = x->shape.rank ? spmd_emit_broadcast(cx, eq, &ps, NULL, 0) : eq;
-        IrInstr *zero = spmd_emit_zero_like(cx, &x->shape);
-        IrInstr *sel = spmd_emit_select(cx, beq, x, zero);
-        IrComputation *red = spmd_reducer(cx, SPMD_RED_ADD, x->shape.dtype);
-        x = spmd_all_reduce_along_dims(cx, v->state, sel, s, bc, n_bc, red);
     }
     if (!x)
         return spmd_nomem(cx, err);
