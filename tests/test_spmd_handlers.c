@@ -291,6 +291,18 @@ static const struct {
         "f32[2,5,4] concatenate(%copy, %collective-permute.1, %broadcast.1, %broadcast.1, "
         "%broadcast.1), dimensions={1}|channel_id=2, source_target_pairs={{1,0}}",
      "source_target_pairs={}"},
+    /* a slice that is each shard's own row, in the operand's sharding: resharded to the
+     * slice's (replicated: masked dynamic-update-slice + all-reduce) inside the handler, so
+     * no copy is made (upstream's HandleSliceHelper copies only a result that is still the
+     * windowed input) */
+    {"slice_resharded_before_copy",
+     HDR(4) "ENTRY main {\n  p = f32[4,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+            "  ROOT s = f32[2,6] slice(p), slice={[0:2], [0:6]}, sharding={replicated}\n}\n",
+     4, "%select = f32[1,6] select(%compare, %p.1, %broadcast.2)|"
+        "f32[2,6] dynamic-update-slice(%broadcast.3, %select, %reshape.1, %constant.5)|"
+        "ROOT %all-reduce = f32[2,6] all-reduce(%dynamic-update-slice), channel_id=1, "
+        "replica_groups=[1,4]<=[4]",
+     " copy("},
     {"full_to_shard",
      HDR(2) "ENTRY main {\n  p = f32[8] parameter(0), sharding={devices=[2]<=[2]}\n"
             "  ROOT m = f32[4] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", "
