@@ -478,33 +478,42 @@ shape_of(SlArena *a, const int64_t *dims, uint32_t rank)
     return ir_shape_make(a, IR_DT_F32, dims, rank);
 }
 
-/* Same placement: the broadcast's sharding with its dim 2 replicated has the operand's
- * replication groups in another order; equal as sets, not as lists. Other sets, another tiling
- * or a manual subgroup in place of replication are not the same placement. */
+/* Replication groups are canonical at construction (XLA's PartialTile): the devices of each
+ * group ascend, whatever the array's form, and an iota array is re-described after sorting.
+ * The broadcast's sharding with its dim 2 replicated is then the operand's own sharding. */
 static void
-test_sharding_same_placement(void **state)
+test_sharding_partial_groups_sorted(void **state)
 {
     SlArena *a = *state;
     const ShdSharding *op = parse_ok(a, "{devices=[2,1,4]<=[8] last_tile_dim_replicate}");
     const ShdSharding *bc =
         parse_ok(a, "{devices=[2,1,2,2]<=[2,2,2]T(0,2,1) last_tile_dim_replicate}");
+    assert_prints(bc, "{devices=[2,1,2,2]<=[2,2,2]T(0,2,1) last_tile_dim_replicate}",
+                  "groups already ascending");
     static const int64_t d2[] = {2};
     const ShdSharding *pr = shd_remove_dims(a, shd_partially_replicate_dims(a, bc, d2, 1), d2, 1);
     assert_non_null(pr);
     assert_int_equal(pr->n_tile_dims, 3);
-    static const int64_t want[] = {0, 2, 1, 3, 4, 6, 5, 7};
+    static const int64_t want[] = {0, 1, 2, 3, 4, 5, 6, 7};
     assert_memory_equal(pr->devices, want, sizeof want);
-    assert_false(shd_equal(pr, op));
-    assert_true(shd_same_placement(pr, op));
-    assert_true(shd_same_placement(op, pr));
-    assert_true(shd_same_placement(op, op));
-    assert_false(shd_same_placement(op, parse_ok(a, "{devices=[2,1,4]<=[4,2]T(1,0) "
-                                                    "last_tile_dim_replicate}")));
-    assert_false(shd_same_placement(op, parse_ok(a, "{devices=[2,1,4]0,2,1,3,4,5,6,7}")));
-    assert_false(shd_same_placement(parse_ok(a, "{devices=[2,1,4]0,2,1,3,4,6,5,7 "
-                                                "last_tile_dims={manual}}"),
-                                    parse_ok(a, "{devices=[2,1,4]<=[8] last_tile_dims={manual}}")));
-    assert_false(shd_same_placement(op, parse_ok(a, "{replicated}")));
+    assert_true(shd_equal(pr, op));
+    assert_prints(pr, "{devices=[2,1,4]<=[8] last_tile_dim_replicate}", "derived");
+    /* an iota whose groups are {0,2,1,3},{4,6,5,7}: sorted, it is the plain iota */
+    assert_prints(parse_ok(a, "{devices=[2,4]<=[2,2,2]T(0,2,1) last_tile_dim_replicate}"),
+                  "{devices=[2,4]<=[8] last_tile_dim_replicate}", "iota re-described");
+    /* an explicit list stays explicit, each group sorted; the order of groups is kept */
+    assert_prints(parse_ok(a, "{devices=[2,2]3,1,2,0 last_tile_dim_replicate}"),
+                  "{devices=[2,2]1,3,0,2 last_tile_dim_replicate}", "explicit sorted");
+    /* a replicated subgroup after a manual one: the replicated groups are sorted */
+    assert_prints(parse_ok(a, "{devices=[2,2,2]0,1,3,2,4,5,7,6 last_tile_dims={manual, "
+                              "replicated}}"),
+                  "{devices=[2,2,2]0,1,2,3,4,5,6,7 last_tile_dims={manual, replicated}}",
+                  "manual then replicated");
+    /* no replicated subgroup: the device order is the tiling itself and is kept */
+    assert_prints(parse_ok(a, "{devices=[2,2]3,1,2,0 last_tile_dims={manual}}"),
+                  "{devices=[2,2]3,1,2,0 last_tile_dims={manual}}", "manual kept");
+    assert_false(shd_equal(op, parse_ok(a, "{devices=[2,1,4]<=[4,2]T(1,0) "
+                                           "last_tile_dim_replicate}")));
 }
 
 static void
@@ -752,7 +761,16 @@ test_sharding_reshard_checks(void **state)
     const ShdSharding *p8 = parse_ok(a, "{devices=[2,1,4]<=[8] last_tile_dim_replicate}");
     assert_prints(shd_partial_replicate_reshard_compatible(
                       a, p8, parse_ok(a, "{devices=[2,2,2]0,1,2,3,4,5,6,7 last_tile_dim_replicate}")),
-                  "{devices=[2,2,2]<=[8] last_tile_dim_replicate}", "compatible to partial");
+                  "{devices=[2,2,2]0,1,2,3,4,5,6,7 last_tile_dim_replicate}",
+                  "compatible to partial: the target itself, inside the partial tiles");
+    const ShdSharding *t8 = parse_ok(a, "{devices=[2,2,2]<=[2,2,2]T(0,2,1) "
+                                        "last_tile_dim_replicate}");
+    assert_ptr_equal(shd_partial_replicate_reshard_compatible(a, p8, t8), t8);
+    /* tiles outside the partial ones: the partial's devices, re-viewed */
+    assert_prints(shd_partial_replicate_reshard_compatible(
+                      a, p8, parse_ok(a, "{devices=[2,2,2]4,5,6,7,0,1,2,3 "
+                                         "last_tile_dim_replicate}")),
+                  "{devices=[2,2,2]<=[8] last_tile_dim_replicate}", "compatible re-viewed");
     assert_prints(shd_partial_replicate_reshard_compatible(a, p8, parse_ok(a, "{devices=[2,4]<=[8]}")),
                   "{devices=[2,4]<=[8]}", "compatible all of the group");
     assert_prints(shd_partial_replicate_reshard_compatible(a, p8, parse_ok(a, "{devices=[4,2]<=[8]}")),
@@ -898,6 +916,14 @@ test_sharding_grouping(void **state)
     ShdGrouped al2 = shd_align_groups_with(a, &on1, &on0);
     assert_prints(al2.inner, "{devices=[2,1]<=[2]}", "adopted inner");
     assert_true(al2.device_groups == on0.device_groups);
+    /* Same sets in order, but the in-group orders disagree ({2,0} reversed, {1,3} not): the
+     * first group's permutation is applied to the inner ids (XLA's AlignGroupsWith), so the
+     * second group's devices swap tiles. */
+    ShdGrouped mixed = shd_group_on_dims(a, parse_ok(a, "{devices=[2,2]2,1,0,3}"), d1, 1, NULL);
+    ShdGrouped al3 = shd_align_groups_with(a, &on1, &mixed);
+    assert_prints(al3.inner, "{devices=[2,1]1,0}", "first group's permutation");
+    assert_true(al3.device_groups == mixed.device_groups);
+    assert_prints(shd_ungroup(a, &al3), "{devices=[2,2]0,3,2,1}", "mixed ungroup");
 }
 
 /* "{{0,1},{2,3}}" for a grouping's device_groups. */
@@ -1080,7 +1106,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sharding_group_replicated, arena_setup,
                                         arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_group_manual, arena_setup, arena_teardown),
-        cmocka_unit_test_setup_teardown(test_sharding_same_placement, arena_setup, arena_teardown),
+        cmocka_unit_test_setup_teardown(test_sharding_partial_groups_sorted, arena_setup,
+                                        arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_unreduced_as_replicated, arena_setup,
                                         arena_teardown),
     };

@@ -684,8 +684,10 @@ test_dot_contracting_sliced_output(void **state)
         4, 256);
     fx_want(&r, "f32[2,4,8] dot(%lhs.1, %rhs.1)");
     fx_want(&r, "f32[2,4,8] all-reduce(%d.1), channel_id=1, replica_groups=[2,2]<=[4]");
-    fx_want(&r, "f32[2,4,4] dynamic-slice(%all-reduce, %constant, %constant, %reshape)");
-    fx_want(&r, "f32[2,2,2,4] all-to-all(%reshape.1), channel_id=2, replica_groups={{0,2},{1,3}}, "
+    fx_want(&r, "u32[4] constant({0, 1, 0, 1})"); /* in-group slice: group id, then offset */
+    fx_want(&r, "s32[2] constant({0, 4})");
+    fx_want(&r, "f32[2,4,4] dynamic-slice(%all-reduce, %constant, %constant, %reshape.1)");
+    fx_want(&r, "f32[2,2,2,4] all-to-all(%reshape.2), channel_id=2, replica_groups={{0,2},{1,3}}, "
              "dimensions={1}");
     assert_int_equal(fx_count(r.text.data, "all-reduce("), 1);
     fx_want_trace(&r, "dot group_on_contracting");

@@ -128,10 +128,15 @@ test_gather_trivial_sliced(void **state)
               "}\n",
               NULL);
     expect_text(fx, "table.1 = f32[8,8] parameter(0)", 1);
-    expect_text(fx, "= f32[6,8] gather(%table.1, %subtract.1)", 1);
-    expect_text(fx, "%subtract.1 = s32[6,1] subtract(%clamp, ", 1);
+    expect_text(fx, "= f32[6,8] gather(%table.1, %subtract)", 1);
+    /* XLA's ClampGatherIndices: the bounds are constants of the indices' type */
+    expect_text(fx, "%constant = s32[1] constant({31})", 1);
+    expect_text(fx, "%broadcast = s32[6,1] broadcast(%constant), dimensions={1}", 1);
+    expect_text(fx, "%broadcast.1 = s32[6,1] broadcast(%constant.1), dimensions={}", 1);
+    expect_text(fx, "%clamp = s32[6,1] clamp(%broadcast.1, %ids.1, %broadcast)", 1);
+    expect_text(fx, "%subtract = s32[6,1] subtract(%clamp, ", 1);
     expect_text(fx, " clamp(", 1);
-    expect_text(fx, " subtract(", 2);
+    expect_text(fx, " subtract(", 1);
     expect_text(fx, "= pred[6] reduce(", 1);
     expect_text(fx, "= f32[6,8] select(", 1);
     expect_text(fx, "ROOT %all-reduce = f32[6,8] all-reduce(%select)", 1);
@@ -732,9 +737,15 @@ test_gather_constant_iota_index_parallel(void **state)
               " sharding={devices=[2,4]<=[8] last_tile_dim_replicate}\n"
               "}\n",
               NULL);
-    expect_text(fx, "%g.1 = s32[3] gather(%table.1, %subtract.2)", 1);
+    expect_text(fx, "%g.1 = s32[3] gather(%table.1, %subtract.1)", 1);
+    expect_text(fx, "%clamp = s32[3,2] clamp(%broadcast.2, %subtract, %broadcast.1)", 1);
     expect_text(fx, "%subtract = s32[3,2] subtract(%idx.1, %broadcast)", 1);
-    expect_text(fx, "= s32[3] select(%broadcast.6, %broadcast.7, %g.1)", 1);
+    expect_text(fx, "= s32[3] select(%broadcast.5, %broadcast.6, %g.1)", 1);
+    expect_text(fx, "%constant.5 = s32[2] constant({2, 15})", 1);
+    /* the replicated constant sliced to its partial sharding by group (XLA's
+     * PerGroupSliceFromReplicated): group id, then the offset of the group's tile */
+    expect_text(fx, "%constant = u32[8] constant({0, 0, 0, 0, 1, 1, 1, 1})", 1);
+    expect_text(fx, "%constant.1 = s32[2] constant({0, 3})", 1);
     expect_text(fx, "ROOT %all-reduce = s32[3] all-reduce(%select), channel_id=1,", 1);
     expect_groups(fx, "[4,2]<=[2,2,2]T(0,2,1)", "{{0,2},{1,3},{4,6},{5,7}}");
     expect_text(fx, "collective-permute", 0);
@@ -763,9 +774,10 @@ test_gather_dry_run_cost_order(void **state)
               " slice_sizes={1,24}, sharding={devices=[4,1,1,8]<=[32] last_tile_dim_replicate}\n"
               "}\n",
               "preferred_gather_partition_methods=kIndexParallel");
-    expect_text(fx, "%clamp = s32[1,12,1] clamp(%broadcast, %ids.1, %subtract)", 1);
-    expect_text(fx, "%subtract.1 = s32[1,12,1] subtract(%clamp, %broadcast.3)", 1);
-    expect_text(fx, "= f32[1,12,6] gather(%all-gather, %subtract.1)", 1);
+    expect_text(fx, "%constant = s32[1] constant({7})", 1);
+    expect_text(fx, "%clamp = s32[1,12,1] clamp(%broadcast.1, %ids.1, %broadcast)", 1);
+    expect_text(fx, "%subtract = s32[1,12,1] subtract(%clamp, %broadcast.2)", 1);
+    expect_text(fx, "= f32[1,12,6] gather(%all-gather, %subtract)", 1);
     expect_text(fx, "= f32[4,6] all-gather(%collective-permute)", 1);
     expect_text(fx, "collective-permute(%table.1)", 1);
     expect_text(fx, "collective-permute(%ids.1)", 0);

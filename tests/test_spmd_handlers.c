@@ -254,7 +254,55 @@ static const struct {
      2, "f32[8,16] all-gather(|f32[4,16] dynamic-slice(|f32[2,16] dynamic-slice(", NULL},
     {"iota_offset",
      HDR(4) "ENTRY main {\n  ROOT i = s32[8] iota(), iota_dimension=0, sharding={devices=[4]<=[4]}\n}\n",
-     4, "s32[2] iota(), iota_dimension=0|s32[4] constant({0, 2, 4, 6})|s32[2] add(", " all-"},
+     4, "s32[2] iota(), iota_dimension=0|s32[4] constant({0, 1, 2, 3})|s32[] constant(2)|"
+        "s32[] multiply(%reshape, %constant.1)|s32[2] add(", "convert("},
+    /* XLA's HandleIota: the ordinal along the iota dim (a table over the tile coordinates, the
+     * other tiled dim ignored) times the local size, converted to the element type */
+    {"iota_ordinal_times_size",
+     HDR(4) "ENTRY main {\n  ROOT i = f32[8,64] iota(), iota_dimension=1, "
+            "sharding={devices=[2,2]<=[4]}\n}\n",
+     4, "f32[4,32] iota(), iota_dimension=1|s32[4] constant({0, 1, 0, 1})|s32[] constant(32)|"
+        "s32[] multiply(%reshape, %constant.1)|f32[] convert(%multiply)|"
+        "f32[4,32] broadcast(%convert), dimensions={}|ROOT %add = f32[4,32] add(%i.1, %broadcast)",
+     "constant({0, 32"},
+    /* a halo shift by exactly the shard size: XLA's creator returns the operand for a permute
+     * in which every device sends to itself (its channel id 7 is still spent) */
+    {"permute_identity_dropped",
+     HDR(4) "ENTRY main {\n  p = f32[2,32] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+            "  z = f32[] constant(0)\n"
+            "  pd = f32[2,36] pad(p, z), padding=0_0x2_2, sharding={devices=[1,4]<=[4]}\n"
+            "  a = f32[2,32] slice(pd), slice={[0:2], [4:36]}, sharding={devices=[1,4]<=[4]}\n"
+            "  b = f32[2,4] slice(pd), slice={[0:2], [0:4]}, sharding={devices=[1,4]<=[4]}\n"
+            "  ROOT c = f32[2,36] concatenate(a, b), dimensions={1}, "
+            "sharding={devices=[1,4]<=[4]}\n}\n",
+     4, "ROOT %concatenate.2 = f32[2,9] concatenate(%slice.8, %collective-permute.6)|"
+        "channel_id=8, source_target_pairs={{0,3},{1,0},{2,1},{3,2}}",
+     "{{0,0},{1,1}"},
+    /* a permute with no pairs is zeros (XLA's CreateZero): the pad's halo beyond the one
+     * row of data is broadcast(0), not three empty collective-permutes */
+    {"permute_empty_is_zero",
+     HDR(2) "ENTRY main {\n  p = f32[2,6,4] parameter(0), sharding={devices=[1,2,1]<=[2]}\n"
+            "  s = f32[2,1,4] slice(p), slice={[0:2], [5:6], [0:4]}, "
+            "sharding={devices=[1,2,1]<=[2]}\n"
+            "  z = f32[] constant(0)\n"
+            "  ROOT pd = f32[2,10,4] pad(s, z), padding=0_0x0_9x0_0, "
+            "sharding={devices=[1,2,1]<=[2]}\n}\n",
+     2, "%broadcast.1 = f32[2,1,4] broadcast(%z.1), dimensions={}|"
+        "f32[2,5,4] concatenate(%copy, %collective-permute.1, %broadcast.1, %broadcast.1, "
+        "%broadcast.1), dimensions={1}|channel_id=2, source_target_pairs={{1,0}}",
+     "source_target_pairs={}"},
+    /* a slice that is each shard's own row, in the operand's sharding: resharded to the
+     * slice's (replicated: masked dynamic-update-slice + all-reduce) inside the handler, so
+     * no copy is made (upstream's HandleSliceHelper copies only a result that is still the
+     * windowed input) */
+    {"slice_resharded_before_copy",
+     HDR(4) "ENTRY main {\n  p = f32[4,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+            "  ROOT s = f32[2,6] slice(p), slice={[0:2], [0:6]}, sharding={replicated}\n}\n",
+     4, "%select = f32[1,6] select(%compare, %p.1, %broadcast.2)|"
+        "f32[2,6] dynamic-update-slice(%broadcast.3, %select, %reshape.1, %constant.5)|"
+        "ROOT %all-reduce = f32[2,6] all-reduce(%dynamic-update-slice), channel_id=1, "
+        "replica_groups=[1,4]<=[4]",
+     " copy("},
     {"full_to_shard",
      HDR(2) "ENTRY main {\n  p = f32[8] parameter(0), sharding={devices=[2]<=[2]}\n"
             "  ROOT m = f32[4] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", "

@@ -48,9 +48,27 @@ static const struct {
      MOD(4, "f32[8,16]", "{devices=[4,1]<=[4]}", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"),
      4, "f32[4,16] all-gather(%p.1), channel_id=1, replica_groups=[2,2]<=[4], dimensions={0}",
      " all-gather(", 1},
+    /* replicated to partially replicated (XLA's PerGroupSliceFromReplicated): the group of
+     * the device (its replication group {0,2} or {1,3}, in tile order) from a u32 table, then
+     * the group's row offset from a table over the 2 tiles */
+    {"replicated_to_partial_by_group",
+     MOD(4, "f32[8,16]", "{replicated}",
+         "{devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}"),
+     4, "%constant = u32[4] constant({0, 1, 0, 1})|"
+        "%dynamic-slice = u32[1] dynamic-slice(%constant, %partition-id)|"
+        "%constant.1 = s32[2] constant({0, 4})|"
+        "%dynamic-slice.1 = s32[1] dynamic-slice(%constant.1, %reshape)|"
+        "f32[4,16] dynamic-slice(%p.1, %reshape.1, %constant.2), dynamic_slice_sizes={4,16}",
+     " all-", 0},
     {"partial_to_tiled",
      MOD(4, "f32[8,16]", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}", "{devices=[4,1]<=[4]}"),
-     4, "f32[2,16] dynamic-slice(|s32[4] constant({0, 2, 0, 2})", " all-", 0},
+     /* XLA's form: target offsets minus source offsets on every dim (0 - 0 where neither
+      * side is sharded) */
+     4, "s32[4] constant({0, 2, 4, 6})|s32[4] constant({0, 0, 4, 4})|"
+        "%subtract = s32[] subtract(%reshape, %reshape.1)|"
+        "%subtract.1 = s32[] subtract(%constant.2, %constant.2)|"
+        "f32[2,16] dynamic-slice(%p.1, %subtract, %subtract.1), dynamic_slice_sizes={2,16}",
+     " all-", 0},
     /* C.8.2 uneven: 6 rows from 4 tiles into 2 tiles; shards 2 and 3 first take one row from
      * their left (compact halo exchange), so gathering pairs and dropping the tail is exact */
     {"tiled_to_partial_halo",
@@ -67,7 +85,8 @@ static const struct {
      MOD(4, "f32[6,3]", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}", "{devices=[4,1]<=[4]}"),
      4, "f32[1,3] slice(%p.1), slice={[0:1], [0:3]}|collective-permute(%slice), channel_id=1, "
      "source_target_pairs={{2,0},{3,1}}|f32[5,3] concatenate(%p.1, %pad)|f32[4,3] dynamic-slice(|"
-     "s32[4] constant({0, 2, 0, 2})|f32[2,3] dynamic-slice(%dynamic-slice.4, %reshape, %constant)",
+     "s32[4] constant({0, 2, 4, 6})|s32[4] constant({0, 0, 4, 4})|"
+     "f32[2,3] dynamic-slice(%dynamic-slice.5, %subtract, %subtract.1)",
      " all-", 0},
     {"maximal_to_replicated", MOD(4, "f32[8]", "{maximal device=1}", "{replicated}"), 4,
      "compare(%partition-id, %constant), direction=EQ|select(|f32[8] all-reduce(%select), "
@@ -97,11 +116,12 @@ static const struct {
     {"all_to_all_uneven_target",
      MOD(8, "f32[4,6,8]", "{devices=[4,1,1,2]5,1,7,6,0,3,4,2 last_tile_dim_replicate}",
          "{devices=[2,4,1]<=[8]}"),
-     8, "f32[1,3,8] dynamic-slice(%p.1,|f32[1,1,8] slice(%dynamic-slice.1), "
+     8, "f32[1,3,8] dynamic-slice(%p.1, %subtract, %subtract.1, %subtract.2)|"
+     "f32[1,1,8] slice(%dynamic-slice.3), "
      "slice={[0:1], [0:1], [0:8]}|f32[1,1,8] collective-permute(%slice), channel_id=1, "
-     "source_target_pairs={{5,1},{7,6},{3,0},{4,2}}|f32[1,5,8] concatenate(%dynamic-slice.1, "
-     "%pad)|f32[1,4,8] dynamic-slice(%concatenate,|f32[1,2,2,8] reshape(%dynamic-slice.5)|"
-     "f32[1,2,2,8] all-to-all(%reshape.4), channel_id=2, "
+     "source_target_pairs={{5,1},{7,6},{3,0},{4,2}}|f32[1,5,8] concatenate(%dynamic-slice.3, "
+     "%pad)|f32[1,4,8] dynamic-slice(%concatenate,|f32[1,2,2,8] reshape(%dynamic-slice.7)|"
+     "f32[1,2,2,8] all-to-all(%reshape.6), channel_id=2, "
      "replica_groups={{1,6},{5,7},{0,2},{3,4}}, dimensions={1}|f32[2,2,8] reshape(%transpose)|"
      "ROOT %c.1 = f32[2,2,8] copy(%collective-permute.1)",
      " collective-permute(", 2},
@@ -177,10 +197,26 @@ static const struct {
     /* C.8.2 where the target tile fits one source shard: 2 rows in 4 shards of 1 to 2 tiles;
      * row 1 moves from device 1 to device 2 (halo), then within {0,1} and {2,3} the first
      * device's row is broadcast by select + all-reduce instead of gathered */
+    /* ReplicatePartial: the dim held whole by one shard (dim 0, 1 row) is broadcast first,
+     * within {0,2} and {1,3}, on the f32[1,1] shard; then dim 1 is all-gathered */
+    {"replicate_broadcast_dim_first",
+     MOD(4, "f32[1,2]", "{devices=[2,2]<=[4]}", "{replicated}"),
+     4, "%constant = u32[4] constant({0, 0, 1, 1})|%constant.1 = u32[] constant(0)|"
+        "%compare = pred[] compare(%reshape, %constant.1), direction=EQ|"
+        "%select = f32[1,1] select(%broadcast, %p.1, %broadcast.1)|"
+        "%all-reduce = f32[1,1] all-reduce(%select), channel_id=1, "
+        "replica_groups=[2,2]<=[2,2]T(1,0)|"
+        "%all-gather = f32[1,2] all-gather(%all-reduce), channel_id=2, replica_groups=[2,2]<=[4], "
+        "dimensions={1}",
+     " all-gather(", 1},
     {"tiled_to_partial_broadcast",
      MOD(4, "f32[2,10]", "{devices=[4,1]<=[4]}", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"),
      4, "f32[1,10] collective-permute(%p.1), channel_id=1, source_target_pairs={{1,2}}|"
-     "f32[1,10] select(%broadcast.1, %collective-permute, %p.1)|s32[2] constant({1, 0})|"
+     "f32[1,10] select(%broadcast.1, %collective-permute, %p.1)|"
+     /* XLA's Broadcast() in the per-group state: in-group id (u32) == the group's device 0 */
+     "%constant.5 = u32[2] constant({0, 1})|"
+     "%dynamic-slice.3 = u32[1] dynamic-slice(%constant.5, %reshape.2)|"
+     "%compare.1 = pred[] compare(%reshape.3, %constant.6), direction=EQ|"
      "f32[1,10] select(%broadcast.2, %select, %broadcast.3)|f32[1,10] all-reduce(%select.1), "
      "channel_id=2, replica_groups={{0,1},{2,3}}|ROOT %c.1 = f32[1,10] copy(%all-reduce)",
      " all-gather(", 0},

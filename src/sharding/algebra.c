@@ -754,6 +754,24 @@ shd_merge_dims(SlArena *a, const ShdSharding *s, uint32_t dim)
 
 /* ---- B.10 ---- */
 
+/* Every device's tile under `target` (data rank r, each dim a multiple of partial's) is part of
+ * its tile under `partial`. */
+static bool
+target_within_partial(const ShdSharding *partial, const ShdSharding *target, uint32_t r)
+{
+    int64_t ti[SHD_MAX_DIMS], pi[SHD_MAX_DIMS];
+    int64_t total = shd_device_count(target);
+    for (int64_t k = 0; k < total; k++) {
+        int64_t dev = target->devices[k];
+        if (!shd_tile_index(target, dev, ti) || !shd_tile_index(partial, dev, pi))
+            return false;
+        for (uint32_t i = 0; i < r; i++)
+            if (ti[i] / (target->tile_dims[i] / partial->tile_dims[i]) != pi[i])
+                return false;
+    }
+    return true;
+}
+
 const ShdSharding *
 shd_partial_replicate_reshard_compatible(SlArena *a, const ShdSharding *partial,
                                          const ShdSharding *target)
@@ -779,6 +797,11 @@ shd_partial_replicate_reshard_compatible(SlArena *a, const ShdSharding *partial,
             split[r + ne++] = t / p;
         }
     }
+    /* XLA returns the target itself when each of its tiles lies inside the partial tile of
+     * the same device (IsSubTilingOrEqualSharding over one element per target tile): then a
+     * slice is all it takes, whatever the device order. */
+    if (target_within_partial(partial, target, r))
+        return target;
     int64_t rep = partial->tile_dims[r], carved = shd_prod(split + r, ne);
     if (rep % carved)
         return NULL;

@@ -346,7 +346,8 @@ shd_align_groups_with(SlArena *a, const ShdGrouped *x, const ShdGrouped *ref)
         ref_group[ref->device_groups[i]] = i / ref->group_size;
         ref_pos[ref->device_groups[i]] = i % ref->group_size;
     }
-    /* Groups must match in order, and in-group positions must map the same way in all. */
+    /* Groups must match in order; the in-group positions map as in the first group (XLA's
+     * AlignGroupsWith does not ask the others to agree). */
     for (int64_t gi = 0; gi < x->n_groups; gi++)
         for (int64_t m = 0; m < x->group_size; m++) {
             int64_t d = x->device_groups[gi * x->group_size + m];
@@ -354,8 +355,6 @@ shd_align_groups_with(SlArena *a, const ShdGrouped *x, const ShdGrouped *ref)
                 return out;
             if (gi == 0)
                 perm[m] = ref_pos[d];
-            else if (perm[m] != ref_pos[d])
-                return out;
         }
     if (x->inner && x->inner->kind == SHD_TILED) {
         const ShdSharding *in = x->inner;

@@ -231,8 +231,13 @@ cmp_i64(const void *x, const void *y)
 static void
 sort_groups(int64_t *devs, int64_t total, int64_t group)
 {
-    for (int64_t g = 0; g < total; g += group)
-        qsort(devs + g, (size_t)group, sizeof(int64_t), cmp_i64);
+    for (int64_t g = 0; g < total; g += group) {
+        int64_t i = 1;
+        while (i < group && devs[g + i - 1] <= devs[g + i])
+            i++;
+        if (i < group)
+            qsort(devs + g, (size_t)group, sizeof(int64_t), cmp_i64);
+    }
 }
 
 /* Up to this many devices a linear search is as fast as an index, and most shardings the
@@ -283,12 +288,12 @@ finish_tiled(SlArena *a, const int64_t *dims, uint32_t n, const int64_t *devs,
         s->subgroups = SL_DUP_ARRAY(a, ShdSubgroup, sub, n_sub);
     if (!s->tile_dims || !s->devices || (n_sub && !s->subgroups))
         return NULL;
-    bool partial = n_sub && sub[n_sub - 1] == SHD_SUB_REPLICATED;
+    /* XLA's PartialTile: the devices of each replication group in ascending order, whatever
+     * the array's form, so that shardings placing data alike are equal and print alike. */
+    if (n_sub && sub[n_sub - 1] == SHD_SUB_REPLICATED)
+        sort_groups(s->devices, total, dims[n - 1]);
     if (form == SHD_FORM_IOTA && shd_iota_recover(a, s->devices, total, &s->iota))
         s->has_iota = true;
-    else if (partial) {
-        sort_groups(s->devices, total, dims[n - 1]);
-    }
     if (s->has_iota) {
         s->iota.n_dims = n;
         s->iota.dims = s->tile_dims;
@@ -495,46 +500,6 @@ shd_equal(const ShdSharding *a, const ShdSharding *b)
                       (size_t)shd_device_count(a) * sizeof(int64_t)) == 0;
     }
     return false;
-}
-
-/* Each replication group (a contiguous run of the last tile dim) of `a` holds the same devices
- * as the group at the same place in `b`. Uses b's device index: O(devices) when it has one. */
-static bool
-same_groups(const ShdSharding *a, const ShdSharding *b)
-{
-    int64_t total = shd_device_count(a), group = a->tile_dims[a->n_tile_dims - 1];
-    for (int64_t k = 0; k < total; k++) {
-        int64_t pos = shd_device_pos(b, a->devices[k]);
-        if (pos < 0 || pos / group != k / group)
-            return false;
-    }
-    return true;
-}
-
-bool
-shd_same_placement(const ShdSharding *a, const ShdSharding *b)
-{
-    if (shd_equal(a, b))
-        return true;
-    if (!a || !b || a->kind != b->kind)
-        return false;
-    if (a->kind == SHD_TUPLE) {
-        if (a->n_leaves != b->n_leaves)
-            return false;
-        for (uint32_t i = 0; i < a->n_leaves; i++)
-            if (!shd_same_placement(a->leaves[i], b->leaves[i]))
-                return false;
-        return true;
-    }
-    if (a->kind != SHD_TILED || a->shard_group_kind != b->shard_group_kind ||
-        (a->shard_group_kind && a->shard_group_id != b->shard_group_id) ||
-        a->n_tile_dims != b->n_tile_dims || a->n_subgroups != b->n_subgroups ||
-        !a->n_subgroups || a->subgroups[a->n_subgroups - 1] != SHD_SUB_REPLICATED)
-        return false;
-    if (memcmp(a->tile_dims, b->tile_dims, a->n_tile_dims * sizeof(int64_t)) ||
-        memcmp(a->subgroups, b->subgroups, a->n_subgroups * sizeof(ShdSubgroup)))
-        return false;
-    return same_groups(a, b) && same_groups(b, a);
 }
 
 /* For tuples: true when every leaf satisfies `pred` (and there is at least one). */

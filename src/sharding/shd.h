@@ -72,8 +72,9 @@ const ShdSharding *shd_manual(SlArena *a);
 const ShdSharding *shd_unknown(SlArena *a);
 const ShdSharding *shd_unreduced(SlArena *a);
 const ShdSharding *shd_maximal(SlArena *a, int64_t device);
-/* Tiled from dims and a row-major device array (copied); subgroup types may be NULL. Recovers
- * an iota description when the array is one, and applies XLA's normalization (A.4). */
+/* Tiled from dims and a row-major device array (copied); subgroup types may be NULL. Applies
+ * XLA's normalization (A.4), sorts the devices of each replication group (PartialTile), then
+ * recovers an iota description when the array is one. */
 const ShdSharding *shd_tiled(SlArena *a, const int64_t *tile_dims, uint32_t n_tile_dims,
                              const int64_t *devices, const ShdSubgroup *subgroups,
                              uint32_t n_subgroups);
@@ -87,10 +88,6 @@ const ShdSharding *shd_clone(SlArena *a, const ShdSharding *s);
 
 /* ---- predicates ---- */
 bool shd_equal(const ShdSharding *a, const ShdSharding *b); /* ignores metadata */
-/* Equal, or partially replicated alike with each replication group holding the same devices
- * in another order (XLA's PartialTile sorts the groups, so it finds such shardings equal):
- * every device already holds its data under both. Tuples per leaf. */
-bool shd_same_placement(const ShdSharding *a, const ShdSharding *b);
 bool shd_is_replicated(const ShdSharding *s);   /* tuples: every leaf */
 bool shd_is_maximal(const ShdSharding *s);
 bool shd_is_manual(const ShdSharding *s);

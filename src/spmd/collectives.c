@@ -235,6 +235,15 @@ spmd_coll_permute(SpmdCtx *cx, const SpmdState *st, IrInstr *x, const int64_t *p
         cur = nx;
         n *= s->n_groups;
     }
+    /* XLA's creator drops trivial permutes (its channel id is spent all the same): no pairs
+     * leave zeros everywhere, every device sending to itself is the operand itself. */
+    bool ident = n == cx->num_partitions;
+    for (int64_t k = 0; ident && k < n; k++)
+        ident = cur[2 * k] == cur[2 * k + 1];
+    if ((n == 0 || ident) && ir_shape_is_array(&x->shape)) {
+        cx->next_channel_id++;
+        return n == 0 ? spmd_emit_zero_like(cx, &x->shape) : x;
+    }
     IrShape sh = ir_shape_clone(cx->arena, &x->shape);
     IrInstr *i = ir_instr_new(cx->out, IR_OP_COLLECTIVE_PERMUTE, &sh, &x, 1);
     if (!i || !add_channel(cx, i))
@@ -303,7 +312,14 @@ spmd_table_lookup(SpmdCtx *cx, const SpmdState *st, const int64_t *table, int64_
         same = same && table[k] == table[0];
     if (same)
         return spmd_emit_constant_scalar(cx, t, n ? table[0] : 0);
-    IrInstr *pid = spmd_partition_id(cx, st);
+    return spmd_table_lookup_at(cx, spmd_partition_id(cx, st), table, n, t);
+}
+
+IrInstr *
+spmd_table_lookup_at(SpmdCtx *cx, IrInstr *pid, const int64_t *table, int64_t n, IrDtype t)
+{
+    if (!pid)
+        return NULL;
     IrInstr *tbl = t == IR_DT_U32 ? spmd_emit_constant_u32_array(cx, table, (uint32_t)n)
                                   : spmd_emit_constant_s32_array(cx, table, (uint32_t)n);
     int64_t one = 1;

@@ -39,24 +39,6 @@ group_base(SpmdCtx *cx, const IrShape *base, const ShdGrouped *g)
     return s;
 }
 
-/* Every device holds the same data tile under `a` and `b` (device order inside replication
- * may differ). */
-static bool
-same_tiles(const ShdSharding *a, const ShdSharding *b)
-{
-    int64_t ia[SPMD_MAX_RANK], ib[SPMD_MAX_RANK];
-    uint32_t r = shd_data_rank(a);
-    if (!shd_is_tiled(a) || !shd_is_tiled(b) || r != shd_data_rank(b) || r > SPMD_MAX_RANK ||
-        shd_device_count(a) != shd_device_count(b))
-        return false;
-    for (int64_t k = 0; k < shd_device_count(a); k++) {
-        if (!shd_tile_index(a, a->devices[k], ia) || !shd_tile_index(b, a->devices[k], ib) ||
-            memcmp(ia, ib, r * sizeof(int64_t)))
-            return false;
-    }
-    return true;
-}
-
 /* Reshards `v` to the ungrouped form of `g` (group dims optionally replicated: the other
  * operand of E.7/E.8 gathered along them) and returns the per-group value in `gst`. */
 static SlStatus
@@ -74,16 +56,10 @@ enter_group(SpmdCtx *cx, const SpmdValue *v, const ShdGrouped *g, bool replicate
             if (g->group_dims[i] < (int64_t)g->data_rank)
                 dims[n++] = g->group_dims[i];
         t = shd_partially_replicate_dims(cx->arena, t, dims, n);
-        /* upstream skips the reshard to the ungrouped sharding when only the group order
-         * differs: gathering the operand where it is leaves every device the same tile */
-        const ShdSharding *t2 = shd_partially_replicate_dims(cx->arena, v->sharding, dims, n);
-        t = t && t2 && same_tiles(t, t2) ? t2 : t;
     }
     t = spmd_keep_sharding(cx, mark, t); /* everything since `mark` was arithmetic for t */
     SpmdValue r = *v;
-    /* every device already holds its tile of t: upstream sorts the devices of a replication
-     * group, so such shardings compare equal there and nothing is resharded */
-    SlStatus st = t && same_tiles(t, v->sharding) ? SL_OK : spmd_dot_reshard_to(cx, v, t, &r, err);
+    SlStatus st = spmd_dot_reshard_to(cx, v, t, &r, err);
     if (st != SL_OK)
         return st;
     const IrShape *b = replicate_group_dims ? v->base_shape : group_base(cx, v->base_shape, g);

@@ -493,6 +493,12 @@ constant_array(SpmdCtx *cx, IrDtype t, const int64_t *v, uint32_t n)
 }
 
 IrInstr *
+spmd_emit_constant_int_array(SpmdCtx *cx, IrDtype t, const int64_t *v, uint32_t n)
+{
+    return constant_array(cx, t, v, n);
+}
+
+IrInstr *
 spmd_emit_constant_s32_array(SpmdCtx *cx, const int64_t *v, uint32_t n)
 {
     return constant_array(cx, IR_DT_S32, v, n);

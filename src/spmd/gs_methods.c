@@ -208,6 +208,36 @@ gather_mask_and_reduce(SpmdCtx *cx, const Gs *p, const SpmdValue *idx, IrInstr *
     return spmd_gs_finish_level(cx, p, ar, outs, out, err);
 }
 
+/* The gather's indices clamped into the operand's full shape (XLA's ClampGatherIndices): the
+ * upper bounds one constant of the indices' type (dim size - 1 per start_index_map entry, a
+ * vector broadcast along index_vector_dim, else a scalar), the lower bound broadcast(0). */
+static IrInstr *
+clamp_to_operand(SpmdCtx *cx, const Gs *p, IrInstr *idx)
+{
+    uint32_t k = p->dn.n_index_map;
+    IrDtype t = idx->shape.dtype;
+    IrShape is = ir_shape_clone(cx->arena, &idx->shape);
+    IrInstr *top;
+    if ((int64_t)idx->shape.rank > p->dn.ivd) {
+        int64_t lim[GS_R];
+        if (k == 0 || k > GS_R)
+            return NULL;
+        for (uint32_t i = 0; i < k; i++)
+            lim[i] = p->ops[0].base_shape->dims[p->dn.index_map[i]] - 1;
+        IrInstr *c = spmd_emit_constant_int_array(cx, t, lim, k);
+        top = c ? spmd_emit_broadcast(cx, c, &is, &p->dn.ivd, 1) : NULL;
+    } else {
+        if (k != 1)
+            return NULL;
+        IrInstr *c = spmd_emit_constant_scalar(
+            cx, t, p->ops[0].base_shape->dims[p->dn.index_map[0]] - 1);
+        top = c ? spmd_emit_broadcast(cx, c, &is, NULL, 0) : NULL;
+    }
+    IrInstr *zero = spmd_emit_constant_scalar(cx, t, 0);
+    IrInstr *lo = zero ? spmd_emit_broadcast(cx, zero, &is, NULL, 0) : NULL;
+    return lo && top ? spmd_gs_emit_clamp(cx, lo, idx, top) : NULL;
+}
+
 /* Trivially sliced operand: the operand stays sharded, indices and output (scatter: updates)
  * are grouped on their replication (or replicated per group). Gather masks and all-reduces;
  * scatter only shifts the indices (out-of-range updates are dropped by scatter semantics). */
@@ -238,16 +268,8 @@ spmd_gs_method_trivial_sliced(SpmdCtx *cx, const Gs *p, IrInstr **out, SlError *
     if (st != SL_OK)
         return st;
     IrInstr *lo = NULL, *hi = NULL;
-    if (!p->is_scatter) {
-        IrInstr *zero = NULL, *top = NULL;
-        if (!spmd_gs_index_bounds(cx, p, &p->ops[0], NULL, 0, idx.hlo, &zero, &top))
-            return spmd_nomem(cx, err);
-        IrInstr *one = spmd_emit_constant_scalar(cx, idx.hlo->shape.dtype, 1);
-        IrShape is = ir_shape_clone(cx->arena, &idx.hlo->shape);
-        IrInstr *b1 = one ? spmd_emit_broadcast(cx, one, &is, NULL, 0) : NULL;
-        top = b1 ? spmd_emit_binary(cx, IR_OP_SUBTRACT, top, b1) : NULL;
-        idx.hlo = top ? spmd_gs_emit_clamp(cx, zero, idx.hlo, top) : NULL;
-    }
+    if (!p->is_scatter)
+        idx.hlo = clamp_to_operand(cx, p, idx.hlo);
     if (!idx.hlo || !spmd_gs_index_bounds(cx, p, &p->ops[0], dims, n, idx.hlo, &lo,
                                   p->is_scatter ? NULL : &hi))
         return spmd_nomem(cx, err);

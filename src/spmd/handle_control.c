@@ -131,7 +131,10 @@ spmd_handle_iota(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     IrInstr *x = spmd_emit_clone(cx, hlo, &ls, NULL, 0);
     int64_t n = shd_dim_shards(s, (uint32_t)dim);
     if (x && n > 1) {
-        IrInstr *off = spmd_partition_offset(cx, cx->state, s, &hlo->shape, (uint32_t)dim);
+        /* the tile's ordinal times the local size (XLA's HandleIota), not an offset table */
+        IrInstr *ord = spmd_partition_ordinal(cx, cx->state, s, (uint32_t)dim);
+        IrInstr *size = spmd_emit_constant_scalar(cx, IR_DT_S32, ls.dims[dim]);
+        IrInstr *off = ord && size ? spmd_emit_binary(cx, IR_OP_MULTIPLY, ord, size) : NULL;
         IrInstr *conv = spmd_emit_convert(cx, off, hlo->shape.dtype);
         IrInstr *b = spmd_emit_broadcast(cx, conv, &ls, NULL, 0);
         x = spmd_emit_binary(cx, IR_OP_ADD, x, b);

@@ -145,11 +145,23 @@ spmd_handle_slice(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         if (st != SL_OK)
             return st;
         IrInstr *local = slice_from_window(cx, &wi, a->u.slice.v, r);
+        const ShdSharding *fs = cands[c];
+        if (local && !shd_equal(fs, s)) {
+            /* sliced in the operand's sharding: to the slice's own first, as upstream's
+             * HandleSliceHelper, so that only a slice that is still the windowed input
+             * itself gets the copy below */
+            SpmdValue lv = spmd_value(cx, local, &hlo->shape, fs), rv;
+            st = spmd_reshard(cx, &lv, s, NULL, &rv, err);
+            if (st != SL_OK)
+                return st;
+            local = rv.hlo;
+            fs = s;
+        }
         if (local == wi.sharded_input) /* never share the windowed-input result (upstream) */
             local = spmd_emit_copy(cx, local);
         if (!local)
             return spmd_nomem(cx, err);
-        return spmd_finish(cx, hlo, local, cands[c], err);
+        return spmd_finish(cx, hlo, local, fs, err);
     }
     return spmd_handle_default(cx, hlo, err);
 }

@@ -98,8 +98,7 @@ static SlStatus
 reshard_at(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *target, IrInstr *pad_value,
            uint32_t depth, SpmdValue *out, SlError *err)
 {
-    /* replication groups that differ only in device order need no data movement */
-    if (!target || shd_same_placement(v->sharding, target)) {
+    if (!target || shd_equal(v->sharding, target)) {
         *out = *v;
         return SL_OK;
     }
@@ -230,6 +229,34 @@ replicate_dims(SpmdCtx *cx, const SpmdValue *v, const int64_t *dims, uint32_t n,
             ag[n_ag++] = d;
     }
     IrInstr *x = v->hlo;
+    if (n_bc) {
+        /* only tile 0 along these dims holds data: broadcast it within the groups of devices
+         * that differ only there, first (XLA's ReplicatePartial: Broadcast() in per-group
+         * state: the in-group id, a u32 table, compared with the group's device 0) */
+        int64_t np = v->state->num_partitions;
+        int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, np);
+        int64_t idx[SPMD_MAX_RANK];
+        if (!tbl)
+            return spmd_nomem(cx, err);
+        for (int64_t d = 0; d < np; d++) {
+            int64_t in_group = 0;
+            if (shd_tile_index(s, d, idx))
+                for (uint32_t k = 0; k < n_bc; k++)
+                    in_group = in_group * shd_dim_shards(s, (uint32_t)bc[k]) + idx[bc[k]];
+            tbl[d] = in_group;
+        }
+        IrInstr *id = spmd_table_lookup(cx, v->state, tbl, np, IR_DT_U32);
+        IrInstr *src = spmd_emit_constant_scalar(cx, IR_DT_U32, 0);
+        IrInstr *eq = id && src ? spmd_emit_compare(cx, id, src, "EQ") : NULL;
+        IrShape ps = ir_shape_make(cx->arena, IR_DT_PRED, x->shape.dims, x->shape.rank);
+        IrInstr *beq = eq && x->shape.rank ? spmd_emit_broadcast(cx, eq, &ps, NULL, 0) : eq;
+        IrInstr *zero = spmd_emit_zero_like(cx, &x->shape);
+        IrInstr *sel = beq && zero ? spmd_emit_select(cx, beq, x, zero) : NULL;
+        IrComputation *red = spmd_reducer(cx, SPMD_RED_ADD, x->shape.dtype);
+        x = sel ? spmd_all_reduce_along_dims(cx, v->state, sel, s, bc, n_bc, red) : NULL;
+        if (!x)
+            return spmd_nomem(cx, err);
+    }
     for (uint32_t k = n_ag; k-- > 0;) {
         IrReplicaGroups g;
         SlStatus st = spmd_groups_for_dims(cx, s, &ag[k], 1, &g, err);
@@ -290,29 +317,6 @@ replicate_dims(SpmdCtx *cx, const SpmdValue *v, const int64_t *dims, uint32_t n,
         if (!x)
             return spmd_nomem(cx, err);
     }
-    if (n_bc) {
-        /* only tile 0 along these dims holds data: broadcast it within the groups */
-        int64_t np = v->state->num_partitions;
-        int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, np);
-        int64_t idx[SPMD_MAX_RANK];
-        if (!tbl)
-            return spmd_nomem(cx, err);
-        for (int64_t d = 0; d < np; d++) {
-            bool first = shd_tile_index(s, d, idx);
-            for (uint32_t k = 0; k < n_bc && first; k++)
-                first = idx[bc[k]] == 0;
-            tbl[d] = first ? 1 : 0;
-        }
-        IrInstr *flag = spmd_table_lookup(cx, v->state, tbl, np, IR_DT_S32);
-        IrInstr *one = spmd_emit_constant_scalar(cx, IR_DT_S32, 1);
-        IrInstr *eq = spmd_emit_compare(cx, flag, one, "EQ");
-        IrShape ps = ir_shape_make(cx->arena, IR_DT_PRED, x->shape.dims, x->shape.rank);
-        IrInstr *beq = x->shape.rank ? spmd_emit_broadcast(cx, eq, &ps, NULL, 0) : eq;
-        IrInstr *zero = spmd_emit_zero_like(cx, &x->shape);
-        IrInstr *sel = spmd_emit_select(cx, beq, x, zero);
-        IrComputation *red = spmd_reducer(cx, SPMD_RED_ADD, x->shape.dtype);
-        x = spmd_all_reduce_along_dims(cx, v->state, sel, s, bc, n_bc, red);
-    }
     if (!x)
         return spmd_nomem(cx, err);
     const ShdSharding *rs = shd_partially_replicate_dims(cx->arena, s, dims, n);
@@ -359,6 +363,55 @@ replicate_no_cache(SpmdCtx *cx, const SpmdValue *v, SpmdValue *out, SpmdPlan *pl
 
 /* ---- replicated -> sharded (C.3) ---- */
 
+static bool
+is_plain_partial(const ShdSharding *s)
+{
+    return s->kind == SHD_TILED && s->n_subgroups == 1 && s->subgroups[0] == SHD_SUB_REPLICATED;
+}
+
+/* Offsets of a replicated value's slice for a partially replicated target, as XLA's
+ * PerGroupSliceFromReplicated builds them: the device's group (its replication group, in
+ * tile order) from a u32 table, then per sharded dim a table over the groups' tiles indexed
+ * by it; constant 0 on the other dims. */
+static SlStatus
+group_slice_offsets(SpmdCtx *cx, const SpmdState *st, const ShdSharding *y, const IrShape *base,
+                    IrInstr **offs, SlError *err)
+{
+    int64_t np = st->num_partitions, tiles = shd_num_tiles(y), idx[SPMD_MAX_RANK];
+    uint32_t r = shd_data_rank(y);
+    int64_t *gid = SL_NEW_ARRAY(cx->arena, int64_t, np);
+    int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, tiles);
+    if (!gid || !tbl || r > SPMD_MAX_RANK)
+        return spmd_nomem(cx, err);
+    for (int64_t d = 0; d < np; d++) {
+        if (!shd_tile_index(y, d, idx))
+            return SL_ERR_UNSUPPORTED;
+        int64_t lin = 0;
+        for (uint32_t i = 0; i < r; i++)
+            lin = lin * y->tile_dims[i] + idx[i];
+        gid[d] = lin;
+    }
+    IrInstr *g = NULL;
+    for (uint32_t d = 0; d < base->rank; d++) {
+        int64_t n = shd_dim_shards(y, d);
+        if (n <= 1) {
+            offs[d] = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
+        } else {
+            if (!g)
+                g = spmd_table_lookup_at(cx, spmd_partition_id(cx, st), gid, np, IR_DT_U32);
+            int64_t per = (base->dims[d] + n - 1) / n, stride = 1;
+            for (uint32_t i = d + 1; i < r; i++)
+                stride *= y->tile_dims[i];
+            for (int64_t t = 0; t < tiles; t++)
+                tbl[t] = t / stride % n * per;
+            offs[d] = spmd_table_lookup_at(cx, g, tbl, tiles, IR_DT_S32);
+        }
+        if (!offs[d])
+            return spmd_nomem(cx, err);
+    }
+    return SL_OK;
+}
+
 static SlStatus
 slice_from_replicated(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrInstr *pad,
                       SpmdValue *out, SlError *err)
@@ -379,7 +432,8 @@ slice_from_replicated(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *y, IrI
         x = spmd_emit_pad(cx, x, pad, pads);
     }
     IrInstr *offs[SPMD_MAX_RANK];
-    SlStatus st = spmd_partition_offsets(cx, v->state, y, base, offs, err);
+    SlStatus st = is_plain_partial(y) ? group_slice_offsets(cx, v->state, y, base, offs, err)
+                                      : spmd_partition_offsets(cx, v->state, y, base, offs, err);
     if (st != SL_OK)
         return st;
     x = spmd_emit_dynamic_slice(cx, x, offs, local.dims);
@@ -733,24 +787,36 @@ static SlStatus
 partial_offsets(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *yc, const IrShape *local,
                 IrInstr **offs, SlError *err)
 {
+    /* As XLA: the target's offsets minus the source's over the padded base (local size times
+     * the target's shards), on every dim, each side a table of its tile offsets or constant 0
+     * where that side is unsharded (so `t - t` and `0 - 0` where nothing moves). */
     const ShdSharding *s = v->sharding;
     int64_t np = v->state->num_partitions;
-    int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, np);
     int64_t ix[SPMD_MAX_RANK], iy[SPMD_MAX_RANK];
-    IrInstr *zero = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
-    if (!tbl || !zero)
-        return spmd_nomem(cx, err);
     for (uint32_t d = 0; d < v->base_shape->rank; d++) {
         int64_t nx = shd_dim_shards(s, d), ny = shd_dim_shards(yc, d), Sy = local->dims[d];
-        offs[d] = zero;
-        if (nx == ny)
-            continue;
-        for (int64_t dev = 0; dev < np; dev++) {
-            if (!shd_tile_index(s, dev, ix) || !shd_tile_index(yc, dev, iy))
-                return SL_ERR_UNSUPPORTED;
-            tbl[dev] = iy[d] * Sy - ix[d] * (Sy * ny / nx);
+        IrInstr *side[2];
+        for (int k = 0; k < 2; k++) {
+            const ShdSharding *t = k ? s : yc;
+            int64_t n = k ? nx : ny, size = Sy * ny / n;
+            if (n == 1) {
+                side[k] = spmd_emit_constant_scalar(cx, IR_DT_S32, 0);
+                continue;
+            }
+            int64_t *tbl = SL_NEW_ARRAY(cx->arena, int64_t, np);
+            if (!tbl)
+                return spmd_nomem(cx, err);
+            for (int64_t dev = 0; dev < np; dev++) {
+                if (!shd_tile_index(t, dev, k ? ix : iy))
+                    return SL_ERR_UNSUPPORTED;
+                tbl[dev] = (k ? ix : iy)[d] * size;
+            }
+            side[k] = spmd_table_lookup(cx, v->state, tbl, np, IR_DT_S32);
         }
-        offs[d] = spmd_table_lookup(cx, v->state, tbl, np, IR_DT_S32);
+        offs[d] = side[0] && side[1] ? spmd_emit_binary(cx, IR_OP_SUBTRACT, side[0], side[1])
+                                     : NULL;
+        if (!offs[d])
+            return spmd_nomem(cx, err);
     }
     return SL_OK;
 }

@@ -172,6 +172,7 @@ IrInstr *spmd_emit_op(SpmdCtx *cx, IrOp op, const IrShape *shape, IrInstr *const
                       uint32_t n_ops);
 IrInstr *spmd_emit_constant_scalar(SpmdCtx *cx, IrDtype t, int64_t value);
 IrInstr *spmd_emit_constant_literal(SpmdCtx *cx, IrDtype t, const char *literal); /* "inf" .. */
+IrInstr *spmd_emit_constant_int_array(SpmdCtx *cx, IrDtype t, const int64_t *v, uint32_t n);
 IrInstr *spmd_emit_constant_s32_array(SpmdCtx *cx, const int64_t *v, uint32_t n);
 IrInstr *spmd_emit_constant_u32_array(SpmdCtx *cx, const int64_t *v, uint32_t n);
 IrInstr *spmd_emit_zero_like(SpmdCtx *cx, const IrShape *shape); /* broadcast of constant 0 */
@@ -248,6 +249,9 @@ const SpmdState *spmd_state_grouped(SpmdCtx *cx, const SpmdState *outer, const i
 /* table[pid] as a scalar of `t` (S32 or U32): constant + dynamic-slice + reshape. */
 IrInstr *spmd_table_lookup(SpmdCtx *cx, const SpmdState *st, const int64_t *table, int64_t n,
                            IrDtype t);
+/* table[index] for a u32[] `index` (no shortcut for a constant table). */
+IrInstr *spmd_table_lookup_at(SpmdCtx *cx, IrInstr *index, const int64_t *table, int64_t n,
+                              IrDtype t);
 /* s32[] offset of this partition's tile along `dim` of `base` in `s` (unclamped); constant 0
  * when the dim is unsharded (MakePartitionOffsets). */
 IrInstr *spmd_partition_offset(SpmdCtx *cx, const SpmdState *st, const ShdSharding *s,
