@@ -16,7 +16,7 @@ typedef struct VizOptions {
     VizFormat format;
     const char *focus;   /* NULL: whole graph (collapsed above max_nodes); VIZ_PAIR: the op */
     int depth;           /* neighbourhood radius around `focus` */
-    uint32_t max_nodes;  /* above this, collapse per source op, then per computation */
+    uint32_t max_nodes;  /* above this, a whole graph is drawn as its group tree's first view */
     const char *mesh;    /* "data=2,model=4" or NULL: names mesh axes in labels */
     uint32_t budget;     /* layout units (nodes + edges) dot may get; past it the view is
                             collapsed (whole graphs) or cut (neighbourhoods). 0: none */
