@@ -328,6 +328,13 @@ dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out, 
 }
 
 SlStatus
+viz_dot_text_units(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out,
+                   uint64_t *units, SlError *err)
+{
+    return dot_text(run, o, out, note_out, units, err);
+}
+
+SlStatus
 viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out, SlError *err)
 {
     uint64_t units = 0;

@@ -223,10 +223,9 @@ const CliCommand cmd_viz = {
         "runs of consecutive boxes; 10 to 60 boxes and ops): one box per group with its\n"
         "instructions, collectives and bytes sent, the operand edges between two boxes\n"
         "merged into one (\"3 edges, 1.50 MiB\"), and a note says so.\n"
-        "--layout-budget U bounds dot's work: a view whose layout cost exceeds U units\n"
-        "(nodes plus edges, an edge counted once per rank it spans) is collapsed the same\n"
-        "way (a --focus neighbourhood is cut instead), and the note says so. Past 60 edges,\n"
-        "edge labels are placed after the layout (xlabels).\n"
+        "--layout-budget U bounds dot's work: a view whose nodes plus edges exceed U is\n"
+        "collapsed the same way (a --focus neighbourhood is cut instead), and the note\n"
+        "says so. Past 60 edges, edge labels are placed after the layout (xlabels).\n"
         "A layout estimated at a second or more is announced on stderr.\n"
         "The format is --format, else the file's extension (.svg, .png, .dot), else svg;\n"
         "dot text is deterministic. Files are written atomically.\n",

@@ -209,7 +209,8 @@ typedef struct TraceRun {
     TraceRunMemory *memory;
     uint32_t n_memory; /* 'before' first, then the groups of 'after' */
     const TraceRunIndex *index; /* built by trace_run_load; NULL in a run made by hand (explain
-                                   then builds one per call) */
+                                   then builds one per call), and in a copy of a run whose
+                                   row arrays were changed */
 } TraceRun;
 
 /* Builds the index of `run`'s rows by 'before' instruction into `arena` (linear in the run);
