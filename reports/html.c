@@ -244,156 +244,6 @@ push_lines(Js *js, Lines *l, cJSON *array, const char *text)
     }
 }
 
-/* trace_explain reads the whole run for every instruction it explains (its decisions,
- * reshards, collectives, loops and origins are filtered by instruction), which is quadratic
- * over a page's thousands of sources. This index gives each source a run of its own: a
- * shallow copy of the run whose arrays hold only the rows about that source, in recorded
- * order, so that the text is the same and costs only what it says. */
-typedef struct Csr {
-    uint32_t *off; /* [n_instrs + 1] */
-    uint32_t *row; /* row indices by instruction */
-} Csr;
-
-static bool
-csr_build(Csr *c, uint32_t n_instrs, uint32_t n_rows, const void *rows, size_t stride,
-          size_t key_off, const TraceRun *run, bool collectives)
-{
-    c->off = calloc((size_t)n_instrs + 2, sizeof(uint32_t));
-    c->row = malloc(((size_t)n_rows * 2 + 1) * sizeof(uint32_t));
-    if (!c->off || !c->row)
-        return false;
-    for (int pass = 0; pass < 2; pass++) {
-        uint32_t *fill = pass ? calloc((size_t)n_instrs + 1, sizeof(uint32_t)) : NULL;
-        if (pass && !fill)
-            return false;
-        for (uint32_t k = 0; k < n_rows; k++) {
-            uint32_t keys[2], n = 0;
-            const char *r = (const char *)rows + k * stride;
-            uint32_t key;
-            memcpy(&key, r + key_off, sizeof(key));
-            if (key < n_instrs)
-                keys[n++] = key;
-            if (collectives) { /* also the requester of the reshard that caused it */
-                const TraceRunCollective *col = (const TraceRunCollective *)(const void *)r;
-                if (col->reshard < run->n_reshards) {
-                    uint32_t q = run->reshards[col->reshard].requester;
-                    if (q < n_instrs && (!n || q != keys[0]))
-                        keys[n++] = q;
-                }
-            }
-            for (uint32_t j = 0; j < n; j++) {
-                if (!pass)
-                    c->off[keys[j] + 1]++;
-                else
-                    c->row[c->off[keys[j]] + fill[keys[j]]++] = k;
-            }
-        }
-        if (!pass)
-            for (uint32_t i = 0; i < n_instrs; i++)
-                c->off[i + 1] += c->off[i];
-        free(fill);
-    }
-    return true;
-}
-
-static void
-csr_fini(Csr *c)
-{
-    free(c->off);
-    free(c->row);
-}
-
-typedef struct ExplainIndex {
-    const TraceRun *run;
-    Csr decisions, reshards, collectives, loops, origins;
-    TraceRun sub;
-    SlVec d, r, c, l, o; /* the sub-run's rows */
-} ExplainIndex;
-
-static bool
-explain_index_init(ExplainIndex *x, const TraceRun *run)
-{
-    memset(x, 0, sizeof(*x));
-    x->run = run;
-    uint32_t n = run->n_instrs;
-    return csr_build(&x->decisions, n, run->n_decisions, run->decisions, sizeof(TraceRunDecision),
-                     offsetof(TraceRunDecision, instr), run, false) &&
-           csr_build(&x->reshards, n, run->n_reshards, run->reshards, sizeof(TraceRunReshard),
-                     offsetof(TraceRunReshard, requester), run, false) &&
-           csr_build(&x->collectives, n, run->n_collectives, run->collectives,
-                     sizeof(TraceRunCollective), offsetof(TraceRunCollective, source), run, true) &&
-           csr_build(&x->loops, n, run->n_loops, run->loops, sizeof(TraceRunLoop),
-                     offsetof(TraceRunLoop, dot), run, false) &&
-           csr_build(&x->origins, n, run->n_origins, run->origins, sizeof(TraceRunOrigin),
-                     offsetof(TraceRunOrigin, instr), run, false);
-}
-
-static void
-explain_index_fini(ExplainIndex *x)
-{
-    csr_fini(&x->decisions);
-    csr_fini(&x->reshards);
-    csr_fini(&x->collectives);
-    csr_fini(&x->loops);
-    csr_fini(&x->origins);
-    sl_vec_fini(&x->d);
-    sl_vec_fini(&x->r);
-    sl_vec_fini(&x->c);
-    sl_vec_fini(&x->l);
-    sl_vec_fini(&x->o);
-}
-
-#define SUB_ROWS(x, csr, vec, T, src_rows, i)                                                      \
-    do {                                                                                           \
-        (vec)->len = 0;                                                                            \
-        for (uint32_t k_ = (csr)->off[i]; ok && k_ < (csr)->off[(i) + 1]; k_++)                    \
-            ok = SL_VEC_PUSH(vec, T, (src_rows)[(csr)->row[k_]]);                                  \
-    } while (0)
-
-/* trace_explain_instr(run, i) through i's own sub-run. */
-static SlStatus
-explain_one(ExplainIndex *x, uint32_t i, SlBuf *out, SlError *err)
-{
-    const TraceRun *run = x->run;
-    bool ok = true;
-    SUB_ROWS(x, &x->decisions, &x->d, TraceRunDecision, run->decisions, i);
-    SUB_ROWS(x, &x->loops, &x->l, TraceRunLoop, run->loops, i);
-    SUB_ROWS(x, &x->origins, &x->o, TraceRunOrigin, run->origins, i);
-    SUB_ROWS(x, &x->collectives, &x->c, TraceRunCollective, run->collectives, i);
-    /* reshards: i's own, then any a collective of i names; collectives point at their copy */
-    SUB_ROWS(x, &x->reshards, &x->r, TraceRunReshard, run->reshards, i);
-    for (size_t k = 0; ok && k < x->c.len; k++) {
-        TraceRunCollective *c = &SL_VEC_AT(&x->c, TraceRunCollective, k);
-        if (c->reshard >= run->n_reshards)
-            continue;
-        const TraceRunReshard *want = &run->reshards[c->reshard];
-        uint32_t at = UINT32_MAX;
-        for (size_t j = 0; j < x->r.len && at == UINT32_MAX; j++)
-            if (SL_VEC_AT(&x->r, TraceRunReshard, j).seq == want->seq &&
-                SL_VEC_AT(&x->r, TraceRunReshard, j).requester == want->requester)
-                at = (uint32_t)j;
-        if (at == UINT32_MAX) {
-            ok = SL_VEC_PUSH(&x->r, TraceRunReshard, *want);
-            at = (uint32_t)x->r.len - 1;
-        }
-        c->reshard = at;
-    }
-    if (!ok)
-        return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");
-    x->sub = *run;
-    x->sub.decisions = x->d.data;
-    x->sub.n_decisions = (uint32_t)x->d.len;
-    x->sub.reshards = x->r.data;
-    x->sub.n_reshards = (uint32_t)x->r.len;
-    x->sub.collectives = x->c.data;
-    x->sub.n_collectives = (uint32_t)x->c.len;
-    x->sub.loops = x->l.data;
-    x->sub.n_loops = (uint32_t)x->l.len;
-    x->sub.origins = x->o.data;
-    x->sub.n_origins = (uint32_t)x->o.len;
-    return trace_explain_instr(&x->sub, i, out, err);
-}
-
 /* One row per collective of the run, in output order, with its explanation (one per source,
  * shared by index; each a list of indices into "lines"). */
 static void
@@ -407,13 +257,6 @@ put_collectives(Js *js, cJSON *root, const TraceRun *run)
         return;
     }
     uint32_t n_explained = 0;
-    ExplainIndex xi;
-    if (!explain_index_init(&xi, run)) {
-        explain_index_fini(&xi);
-        free(explain_of);
-        js->failed = true;
-        return;
-    }
     SlBuf b;
     sl_buf_init(&b);
     Lines lines = {chk(js, cJSON_AddArrayToObject(root, "lines")), {0}, {0}};
@@ -446,7 +289,7 @@ put_collectives(Js *js, cJSON *root, const TraceRun *run)
         if (!explain_of[c->source]) {
             SlError err = {0};
             sl_buf_clear(&b);
-            if (explain_one(&xi, c->source, &b, &err) != SL_OK) {
+            if (trace_explain_instr(run, c->source, &b, &err) != SL_OK) {
                 sl_buf_clear(&b);
                 sl_buf_printf(&b, "no explanation: %s", err.msg);
             }
@@ -458,7 +301,6 @@ put_collectives(Js *js, cJSON *root, const TraceRun *run)
     }
     js->failed = js->failed || b.failed;
     sl_buf_fini(&b);
-    explain_index_fini(&xi);
     free(explain_of);
     for (size_t k = 0; k < lines.text.len; k++)
         free((void *)SL_VEC_AT(&lines.text, const char *, k));

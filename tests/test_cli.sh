@@ -678,6 +678,47 @@ run partition_inlines 0 partition "$TMP/call.hlo" -n 2
 has partition_inlines "$TMP/partition_inlines.out" "exponential("
 grep -q "call(" "$TMP/partition_inlines.out" && fail "partition_inlines: a call is left"
 
+# ---- explain through the run's index: the text of every source of a run with several ---------
+# (tests/golden/explain_multi.txt was written by the explain that scanned the whole run)
+run explain_multi_trace 0 partition tests/data/explain_multi.hlo --trace "$TMP/multi.db" -o "$TMP/multi.hlo"
+for n in d t s x w b %all-reduce all-gather s.1; do
+    echo "== $n"
+    rc=0
+    "$BIN" explain "$TMP/multi.db" "$n" 2>&1 || rc=$?
+    echo "rc $rc"
+done >"$TMP/explain_multi.txt"
+cmp -s "$TMP/explain_multi.txt" tests/golden/explain_multi.txt ||
+    fail "explain_multi: output differs from tests/golden/explain_multi.txt: $(diff tests/golden/explain_multi.txt "$TMP/explain_multi.txt" | head -20)"
+
+# ---- viz: a whole graph past --max-nodes is the group tree's first view ----------------------
+{
+    printf 'HloModule viz_wide, num_partitions=2\nENTRY %%main (x: f32[8]) -> f32[8] {\n'
+    printf '  %%x = f32[8]{0} parameter(0), sharding={devices=[2]0,1}\n'
+    prev=x
+    for k in $(seq 0 29); do
+        root=""
+        [ "$k" = 29 ] && root="ROOT "
+        printf '  %%n%s = f32[8]{0} negate(%%%s), sharding={devices=[2]0,1}, metadata={op_name="jit(f)/layer_%s/n"}\n' "$k" "$prev" "$k"
+        printf '  %%a%s = f32[8]{0} abs(%%%s), sharding={devices=[2]0,1}, metadata={op_name="jit(f)/layer_%s/a"}\n' "$k" "$prev" "$k"
+        printf '  %s%%s%s = f32[8]{0} add(%%n%s, %%a%s), sharding={devices=[2]0,1}, metadata={op_name="jit(f)/layer_%s/s"}\n' "$root" "$k" "$k" "$k" "$k"
+        prev=s$k
+    done
+    printf '}\n'
+} >"$TMP/wide.hlo"
+run viz_wide_trace 0 partition "$TMP/wide.hlo" --trace "$TMP/wide.db" -o "$TMP/wide.out.hlo"
+run viz_wide 0 viz "$TMP/wide.db" --after "$TMP/wide.dot" --max-nodes 50
+has viz_wide "$TMP/viz_wide.err" "shardlens viz: note: after: 91 instructions exceed --max-nodes 50: drew one box per group of op_name prefixes (30 boxes and 1 op, the first view of the HTML page); use --focus NAME to see instructions"
+[ "$(grep -c '^  "h[0-9]*" \[label="jit(f)/layer_[0-9]*\\n3 instructions, 3 boxes inside"' "$TMP/wide.dot")" = 30 ] ||
+    fail "viz_wide: want 30 layer boxes: $(grep -c '"h' "$TMP/wide.dot")"
+has viz_wide "$TMP/wide.dot" '[label="jit(f)/layer_17\n3 instructions, 3 boxes inside"'
+[ "$(grep -c -- '-> "h[0-9]*" \[label="2 edges, 32 B"\]' "$TMP/wide.dot")" = 30 ] ||
+    fail "viz_wide: want 30 merged edges of 2 x 16 B: $(grep -- '->' "$TMP/wide.dot" | head -3)"
+run viz_wide_svg 0 viz "$TMP/wide.db" --before "$TMP/wide.svg" --max-nodes 50
+has viz_wide_svg "$TMP/wide.svg" "jit(f)/layer_29"
+run viz_wide_whole 0 viz "$TMP/wide.db" --before "$TMP/wide_whole.dot"
+[ -s "$TMP/viz_wide_whole.err" ] && fail "viz_wide_whole: a note for a graph within the limits: $(cat "$TMP/viz_wide_whole.err")"
+[ "$(grep -c '^  "b[0-9]*" \[' "$TMP/wide_whole.dot")" = 91 ] || fail "viz_wide_whole: want 91 instruction nodes"
+
 if [ "$failures" -ne 0 ]; then
     echo "$failures CLI check(s) failed" >&2
     exit 1

@@ -1,6 +1,6 @@
 /* test_viz.c - diagrams (viz/): golden DOT text for two hand-written modules partitioned into a
  * temporary trace database and loaded back, as the CLI does; focus extraction on a hand-built
- * run; both collapse levels; the group tree of the HTML page (op_name levels, runs, opcodes);
+ * run; the collapsed view (the group tree's first view, merged edges); the group tree of the HTML page (op_name levels, runs, opcodes);
  * the origin on a focused node; the before/after pair; rendering SVG and PNG with gvc; errors.
  * Goldens live in tests/golden/viz_*.dot; SHARDLENS_UPDATE_GOLDEN=1 rewrites them. */
 #include <setjmp.h>
@@ -448,6 +448,8 @@ test_recorded_callers(void **state)
 
 /* ---- collapse, pair, rendering, errors ---- */
 
+/* A whole graph past --max-nodes is drawn as the first view of its group tree, the same DOT
+ * text the HTML page lays out for the tree's root; a focus view is never collapsed. */
 static void
 test_collapse(void **state)
 {
@@ -457,30 +459,29 @@ test_collapse(void **state)
     viz_options_init(&o);
     o.view = VIZ_AFTER;
     o.max_nodes = 12;
-    SlBuf dot, note;
+    SlBuf dot, note, root;
     sl_buf_init(&dot);
     sl_buf_init(&note);
+    sl_buf_init(&root);
     dot_text(run, &o, &dot, &note);
-    want(&note, "drew one box per source instruction");
-    assert_int_equal(count_nodes(dot.data, "a"), 0); /* no instruction nodes */
-    want(&dot, "%dot\\ndot f32[64,16]");
-    want(&dot, "collective-permute x1");
-    want(&dot, "windowed einsum (all-gather, 4 iterations)");
-
-    o.max_nodes = 3;
-    sl_buf_clear(&note);
-    dot_text(run, &o, &dot, &note);
-    want(&note, "drew one box per computation");
-    want(&dot, "%main\\n");
-    want(&dot, "(entry)");
-    want(&dot, "[label=\"body\", style=\"dashed\"]");
-    assert_int_equal(count_nodes(dot.data, "g"), 0);
+    want(&note, "after: 37 instructions exceed --max-nodes 12: drew one box per group of "
+                "computations (2 boxes and 9 ops, the first view of the HTML page)");
+    assert_int_equal(count_nodes(dot.data, "h"), 2);
+    assert_int_equal(count_nodes(dot.data, "a"), 9);
+    VizTreeView *v = NULL;
+    SlError err = {0};
+    uint64_t units = 0;
+    assert_int_equal(viz_tree_new(&v, run, TRACE_AFTER, &o, &err), SL_OK);
+    assert_int_equal(viz_tree_dot(v, 0, &root, &units, &err), SL_OK);
+    viz_tree_free(v);
+    assert_int_equal(dot.len, root.len);
+    assert_memory_equal(dot.data, root.data, dot.len);
 
     o.view = VIZ_BEFORE;
     o.max_nodes = 2;
     sl_buf_clear(&note);
     dot_text(run, &o, &dot, &note);
-    want(&note, "before: 4 instructions exceed --max-nodes 2: drew one box per computation");
+    want(&note, "before: 4 instructions exceed --max-nodes 2: drew one box per group of ");
 
     /* A focus view is never collapsed. */
     o.view = VIZ_AFTER;
@@ -493,6 +494,7 @@ test_collapse(void **state)
     want(&dot, "color=\"#c0392b\"");
     sl_buf_fini(&dot);
     sl_buf_fini(&note);
+    sl_buf_fini(&root);
 }
 
 /* A layout budget: the whole loop graph (40 instructions after partitioning) is past a budget
@@ -514,8 +516,8 @@ test_layout_budget(void **state)
     dot_text(run, &o, &dot, &note);
     want(&note, "after: 37 instructions (");
     want(&note, "nodes and edges) are past the layout budget of 30");
-    want(&note, "drew one box per");
-    assert_int_equal(count_nodes(dot.data, "a"), 0);
+    want(&note, "drew one box per group of computations (2 boxes and 9 ops");
+    assert_int_equal(count_nodes(dot.data, "h"), 2);
 
     /* after: the seeds of "dot" are everything emitted for it, drawn however many they are */
     o.focus = "%neg";
@@ -539,49 +541,72 @@ test_layout_budget(void **state)
     sl_buf_fini(&note);
 }
 
-/* A flat module with op_names: past the limits it collapses per op_name prefix, the deepest
- * prefix that keeps the boxes within the limit, and instructions with shorter op_names share a
- * box. */
-static const char k_layers[] =
-    "HloModule viz_layers, num_partitions=2\n"
-    "ENTRY %main (x: f32[8]) -> f32[8] {\n"
-    "  %x = f32[8]{0} parameter(0), sharding={devices=[2]0,1}, metadata={op_name=\"x\"}\n"
-    "  %a0 = f32[8]{0} negate(%x), sharding={devices=[2]0,1}, "
-    "metadata={op_name=\"jit(f)/layer_0/neg\"}\n"
-    "  %b0 = f32[8]{0} abs(%a0), sharding={devices=[2]0,1}, "
-    "metadata={op_name=\"jit(f)/layer_0/abs\"}\n"
-    "  %a1 = f32[8]{0} negate(%b0), sharding={devices=[2]0,1}, "
-    "metadata={op_name=\"jit(f)/layer_1/neg\"}\n"
-    "  %b1 = f32[8]{0} abs(%a1), sharding={devices=[2]0,1}, "
-    "metadata={op_name=\"jit(f)/layer_1/abs\"}\n"
-    "  %a2 = f32[8]{0} negate(%b1), sharding={devices=[2]0,1}, "
-    "metadata={op_name=\"jit(f)/layer_2/neg\"}\n"
-    "  ROOT %b2 = f32[8]{0} abs(%a2), sharding={devices=[2]0,1}, "
-    "metadata={op_name=\"jit(f)/layer_2/abs\"}\n"
-    "}\n";
+/* `layers` layers of three ops (negate and abs of the layer before, added), op_names
+ * jit(f)/layer_K/...: two operand edges go from one layer into the next. */
+static char *
+wide_chain_module(uint32_t layers)
+{
+    SlBuf b;
+    sl_buf_init(&b);
+    sl_buf_puts(&b, "HloModule viz_wide, num_partitions=2\nENTRY %main (x: f32[8]) -> f32[8] {\n"
+                    "  %x = f32[8]{0} parameter(0), sharding={devices=[2]0,1}\n");
+    char prev[32] = "x";
+    for (uint32_t k = 0; k < layers; k++) {
+        const char *sh = "sharding={devices=[2]0,1}";
+        sl_buf_printf(&b,
+                      "  %%n%u = f32[8]{0} negate(%%%s), %s, metadata={op_name=\"jit(f)/layer_%u/n\"}\n"
+                      "  %%a%u = f32[8]{0} abs(%%%s), %s, metadata={op_name=\"jit(f)/layer_%u/a\"}\n"
+                      "  %s%%s%u = f32[8]{0} add(%%n%u, %%a%u), %s, "
+                      "metadata={op_name=\"jit(f)/layer_%u/s\"}\n",
+                      k, prev, sh, k, k, prev, sh, k, k + 1 == layers ? "ROOT " : "", k, k, k, sh,
+                      k);
+        snprintf(prev, sizeof(prev), "s%u", k);
+    }
+    sl_buf_puts(&b, "}\n");
+    char *text = strdup(b.data);
+    sl_buf_fini(&b);
+    return text;
+}
 
+/* The collapsed view of a module written here: a box per layer (the tree's first view, names
+ * and count), and the two operand edges from one layer into the next merged into one edge that
+ * says so and carries their summed bytes (after: 2 x f32[4] per device). */
 static void
-test_collapse_by_op_name(void **state)
+test_collapse_boxes(void **state)
 {
     TraceFx *fx = *state;
-    const TraceRun *run = tfx_traced(fx, k_layers, 2, NULL);
+    char *text = wide_chain_module(30);
+    const TraceRun *run = tfx_traced(fx, text, 2, NULL);
+    free(text);
     VizOptions o;
     viz_options_init(&o);
-    o.view = VIZ_BEFORE;
-    o.max_nodes = 4;
+    o.view = VIZ_AFTER;
+    o.max_nodes = 50;
     SlBuf dot, note;
     sl_buf_init(&dot);
     sl_buf_init(&note);
     dot_text(run, &o, &dot, &note);
-    want(&note, "before: 7 instructions exceed --max-nodes 4: drew one box per op_name prefix of 2 "
-                "parts (4 boxes)");
-    want(&dot, "label=\"jit(f)/layer_0\\n2 instructions\"");
-    want(&dot, "label=\"jit(f)/layer_2\\n2 instructions\"");
-    want(&dot, "label=\"(other op_names)\\n1 instructions\"");
-    assert_int_equal(count_nodes(dot.data, "p"), 4);
-    assert_int_equal(count_nodes(dot.data, "b"), 0);
-    /* layer_0 -> layer_1 -> layer_2, and x into layer_0 */
-    assert_int_equal(fx_count(dot.data, " -> "), 3);
+    want(&note, "after: 91 instructions exceed --max-nodes 50: drew one box per group of op_name "
+                "prefixes (30 boxes and 1 op, the first view of the HTML page)");
+    assert_int_equal(count_nodes(dot.data, "h"), 30);
+    assert_int_equal(count_nodes(dot.data, "a"), 1); /* %x */
+    want(&dot, "[label=\"jit(f)/layer_0\\n3 instructions, 3 boxes inside\"");
+    want(&dot, "[label=\"jit(f)/layer_29\\n3 instructions, 3 boxes inside\"");
+    assert_int_equal(fx_count(dot.data, " -> "), 30);
+    assert_int_equal(fx_count(dot.data, "label=\"2 edges, 32 B\""), 30);
+    /* before: the count alone */
+    o.view = VIZ_BEFORE;
+    sl_buf_clear(&note);
+    dot_text(run, &o, &dot, &note);
+    want(&note, "before: 91 instructions exceed --max-nodes 50: drew one box per group of op_name "
+                "prefixes (30 boxes and 1 op,");
+    assert_int_equal(fx_count(dot.data, "label=\"2 edges\""), 30);
+    /* within the limits, every instruction */
+    o.max_nodes = 400;
+    sl_buf_clear(&note);
+    dot_text(run, &o, &dot, &note);
+    assert_int_equal(note.len, 0);
+    assert_int_equal(count_nodes(dot.data, "b"), 91);
     sl_buf_fini(&dot);
     sl_buf_fini(&note);
 }
@@ -1020,7 +1045,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_collapse, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_layout_budget, tfx_setup, tfx_teardown),
         cmocka_unit_test(test_label_width),
-        cmocka_unit_test_setup_teardown(test_collapse_by_op_name, tfx_setup, tfx_teardown),
+        cmocka_unit_test_setup_teardown(test_collapse_boxes, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_tree, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_focus_origin, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_pair, tfx_setup, tfx_teardown),

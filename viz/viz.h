@@ -16,7 +16,7 @@ typedef struct VizOptions {
     VizFormat format;
     const char *focus;   /* NULL: whole graph (collapsed above max_nodes); VIZ_PAIR: the op */
     int depth;           /* neighbourhood radius around `focus` */
-    uint32_t max_nodes;  /* above this, collapse per source op, then per computation */
+    uint32_t max_nodes;  /* above this, a whole graph is drawn as its group tree's first view */
     const char *mesh;    /* "data=2,model=4" or NULL: names mesh axes in labels */
     uint32_t budget;     /* layout units (nodes + edges) dot may get; past it the view is
                             collapsed (whole graphs) or cut (neighbourhoods). 0: none */
@@ -48,6 +48,9 @@ SlStatus viz_svg_text(VizRenderer *r, const TraceRun *run, const VizOptions *o, 
 /* The DOT text of one view (what VIZ_DOT writes), for tests and golden files. */
 SlStatus viz_dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note,
                       SlError *err);
+/* viz_dot_text, also giving the view's layout cost in units (what --layout-budget counts). */
+SlStatus viz_dot_text_units(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note,
+                            uint64_t *units, SlError *err);
 
 /* Lays out DOT text (from viz_dot_text) with dot and appends it as SVG text to `svg`; `units`
  * (nodes + edges) and `what` only feed the progress line (o->progress). */

@@ -3,7 +3,7 @@
  * per called computation, nested under the instruction that calls it; and, after
  * partitioning, a cluster per source instruction holding what was emitted for it. Owns: node
  * and cluster labels and styles, and the legend. Does not own: which instructions are
- * selected (viz_index.c) or collapsed views (viz_collapse.c).
+ * selected (viz_index.c) or collapsed views (viz_tree.c).
  * Invariant: walks instructions, computations and edges in recorded order only. */
 #include <stdlib.h>
 #include <string.h>

@@ -227,15 +227,6 @@ void viz_select_focus(const VizIndex *x, const uint32_t *seeds, uint32_t n_seeds
 void viz_select_all(const VizIndex *x, VizSel *s);
 
 SlStatus viz_build_phase(VizCtx *c, const VizIndex *x, const VizSel *s, SlError *err);
-/* Collapsed views: one node per (computation, source op), or per computation; the latter
- * keeps the max_nodes biggest computations and counts the rest in `dropped`. */
-SlStatus viz_build_by_source(VizCtx *c, const VizIndex *x, SlError *err);
-SlStatus viz_build_by_comp(VizCtx *c, const VizIndex *x, uint32_t *dropped, SlError *err);
-uint32_t viz_count_sources(const VizIndex *x);
-/* Collapsed per (computation, op_name prefix): the deepest prefix depth that makes at most
- * `limit` boxes (more than one), with their count; 0 when none does. */
-uint32_t viz_prefix_depth_for(const VizIndex *x, uint32_t limit, uint32_t *n_groups);
-SlStatus viz_build_by_prefix(VizCtx *c, const VizIndex *x, uint32_t depth, SlError *err);
 SlStatus viz_build_pair(VizCtx *c, const VizIndex *before, const VizIndex *after, const char *name,
                         SlError *err);
 

@@ -1,5 +1,5 @@
 /* viz_model.c - the diagram model and its DOT text. Owns: node, edge and cluster storage and
- * the DOT writer. Does not own: what goes into a diagram (viz_graph.c, viz_collapse.c) or
+ * the DOT writer. Does not own: what goes into a diagram (viz_graph.c, viz_tree.c) or
  * layout (viz_render.c). Invariant: output order is creation order (clusters nest by parent,
  * nodes inside their cluster, every edge after every node), so the text is deterministic. */
 #include <stdio.h>

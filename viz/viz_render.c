@@ -1,7 +1,7 @@
 /* viz_render.c - the public entry points: choosing what to draw (whole graph, focus
  * neighbourhood, collapsed, or a before/after pair), and rendering DOT text with gvc.
  * Owns: the only cgraph/gvc calls, the collapse policy and the note that reports it.
- * Does not own: graph content (viz_graph.c, viz_collapse.c).
+ * Does not own: graph content (viz_graph.c, viz_tree.c).
  * Invariant: the DOT text is built first and is what gets laid out, so a picture and its DOT
  * text always agree; files are written atomically. */
 #include <stdbool.h>
@@ -155,11 +155,11 @@ build_focus(VizCtx *c, const VizIndex *x, VizSel *s, const char *phase, SlError 
     return SL_OK;
 }
 
-/* A whole phase, or the neighbourhood of o->focus in it, collapsed when too big: past
- * --max-nodes or past the layout budget, one box per source instruction (after), else one per
- * computation (the biggest ones, as many as the budget allows). */
+/* A whole phase, or the neighbourhood of o->focus in it. A whole phase past --max-nodes or past
+ * the layout budget is not built here: `why` then says why, and the caller draws the first view
+ * of the phase's group tree instead (tree_view). */
 static SlStatus
-build_view(VizCtx *c, const VizIndex *x, SlError *err)
+build_view(VizCtx *c, const VizIndex *x, SlBuf *why, SlError *err)
 {
     const VizOptions *o = c->opt;
     const char *phase = x->phase == TRACE_BEFORE ? "before" : "after";
@@ -170,97 +170,51 @@ build_view(VizCtx *c, const VizIndex *x, SlError *err)
     if (o->focus)
         return build_focus(c, x, &s, phase, err);
     viz_select_all(x, &s);
-    SlBuf why;
-    sl_buf_init(&why);
-    SlStatus st = SL_OK;
-    if (!o->max_nodes || s.count <= o->max_nodes) {
-        st = viz_build_phase(c, x, &s, err);
-        c->g.label = viz_phase_title(c, x, s.count);
-        if (st || !over_budget(c)) {
-            sl_buf_fini(&why);
-            return st;
-        }
-        uint64_t units = viz_graph_units(&c->g);
-        sl_buf_printf(&why,
-                      "%u instructions (%llu nodes and edges) are past the layout budget of %u "
-                      "(about %.0f s of dot)",
-                      s.count, (unsigned long long)units, o->budget, viz_estimate_seconds(units));
-        viz_ctx_reset(c);
-    } else {
-        sl_buf_printf(&why, "%u instructions exceed --max-nodes %u", s.count, o->max_nodes);
-    }
-    uint32_t n_src = x->phase == TRACE_AFTER ? viz_count_sources(x) : UINT32_MAX;
-    bool by_source = false;
-    if (n_src <= o->max_nodes) {
-        st = viz_build_by_source(c, x, err);
-        by_source = !st && !over_budget(c);
-        if (!st && !by_source)
-            viz_ctx_reset(c);
-    }
-    if (st) {
-        sl_buf_fini(&why);
-        return st;
-    }
-    if (by_source) {
-        note(c, "%s: %s: drew one box per source instruction (%u boxes); use --focus NAME to see "
-             "instructions",
-             phase, why.data, n_src);
-        c->g.label = viz_fmt(&c->g, "%s: %s, %u instructions collapsed into %u source ops", phase,
-                             c->run->module, s.count, n_src);
-        sl_buf_fini(&why);
+    if (o->max_nodes && s.count > o->max_nodes) {
+        sl_buf_printf(why, "%u instructions exceed --max-nodes %u", s.count, o->max_nodes);
         return SL_OK;
     }
-    uint32_t comps = 0, dropped = 0;
-    for (uint32_t k = 0; k < x->n_comps; k++)
-        comps += !x->comps[k].is_reducer;
-    /* Per op_name prefix (jit(main)/layer_3), when that gives more boxes than computations do
-     * and no more than the limits allow. */
-    uint32_t limit = o->max_nodes ? o->max_nodes : UINT32_MAX, n_pre = 0;
-    if (o->budget && limit > o->budget / 6) /* boxes of a chain of layers: long edges */
-        limit = o->budget / 6;
-    uint32_t depth = viz_prefix_depth_for(x, limit, &n_pre);
-    if (depth && n_pre > comps) {
-        st = viz_build_by_prefix(c, x, depth, err);
-        if (!st && !over_budget(c)) {
-            note(c,
-                 "%s: %s: drew one box per op_name prefix of %u parts (%u boxes); use --focus "
-                 "NAME to see instructions",
-                 phase, why.data, depth, n_pre);
-            c->g.label = viz_fmt(&c->g, "%s: %s, %u instructions collapsed into %u op_name groups",
-                                 phase, c->run->module, s.count, n_pre);
-            sl_buf_fini(&why);
-            return SL_OK;
-        }
-        if (st) {
-            sl_buf_fini(&why);
-            return st;
-        }
-        viz_ctx_reset(c);
+    SlStatus st = viz_build_phase(c, x, &s, err);
+    c->g.label = viz_phase_title(c, x, s.count);
+    if (st || !over_budget(c))
+        return st;
+    uint64_t units = viz_graph_units(&c->g);
+    sl_buf_printf(why,
+                  "%u instructions (%llu nodes and edges) are past the layout budget of %u "
+                  "(about %.0f s of dot)",
+                  s.count, (unsigned long long)units, o->budget, viz_estimate_seconds(units));
+    viz_ctx_reset(c);
+    return SL_OK;
+}
+
+/* The collapsed view of a whole phase: the first view of its group tree (viz_tree.c), the one
+ * the HTML page opens with, one box per group with its instructions and what it sends, the
+ * edges between two boxes merged into one. */
+static SlStatus
+tree_view(const TraceRun *run, const VizOptions *o, TracePhase phase, const char *why,
+          SlBuf *out, SlBuf *note_out, uint64_t *units, SlError *err)
+{
+    VizTreeView *v = NULL;
+    SlStatus st = viz_tree_new(&v, run, phase, o, err);
+    if (!st)
+        st = viz_tree_dot(v, 0, out, units, err);
+    if (!st && note_out) {
+        const VizTree *t = viz_tree_get(v);
+        uint32_t boxes = 0;
+        for (uint32_t g = 1; g < t->n; g++)
+            boxes += t->parent[g] == 0;
+        uint32_t ops = t->items[0] - boxes;
+        if (note_out->len)
+            sl_buf_puts(note_out, "; ");
+        sl_buf_printf(note_out,
+                      "%s: %s: drew one box per group of %s (%u box%s", phase == TRACE_BEFORE ?
+                      "before" : "after", why, t->basis, boxes, boxes == 1 ? "" : "es");
+        if (ops)
+            sl_buf_printf(note_out, " and %u op%s", ops, ops == 1 ? "" : "s");
+        sl_buf_puts(note_out, ", the first view of the HTML page); use --focus NAME to see "
+                              "instructions");
     }
-    /* Each box brings about two edges (data and calls): keep a third of the budget in boxes. */
-    VizOptions fewer = *o;
-    if (o->budget && (!fewer.max_nodes || fewer.max_nodes > o->budget / 3))
-        fewer.max_nodes = o->budget / 3 ? o->budget / 3 : 1;
-    for (;;) {
-        c->opt = &fewer;
-        st = viz_build_by_comp(c, x, &dropped, err);
-        c->opt = o;
-        if (st || !over_budget(c) || fewer.max_nodes <= 1)
-            break;
-        fewer.max_nodes /= 2;
-        viz_ctx_reset(c);
-    }
-    if (!st) {
-        note(c,
-             "%s: %s: drew one box per computation (%u boxes%s); use --focus NAME to see "
-             "instructions",
-             phase, why.data, comps - dropped,
-             dropped ? viz_fmt(&c->g, ", leaving out the %u smallest computations", dropped) : "");
-        c->g.label = viz_fmt(&c->g, "%s: %s, %u instructions collapsed into %u computations%s",
-                             phase, c->run->module, s.count, comps - dropped,
-                             dropped ? viz_fmt(&c->g, " (the %u smallest left out)", dropped) : "");
-    }
-    sl_buf_fini(&why);
+    viz_tree_free(v);
     return st;
 }
 
@@ -346,11 +300,18 @@ dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out, 
         st = viz_index_build(&bx, run, TRACE_BEFORE, &arena, err);
     if (!st && o->view != VIZ_BEFORE)
         st = viz_index_build(&ax, run, TRACE_AFTER, &arena, err);
+    SlBuf why;
+    sl_buf_init(&why);
     if (!st && o->view == VIZ_PAIR)
         st = build_pair(&c, &bx, &ax, err);
     else if (!st)
-        st = build_view(&c, o->view == VIZ_BEFORE ? &bx : &ax, err);
-    if (!st) {
+        st = build_view(&c, o->view == VIZ_BEFORE ? &bx : &ax, &why, err);
+    if (!st && why.failed)
+        st = sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");
+    if (!st && why.len) {
+        st = tree_view(run, o, o->view == VIZ_BEFORE ? TRACE_BEFORE : TRACE_AFTER, why.data, out,
+                       note_out, units, err);
+    } else if (!st) {
         viz_add_legend(&c, o->view != VIZ_BEFORE);
         viz_graph_cheapen(&c.g);
         *units = viz_graph_units(&c.g);
@@ -360,9 +321,17 @@ dot_text(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out, 
             st = sl_fail(err, SL_ERR_NOMEM, nowhere, "out of memory writing DOT text");
         }
     }
+    sl_buf_fini(&why);
     viz_ctx_fini(&c);
     sl_arena_fini(&arena);
     return st;
+}
+
+SlStatus
+viz_dot_text_units(const TraceRun *run, const VizOptions *o, SlBuf *out, SlBuf *note_out,
+                   uint64_t *units, SlError *err)
+{
+    return dot_text(run, o, out, note_out, units, err);
 }
 
 SlStatus

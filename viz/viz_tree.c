@@ -649,9 +649,11 @@ box_label(VizTreeView *v, uint32_t h)
     return s;
 }
 
+/* The operand edges from one item to another, merged into one. */
 typedef struct Edge {
     uint64_t key;
-    double bytes;
+    double bytes;   /* what they carry (after partitioning: per device) */
+    uint32_t count; /* operand edges merged */
 } Edge;
 
 SlStatus
@@ -723,12 +725,14 @@ viz_tree_dot(VizTreeView *v, uint32_t g, SlBuf *dot, uint64_t *units, SlError *e
             const TraceRunInstr *carried =
                 strcmp(in->opcode, "get-tuple-element") == 0 ? in : &run->instrs[o];
             if (!sl_map_get(&eidx, key, &e)) {
-                Edge ed = {key, 0};
+                Edge ed = {key, 0, 0};
                 ok = SL_VEC_PUSH(&edges, Edge, ed) && sl_map_put(&eidx, key, edges.len);
                 e = edges.len;
             }
-            if (ok)
+            if (ok) {
                 SL_VEC_AT(&edges, Edge, e - 1).bytes += (double)carried->size_bytes;
+                SL_VEC_AT(&edges, Edge, e - 1).count++;
+            }
         }
     }
     for (uint32_t p = v->start[g]; ok && p < v->start[g] + t->members[g]; p++) {
@@ -757,10 +761,14 @@ viz_tree_dot(VizTreeView *v, uint32_t g, SlBuf *dot, uint64_t *units, SlError *e
         uint32_t e = viz_add_edge(&c->g, node_of[ed->key >> 32], node_of[ed->key & 0xffffffffu]);
         VizAttrs *a = viz_edge_attrs(&c->g, e);
         ok = a != NULL;
-        if (ok && t->phase == TRACE_AFTER) {
+        /* after: the bytes they carry; merged edges: how many ("12 edges, 1.50 MiB") */
+        if (ok && (t->phase == TRACE_AFTER || ed->count > 1)) {
             SlBuf b;
             sl_buf_init(&b);
-            viz_bytes(&b, ed->bytes);
+            if (ed->count > 1)
+                sl_buf_printf(&b, "%u edges%s", ed->count, t->phase == TRACE_AFTER ? ", " : "");
+            if (t->phase == TRACE_AFTER)
+                viz_bytes(&b, ed->bytes);
             a->v[VIZ_A_LABEL] = viz_strdup_buf(&c->g, &b);
             sl_buf_fini(&b);
         }

@@ -36,7 +36,7 @@ static const CliOpt k_opts[] = {
     {OPT_FORMAT,    0,   "format",    "svg|png|dot", "output format (default: from the file name, or svg)",
      false                                                                                                       },
     {OPT_MESH,      0,   "mesh",      "AXES",        "name mesh axes in labels: data=2,model=4",            false},
-    {OPT_MAX_NODES, 0,   "max-nodes", "N",           "collapse whole graphs above N nodes (default 400)",
+    {OPT_MAX_NODES, 0,   "max-nodes", "N",           "collapse whole graphs above N instructions (default 400)",
      false                                                                                                       },
     {OPT_BUDGET,    0,   "layout-budget", "U",       "most nodes + edges given to dot (default 1000; 0: none)",
      false                                                                                                       },
@@ -218,11 +218,14 @@ const CliCommand cmd_viz = {
         "--pair NAME draws one source instruction before and after partitioning.\n"
         "--focus NAME draws the instructions within --depth operand/user hops of NAME (a\n"
         "source name selects everything emitted for it in the after view). Without\n"
-        "--focus, a graph above --max-nodes is collapsed, one box per source instruction,\n"
-        "then per computation, and a note says so.\n"
+        "--focus, a graph above --max-nodes instructions is collapsed into the first view\n"
+        "of the html page's group tree (called computations, op_name prefixes, opcodes,\n"
+        "runs of consecutive boxes; 10 to 60 boxes and ops): one box per group with its\n"
+        "instructions, collectives and bytes sent, the operand edges between two boxes\n"
+        "merged into one (\"3 edges, 1.50 MiB\"), and a note says so.\n"
         "--layout-budget U bounds dot's work: a view whose nodes plus edges exceed U is\n"
         "collapsed the same way (a --focus neighbourhood is cut instead), and the note\n"
-        "says so. Past 150 edges, edge labels are placed after the layout (xlabels).\n"
+        "says so. Past 60 edges, edge labels are placed after the layout (xlabels).\n"
         "A layout estimated at a second or more is announced on stderr.\n"
         "The format is --format, else the file's extension (.svg, .png, .dot), else svg;\n"
         "dot text is deterministic. Files are written atomically.\n",

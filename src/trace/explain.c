@@ -1,7 +1,8 @@
 /* explain.c - "why was this instruction partitioned this way?" in plain words, from a loaded
  * run. Owns: the wording of `shardlens explain`. Does not own: byte figures, which come from
  * the schema's cost-model views through the reader. Invariant: output depends only on the run
- * (walks in recording order), so it is stable for golden tests. */
+ * (walks in recording order), so it is stable for golden tests; an instruction's rows are read
+ * through the run's index (trace_run.h), so explaining every op of a run is linear. */
 #include <math.h>
 #include <string.h>
 
@@ -29,13 +30,9 @@ instr_name(const TraceRun *run, uint32_t idx, const char *fallback)
     return idx < run->n_instrs ? run->instrs[idx].name : (fallback ? fallback : "?");
 }
 
-static bool
-caused_by(const TraceRun *run, const TraceRunCollective *c, uint32_t src)
-{
-    if (c->source == src)
-        return true;
-    return c->reshard < run->n_reshards && run->reshards[c->reshard].requester == src;
-}
+/* The rows of `rows` about instruction src: for (k = FIRST; k < END; k++) ... ROW(k). */
+#define ROWS_BEGIN(rows, src) ((rows)->off[src])
+#define ROWS_END(rows, src) ((rows)->off[(src) + 1])
 
 static void
 put_header(const TraceRun *run, const TraceRunInstr *i, SlBuf *out)
@@ -290,38 +287,34 @@ typedef struct Tally {
 } Tally;
 
 static Tally
-tally(const TraceRun *run, uint32_t src)
+tally(const TraceRun *run, const TraceRunIndex *x, uint32_t src)
 {
     Tally t = {0};
-    for (uint32_t k = 0; k < run->n_decisions; k++)
-        if (run->decisions[k].instr == src) {
-            t.decisions++;
-            if (run->decisions[k].level == 1)
-                t.top = &run->decisions[k];
-        }
-    for (uint32_t k = 0; k < run->n_reshards; k++)
-        t.reshards += run->reshards[k].requester == src;
-    for (uint32_t k = 0; k < run->n_collectives; k++) {
-        const TraceRunCollective *c = &run->collectives[k];
-        if (caused_by(run, c, src)) {
-            t.collectives++;
-            t.max_device_bytes += c->max_device_send_bytes;
-            t.total_bytes += c->send_bytes;
-        }
+    for (uint32_t k = ROWS_BEGIN(&x->decisions, src); k < ROWS_END(&x->decisions, src); k++) {
+        const TraceRunDecision *d = &run->decisions[x->decisions.row[k]];
+        t.decisions++;
+        if (d->level == 1)
+            t.top = d;
     }
-    for (uint32_t k = 0; k < run->n_loops; k++)
-        t.loops += run->loops[k].dot == src;
+    t.reshards = ROWS_END(&x->reshards, src) - ROWS_BEGIN(&x->reshards, src);
+    for (uint32_t k = ROWS_BEGIN(&x->collectives, src); k < ROWS_END(&x->collectives, src); k++) {
+        const TraceRunCollective *c = &run->collectives[x->collectives.row[k]];
+        t.collectives++;
+        t.max_device_bytes += c->max_device_send_bytes;
+        t.total_bytes += c->send_bytes;
+    }
+    t.loops = ROWS_END(&x->loops, src) - ROWS_BEGIN(&x->loops, src);
     return t;
 }
 
 /* The instruction's decisions at `level`, in recording order (one per level in practice). */
 static void
-put_level(const TraceRun *run, uint32_t src, uint32_t level, double chosen_bytes, SlBuf *out,
-          bool as_summary)
+put_level(const TraceRun *run, const TraceRunIndex *x, uint32_t src, uint32_t level,
+          double chosen_bytes, SlBuf *out, bool as_summary)
 {
-    for (uint32_t k = 0; k < run->n_decisions; k++) {
-        const TraceRunDecision *d = &run->decisions[k];
-        if (d->instr != src || d->level != level)
+    for (uint32_t k = ROWS_BEGIN(&x->decisions, src); k < ROWS_END(&x->decisions, src); k++) {
+        const TraceRunDecision *d = &run->decisions[x->decisions.row[k]];
+        if (d->level != level)
             continue;
         if (as_summary)
             sl_buf_printf(out, "%s\"%s\"", level == 2 ? " (then " : ", then ", d->strategy);
@@ -331,14 +324,15 @@ put_level(const TraceRun *run, uint32_t src, uint32_t level, double chosen_bytes
 }
 
 static void
-put_summary(const TraceRun *run, uint32_t src, const Tally *t, SlBuf *out)
+put_summary(const TraceRun *run, const TraceRunIndex *x, uint32_t src, const Tally *t,
+            SlBuf *out)
 {
     const TraceRunInstr *i = &run->instrs[src];
     if (t->top) {
         sl_buf_printf(out, "%s was partitioned by the %s handler with strategy \"%s\"", i->name,
                       t->top->handler, t->top->strategy);
         for (uint32_t level = 2; level <= t->top->chain_length; level++)
-            put_level(run, src, level, t->max_device_bytes, out, true);
+            put_level(run, x, src, level, t->max_device_bytes, out, true);
         if (t->top->chain_length > 1)
             sl_buf_putc(out, ')');
     } else
@@ -356,21 +350,19 @@ put_summary(const TraceRun *run, uint32_t src, const Tally *t, SlBuf *out)
 }
 
 static void
-explain_source(const TraceRun *run, uint32_t src, SlBuf *out)
+explain_source(const TraceRun *run, const TraceRunIndex *x, uint32_t src, SlBuf *out)
 {
     const TraceRunInstr *i = &run->instrs[src];
-    Tally t = tally(run, src);
-    put_summary(run, src, &t, out);
+    Tally t = tally(run, x, src);
+    put_summary(run, x, src, &t, out);
     put_header(run, i, out);
     for (uint32_t level = 1; t.top && level <= t.top->chain_length; level++)
-        put_level(run, src, level, t.max_device_bytes, out, false);
+        put_level(run, x, src, level, t.max_device_bytes, out, false);
     if (!t.decisions)
         sl_buf_puts(out, "Decision: none recorded (the partitioner kept its sharding as is).\n");
     sl_buf_printf(out, "Reshards requested: %u\n", t.reshards);
-    for (uint32_t k = 0; k < run->n_reshards; k++) {
-        const TraceRunReshard *r = &run->reshards[k];
-        if (r->requester != src)
-            continue;
+    for (uint32_t k = ROWS_BEGIN(&x->reshards, src); k < ROWS_END(&x->reshards, src); k++) {
+        const TraceRunReshard *r = &run->reshards[x->reshards.row[k]];
         sl_buf_printf(out, "  #%u %s: %s -> %s by %s", r->seq, r->value_name, r->from, r->to,
                       r->method);
         if (r->result_name)
@@ -383,13 +375,10 @@ explain_source(const TraceRun *run, uint32_t src, SlBuf *out)
         put_bytes(out, t.total_bytes);
     }
     sl_buf_putc(out, '\n');
-    for (uint32_t k = 0; k < run->n_collectives; k++)
-        if (caused_by(run, &run->collectives[k], src))
-            put_collective(run, &run->collectives[k], out);
-    for (uint32_t k = 0; k < run->n_loops; k++) {
-        const TraceRunLoop *l = &run->loops[k];
-        if (l->dot != src)
-            continue;
+    for (uint32_t k = ROWS_BEGIN(&x->collectives, src); k < ROWS_END(&x->collectives, src); k++)
+        put_collective(run, &run->collectives[x->collectives.row[k]], out);
+    for (uint32_t k = ROWS_BEGIN(&x->loops, src); k < ROWS_END(&x->loops, src); k++) {
+        const TraceRunLoop *l = &run->loops[x->loops.row[k]];
         sl_buf_printf(out, "Windowed loop: %s (%s), %lld iterations, each device permutes ",
                       l->loop_name, l->variant, (long long)l->iterations);
         put_bytes(out, (double)l->bytes_per_iteration);
@@ -397,9 +386,8 @@ explain_source(const TraceRun *run, uint32_t src, SlBuf *out)
     }
     if (!t.loops)
         sl_buf_puts(out, "Windowed loop: none\n");
-    for (uint32_t k = 0; k < run->n_warnings; k++)
-        if (run->warnings[k].instr == src)
-            sl_buf_printf(out, "Warning: %s\n", run->warnings[k].message);
+    for (uint32_t k = ROWS_BEGIN(&x->warnings, src); k < ROWS_END(&x->warnings, src); k++)
+        sl_buf_printf(out, "Warning: %s\n", run->warnings[x->warnings.row[k]].message);
 }
 
 /* Edit distance of two names, capped: names are compared on their first 127 characters. */
@@ -459,14 +447,12 @@ unknown_name(const TraceRun *run, const char *name, SlError *err)
  * and %multiply.5 at level 0 (rule elementwise)": propagation's account, before the
  * partitioner's. Nothing when propagation did not set this instruction's sharding. */
 static void
-put_origin(const TraceRun *run, uint32_t idx, SlBuf *out)
+put_origin(const TraceRun *run, const TraceRunIndex *x, uint32_t idx, SlBuf *out)
 {
-    const TraceRunOrigin *o = NULL;
-    for (uint32_t k = 0; k < run->n_origins; k++)
-        if (run->origins[k].instr == idx)
-            o = &run->origins[k]; /* the last one is the final sharding */
-    if (!o)
+    if (ROWS_END(&x->origins, idx) == ROWS_BEGIN(&x->origins, idx))
         return;
+    /* the last one is the final sharding */
+    const TraceRunOrigin *o = &run->origins[x->origins.row[ROWS_END(&x->origins, idx) - 1]];
     sl_buf_printf(out, "origin: %%%s got %s %s", instr_name(run, idx, NULL), o->sharding,
                   o->direction);
     if (o->source < run->n_instrs) {
@@ -515,9 +501,18 @@ trace_explain(const TraceRun *run, const char *name, SlBuf *out, SlError *err)
 SlStatus
 trace_explain_instr(const TraceRun *run, uint32_t idx, SlBuf *out, SlError *err)
 {
-    put_origin(run, idx, out);
-    explain_source(run, idx, out);
-    if (out->failed)
+    SlArena a; /* a run made by hand has no index: one for this call */
+    sl_arena_init(&a);
+    const TraceRunIndex *x = run->index ? run->index : trace_run_index_build(run, &a);
+    if (x && idx < run->n_before) {
+        put_origin(run, x, idx, out);
+        explain_source(run, x, idx, out);
+    }
+    sl_arena_fini(&a);
+    if (!x || out->failed)
         return sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){0}, "out of memory");
+    if (idx >= run->n_before)
+        return sl_fail(err, SL_ERR_INVALID, (SlSrcLoc){0}, "instruction %u is not an input one",
+                       idx);
     return SL_OK;
 }

@@ -1053,8 +1053,106 @@ trace_run_load_parts(TraceDb *db, int64_t run_id, unsigned parts, SlArena *arena
                            (long long)run_id);
         return sl_fail(err, SL_ERR_INVALID, loc, "the trace database holds no runs");
     }
+    r.run->index = trace_run_index_build(r.run, arena);
+    if (!r.run->index)
+        return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory");
     *out = r.run;
     return SL_OK;
+}
+
+/* ---- the index by instruction (trace_run.h) ---- */
+
+/* Up to two keys of row k: the 'before' instructions it is about (TRACE_NONE: none). */
+typedef void (*RowKeys)(const TraceRun *run, uint32_t k, uint32_t keys[2]);
+
+static void
+keys_decision(const TraceRun *run, uint32_t k, uint32_t keys[2])
+{
+    keys[0] = run->decisions[k].instr;
+}
+
+static void
+keys_reshard(const TraceRun *run, uint32_t k, uint32_t keys[2])
+{
+    keys[0] = run->reshards[k].requester;
+}
+
+static void
+keys_collective(const TraceRun *run, uint32_t k, uint32_t keys[2])
+{
+    const TraceRunCollective *c = &run->collectives[k];
+    keys[0] = c->source;
+    if (c->reshard < run->n_reshards && run->reshards[c->reshard].requester != c->source)
+        keys[1] = run->reshards[c->reshard].requester;
+}
+
+static void
+keys_loop(const TraceRun *run, uint32_t k, uint32_t keys[2])
+{
+    keys[0] = run->loops[k].dot;
+}
+
+static void
+keys_origin(const TraceRun *run, uint32_t k, uint32_t keys[2])
+{
+    keys[0] = run->origins[k].instr;
+}
+
+static void
+keys_warning(const TraceRun *run, uint32_t k, uint32_t keys[2])
+{
+    keys[0] = run->warnings[k].instr;
+}
+
+/* Counting sort of the rows by key: two passes, rows of one key in recording order. */
+static bool
+index_rows(const TraceRun *run, uint32_t n_rows, RowKeys keys_of, SlArena *a, TraceRunRows *out)
+{
+    uint32_t n = run->n_before, total = 0;
+    out->off = SL_NEW_ARRAY(a, uint32_t, (size_t)n + 1);
+    if (!out->off)
+        return false;
+    for (uint32_t k = 0; k < n_rows; k++) {
+        uint32_t keys[2] = {TRACE_NONE, TRACE_NONE};
+        keys_of(run, k, keys);
+        for (int j = 0; j < 2; j++)
+            if (keys[j] < n) {
+                out->off[keys[j] + 1]++;
+                total++;
+            }
+    }
+    for (uint32_t i = 0; i < n; i++)
+        out->off[i + 1] += out->off[i];
+    out->row = SL_NEW_ARRAY(a, uint32_t, (size_t)total + 1);
+    uint32_t *fill = n ? calloc(n, sizeof(uint32_t)) : NULL;
+    if (!out->row || (n && !fill)) {
+        free(fill);
+        return false;
+    }
+    for (uint32_t k = 0; k < n_rows; k++) {
+        uint32_t keys[2] = {TRACE_NONE, TRACE_NONE};
+        keys_of(run, k, keys);
+        for (int j = 0; j < 2; j++)
+            if (keys[j] < n)
+                out->row[out->off[keys[j]] + fill[keys[j]]++] = k;
+    }
+    free(fill);
+    return true;
+}
+
+const TraceRunIndex *
+trace_run_index_build(const TraceRun *run, SlArena *arena)
+{
+    TraceRunIndex *x = SL_NEW(arena, TraceRunIndex);
+    if (!x)
+        return NULL;
+    bool ok = index_rows(run, run->n_decisions, keys_decision, arena, &x->decisions) &&
+              index_rows(run, run->n_reshards, keys_reshard, arena, &x->reshards) &&
+              index_rows(run, run->n_collectives, keys_collective, arena, &x->collectives) &&
+              index_rows(run, run->n_loops, keys_loop, arena, &x->loops) &&
+              index_rows(run, run->n_origins, keys_origin, arena, &x->origins) &&
+              index_rows(run, run->n_warnings, keys_warning, arena, &x->warnings);
+    return ok ? x : NULL;
 }
 
 const TraceRunInstr *

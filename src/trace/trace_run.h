@@ -161,6 +161,23 @@ typedef struct TraceRunOption {
     const char *key, *value;
 } TraceRunOption;
 
+/* The rows of one table about each 'before' instruction i: row[off[i]] .. row[off[i + 1] - 1],
+ * indices into that table in recording order. */
+typedef struct TraceRunRows {
+    uint32_t *off; /* [n_before + 1] */
+    uint32_t *row;
+} TraceRunRows;
+
+/* What explain reads about a 'before' instruction, found without scanning the run. */
+typedef struct TraceRunIndex {
+    TraceRunRows decisions;   /* by instr */
+    TraceRunRows reshards;    /* by requester */
+    TraceRunRows collectives; /* by source, and by the requester of the reshard that caused it */
+    TraceRunRows loops;       /* by dot */
+    TraceRunRows origins;     /* by instr */
+    TraceRunRows warnings;    /* by instr */
+} TraceRunIndex;
+
 typedef struct TraceRun {
     int64_t id;
     const char *module, *input_hash, *tool_version, *created_at;
@@ -191,7 +208,14 @@ typedef struct TraceRun {
     uint32_t n_devices; /* by device id */
     TraceRunMemory *memory;
     uint32_t n_memory; /* 'before' first, then the groups of 'after' */
+    const TraceRunIndex *index; /* built by trace_run_load; NULL in a run made by hand (explain
+                                   then builds one per call), and in a copy of a run whose
+                                   row arrays were changed */
 } TraceRun;
+
+/* Builds the index of `run`'s rows by 'before' instruction into `arena` (linear in the run);
+ * NULL when out of memory. trace_run_load does this once per run. */
+const TraceRunIndex *trace_run_index_build(const TraceRun *run, SlArena *arena);
 
 /* Optional parts of a run, for readers that need less than everything: decoding the JSON
  * list columns is most of the load time, and the report needs none of them. */
