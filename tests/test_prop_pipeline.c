@@ -217,6 +217,150 @@ test_inline_keeps_other_uses(void **state)
     assert_non_null(find(fx, "z")); /* the reduce's own computation is untouched */
 }
 
+static const char *
+op_name_of(Fx *fx, const char *name)
+{
+    static char buf[256];
+    const IrMetadata *md = ir_instr_metadata(find(fx, name));
+    if (!md)
+        return "(no metadata)";
+    snprintf(buf, sizeof(buf), "%.*s", (int)md->op_name.len, md->op_name.ptr);
+    return buf;
+}
+
+/* Inlined instructions get the call's op_name in front (XLA's CallInliner), also those of a
+ * while body they call; a reduce's to_apply and the caller's own instructions keep theirs;
+ * the printed metadata says the same, other fields kept. */
+static void
+test_inline_prefixes_op_names(void **state)
+{
+    Fx *fx = *state;
+    parse(fx, "HloModule m\n"
+              "sum {\n"
+              "  x = f32[] parameter(0)\n"
+              "  y = f32[] parameter(1)\n"
+              "  ROOT z = f32[] add(x, y), metadata={op_name=\"reduce_sum\"}\n"
+              "}\n"
+              "cond {\n"
+              "  t = (s32[], f32[8]) parameter(0)\n"
+              "  i = s32[] get-tuple-element(t), index=0\n"
+              "  k = s32[] constant(4)\n"
+              "  ROOT lt = pred[] compare(i, k), direction=LT, metadata={op_name=\"lt\"}\n"
+              "}\n"
+              "body {\n"
+              "  t = (s32[], f32[8]) parameter(0)\n"
+              "  i = s32[] get-tuple-element(t), index=0\n"
+              "  v = f32[8] get-tuple-element(t), index=1\n"
+              "  w = f32[8] negate(v), metadata={op_type=\"neg\" op_name=\"neg\" "
+              "source_file=\"a.py\" source_line=7}\n"
+              "  ROOT r = (s32[], f32[8]) tuple(i, w)\n"
+              "}\n"
+              "f {\n"
+              "  a = f32[8] parameter(0)\n"
+              "  zero = f32[] constant(0)\n"
+              "  red = f32[] reduce(a, zero), dimensions={0}, to_apply=sum, "
+              "metadata={op_name=\"reduce_sum\"}\n"
+              "  c0 = s32[] constant(0)\n"
+              "  t0 = (s32[], f32[8]) tuple(c0, a)\n"
+              "  wh = (s32[], f32[8]) while(t0), condition=cond, body=body, "
+              "metadata={op_name=\"while\"}\n"
+              "  ROOT out = f32[8] get-tuple-element(wh), index=1\n"
+              "}\n"
+              "ENTRY e {\n"
+              "  p = f32[8] parameter(0), metadata={op_name=\"p\"}\n"
+              "  ROOT c = f32[8] call(p), to_apply=f, metadata={op_name=\"jit(g)/closed_call\"}\n"
+              "}\n");
+    assert_int_equal(prop_inline_calls(fx->m), 1);
+    assert_string_equal(op_name_of(fx, "red"), "jit(g)/closed_call/reduce_sum");
+    assert_string_equal(op_name_of(fx, "wh"), "jit(g)/closed_call/while");
+    assert_string_equal(op_name_of(fx, "zero"), "jit(g)/closed_call"); /* had none */
+    assert_string_equal(op_name_of(fx, "w"), "jit(g)/closed_call/neg");
+    assert_string_equal(op_name_of(fx, "lt"), "jit(g)/closed_call/lt");
+    assert_string_equal(op_name_of(fx, "z"), "reduce_sum"); /* embedded: left alone */
+    assert_string_equal(op_name_of(fx, "p"), "p");
+    const IrMetadata *md = ir_instr_metadata(find(fx, "w"));
+    assert_int_equal(md->source_line, 7);
+    assert_int_equal(md->source_file.len, 4);
+    assert_memory_equal(md->source_file.ptr, "a.py", 4);
+    assert_memory_equal(md->op_type.ptr, "neg", 3);
+    const char *text = text_of(fx);
+    assert_non_null(strstr(text, "metadata={op_type=\"neg\" op_name=\"jit(g)/closed_call/neg\" "
+                                 "source_file=\"a.py\" source_line=7}"));
+    assert_non_null(strstr(text, "metadata={op_name=\"jit(g)/closed_call\"}"));
+}
+
+/* A call without op_name changes no op_name; a Sharding call made a copy keeps its metadata. */
+static void
+test_inline_no_prefix_and_sharding_copy(void **state)
+{
+    Fx *fx = *state;
+    parse(fx, "HloModule m\n"
+              "f {\n"
+              "  a = f32[8] parameter(0)\n"
+              "  ROOT s = f32[8] custom-call(a), custom_call_target=\"Sharding\", "
+              "sharding={devices=[2]<=[2]}, metadata={op_name=\"sharding_constraint\"}\n"
+              "}\n"
+              "ENTRY e {\n"
+              "  p = f32[8] parameter(0)\n"
+              "  ROOT c = f32[8] call(p), to_apply=f\n"
+              "}\n");
+    assert_int_equal(prop_inline_calls(fx->m), 1);
+    assert_string_equal(op_name_of(fx, "s"), "sharding_constraint");
+    PropOptions o;
+    prop_options_init(&o);
+    o.is_spmd = true;
+    propagate(fx, &o);
+    IrInstr *root = fx->m->entry->root;
+    while (root->op != IR_OP_COPY && root->n_operands)
+        root = root->operands[0];
+    assert_int_equal(root->op, IR_OP_COPY);
+    const IrMetadata *md = ir_instr_metadata(root);
+    assert_non_null(md);
+    assert_int_equal(md->op_name.len, strlen("sharding_constraint"));
+    assert_memory_equal(md->op_name.ptr, "sharding_constraint", md->op_name.len);
+}
+
+/* After inlining, a module from Shardy's round-trip form reads tuple elements directly (as
+ * XLA's spmd input after its StableHLO round trip); a plain module keeps the
+ * get-tuple-element (as GSPMD's pipeline does). */
+static void
+test_inline_forwards_tuples_for_shardy(void **state)
+{
+    Fx *fx = *state;
+    const char *body = "f {\n"
+                       "  a = f32[8] parameter(0)\n"
+                       "  n = f32[8] negate(a)\n"
+                       "  i = s32[8] parameter(1)\n"
+                       "  ROOT t = (f32[8], s32[8]) tuple(n, i)\n"
+                       "}\n"
+                       "ENTRY e {\n"
+                       "  p = f32[8] parameter(0)\n"
+                       "  q = s32[8] parameter(1)\n"
+                       "  c = (f32[8], s32[8]) call(p, q), to_apply=f\n"
+                       "  g = s32[8] get-tuple-element(c), index=1\n"
+                       "  ROOT u = s32[8] add(g, g)\n"
+                       "}\n";
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "HloModule m, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\"x\"=2]>}}\n%s",
+             body);
+    parse(fx, text);
+    assert_true(fx->m->sdy_round_trip);
+    assert_int_equal(prop_inline_calls(fx->m), 1);
+    IrInstr *u = find(fx, "u");
+    assert_ptr_equal(u->operands[0], find(fx, "q"));
+    assert_ptr_equal(u->operands[1], find(fx, "q"));
+    ir_module_fini(fx->m);
+    fx->m = NULL;
+    snprintf(text, sizeof(text), "HloModule m\n%s", body);
+    parse(fx, text);
+    assert_false(fx->m->sdy_round_trip);
+    assert_int_equal(prop_inline_calls(fx->m), 1);
+    u = find(fx, "u");
+    assert_int_equal(u->operands[0]->op, IR_OP_GET_TUPLE_ELEMENT);
+    assert_int_equal(u->operands[0]->operands[0]->op, IR_OP_TUPLE);
+}
+
 /* The header's allow_* lists become the options, however long (XLA's module config). */
 static void
 test_options_from_header(void **state)
@@ -284,6 +428,11 @@ main(void)
         cmocka_unit_test_setup_teardown(test_inline_then_propagate, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_inline_twice_and_nested, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_inline_keeps_other_uses, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_inline_prefixes_op_names, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_inline_no_prefix_and_sharding_copy, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_inline_forwards_tuples_for_shardy, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_options_from_header, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_options_from_header_bad, fx_setup, fx_teardown),
     };

@@ -9,7 +9,13 @@
  * ("jit(f)/while/body/closed_call" + "/" + "dot_general"; the call's op_name alone when it had
  * none), and so do the instructions of the while bodies/conditions and conditional branches
  * it calls (recursively; not of other calls, nor of embedded computations such as to_apply
- * of a reduce). Names that would reach kMaxOpNameSize (1024 bytes) are left alone. */
+ * of a reduce). Names that would reach kMaxOpNameSize (1024 bytes) are left alone.
+ * A module read from Shardy's round-trip form (m->sdy_round_trip) then has every
+ * get-tuple-element of a `tuple` instruction replaced by that tuple's operand: XLA's Shardy
+ * pipeline takes the inlined module through StableHLO, where a call's tuple result is a list
+ * of values, so in its spmd input the users read the element itself (and the partitioner's
+ * per-instruction reshard cache then serves a gather and a scatter-add of the same indices
+ * with one all-gather). GSPMD's pipeline keeps the get-tuple-element. */
 #include <string.h>
 
 #include "propagate/prop_int.h"
@@ -266,6 +272,29 @@ inline_one(IrModule *m, IrInstr *call, uint32_t at, IrComputation *f, bool move,
     return true;
 }
 
+/* Users of get-tuple-element(tuple(...)) read the tuple's operand instead; the
+ * get-tuple-elements stay (unused unless one is a root). */
+static void
+forward_tuple_elements(IrModule *m)
+{
+    for (uint32_t ci = 0; ci < m->n_comps; ci++) {
+        IrComputation *c = m->comps[ci];
+        for (uint32_t x = 0; x < c->n_instrs; x++) {
+            IrInstr *u = c->instrs[x];
+            for (uint32_t j = 0; j < u->n_operands; j++) {
+                IrInstr *g = u->operands[j];
+                int64_t idx;
+                while (g->op == IR_OP_GET_TUPLE_ELEMENT && g->n_operands == 1 &&
+                       g->operands[0]->op == IR_OP_TUPLE &&
+                       ir_instr_int_attr(g, IR_ATTR_INDEX, &idx) && idx >= 0 &&
+                       (uint64_t)idx < g->operands[0]->n_operands)
+                    g = g->operands[0]->operands[idx];
+                u->operands[j] = g;
+            }
+        }
+    }
+}
+
 uint32_t
 prop_inline_calls(IrModule *m)
 {
@@ -320,5 +349,7 @@ prop_inline_calls(IrModule *m)
     }
     m->n_comps = w;
     sl_arena_fini(scratch);
+    if (m->sdy_round_trip)
+        forward_tuple_elements(m);
     return inlined;
 }
