@@ -361,6 +361,83 @@ test_inline_forwards_tuples_for_shardy(void **state)
     assert_int_equal(u->operands[0]->operands[0]->op, IR_OP_TUPLE);
 }
 
+/* Shardy's round trip: a loop-invariant while state element read in the loop whose value has
+ * a sharding reaches the while through a copy with the value's metadata (the captured value's
+ * open constraint); one that changes, one not read, one without sharding and a scalar do
+ * not; a plain module gets no copy. */
+#define FV_MODULE(HEADER, SX, SW, SU, SK)                                                  \
+    HEADER "\n"                                                                            \
+           "cond {\n"                                                                      \
+           "  t = (s32[], f32[8], f32[8], f32[8], f32[8], s32[]) parameter(0)\n"           \
+           "  i = s32[] get-tuple-element(t), index=0\n"                                   \
+           "  k = s32[] get-tuple-element(t), index=5\n"                                   \
+           "  ROOT lt = pred[] compare(i, k), direction=LT\n"                              \
+           "}\n"                                                                           \
+           "body {\n"                                                                      \
+           "  t = (s32[], f32[8], f32[8], f32[8], f32[8], s32[]) parameter(0)\n"           \
+           "  i = s32[] get-tuple-element(t), index=0\n"                                   \
+           "  x = f32[8] get-tuple-element(t), index=1\n"                                  \
+           "  w = f32[8] get-tuple-element(t), index=2\n"                                  \
+           "  u = f32[8] get-tuple-element(t), index=3\n"                                  \
+           "  v = f32[8] get-tuple-element(t), index=4\n"                                  \
+           "  k = s32[] get-tuple-element(t), index=5\n"                                   \
+           "  one = s32[] constant(1)\n"                                                   \
+           "  i1 = s32[] add(i, one)\n"                                                    \
+           "  xw = f32[8] multiply(x, w)\n"                                                \
+           "  xv = f32[8] add(xw, v)\n"                                                    \
+           "  ROOT r = (s32[], f32[8], f32[8], f32[8], f32[8], s32[]) tuple(i1, xv, w, u, v, " \
+           "k)\n"                                                                          \
+           "}\n"                                                                           \
+           "ENTRY e {\n"                                                                   \
+           "  c0 = s32[] constant(0)\n"                                                    \
+           "  px = f32[8] parameter(0)" SX "\n"                                            \
+           "  pw = f32[8] parameter(1)" SW ", metadata={op_name=\"w\"}\n"                  \
+           "  pu = f32[8] parameter(2)" SU "\n"                                            \
+           "  pv = f32[8] parameter(3)\n"                                                  \
+           "  pk = s32[] parameter(4)" SK "\n"                                             \
+           "  t0 = (s32[], f32[8], f32[8], f32[8], f32[8], s32[]) tuple(c0, px, pw, pu, pv, " \
+           "pk)\n"                                                                         \
+           "  wh = (s32[], f32[8], f32[8], f32[8], f32[8], s32[]) while(t0), condition=cond, " \
+           "body=body\n"                                                                   \
+           "  ROOT out = f32[8] get-tuple-element(wh), index=1\n"                          \
+           "}\n"
+#define FV_SH ", frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, [{\\\"x\\\"}]>\"}"
+#define FV_SH0 ", frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, []>\"}"
+
+static void
+test_shardy_while_free_var_copies(void **state)
+{
+    Fx *fx = *state;
+    parse(fx, FV_MODULE("HloModule m, frontend_attributes={xla.sdy.meshes={mesh = "
+                        "#sdy.mesh<[\"x\"=2]>}}",
+                        FV_SH, FV_SH, FV_SH, FV_SH0));
+    assert_true(fx->m->sdy_round_trip);
+    prop_inline_calls(fx->m);
+    IrInstr *t0 = find(fx, "t0");
+    assert_ptr_equal(t0->operands[1], find(fx, "px")); /* changes in the loop */
+    assert_int_equal(t0->operands[2]->op, IR_OP_COPY);  /* invariant, read, sharded */
+    assert_ptr_equal(t0->operands[2]->operands[0], find(fx, "pw"));
+    assert_string_equal(op_name_of(fx, sl_sym_cstr(t0->operands[2]->name)), "w");
+    assert_null(ir_instr_sharding(t0->operands[2]));
+    assert_ptr_equal(t0->operands[3], find(fx, "pu")); /* invariant, never read */
+    assert_ptr_equal(t0->operands[4], find(fx, "pv")); /* read, no sharding */
+    assert_ptr_equal(t0->operands[5], find(fx, "pk")); /* scalar */
+    IrComputation *e = fx->m->entry;
+    uint32_t at_copy = 0, at_t0 = 0;
+    for (uint32_t k = 0; k < e->n_instrs; k++) {
+        if (e->instrs[k] == t0->operands[2])
+            at_copy = k + 1;
+        if (e->instrs[k] == t0)
+            at_t0 = k + 1;
+    }
+    assert_true(at_copy && at_copy < at_t0);
+    ir_module_fini(fx->m);
+    fx->m = NULL;
+    parse(fx, FV_MODULE("HloModule m", "", ", sharding={devices=[2]<=[2]}", "", ""));
+    prop_inline_calls(fx->m);
+    assert_ptr_equal(find(fx, "t0")->operands[2], find(fx, "pw"));
+}
+
 /* The header's allow_* lists become the options, however long (XLA's module config). */
 static void
 test_options_from_header(void **state)
@@ -432,6 +509,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_inline_no_prefix_and_sharding_copy, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_inline_forwards_tuples_for_shardy, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_shardy_while_free_var_copies, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_options_from_header, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_options_from_header_bad, fx_setup, fx_teardown),

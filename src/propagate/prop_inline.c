@@ -15,7 +15,9 @@
  * pipeline takes the inlined module through StableHLO, where a call's tuple result is a list
  * of values, so in its spmd input the users read the element itself (and the partitioner's
  * per-instruction reshard cache then serves a gather and a scatter-add of the same indices
- * with one all-gather). GSPMD's pipeline keeps the get-tuple-element. */
+ * with one all-gather). GSPMD's pipeline keeps the get-tuple-element. Such a module's
+ * whiles also take their loop-invariant sharded state through a copy (copy_while_free_vars).
+ */
 #include <string.h>
 
 #include "propagate/prop_int.h"
@@ -295,6 +297,104 @@ forward_tuple_elements(IrModule *m)
     }
 }
 
+/* Whether element k of computation c's parameter is read by an instruction other than (in a
+ * body) the root tuple passing it on at position k. */
+static bool
+reads_element(const IrComputation *c, int64_t k, bool body)
+{
+    const IrInstr *param = c->n_params ? c->params[0] : NULL;
+    if (!param)
+        return false;
+    for (uint32_t x = 0; x < c->n_instrs; x++) {
+        const IrInstr *g = c->instrs[x];
+        int64_t idx;
+        if (g->op != IR_OP_GET_TUPLE_ELEMENT || g->operands[0] != param ||
+            !ir_instr_int_attr(g, IR_ATTR_INDEX, &idx) || idx != k)
+            continue;
+        for (uint32_t y = 0; y < c->n_instrs; y++) {
+            const IrInstr *u = c->instrs[y];
+            for (uint32_t j = 0; j < u->n_operands; j++)
+                if (u->operands[j] == g && !(body && u == c->root && j == (uint64_t)k))
+                    return true;
+        }
+    }
+    return false;
+}
+
+/* Whether a while body passes element k of its state on unchanged. */
+static bool
+invariant_element(const IrComputation *b, int64_t k)
+{
+    const IrInstr *r = b->root;
+    int64_t idx;
+    if (!r || r->op != IR_OP_TUPLE || (uint64_t)k >= r->n_operands || !b->n_params)
+        return false;
+    const IrInstr *g = r->operands[k];
+    return g->op == IR_OP_GET_TUPLE_ELEMENT && g->operands[0] == b->params[0] &&
+           ir_instr_int_attr(g, IR_ATTR_INDEX, &idx) && idx == k;
+}
+
+/* Inserts `n` before instruction `before` of c. False on OOM. */
+static bool
+insert_before(IrModule *m, IrComputation *c, IrInstr *before, IrInstr *n)
+{
+    IrInstr **v = SL_NEW_ARRAY(m->arena, IrInstr *, c->n_instrs + 2);
+    if (!v)
+        return false;
+    uint32_t w = 0;
+    for (uint32_t k = 0; k < c->n_instrs; k++) {
+        if (c->instrs[k] == before)
+            v[w++] = n;
+        v[w++] = c->instrs[k];
+    }
+    c->instrs = v;
+    c->n_instrs = c->cap_instrs = w;
+    n->parent = c;
+    return true;
+}
+
+/* Shardy's round trip: StableHLO makes a loop-invariant while state element read in the loop
+ * a value captured from above, xla-sdy-open-while-free-vars-sharding puts an open sharding
+ * constraint on each captured value that has a sharding (rank > 0), and the export turns it
+ * into a copy of the value, with its metadata, that the while takes instead. The copy gets
+ * no sharding (open: left to propagation). The state order the export also changes (captured
+ * values last) is not reproduced. False on OOM. */
+static bool
+copy_while_free_vars(IrModule *m)
+{
+    for (uint32_t ci = 0; ci < m->n_comps; ci++) {
+        IrComputation *c = m->comps[ci];
+        for (uint32_t x = 0; x < c->n_instrs; x++) {
+            IrInstr *w = c->instrs[x];
+            IrComputation *b = w->op == IR_OP_WHILE ? ir_instr_called(w, IR_ATTR_BODY) : NULL;
+            IrComputation *cond = b ? ir_instr_called(w, IR_ATTR_CONDITION) : NULL;
+            IrInstr *t = b && cond && w->n_operands == 1 ? w->operands[0] : NULL;
+            if (!t || t->op != IR_OP_TUPLE || t->parent != c)
+                continue;
+            for (uint32_t k = 0; k < t->n_operands; k++) {
+                IrInstr *v = t->operands[k];
+                if (!ir_shape_is_array(&v->shape) || !v->shape.rank || !ir_instr_sharding(v) ||
+                    !invariant_element(b, k) ||
+                    !(reads_element(b, k, true) || reads_element(cond, k, false)))
+                    continue;
+                IrInstr *cp = ir_instr_new(m, IR_OP_COPY, &v->shape, &v, 1);
+                const IrAttr *md = ir_instr_find_attr(v, IR_ATTR_METADATA);
+                IrAttr *ma = NULL;
+                if (!cp || !(cp->name = ir_module_unique_name(m, sl_sym_str(v->name))) ||
+                    (md && !(ma = ir_instr_add_attr(m, cp, IR_ATTR_METADATA))))
+                    return false;
+                if (md)
+                    ma->u.metadata = md->u.metadata;
+                if (!insert_before(m, c, t, cp))
+                    return false;
+                t->operands[k] = cp;
+                x++; /* w moved one on */
+            }
+        }
+    }
+    return true;
+}
+
 uint32_t
 prop_inline_calls(IrModule *m)
 {
@@ -349,7 +449,9 @@ prop_inline_calls(IrModule *m)
     }
     m->n_comps = w;
     sl_arena_fini(scratch);
-    if (m->sdy_round_trip)
+    if (m->sdy_round_trip) {
         forward_tuple_elements(m);
+        (void)copy_while_free_vars(m); /* on OOM some copies are missing: no sharding changes */
+    }
     return inlined;
 }
