@@ -217,6 +217,227 @@ test_inline_keeps_other_uses(void **state)
     assert_non_null(find(fx, "z")); /* the reduce's own computation is untouched */
 }
 
+static const char *
+op_name_of(Fx *fx, const char *name)
+{
+    static char buf[256];
+    const IrMetadata *md = ir_instr_metadata(find(fx, name));
+    if (!md)
+        return "(no metadata)";
+    snprintf(buf, sizeof(buf), "%.*s", (int)md->op_name.len, md->op_name.ptr);
+    return buf;
+}
+
+/* Inlined instructions get the call's op_name in front (XLA's CallInliner), also those of a
+ * while body they call; a reduce's to_apply and the caller's own instructions keep theirs;
+ * the printed metadata says the same, other fields kept. */
+static void
+test_inline_prefixes_op_names(void **state)
+{
+    Fx *fx = *state;
+    parse(fx, "HloModule m\n"
+              "sum {\n"
+              "  x = f32[] parameter(0)\n"
+              "  y = f32[] parameter(1)\n"
+              "  ROOT z = f32[] add(x, y), metadata={op_name=\"reduce_sum\"}\n"
+              "}\n"
+              "cond {\n"
+              "  t = (s32[], f32[8]) parameter(0)\n"
+              "  i = s32[] get-tuple-element(t), index=0\n"
+              "  k = s32[] constant(4)\n"
+              "  ROOT lt = pred[] compare(i, k), direction=LT, metadata={op_name=\"lt\"}\n"
+              "}\n"
+              "body {\n"
+              "  t = (s32[], f32[8]) parameter(0)\n"
+              "  i = s32[] get-tuple-element(t), index=0\n"
+              "  v = f32[8] get-tuple-element(t), index=1\n"
+              "  w = f32[8] negate(v), metadata={op_type=\"neg\" op_name=\"neg\" "
+              "source_file=\"a.py\" source_line=7}\n"
+              "  ROOT r = (s32[], f32[8]) tuple(i, w)\n"
+              "}\n"
+              "f {\n"
+              "  a = f32[8] parameter(0)\n"
+              "  zero = f32[] constant(0)\n"
+              "  red = f32[] reduce(a, zero), dimensions={0}, to_apply=sum, "
+              "metadata={op_name=\"reduce_sum\"}\n"
+              "  c0 = s32[] constant(0)\n"
+              "  t0 = (s32[], f32[8]) tuple(c0, a)\n"
+              "  wh = (s32[], f32[8]) while(t0), condition=cond, body=body, "
+              "metadata={op_name=\"while\"}\n"
+              "  ROOT out = f32[8] get-tuple-element(wh), index=1\n"
+              "}\n"
+              "ENTRY e {\n"
+              "  p = f32[8] parameter(0), metadata={op_name=\"p\"}\n"
+              "  ROOT c = f32[8] call(p), to_apply=f, metadata={op_name=\"jit(g)/closed_call\"}\n"
+              "}\n");
+    assert_int_equal(prop_inline_calls(fx->m), 1);
+    assert_string_equal(op_name_of(fx, "red"), "jit(g)/closed_call/reduce_sum");
+    assert_string_equal(op_name_of(fx, "wh"), "jit(g)/closed_call/while");
+    assert_string_equal(op_name_of(fx, "zero"), "jit(g)/closed_call"); /* had none */
+    assert_string_equal(op_name_of(fx, "w"), "jit(g)/closed_call/neg");
+    assert_string_equal(op_name_of(fx, "lt"), "jit(g)/closed_call/lt");
+    assert_string_equal(op_name_of(fx, "z"), "reduce_sum"); /* embedded: left alone */
+    assert_string_equal(op_name_of(fx, "p"), "p");
+    const IrMetadata *md = ir_instr_metadata(find(fx, "w"));
+    assert_int_equal(md->source_line, 7);
+    assert_int_equal(md->source_file.len, 4);
+    assert_memory_equal(md->source_file.ptr, "a.py", 4);
+    assert_memory_equal(md->op_type.ptr, "neg", 3);
+    const char *text = text_of(fx);
+    assert_non_null(strstr(text, "metadata={op_type=\"neg\" op_name=\"jit(g)/closed_call/neg\" "
+                                 "source_file=\"a.py\" source_line=7}"));
+    assert_non_null(strstr(text, "metadata={op_name=\"jit(g)/closed_call\"}"));
+}
+
+/* A call without op_name changes no op_name; a Sharding call made a copy keeps its metadata. */
+static void
+test_inline_no_prefix_and_sharding_copy(void **state)
+{
+    Fx *fx = *state;
+    parse(fx, "HloModule m\n"
+              "f {\n"
+              "  a = f32[8] parameter(0)\n"
+              "  ROOT s = f32[8] custom-call(a), custom_call_target=\"Sharding\", "
+              "sharding={devices=[2]<=[2]}, metadata={op_name=\"sharding_constraint\"}\n"
+              "}\n"
+              "ENTRY e {\n"
+              "  p = f32[8] parameter(0)\n"
+              "  ROOT c = f32[8] call(p), to_apply=f\n"
+              "}\n");
+    assert_int_equal(prop_inline_calls(fx->m), 1);
+    assert_string_equal(op_name_of(fx, "s"), "sharding_constraint");
+    PropOptions o;
+    prop_options_init(&o);
+    o.is_spmd = true;
+    propagate(fx, &o);
+    IrInstr *root = fx->m->entry->root;
+    while (root->op != IR_OP_COPY && root->n_operands)
+        root = root->operands[0];
+    assert_int_equal(root->op, IR_OP_COPY);
+    const IrMetadata *md = ir_instr_metadata(root);
+    assert_non_null(md);
+    assert_int_equal(md->op_name.len, strlen("sharding_constraint"));
+    assert_memory_equal(md->op_name.ptr, "sharding_constraint", md->op_name.len);
+}
+
+/* After inlining, a module from Shardy's round-trip form reads tuple elements directly (as
+ * XLA's spmd input after its StableHLO round trip); a plain module keeps the
+ * get-tuple-element (as GSPMD's pipeline does). */
+static void
+test_inline_forwards_tuples_for_shardy(void **state)
+{
+    Fx *fx = *state;
+    const char *body = "f {\n"
+                       "  a = f32[8] parameter(0)\n"
+                       "  n = f32[8] negate(a)\n"
+                       "  i = s32[8] parameter(1)\n"
+                       "  ROOT t = (f32[8], s32[8]) tuple(n, i)\n"
+                       "}\n"
+                       "ENTRY e {\n"
+                       "  p = f32[8] parameter(0)\n"
+                       "  q = s32[8] parameter(1)\n"
+                       "  c = (f32[8], s32[8]) call(p, q), to_apply=f\n"
+                       "  g = s32[8] get-tuple-element(c), index=1\n"
+                       "  ROOT u = s32[8] add(g, g)\n"
+                       "}\n";
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "HloModule m, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\"x\"=2]>}}\n%s",
+             body);
+    parse(fx, text);
+    assert_true(fx->m->sdy_round_trip);
+    assert_int_equal(prop_inline_calls(fx->m), 1);
+    IrInstr *u = find(fx, "u");
+    assert_ptr_equal(u->operands[0], find(fx, "q"));
+    assert_ptr_equal(u->operands[1], find(fx, "q"));
+    ir_module_fini(fx->m);
+    fx->m = NULL;
+    snprintf(text, sizeof(text), "HloModule m\n%s", body);
+    parse(fx, text);
+    assert_false(fx->m->sdy_round_trip);
+    assert_int_equal(prop_inline_calls(fx->m), 1);
+    u = find(fx, "u");
+    assert_int_equal(u->operands[0]->op, IR_OP_GET_TUPLE_ELEMENT);
+    assert_int_equal(u->operands[0]->operands[0]->op, IR_OP_TUPLE);
+}
+
+/* Shardy's round trip: a loop-invariant while state element read in the loop whose value has
+ * a sharding reaches the while through a copy with the value's metadata (the captured value's
+ * open constraint); one that changes, one not read, one without sharding and a scalar do
+ * not; a plain module gets no copy. */
+#define FV_MODULE(HEADER, SX, SW, SU, SK)                                                  \
+    HEADER "\n"                                                                            \
+           "cond {\n"                                                                      \
+           "  t = (s32[], f32[8], f32[8], f32[8], f32[8], s32[]) parameter(0)\n"           \
+           "  i = s32[] get-tuple-element(t), index=0\n"                                   \
+           "  k = s32[] get-tuple-element(t), index=5\n"                                   \
+           "  ROOT lt = pred[] compare(i, k), direction=LT\n"                              \
+           "}\n"                                                                           \
+           "body {\n"                                                                      \
+           "  t = (s32[], f32[8], f32[8], f32[8], f32[8], s32[]) parameter(0)\n"           \
+           "  i = s32[] get-tuple-element(t), index=0\n"                                   \
+           "  x = f32[8] get-tuple-element(t), index=1\n"                                  \
+           "  w = f32[8] get-tuple-element(t), index=2\n"                                  \
+           "  u = f32[8] get-tuple-element(t), index=3\n"                                  \
+           "  v = f32[8] get-tuple-element(t), index=4\n"                                  \
+           "  k = s32[] get-tuple-element(t), index=5\n"                                   \
+           "  one = s32[] constant(1)\n"                                                   \
+           "  i1 = s32[] add(i, one)\n"                                                    \
+           "  xw = f32[8] multiply(x, w)\n"                                                \
+           "  xv = f32[8] add(xw, v)\n"                                                    \
+           "  ROOT r = (s32[], f32[8], f32[8], f32[8], f32[8], s32[]) tuple(i1, xv, w, u, v, " \
+           "k)\n"                                                                          \
+           "}\n"                                                                           \
+           "ENTRY e {\n"                                                                   \
+           "  c0 = s32[] constant(0)\n"                                                    \
+           "  px = f32[8] parameter(0)" SX "\n"                                            \
+           "  pw = f32[8] parameter(1)" SW ", metadata={op_name=\"w\"}\n"                  \
+           "  pu = f32[8] parameter(2)" SU "\n"                                            \
+           "  pv = f32[8] parameter(3)\n"                                                  \
+           "  pk = s32[] parameter(4)" SK "\n"                                             \
+           "  t0 = (s32[], f32[8], f32[8], f32[8], f32[8], s32[]) tuple(c0, px, pw, pu, pv, " \
+           "pk)\n"                                                                         \
+           "  wh = (s32[], f32[8], f32[8], f32[8], f32[8], s32[]) while(t0), condition=cond, " \
+           "body=body\n"                                                                   \
+           "  ROOT out = f32[8] get-tuple-element(wh), index=1\n"                          \
+           "}\n"
+#define FV_SH ", frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, [{\\\"x\\\"}]>\"}"
+#define FV_SH0 ", frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, []>\"}"
+
+static void
+test_shardy_while_free_var_copies(void **state)
+{
+    Fx *fx = *state;
+    parse(fx, FV_MODULE("HloModule m, frontend_attributes={xla.sdy.meshes={mesh = "
+                        "#sdy.mesh<[\"x\"=2]>}}",
+                        FV_SH, FV_SH, FV_SH, FV_SH0));
+    assert_true(fx->m->sdy_round_trip);
+    prop_inline_calls(fx->m);
+    IrInstr *t0 = find(fx, "t0");
+    assert_ptr_equal(t0->operands[1], find(fx, "px")); /* changes in the loop */
+    assert_int_equal(t0->operands[2]->op, IR_OP_COPY);  /* invariant, read, sharded */
+    assert_ptr_equal(t0->operands[2]->operands[0], find(fx, "pw"));
+    assert_string_equal(op_name_of(fx, sl_sym_cstr(t0->operands[2]->name)), "w");
+    assert_null(ir_instr_sharding(t0->operands[2]));
+    assert_ptr_equal(t0->operands[3], find(fx, "pu")); /* invariant, never read */
+    assert_ptr_equal(t0->operands[4], find(fx, "pv")); /* read, no sharding */
+    assert_ptr_equal(t0->operands[5], find(fx, "pk")); /* scalar */
+    IrComputation *e = fx->m->entry;
+    uint32_t at_copy = 0, at_t0 = 0;
+    for (uint32_t k = 0; k < e->n_instrs; k++) {
+        if (e->instrs[k] == t0->operands[2])
+            at_copy = k + 1;
+        if (e->instrs[k] == t0)
+            at_t0 = k + 1;
+    }
+    assert_true(at_copy && at_copy < at_t0);
+    ir_module_fini(fx->m);
+    fx->m = NULL;
+    parse(fx, FV_MODULE("HloModule m", "", ", sharding={devices=[2]<=[2]}", "", ""));
+    prop_inline_calls(fx->m);
+    assert_ptr_equal(find(fx, "t0")->operands[2], find(fx, "pw"));
+}
+
 /* The header's allow_* lists become the options, however long (XLA's module config). */
 static void
 test_options_from_header(void **state)
@@ -284,6 +505,13 @@ main(void)
         cmocka_unit_test_setup_teardown(test_inline_then_propagate, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_inline_twice_and_nested, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_inline_keeps_other_uses, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_inline_prefixes_op_names, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_inline_no_prefix_and_sharding_copy, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_inline_forwards_tuples_for_shardy, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_shardy_while_free_var_copies, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_options_from_header, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_options_from_header_bad, fx_setup, fx_teardown),
     };

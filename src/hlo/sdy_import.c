@@ -1583,6 +1583,7 @@ run(SdyCtx *cx)
     forward_frs(cx->m);
     (void)n_set;
     st = strip_round_trip(cx, h, found, q);
+    cx->m->sdy_round_trip = st == SL_OK;
 out:
     sl_vec_fini(&parsed);
     sl_vec_fini(&targets);

@@ -233,6 +233,9 @@ struct IrModule {
     IrRecovery *recovery;       /* origin_recovery_table in insertion order (printed sorted) */
     uint32_t n_recovery, cap_recovery;
     SlMap recovery_index;       /* hash of `old` -> 1 + index in `recovery` (heap) */
+    bool sdy_round_trip;        /* read from Shardy's round-trip form (sdy_import): XLA's
+                                   pipeline takes it through StableHLO, which has no tuple
+                                   values (prop_inline_calls then forwards tuple elements) */
 };
 
 IrModule *ir_module_new(SlArena *arena, SlInterner *names, SlSym name);

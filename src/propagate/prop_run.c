@@ -1473,6 +1473,14 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
                     return SL_ERR_NOMEM;
                 sa->u.sharding = s;
                 ir_instr_place_sharding(cp, sa);
+                /* as XLA's ReplaceInstruction: a replacement without op_name gets the
+                 * replaced instruction's metadata */
+                const IrAttr *md = ir_instr_find_attr(i, IR_ATTR_METADATA);
+                IrAttr *ma = md ? ir_instr_add_attr(m, cp, IR_ATTR_METADATA) : NULL;
+                if (md && !ma)
+                    return SL_ERR_NOMEM;
+                if (ma)
+                    ma->u.metadata = md->u.metadata;
                 SL_VEC_PUSH(sharding_ops, IrInstr *, cp);
             } else if (replace && s->shard_group_kind) {
                 SL_VEC_PUSH(removed_group_ops, IrInstr *, i);

@@ -15,7 +15,8 @@ A TARGET is
     options XLA's CPU pipeline uses (threshold_for_windowed_einsum_mib=100000).
 
 Both outputs are reduced to the summary of hlo_struct.py (entry parameter and root shapes;
-per computation, keyed by its call path, the multiset of collectives with kind, operand and
+per computation, keyed by its call path (a while's body and condition by the sorted element
+shapes of its state: Shardy's round trip reorders the state), the multiset of collectives with kind, operand and
 result shapes, dimensions, replica groups as explicit lists and source-target pairs;
 windowed-einsum loops with trip counts; opcode counts; per-device bytes under the ring
 model) and compared. Each module prints `identical` or `differs` and the first

@@ -485,6 +485,29 @@ def trip_count(mod, comp, ins):
     return None
 
 
+def _state_key(shape):
+    """A while's tuple shape with its top-level elements sorted: the key of its body and
+    condition. XLA's Shardy round trip (HLO -> StableHLO -> HLO) may put the loop state in
+    another order than the module it was given; the order names no communication (the
+    collectives inside are compared one by one), so both sides are keyed by the same set."""
+    if not shape.startswith("(") or not shape.endswith(")"):
+        return shape
+    parts, depth, cur = [], 0, []
+    for ch in shape[1:-1]:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        parts.append("".join(cur).strip())
+    return "(" + ", ".join(sorted(parts)) + ")"
+
+
 def summarize(mod, n=None, clean=False):
     """The structural summary of a partitioned module (a dict of plain values); with clean,
     of the module after simplify()."""
@@ -510,7 +533,8 @@ def summarize(mod, n=None, clean=False):
                 seen.add(callee)
                 if role == "to_apply" and ins.opcode != "call":
                     reducers.add(callee)
-                key = "%s/%s.%s:%s" % (roles[c.name], ins.opcode, role, ins.shape)
+                shape = _state_key(ins.shape) if ins.opcode == "while" else ins.shape
+                key = "%s/%s.%s:%s" % (roles[c.name], ins.opcode, role, shape)
                 roles[callee] = key
                 t = trips[c.name]
                 if ins.opcode == "while" and role == "body":
