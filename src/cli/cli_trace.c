@@ -163,7 +163,10 @@ cli_propagate_first(const CliArgs *a, int set_id, bool enabled, CliInput *in,
     if (!spmd_count_unannotated(in->module, false, &total))
         return CLI_EXIT_OK;
     uint32_t missing = spmd_count_unannotated(in->module, true, &total);
-    prop_inline_calls(in->module); /* XLA's call-inliner runs before its propagation */
+    /* XLA's pipeline before its propagation: memory placements become pass-through
+     * annotations, then every call is inlined */
+    ir_convert_memory_placement(in->module);
+    prop_inline_calls(in->module);
     if ((code = cli_propagate_run(in, &p->opts, &p->result)) != CLI_EXIT_OK)
         return code;
     p->ran = true;

@@ -23,7 +23,7 @@ static const CliOpt k_opts[] = {
      "append a run (the propagated module, partitioned) with every sharding's origin",       false},
     {OPT_SET,            0,   "set",            "KEY=VALUE", "set a propagation option by its XLA name", true },
     {OPT_INLINE_CALLS,   0,   "inline-calls",   NULL,
-     "inline every call first (XLA's call-inliner, as partition's pipeline does)",           false},
+     "first run partition's pre-passes: memory placements to MoveToHost/MoveToDevice, then XLA's call-inliner", false},
 };
 
 static void
@@ -109,8 +109,10 @@ run(const CliArgs *a)
         code = cli_report(&err, &in);
     } else {
         CliPropagation prop = {.ran = true, .opts = o};
-        if (cli_args_has(a, OPT_INLINE_CALLS))
+        if (cli_args_has(a, OPT_INLINE_CALLS)) {
+            ir_convert_memory_placement(in.module);
             prop_inline_calls(in.module);
+        }
         code = cli_propagate_run(&in, &o, &prop.result);
         if (code == CLI_EXIT_OK) {
             fprintf(stderr, "propagated shardings to %u of %u instructions\n",

@@ -340,6 +340,13 @@ uint32_t ir_module_remove_dead(IrModule *m, SlArena *scratch, SlVec *removed);
  * custom_call_has_side_effect=true: what the cleanup never removes or merges (callees aside). */
 bool ir_instr_has_side_effect(const IrInstr *i);
 
+/* ---- before propagation (memory_placement.c) ---- */
+/* XLA's ConvertMemoryPlacementToInternalAnnotations: every custom call
+ * `annotate_device_placement` with `_xla_buffer_placement` pinned_host/unpinned_host, device,
+ * pinned_device or device_sram (vmem) becomes MoveToHost, MoveToDevice, PinToDevice or
+ * PinToDeviceSram, keeping only its operand and sharding. Returns how many were converted. */
+uint32_t ir_convert_memory_placement(IrModule *m);
+
 /* ---- the rest of the cleanup after partitioning (cleanup.c) ---- */
 /* Both redirect uses (operands, roots) to the surviving instruction, visiting each computation
  * in order, and leave the replaced instructions unused for ir_module_remove_dead() to drop; both
