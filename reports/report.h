@@ -154,6 +154,12 @@ typedef struct Report {
     ReportWarning *warnings; /* grouped by kind (kinds in order of first appearance), then in
                                 recording order */
     uint32_t n_warnings;
+    /* The traffic of the collectives whose source is a custom call the partitioner could only
+     * partition by fallback (warning custom-call-fallback): XLA runs the call's own
+     * partitioning rule (e.g. JAX custom_partitioning) there, so this part of the totals is an
+     * upper bound, not XLA's figure. */
+    ReportTraffic fallback;
+    uint32_t n_fallback_sources; /* such calls with collectives */
     ReportWhile *whiles; /* output order, outer loops first */
     uint32_t n_whiles;
     /* Collectives of unknown trip count in no loop of unknown count: in a conditional's

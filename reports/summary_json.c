@@ -152,6 +152,13 @@ put_body(Js *js, cJSON *root, const Report *r)
             r->bottleneck_device >= 0 ? &r->devices[r->bottleneck_device].t : NULL;
         num(js, t, "bottleneck_send_bytes", b ? b->send_bytes : 0);
         num(js, t, "bottleneck_recv_bytes", b ? b->recv_bytes : 0);
+        cJSON *f = chk(js, cJSON_AddObjectToObject(t, "fallback"));
+        if (f) {
+            num(js, f, "sources", (double)r->n_fallback_sources);
+            num(js, f, "collectives", (double)r->fallback.collectives);
+            num(js, f, "send_bytes", r->fallback.send_bytes);
+            num(js, f, "recv_bytes", r->fallback.recv_bytes);
+        }
     }
     cJSON *d = chk(js, cJSON_AddArrayToObject(root, "devices"));
     for (uint32_t k = 0; d && k < r->n_devices; k++) {

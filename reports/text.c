@@ -187,6 +187,15 @@ print_totals(const Report *r, SlBuf *out)
     } else {
         sl_buf_puts(out, "none (no device moves any byte)\n");
     }
+    if (r->n_fallback_sources) {
+        sl_buf_puts(out, "  by fallback      ");
+        sl_buf_put_size(out, r->fallback.send_bytes);
+        sl_buf_printf(out, " of it (%u collective%s) at %u custom call%s partitioned by "
+                           "fallback: XLA runs their own partitioning rule, so this part is an "
+                           "upper bound\n",
+                      r->fallback.collectives, r->fallback.collectives == 1 ? "" : "s",
+                      r->n_fallback_sources, r->n_fallback_sources == 1 ? "" : "s");
+    }
     sl_buf_puts(out, "  estimated time   ");
     put_time(out, t->time_us);
     sl_buf_puts(out, "\n  trip counts      ");

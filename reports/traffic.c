@@ -397,6 +397,33 @@ take_warnings(Build *b)
     free(taken);
 }
 
+/* The traffic of the sources the partitioner took by custom-call fallback (Report.fallback). */
+static void
+sum_fallback(Report *r)
+{
+    for (uint32_t w = 0; w < r->n_warnings; w++) {
+        const ReportWarning *x = &r->warnings[w];
+        if (!x->instr || strcmp(x->kind, "custom-call-fallback") != 0)
+            continue;
+        for (uint32_t s = 0; s < r->n_sources; s++) {
+            const ReportRow *row = &r->sources[s];
+            if (strcmp(row->key, x->instr) != 0)
+                continue;
+            const ReportTraffic *t = &row->t;
+            r->fallback.collectives += t->collectives;
+            r->fallback.send_bytes += t->send_bytes;
+            r->fallback.recv_bytes += t->recv_bytes;
+            r->fallback.time_us += t->time_us;
+            r->fallback.unknown_trip_collectives += t->unknown_trip_collectives;
+            r->fallback.unknown_send_bytes += t->unknown_send_bytes;
+            r->fallback.unknown_recv_bytes += t->unknown_recv_bytes;
+            r->fallback.unknown_time_us += t->unknown_time_us;
+            r->n_fallback_sources++;
+            break;
+        }
+    }
+}
+
 /* The while loops, each with the collectives it runs (through every loop nested in it). */
 static void
 finish_whiles(Build *b)
@@ -458,6 +485,7 @@ finish(Build *b)
         r->loops[r->n_loops++] = x;
     }
     take_warnings(b);
+    sum_fallback(r);
 }
 
 void

@@ -367,6 +367,21 @@ has analyze_fallbacks "$TMP/fb/report.txt" "  custom-call-fallback      1"
 has analyze_fallbacks "$TMP/fb/report.txt" "    %c: custom-call \"CustomSPMDPartitioning\" has no partitioning rule here: partitioned by fallback, its operands replicated (all-gathered) and the full call run on every device"
 has analyze_fallbacks "$TMP/fb/report.txt" "    %b: no handler for bitcast: partitioned as replicated"
 has analyze_fallbacks "$TMP/fb/report.txt" "    %r: involuntary full rematerialization: the value is replicated on every device, then sliced to its new sharding"
+# the fallback's own traffic, apart in the totals: all-gather of f32[8,16] over 4 = 384 B on each
+has analyze_fallbacks "$TMP/fb/report.txt" "  by fallback      1.50 KiB of it (1 collective) at 1 custom call partitioned by fallback"
+has analyze_fallbacks "$TMP/fb/summary.json" '"fallback":	{
+			"sources":	1,
+			"collectives":	1,
+			"send_bytes":	1536,'
+
+# memory placements (JAX device_put to host) become XLA's pass-through MoveToHost before
+# propagation: the value keeps its sharding, nothing is gathered for it
+printf 'HloModule dp\n\nENTRY main {\n  x = f32[16,8] parameter(0), sharding={devices=[4,1]<=[4]}\n  t = f32[16,8] tanh(x)\n  d = f32[16,8] custom-call(t), custom_call_target="annotate_device_placement", custom_call_has_side_effect=true, frontend_attributes={_xla_buffer_placement="pinned_host"}\n  e = f32[16,8] custom-call(d), custom_call_target="annotate_device_placement", custom_call_has_side_effect=true, frontend_attributes={_xla_buffer_placement="device"}\n  ROOT r = f32[16,8] negate(e), sharding={devices=[4,1]<=[4]}\n}\n' >"$TMP/placement.hlo"
+run placement 0 partition "$TMP/placement.hlo" -n 4
+has placement "$TMP/placement.out" '%d.1 = f32[4,8] custom-call(%t.1), custom_call_target="MoveToHost"'
+has placement "$TMP/placement.out" '%e.1 = f32[4,8] custom-call(%d.1), custom_call_target="MoveToDevice"'
+has placement "$TMP/placement.out" 'ROOT %r.1 = f32[4,8] negate(%e.1)'
+if grep -q "all-gather" "$TMP/placement.out"; then fail "placement: an all-gather was emitted"; fi
 for kind in custom-call-fallback no-handler full-remat; do
     has analyze_fallbacks "$TMP/fb/summary.json" "\"kind\":	\"$kind\""
 done
