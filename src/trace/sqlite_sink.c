@@ -266,15 +266,18 @@ trace_db_end_run(TraceDb *db, const IrModule *out, double duration_ms, int64_t *
         return sl_fail(err, SL_ERR_NOMEM, loc, "out of memory while recording the trace");
     }
     MemEstimate mem[2];
-    SlStatus st = mem_estimate(db->in, &mem[BEFORE], NULL, err);
+    uint32_t ignored[2] = {0, 0};
+    SlStatus st = mem_estimate(db->in, &mem[BEFORE], &ignored[BEFORE], err);
     if (st == SL_OK)
-        st = mem_estimate(out, &mem[AFTER], NULL, err);
+        st = mem_estimate(out, &mem[AFTER], &ignored[AFTER], err);
     if (st == SL_OK)
         st = wr_prepare_all(db, err);
     for (int attempt = 0; st == SL_OK; attempt++) {
         Wr w;
         wr_init(&w, db);
         w.mem = mem;
+        w.ignored_aliases[BEFORE] = ignored[BEFORE];
+        w.ignored_aliases[AFTER] = ignored[AFTER];
         w.rc = trace_db_begin_write(db);
         if (w.rc != SQLITE_OK)
             w.what = "starting the run's transaction";

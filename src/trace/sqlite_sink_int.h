@@ -97,6 +97,7 @@ typedef struct Wr {
     uint32_t *comp_loop;  /* AFTER computation id -> index + 1 into whiles of the innermost
                              loop that runs it (its first call site's); 0: in no loop */
     const MemEstimate *mem; /* [BEFORE], [AFTER]: estimated once, before the attempts */
+    uint32_t ignored_aliases[2]; /* input_output_alias pairs the estimates ignored */
     SlBuf profile;          /* a memory row's profile text (`text` holds its devices) */
     bool oom;
 } Wr;

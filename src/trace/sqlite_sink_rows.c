@@ -56,6 +56,41 @@ wr_write_reshards(Wr *w)
     }
 }
 
+/* The input_output_alias pairs the memory estimate of `phase` ignored, as one warning of the
+ * module (no instr). The partitioner does not look at aliases, so it cannot warn: a donated
+ * parameter sharded unlike its output has a local buffer of another size after partitioning,
+ * and XLA rejects such a module, while the memory rows silently count the pair as neither
+ * donated nor aliased. */
+static void
+write_ignored_aliases(Wr *w, int phase)
+{
+    static const char *const why[] = {
+        [BEFORE] = "in the input: the pair cannot be read, or its parameter and output buffers "
+                   "differ in size",
+        [AFTER] = "after partitioning: the donated parameter and its output have local buffers "
+                  "of different sizes (sharded differently, which XLA rejects), or the pair "
+                  "cannot be read",
+    };
+    uint32_t n = w->ignored_aliases[phase];
+    if (!n || w->rc != SQLITE_OK)
+        return;
+    sl_buf_clear(&w->text);
+    sl_buf_printf(&w->text,
+                  "%u input_output_alias pair%s ignored %s; the memory estimate counts %s as "
+                  "neither donated nor aliased",
+                  n, n == 1 ? "" : "s", why[phase], n == 1 ? "it" : "them");
+    if (w->text.failed) {
+        w->oom = true;
+        return;
+    }
+    sqlite3_stmt *st = wr_stmt(w, ST_WARNING);
+    wr_bind_i64(w, st, 1, w->run_id);
+    wr_bind_null(w, st, 2);
+    wr_bind_text(w, st, 3, trace_warn_kind_name(TRACE_WARN_IGNORED_ALIAS));
+    wr_bind_text(w, st, 4, sl_buf_str(&w->text).ptr);
+    (void)wr_insert(w, ST_WARNING);
+}
+
 void
 wr_write_warnings(Wr *w)
 {
@@ -68,6 +103,8 @@ wr_write_warnings(Wr *w)
         wr_bind_text(w, st, 4, ev[k].message);
         (void)wr_insert(w, ST_WARNING);
     }
+    for (int phase = BEFORE; phase <= AFTER; phase++)
+        write_ignored_aliases(w, phase);
 }
 
 /* One row per propagated sharding; the path as a JSON array of 'before' instr ids. */
