@@ -1,5 +1,6 @@
 /* sqlite_sink_rows.c - the rows of the partitioner's events: decisions, reshards, warnings and
- * the origins of propagated shardings.
+ * the origins of propagated shardings; also the one warning the writer adds itself (the
+ * input_output_alias pairs the memory estimates ignored, counted by end_run).
  * Does not own: windowed loops and collectives (sqlite_sink_collectives.c). */
 #include "trace/sqlite_sink_int.h"
 
