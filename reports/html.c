@@ -4,7 +4,6 @@
  * thing that varies between pages, and it is built from the run and its report in their own
  * (deterministic) order. */
 #include <cJSON.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -85,7 +85,7 @@ typedef struct ReportLoop {
 /* A partitioner warning about the input or a fallback it took (trace `warning` table). */
 typedef struct ReportWarning {
     const char *kind;    /* "unannotated", "already-partitioned", "custom-call-fallback",
-                            "full-remat", "no-handler", "other" */
+                            "full-remat", "no-handler", "other", "ignored-alias" */
     const char *instr;   /* the input instruction it is about; NULL: the whole module */
     const char *op_name; /* that instruction's op_name; NULL when none */
     const char *message;

@@ -240,7 +240,9 @@ CREATE TABLE warning (
                                -- 'already-partitioned' (collectives, partition-id outside
                                -- manual regions, already-local shapes), 'custom-call-fallback',
                                -- 'full-remat' (involuntary full rematerialization),
-                               -- 'no-handler' (an opcode without a handler), 'other'
+                               -- 'no-handler' (an opcode without a handler), 'other',
+                               -- 'ignored-alias' (input_output_alias pairs the memory
+                               -- estimate ignores; instr NULL)
     message TEXT    NOT NULL
 );
 

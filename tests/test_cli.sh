@@ -387,6 +387,26 @@ for kind in custom-call-fallback no-handler full-remat; do
 done
 has analyze_fallbacks "$TMP/fb/summary.json" '"message":	"no handler for bitcast: partitioned as replicated"'
 
+# a donated parameter sharded unlike its output: after partitioning the pair's local buffers
+# differ in size (XLA rejects it); the memory estimate ignores the pair and the trace says so
+ALIAS_MSG='1 input_output_alias pair ignored after partitioning: the donated parameter and its output have local buffers of different sizes (sharded differently, which XLA rejects), or the pair cannot be read; the memory estimate counts it as neither donated nor aliased'
+printf 'HloModule donate, input_output_alias={ {}: (0, {}, may-alias) }, num_partitions=2\n\nENTRY main {\n  p0 = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}\n  ROOT r = f32[8,4] add(p0, p0), sharding={replicated}\n}\n' >"$TMP/alias_bad.hlo"
+printf 'HloModule donate, input_output_alias={ {}: (0, {}, may-alias) }, num_partitions=2\n\nENTRY main {\n  p0 = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}\n  ROOT r = f32[8,4] add(p0, p0), sharding={devices=[2,1]0,1}\n}\n' >"$TMP/alias_ok.hlo"
+run alias_ignored 0 analyze "$TMP/alias_bad.hlo" --out "$TMP/alias_bad"
+same alias_ignored "$TMP/alias_ignored.err" "analyze: warning: ignored-alias: 1, first (module): $ALIAS_MSG"
+has alias_ignored "$TMP/alias_bad/report.txt" "  ignored-alias      1"
+has alias_ignored "$TMP/alias_bad/report.txt" "    (module): $ALIAS_MSG"
+has alias_ignored "$TMP/alias_bad/summary.json" '"kind":	"ignored-alias"'
+run alias_ignored_diff 0 diff "$TMP/alias_bad/summary.json" "$TMP/alias_bad/summary.json"
+run alias_ignored_trace 0 partition "$TMP/alias_bad.hlo" --trace "$TMP/alias_bad.db" -o "$TMP/alias_bad.out.hlo"
+run alias_ignored_report 0 report "$TMP/alias_bad.db"
+has alias_ignored_report "$TMP/alias_ignored_report.out" "    (module): $ALIAS_MSG"
+# sharded alike, the pair is kept (donated and aliased): no warning
+run alias_kept 0 analyze "$TMP/alias_ok.hlo" --out "$TMP/alias_ok"
+[ -s "$TMP/alias_kept.err" ] && fail "alias_kept: warned: $(cat "$TMP/alias_kept.err")"
+grep -A1 '^warnings$' "$TMP/alias_ok/report.txt" | grep -qx '  (none)' ||
+    fail "alias_kept: the report has warnings"
+
 # no num_partitions and no -n: the count all shardings agree on, said on stderr
 sed 's/, num_partitions=4//' "$SAMPLE" >"$TMP/nonum.hlo"
 run nonum 0 partition "$TMP/nonum.hlo" -o "$TMP/nonum.out.hlo"

@@ -68,6 +68,8 @@ typedef enum TraceWarnKind {
     TRACE_WARN_FULL_REMAT,     /* "full-remat": involuntary full rematerialization */
     TRACE_WARN_NO_HANDLER,     /* "no-handler": an opcode without a handler */
     TRACE_WARN_OTHER,          /* "other": any other fallback */
+    TRACE_WARN_IGNORED_ALIAS,  /* "ignored-alias": an input_output_alias pair the memory
+                                  estimate ignores (written by the trace writer) */
     TRACE_WARN_KIND_COUNT
 } TraceWarnKind;
 const char *trace_warn_kind_name(TraceWarnKind kind);

@@ -14,6 +14,7 @@ trace_warn_kind_name(TraceWarnKind kind)
         [TRACE_WARN_FULL_REMAT] = "full-remat",
         [TRACE_WARN_NO_HANDLER] = "no-handler",
         [TRACE_WARN_OTHER] = "other",
+        [TRACE_WARN_IGNORED_ALIAS] = "ignored-alias",
     };
     return (unsigned)kind < SL_COUNTOF(names) && names[kind] ? names[kind] : "other";
 }
