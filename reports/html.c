@@ -146,6 +146,9 @@ put_report(Js *js, cJSON *o, const Report *r)
     cJSON *t = chk(js, cJSON_AddObjectToObject(o, "total"));
     put_traffic(js, t, &r->total);
     num(js, o, "busiest", (double)r->bottleneck_device);
+    cJSON *f = chk(js, cJSON_AddObjectToObject(o, "fallback"));
+    put_traffic(js, f, &r->fallback);
+    num(js, f, "sources", (double)r->n_fallback_sources);
     cJSON *d = chk(js, cJSON_AddArrayToObject(o, "devices"));
     for (uint32_t k = 0; d && k < r->n_devices; k++) {
         cJSON *e = push_object(js, d);

@@ -39,6 +39,7 @@ PRELUDE = ("<script>window.__errors=[];window.addEventListener('error',function(
 PROBE = """<script>(function(){
 var r={}, q=function(s){return document.querySelector(s)};
 r.ready=document.body.getAttribute('data-ready');
+r.totals=q('#totals').textContent;
 r.startNote=q('#graph-note').textContent;
 r.rows=document.querySelectorAll('#collectives tbody tr').length;
 var first=q('#collectives tbody tr');
@@ -206,6 +207,21 @@ def main():
         check(r['meshCells'] == 4, 'mesh cells %r, devices 4' % r['meshCells'])
         check(r['inGroup'] >= 2, 'the first collective outlines no group on the mesh')
         check(not r['errors'], 'mesh page console errors: %r' % r['errors'])
+
+        # A custom call partitioned by fallback: its traffic (an all-gather of f32[8,16] over 4
+        # devices, 384 B from each) is set apart in the totals.
+        fb = os.path.join(tmp, 'fb.hlo')
+        with open(fb, 'w') as f:
+            f.write('HloModule fb, num_partitions=4\n\nENTRY main {\n'
+                    '  p = f32[8,16] parameter(0), sharding={devices=[4,1]<=[4]}\n'
+                    '  ROOT c = f32[8,16] custom-call(p), custom_call_target="CustomSPMDPartitioning",'
+                    ' sharding={devices=[4,1]<=[4]}\n}\n')
+        fbdir = os.path.join(tmp, 'fbout')
+        run([shardlens, 'analyze', fb, '--out', fbdir])
+        r, log = browse(os.path.join(fbdir, 'report.html'), tmp, 'p')
+        check('1.50 KiBof it at 1 custom call partitioned by fallback' in r['totals'],
+              'fallback traffic not in the totals: %r' % r['totals'])
+        check(not r['errors'], 'fallback page console errors: %r' % r['errors'])
 
         # A diff: data_parallel against the MLP has new source ops.
         dp = os.path.join(tmp, 'dp')

@@ -75,6 +75,9 @@
     card(box, busy ? 'device ' + busy.device : '-',
          busy ? 'busiest: sends ' + bytes(busy.send) + ', receives ' + bytes(busy.recv) : 'busiest device');
     card(box, micros(t.time_us), 'estimated communication time');
+    var f = R.fallback;
+    if (f && f.sources) card(box, bytes(f.send), 'of it at ' + f.sources + ' custom call' + (f.sources === 1 ? '' : 's') +
+                             ' partitioned by fallback (an upper bound: XLA runs their own rule)');
     if (t.unknown) card(box, t.unknown, 'collectives with unknown trip count (' + bytes(t.unknown_send) + ' per run, apart)');
   }
 
