@@ -254,10 +254,11 @@ const SpmdState *spmd_state_grouped(SpmdCtx *cx, const SpmdState *outer, const i
 
 /* ---- partition-dependent values (G.2) ---------------------------------------------------- */
 
-/* table[pid] as a scalar of `t` (S32 or U32): constant + dynamic-slice + reshape. */
+/* table[pid] as a scalar of `t` (S32 or U32): constant + dynamic-slice + reshape, also when
+ * every entry is equal (XLA's TableLookup never folds). */
 IrInstr *spmd_table_lookup(SpmdCtx *cx, const SpmdState *st, const int64_t *table, int64_t n,
                            IrDtype t);
-/* table[index] for a u32[] `index` (no shortcut for a constant table). */
+/* table[index] for a u32[] `index` (never folded either). */
 IrInstr *spmd_table_lookup_at(SpmdCtx *cx, IrInstr *index, const int64_t *table, int64_t n,
                               IrDtype t);
 /* s32[] offset of this partition's tile along `dim` of `base` in `s` (unclamped); constant 0
