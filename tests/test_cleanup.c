@@ -50,6 +50,15 @@ fixture_teardown(void **state)
 
 enum { TUPLES = 1, CSE = 2 };
 
+static size_t
+fx_count_text(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
 /* Parses `hlo`, runs the passes in `passes` (each followed by dead-code removal), checks that
  * `replaced` instructions were replaced in all, and prints the result into fx->text. */
 static void
@@ -80,6 +89,55 @@ test_tuple_shardings(void **state)
     assert_non_null(strstr(fx->text.data, "%gb = f32[4] get-tuple-element(%t), index=1"));
 }
 
+/* CSE with carried shardings (XLA's sharding-sensitive Identical): here the table is the
+ * parsed sharding= attributes by instruction id. Two broadcasts carrying different shardings
+ * stay apart; one carrying an equal sharding (another object) merges; one carrying none merges
+ * with the first. Without a table everything merges. */
+static const char k_carried[] =
+    "HloModule t\nENTRY main {\n  c = f32[] constant(0)\n"
+    "  b1 = f32[8,4] broadcast(c), dimensions={}, sharding={devices=[1,4]<=[4]}\n"
+    "  b2 = f32[8,4] broadcast(c), dimensions={}, sharding={devices=[4,1]<=[4]}\n"
+    "  b3 = f32[8,4] broadcast(c), dimensions={}, sharding={devices=[1,4]<=[4]}\n"
+    "  n1 = f32[2] broadcast(c), dimensions={}\n"
+    "  n2 = f32[2] broadcast(c), dimensions={}, sharding={replicated}\n"
+    "  ROOT t = (f32[8,4], f32[8,4], f32[8,4], f32[2], f32[2]) tuple(b1, b2, b3, n1, n2)\n}\n";
+
+static uint32_t
+cse_carried(Fixture *fx, bool with_table)
+{
+    SlError err = {0};
+    ir_module_fini(fx->m);
+    fx->m = NULL;
+    assert_int_equal(hlo_parse(&fx->arena, &fx->names, sl_str(k_carried), "t.hlo", &fx->m, &err),
+                     SL_OK);
+    size_t n = fx->m->next_instr_id + 1;
+    const ShdSharding **tbl = calloc(n, sizeof(*tbl));
+    assert_non_null(tbl);
+    for (uint32_t k = 0; k < fx->m->entry->n_instrs; k++) {
+        const IrInstr *i = fx->m->entry->instrs[k];
+        if (i->op == IR_OP_BROADCAST)
+            tbl[i->id] = ir_instr_sharding(i);
+    }
+    uint32_t replaced = ir_module_cse(fx->m, &fx->arena, with_table ? tbl : NULL, n, shd_equal);
+    free((void *)tbl);
+    (void)ir_module_remove_dead(fx->m, &fx->arena, NULL);
+    fx->text.len = 0;
+    hlo_print_module(fx->m, &fx->text);
+    return replaced;
+}
+
+static void
+test_cse_carried_shardings(void **state)
+{
+    Fixture *fx = *state;
+    assert_int_equal(cse_carried(fx, true), 2); /* b3 into b1, n2 into n1 */
+    assert_int_equal(fx_count_text(fx->text.data, " broadcast("), 3);
+    assert_non_null(strstr(fx->text.data, "tuple(%b1, %b2, %b1, %n1, %n1)"));
+    assert_int_equal(cse_carried(fx, false), 3); /* b2 too */
+    assert_int_equal(fx_count_text(fx->text.data, " broadcast("), 2);
+    assert_non_null(strstr(fx->text.data, "tuple(%b1, %b1, %b1, %n1, %n1)"));
+}
+
 static void
 clean(Fixture *fx, const char *hlo, int passes, uint32_t replaced)
 {
@@ -94,7 +152,7 @@ clean(Fixture *fx, const char *hlo, int passes, uint32_t replaced)
         (void)ir_module_remove_dead(fx->m, &fx->arena, NULL);
     }
     if (passes & CSE) {
-        n += ir_module_cse(fx->m, &fx->arena);
+        n += ir_module_cse(fx->m, &fx->arena, NULL, 0, NULL);
         (void)ir_module_remove_dead(fx->m, &fx->arena, NULL);
     }
     assert_int_equal(n, replaced);
@@ -274,7 +332,7 @@ test_cse_attributes(void **state)
                      "  %b1 = f32[4,4] broadcast(%p), dimensions={0}\n"
                      "  %b2 = f32[4,4] broadcast(%p), dimensions={1}\n"
                      "  ROOT %r = (f32[4,4], f32[4,4], f32[4,4]) tuple(%b1, %b2, %b2)\n");
-    assert_int_equal(ir_module_cse(fx->m, &fx->arena), 0);
+    assert_int_equal(ir_module_cse(fx->m, &fx->arena, NULL, 0, NULL), 0);
 }
 
 int
@@ -288,6 +346,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_cse_iotas, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cse_keeps, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cse_attributes, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_cse_carried_shardings, fixture_setup,
+                                        fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,6 +120,63 @@ test_scan_array_result_replicated(void **state)
     fx_done(&r);
 }
 
+/* ---- clean-up CSE keeps values of different shardings apart ---------------------------- */
+
+/* Broadcasts of one scalar with the same local shape f32[8,4]: a and d (both [1,4]) merge, b
+ * ([4,1]) and e (replicated) stay, as in XLA, whose CSE runs while each instruction still
+ * carries its value's sharding. */
+static void
+test_cse_keeps_differently_sharded_values(void **state)
+{
+    (void)state;
+    SpmdRun r;
+    fx_run(&r,
+           "HloModule m, num_partitions=4\n\nENTRY main {\n"
+           "  c = f32[] parameter(0), sharding={replicated}\n"
+           "  a = f32[8,16] broadcast(c), dimensions={}, sharding={devices=[1,4]<=[4]}\n"
+           "  b = f32[32,4] broadcast(c), dimensions={}, sharding={devices=[4,1]<=[4]}\n"
+           "  d = f32[8,16] broadcast(c), dimensions={}, sharding={devices=[1,4]<=[4]}\n"
+           "  e = f32[8,4] broadcast(c), dimensions={}, sharding={replicated}\n"
+           "  ROOT t = (f32[8,16], f32[32,4], f32[8,16], f32[8,4]) tuple(a, b, d, e),"
+           " sharding={{devices=[1,4]<=[4]}, {devices=[4,1]<=[4]}, {devices=[1,4]<=[4]},"
+           " {replicated}}\n}\n",
+           4, 256);
+    assert_int_equal(fx_count(r.text.data, " broadcast("), 3);
+    fx_want(&r, "%a.1 = f32[8,4] broadcast(%c.1), dimensions={}");
+    fx_want(&r, "%b.1 = f32[8,4] broadcast(%c.1), dimensions={}");
+    fx_want(&r, "%e.1 = f32[8,4] broadcast(%c.1), dimensions={}");
+    fx_want(&r, "tuple(%a.1, %b.1, %a.1, %e.1)");
+    fx_done(&r);
+}
+
+/* A table lookup whose entries are all equal is still a lookup, as XLA's TableLookup (never
+ * folded): a TopK split along its batch dim over 4 groups of one device reads the in-group id
+ * (0 everywhere) from a u32[4] table to offset the indices. */
+static void
+test_table_lookup_of_equal_entries(void **state)
+{
+    (void)state;
+    SpmdRun r;
+    fx_run(&r,
+           "HloModule m, num_partitions=4\n\nENTRY main {\n"
+           "  p = f32[4,64] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+           "  k = (f32[4,2], s32[4,2]) custom-call(p), custom_call_target=\"TopK\","
+           " sharding={{devices=[4,1]<=[4]}, {devices=[4,1]<=[4]}}\n"
+           "  v = f32[4,2] get-tuple-element(k), index=0, sharding={devices=[4,1]<=[4]}\n"
+           "  i = s32[4,2] get-tuple-element(k), index=1, sharding={devices=[4,1]<=[4]}\n"
+           "  ROOT t = (f32[4,2], s32[4,2]) tuple(v, i),"
+           " sharding={{devices=[4,1]<=[4]}, {devices=[4,1]<=[4]}}\n}\n",
+           4, 256);
+    fx_want(&r, "u32[4] constant({0, 0, 0, 0})");
+    fx_want(&r, "u32[1] dynamic-slice(%constant.1, %partition-id), dynamic_slice_sizes={1}");
+    fx_want(&r, "s32[] convert(%reshape)");
+    assert_int_equal(fx_count(r.text.data, " dynamic-slice("), 1);
+    assert_int_equal(fx_count(r.text.data, " reshape("), 1);
+    assert_int_equal(fx_count(r.text.data, " constant("), 2);
+    fx_want_none(&r, "u32[] constant(0)");
+    fx_done(&r);
+}
+
 /* ---- dynamic-slice by collective-broadcast --------------------------------------------- */
 
 static const char *const k_ds_on[] = {"enable_dynamic_slice_collective_broadcast=true"};
@@ -559,6 +616,8 @@ main(void)
         cmocka_unit_test(test_manual_subgroup_parameter),
         cmocka_unit_test(test_maximal_outfeed_on_its_device),
         cmocka_unit_test(test_feeds_used_as_values),
+        cmocka_unit_test(test_cse_keeps_differently_sharded_values),
+        cmocka_unit_test(test_table_lookup_of_equal_entries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

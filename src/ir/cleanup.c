@@ -282,11 +282,37 @@ operand_eq(const IrInstr *a, const IrInstr *b)
            ir_shape_equal(&a->shape, &b->shape, false);
 }
 
-/* Same opcode, shape (layout ignored: XLA's partitioner runs CSE layout-insensitive),
- * operands (either order for commutative binary ops), literal and attributes. */
-static bool
-instr_eq(const IrInstr *a, const IrInstr *b)
+/* The shardings the instructions carry during the CSE (XLA's partitioner clears them after it). */
+typedef struct CseShardings {
+    const struct ShdSharding *const *v;
+    size_t n;
+    IrShardingEqual eq;
+} CseShardings;
+
+static const struct ShdSharding *
+carried(const CseShardings *s, const IrInstr *i)
 {
+    return s->v && i->id < s->n ? s->v[i->id] : NULL;
+}
+
+/* XLA's sharding-sensitive Identical: different only when both carry a sharding. */
+static bool
+carried_agree(const CseShardings *s, const IrInstr *a, const IrInstr *b)
+{
+    const struct ShdSharding *x = carried(s, a), *y = carried(s, b);
+    if (!x || !y || x == y)
+        return true;
+    return s->eq ? s->eq(x, y) : false;
+}
+
+/* Same opcode, shape (layout ignored: XLA's partitioner runs CSE layout-insensitive),
+ * carried sharding, operands (either order for commutative binary ops), literal and
+ * attributes. */
+static bool
+instr_eq(const CseShardings *sh, const IrInstr *a, const IrInstr *b)
+{
+    if (!carried_agree(sh, a, b))
+        return false;
     if (a->op != b->op || a->n_operands != b->n_operands ||
         !ir_shape_equal(&a->shape, &b->shape, false) || !sl_str_eq(a->literal, b->literal))
         return false;
@@ -386,8 +412,10 @@ cse_candidate(const IrInstr *i)
 }
 
 uint32_t
-ir_module_cse(IrModule *m, SlArena *scratch)
+ir_module_cse(IrModule *m, SlArena *scratch, const struct ShdSharding *const *shardings,
+              size_t n_shardings, IrShardingEqual sharding_equal)
 {
+    CseShardings sh = {shardings, n_shardings, sharding_equal};
     SlArenaMark mark = sl_arena_mark(scratch);
     size_t n_ids = (size_t)m->next_instr_id + 1;
     IrInstr **repl = SL_NEW_ARRAY(scratch, IrInstr *, n_ids);
@@ -421,7 +449,7 @@ ir_module_cse(IrModule *m, SlArena *scratch)
             size_t b = (size_t)(instr_hash(i) & (cap - 1));
             IrInstr *same = NULL;
             for (uint32_t p = head[b]; p && !same; p = next[p - 1])
-                if (instr_eq(comp->instrs[p - 1], i))
+                if (instr_eq(&sh, comp->instrs[p - 1], i))
                     same = comp->instrs[p - 1];
             if (same) {
                 repl[i->id] = same;

@@ -366,8 +366,12 @@ uint32_t ir_module_simplify_tuples(IrModule *m, SlArena *scratch, IrShardingEqua
  * an instruction reading two equal iotas reads the first twice); parameters, other
  * operand-less instructions but partition-id/replica-id, side effects (also in callees) and
  * collectives with a channel id never merge. Hashes content, never addresses: the result is
- * deterministic. */
-uint32_t ir_module_cse(IrModule *m, SlArena *scratch);
+ * deterministic. Sharding-sensitive as XLA's: `shardings` (by instruction id, `n_shardings`
+ * entries, NULL entries or table: none) holds the sharding each instruction carries, and two
+ * instructions that both carry one stay apart unless `sharding_equal` (NULL: pointer equality)
+ * finds them equal. */
+uint32_t ir_module_cse(IrModule *m, SlArena *scratch, const struct ShdSharding *const *shardings,
+                       size_t n_shardings, IrShardingEqual sharding_equal);
 
 /* ---- checking (check.c) ---- */
 /* Structural checks and shape inference for the opcodes the partitioner handles (hlo-text.md

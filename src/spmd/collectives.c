@@ -307,11 +307,6 @@ spmd_partition_id(SpmdCtx *cx, const SpmdState *st)
 IrInstr *
 spmd_table_lookup(SpmdCtx *cx, const SpmdState *st, const int64_t *table, int64_t n, IrDtype t)
 {
-    bool same = true;
-    for (int64_t k = 1; k < n; k++)
-        same = same && table[k] == table[0];
-    if (same)
-        return spmd_emit_constant_scalar(cx, t, n ? table[0] : 0);
     return spmd_table_lookup_at(cx, spmd_partition_id(cx, st), table, n, t);
 }
 

@@ -19,6 +19,7 @@ spmd_set_result(SpmdCtx *cx, const IrInstr *src, const SpmdValue *v)
     if (SL_NEVER(src->id >= cx->n_values || !v->hlo))
         return;
     cx->values[src->id] = *v;
+    spmd_note_sharding(cx, v->hlo, v->sharding);
 }
 
 const SpmdValue *

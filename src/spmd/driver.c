@@ -288,6 +288,7 @@ ctx_fini(SpmdCtx *cx)
     sl_arena_fini(&cx->scratch);
     free(cx->values);
     free(cx->bcast_dims);
+    free((void *)cx->out_shardings);
     sl_map_fini(&cx->comp_map);
     sl_map_fini(&cx->reshard_cache);
     sl_map_fini(&cx->kept_shardings);
@@ -371,7 +372,8 @@ spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink, SlA
         (void)ir_module_remove_dead(cx.out, &cx.scratch, NULL);
         if (ir_module_simplify_tuples(cx.out, &cx.scratch, shd_equal) > 0)
             (void)ir_module_remove_dead(cx.out, &cx.scratch, NULL);
-        if (ir_module_cse(cx.out, &cx.scratch) > 0)
+        if (ir_module_cse(cx.out, &cx.scratch, cx.out_shardings, cx.cap_out_shardings,
+                          shd_equal) > 0)
             (void)ir_module_remove_dead(cx.out, &cx.scratch, NULL);
     }
     if (st == SL_OK && !spmd_names_sync(&cx))

@@ -55,6 +55,28 @@ spmd_set_bcast_dims(SpmdCtx *cx, const IrInstr *i, uint64_t mask)
     cx->bcast_dims[i->id] = mask | BCAST_KNOWN;
 }
 
+void
+spmd_note_sharding(SpmdCtx *cx, const IrInstr *i, const ShdSharding *s)
+{
+    if (!i || !s)
+        return;
+    if (i->id >= cx->cap_out_shardings) {
+        size_t cap = cx->cap_out_shardings ? cx->cap_out_shardings : 1024;
+        while (cap <= i->id)
+            cap *= 2;
+        if (cap > UINT32_MAX)
+            return;
+        const ShdSharding **v = realloc((void *)cx->out_shardings, cap * sizeof(*v));
+        if (!v)
+            return; /* a missing record only lets the clean-up merge more */
+        memset((void *)(v + cx->cap_out_shardings), 0,
+               (cap - cx->cap_out_shardings) * sizeof(*v));
+        cx->out_shardings = v;
+        cx->cap_out_shardings = (uint32_t)cap;
+    }
+    cx->out_shardings[i->id] = s;
+}
+
 /* Output dim j of a reshape is broadcast when every input dim it is made of is; groups are the
  * minimal runs of dims with equal products on both sides. */
 static uint64_t

@@ -353,6 +353,7 @@ ctx_close(SpmdCtx *rc)
 {
     sl_arena_fini(&rc->scratch);
     free(rc->bcast_dims);
+    free((void *)rc->out_shardings);
     sl_map_fini(&rc->comp_map);
     sl_map_fini(&rc->reshard_cache);
     sl_map_fini(&rc->kept_shardings);

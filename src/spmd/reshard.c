@@ -126,6 +126,7 @@ reshard_at(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *target, IrInstr *
     if (!out->hlo)
         return spmd_nomem(cx, err);
     out->sharding = target;
+    spmd_note_sharding(cx, out->hlo, target);
     if (!cx->cache_frozen) {
         cache_put(cx, out->hlo, v->base_shape, v->sharding, v);
         if (use_cache)

@@ -119,6 +119,9 @@ struct SpmdCtx {
     uint64_t *bcast_dims;         /* by output instruction id: broadcast dims mask | known flag
                                    * (heap, grown with the output; 0 = no entry) */
     uint32_t cap_bcast_dims;
+    const ShdSharding **out_shardings; /* by output instruction id: the sharding XLA's
+                                        * instruction carries until its clean-up (NULL: none) */
+    uint32_t cap_out_shardings;
     IrComputation *reducers[SPMD_RED_COUNT][IR_DT_COUNT]; /* created once per (kind, dtype) */
     uint32_t reshard_seq;         /* reshards started so far in the run */
     uint32_t cur_reshard;         /* reshard being built (0: none), for collective events */
@@ -162,6 +165,11 @@ void spmd_names_fini(SpmdCtx *cx);
  * prints it: after the opcode's own attributes, before frontend_attributes, metadata and
  * backend_config. False on arena failure. */
 bool spmd_set_sharding_attr(SpmdCtx *cx, IrInstr *i, const ShdSharding *s);
+/* Records that output instruction `i` holds a value in sharding `s`, as XLA's partitioner
+ * leaves the sharding on every instruction backing a partitioned value (a clone of the source
+ * instruction, a reshard's result) until its CSE has run: the clean-up keeps two identical
+ * instructions apart when both have one and they differ. The last record wins. */
+void spmd_note_sharding(SpmdCtx *cx, const IrInstr *i, const ShdSharding *s);
 /* Broadcast dims bookkeeping (seed: SetBroadcastDimsForAddedHlo). Bit d set = output dim d is
  * identical on all partitions. Ranks above 63 record nothing. */
 uint64_t spmd_bcast_dims(const SpmdCtx *cx, const IrInstr *i);
@@ -246,10 +254,11 @@ const SpmdState *spmd_state_grouped(SpmdCtx *cx, const SpmdState *outer, const i
 
 /* ---- partition-dependent values (G.2) ---------------------------------------------------- */
 
-/* table[pid] as a scalar of `t` (S32 or U32): constant + dynamic-slice + reshape. */
+/* table[pid] as a scalar of `t` (S32 or U32): constant + dynamic-slice + reshape, also when
+ * every entry is equal (XLA's TableLookup never folds). */
 IrInstr *spmd_table_lookup(SpmdCtx *cx, const SpmdState *st, const int64_t *table, int64_t n,
                            IrDtype t);
-/* table[index] for a u32[] `index` (no shortcut for a constant table). */
+/* table[index] for a u32[] `index` (never folded either). */
 IrInstr *spmd_table_lookup_at(SpmdCtx *cx, IrInstr *index, const int64_t *table, int64_t n,
                               IrDtype t);
 /* s32[] offset of this partition's tile along `dim` of `base` in `s` (unclamped); constant 0
