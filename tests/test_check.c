@@ -95,6 +95,16 @@ static const struct {
      NULL},
     {"convert_bad", HDR ENTRY(P(0, "f32[4]") "  ROOT r = bf16[5] convert(p0)\n"),
      SL_ERR_INVALID, "r", "declared shape bf16[5] but inferred bf16[4]"},
+    /* copy takes a tuple too (XLA's propagation tests copy tuples, sorts and whiles) */
+    {"copy_tuple_ok",
+     HDR ENTRY(P(0, "f32[4]") P(1, "s32[2,3]") "  i = (s32[2,3], f32[4]) tuple(p1, p0)\n"
+                   "  t = (f32[4], (s32[2,3], f32[4])) tuple(p0, i)\n"
+                   "  ROOT r = (f32[4], (s32[2,3], f32[4])) copy(t)\n"),
+     SL_OK, NULL, NULL},
+    {"copy_tuple_bad",
+     HDR ENTRY(P(0, "f32[4]") P(1, "s32[2,3]") "  t = (f32[4], s32[2,3]) tuple(p0, p1)\n"
+                   "  ROOT r = (f32[4], s32[3,2]) copy(t)\n"),
+     SL_ERR_INVALID, "r", "declared shape (f32[4], s32[3,2]) but inferred (f32[4], s32[2,3])"},
     {"select_ok",
      HDR ENTRY(P(0, "pred[4]") P(1, "f32[4]") P(2, "f32[4]")
                    "  ROOT r = f32[4] select(p0, p1, p2)\n"),

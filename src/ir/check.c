@@ -437,6 +437,9 @@ check_elementwise(IrCheck *ck, const IrInstr *in)
     SlStatus st;
     if (arity >= 0 && (st = need_operands(ck, in, (uint32_t)arity)))
         return st;
+    /* copy takes any shape, a tuple too (XLA's HandleCopy): the result is the operand's. */
+    if (in->op == IR_OP_COPY && !ir_shape_is_array(opnd(in, 0)))
+        return ck_expect(ck, in, opnd(in, 0));
     if ((st = ck_need_all_arrays(ck, in)))
         return st;
     if (in->op == IR_OP_SELECT)
