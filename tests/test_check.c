@@ -105,6 +105,30 @@ static const struct {
      HDR ENTRY(P(0, "f32[4]") P(1, "s32[2,3]") "  t = (f32[4], s32[2,3]) tuple(p0, p1)\n"
                    "  ROOT r = (f32[4], s32[3,2]) copy(t)\n"),
      SL_ERR_INVALID, "r", "declared shape (f32[4], s32[3,2]) but inferred (f32[4], s32[2,3])"},
+    /* call-start/call-done: XLA's async sugar for a call */
+#define CALLEE "callee {\n  a = s32[8] parameter(0)\n  b = s32[8] parameter(1)\n" \
+               "  ROOT t = (s32[8], s32[8]) tuple(a, b)\n}, execution_thread=\"t1\"\n\n"
+    {"call_start_ok",
+     HDR CALLEE ENTRY(P(0, "s32[8]") P(1, "s32[8]")
+                   "  s = ((s32[8], s32[8]), (s32[8], s32[8]), u32[]) call-start(p0, p1), "
+                   "async_execution_thread=\"t1\", to_apply=callee\n"
+                   "  u = ((s32[8], s32[8]), (s32[8], s32[8]), u32[]) call-update(s)\n"
+                   "  ROOT d = (s32[8], s32[8]) call-done(u)\n"),
+     SL_OK, NULL, NULL},
+    {"call_start_operands_bad",
+     HDR CALLEE ENTRY(P(0, "s32[8]") P(1, "s32[8]")
+                   "  s = ((s32[8]), (s32[8], s32[8]), u32[]) call-start(p0, p1), to_apply=callee\n"
+                   "  ROOT d = (s32[8], s32[8]) call-done(s)\n"),
+     SL_ERR_INVALID, "s", "element 0 of the declared shape is (s32[8]), the operands are (s32[8], s32[8])"},
+    {"call_done_shape_bad",
+     HDR CALLEE ENTRY(P(0, "s32[8]") P(1, "s32[8]")
+                   "  s = ((s32[8], s32[8]), (s32[8], s32[8]), u32[]) call-start(p0, p1), to_apply=callee\n"
+                   "  ROOT d = (s32[8], s32[4]) call-done(s)\n"),
+     SL_ERR_INVALID, "d", "declared shape (s32[8], s32[4]) but inferred (s32[8], s32[8])"},
+    {"call_done_of_tuple_bad",
+     HDR ENTRY(P(0, "s32[8]") "  t = (s32[8]) tuple(p0)\n  ROOT d = s32[8] call-done(t)\n"),
+     SL_ERR_INVALID, "d", "operand %t must be a call-start or call-update, not tuple"},
+#undef CALLEE
     {"select_ok",
      HDR ENTRY(P(0, "pred[4]") P(1, "f32[4]") P(2, "f32[4]")
                    "  ROOT r = f32[4] select(p0, p1, p2)\n"),

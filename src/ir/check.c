@@ -945,6 +945,49 @@ check_call(IrCheck *ck, const IrInstr *in)
     return need_root(ck, in, c, &in->shape);
 }
 
+/* call-start (XLA's async sugar for a call): the result is a tuple of (the operands as a
+ * tuple, the callee's result, contexts...); call-update keeps it, call-done takes element 1. */
+static SlStatus
+check_async_call(IrCheck *ck, const IrInstr *in)
+{
+    const IrShape *s = &in->shape;
+    SlStatus st;
+    if (in->op == IR_OP_CALL_START) {
+        IrComputation *c;
+        if ((st = ck_need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
+            (st = need_param_count(ck, in, c, in->n_operands)))
+            return st;
+        for (uint32_t k = 0; k < in->n_operands; k++)
+            if ((st = need_param(ck, in, c, k, opnd(in, k))))
+                return st;
+        if (!ir_shape_is_tuple(s) || s->n_elems < 2)
+            return ck_bad(ck, in, "declared shape must be a tuple of (operands, result, "
+                                  "contexts...)");
+        IrShape *elems =
+            in->n_operands ? SL_NEW_ARRAY(&ck->scratch, IrShape, in->n_operands) : NULL;
+        if (in->n_operands && !elems)
+            return ck_nomem(ck, in);
+        for (uint32_t k = 0; k < in->n_operands; k++)
+            elems[k] = *opnd(in, k);
+        IrShape ops;
+        if (!new_tuple(ck, elems, in->n_operands, &ops))
+            return ck_nomem(ck, in);
+        if (!shape_match(&s->elems[0], &ops)) {
+            char a[SHAPE_TEXT_BYTES], b[SHAPE_TEXT_BYTES];
+            return ck_bad(ck, in, "element 0 of the declared shape is %s, the operands are %s",
+                          shape_text(&s->elems[0], a, sizeof(a)), shape_text(&ops, b, sizeof(b)));
+        }
+        return need_root(ck, in, c, &s->elems[1]);
+    }
+    const IrInstr *from = in->operands[0];
+    if (from->op != IR_OP_CALL_START && from->op != IR_OP_CALL_UPDATE)
+        return ck_bad(ck, in, "operand %%%s must be a call-start or call-update, not %s",
+                      sl_sym_cstr(from->name), ir_op_name(from->op));
+    if (in->op == IR_OP_CALL_UPDATE)
+        return ck_expect(ck, in, &from->shape);
+    return ck_expect(ck, in, &from->shape.elems[1]);
+}
+
 /* `s` with dim `d` deleted (keep) or a dim of size `len` inserted at `d`, into scratch. */
 static bool
 scan_slice_shape(IrCheck *ck, const IrShape *s, uint32_t d, bool insert, int64_t len,
@@ -1257,9 +1300,13 @@ check_shape_rules(IrCheck *ck, const IrInstr *in)
     case IR_FAM_TRIANGULAR_SOLVE:
     case IR_FAM_CUSTOM_CALL:
         return check_custom_call(ck, in);
+    case IR_FAM_OTHER:
+        if (in->op == IR_OP_CALL_START || in->op == IR_OP_CALL_UPDATE ||
+            in->op == IR_OP_CALL_DONE)
+            return check_async_call(ck, in);
+        return SL_OK;
     case IR_FAM_SIDE_EFFECT:
     case IR_FAM_RNG:
-    case IR_FAM_OTHER:
         return SL_OK;
     }
     return SL_OK;
