@@ -408,6 +408,13 @@ has sparse_ids_n "$TMP/sparse_ids_n.err" "sharding of %p0 in %main does not fit 
 sed 's/0,1,4,5/0,1,5,5/' "$TMP/sparse_ids.hlo" >"$TMP/sparse_twice.hlo" # still checked for ids
 run sparse_twice 2 check "$TMP/sparse_twice.hlo"
 has sparse_twice "$TMP/sparse_twice.err" "sharding of %p0 in %main: device 5 appears twice"
+# SPMDFullToShardShape whose result is not the operand's shard (here: an unsharded operand)
+printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[2,4] parameter(0)\n  s = f32[1,4] custom-call(p), custom_call_target="SPMDFullToShardShape", sharding={manual}\n  ROOT x = f32[1,4] add(s, s), sharding={manual}\n}\n' >"$TMP/fts_shape.hlo"
+run fts_shape 2 partition "$TMP/fts_shape.hlo" -o "$TMP/fts_shape.out"
+has fts_shape "$TMP/fts_shape.err" "$TMP/fts_shape.hlo:5:3: error: %s (custom-call): the operand's local shape does not match the local manual output shape"
+sed 's/f32\[1,4\]/f32[2,4]/g' "$TMP/fts_shape.hlo" >"$TMP/fts_ok.hlo" # the operand's own shape
+run fts_ok 0 partition "$TMP/fts_ok.hlo" -o "$TMP/fts_ok.out"
+has fts_ok "$TMP/fts_ok.out" "ROOT %x.1 = f32[2,4]"
 # copy of a tuple (XLA's HandleCopy takes any shape): checked, partitioned leaf by leaf
 printf 'HloModule m, num_partitions=2\n\nENTRY main {\n  p0 = f32[8] parameter(0), sharding={devices=[2]0,1}\n  p1 = s32[4] parameter(1), sharding={replicated}\n  t = (f32[8], s32[4]) tuple(p0, p1)\n  ROOT c = (f32[8], s32[4]) copy(t), sharding={{devices=[2]0,1}, {replicated}}\n}\n' >"$TMP/copy_tuple.hlo"
 run copy_tuple_check 0 check "$TMP/copy_tuple.hlo"
