@@ -593,6 +593,15 @@ static const struct {
      "  ROOT r = f32[4] collective-broadcast()\n"
      "}\n",
      "5:3: instruction %r (collective-broadcast) in computation %main: expects at least 1 operand, got 0"},
+    {"collective_broadcast_shape",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[10,6] parameter(0)\n"
+     "  z = f32[] constant(0)\n"
+     "  ROOT r = f32[6] collective-broadcast(p0, z), replica_groups={{0,1}}\n"
+     "}\n",
+     "6:3: instruction %r (collective-broadcast) in computation %main: declared shape f32[6] but inferred (f32[10,6], f32[])"},
     {"constant_operand",
      "HloModule m\n"
      "\n"

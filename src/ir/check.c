@@ -1154,10 +1154,12 @@ check_gather_scatter_dim(IrCheck *ck, const IrInstr *in, int64_t g, IrShape *lea
 static SlStatus
 check_collective(IrCheck *ck, const IrInstr *in)
 {
-    /* Async forms, collective-broadcast and ragged-all-to-all are accepted as declared. */
+    /* Async forms and ragged-all-to-all are accepted as declared. collective-broadcast keeps
+     * its operands' shapes, as all-reduce does (a mutated one summing a f32[10,6] to f32[6]
+     * passed check, and verify leaked and said "ok"). */
     if (in->op != IR_OP_ALL_REDUCE && in->op != IR_OP_ALL_GATHER &&
         in->op != IR_OP_REDUCE_SCATTER && in->op != IR_OP_ALL_TO_ALL &&
-        in->op != IR_OP_COLLECTIVE_PERMUTE)
+        in->op != IR_OP_COLLECTIVE_PERMUTE && in->op != IR_OP_COLLECTIVE_BROADCAST)
         return SL_OK;
     SlStatus st = SL_OK;
     if (in->n_operands == 0)
