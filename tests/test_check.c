@@ -593,6 +593,48 @@ static const struct {
      "  ROOT r = f32[4] collective-broadcast()\n"
      "}\n",
      "5:3: instruction %r (collective-broadcast) in computation %main: expects at least 1 operand, got 0"},
+    {"reverse_of_scalar_broadcast_shape",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  z = f32[] constant(0)\n"
+     "  ROOT r = f32[8,32] reverse(z), dimensions={}\n"
+     "}\n",
+     "5:3: instruction %r (reverse) in computation %main: declared shape f32[8,32] but inferred f32[]"},
+    {"reverse_dim_out_of_range",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p = f32[4,2] parameter(0)\n"
+     "  ROOT r = f32[4,2] reverse(p), dimensions={2}\n"
+     "}\n",
+     "5:3: instruction %r (reverse) in computation %main: dimensions entry 2 is out of range for rank 2"},
+    {"sort_shape",
+     "HloModule m\n"
+     "\n"
+     "lt {\n"
+     "  a = f32[] parameter(0)\n"
+     "  b = f32[] parameter(1)\n"
+     "  c = s32[] parameter(2)\n"
+     "  d = s32[] parameter(3)\n"
+     "  ROOT l = pred[] compare(a, b), direction=LT\n"
+     "}\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p = f32[4,2] parameter(0)\n"
+     "  i = s32[4,2] parameter(1)\n"
+     "  ROOT r = (f32[4,2], s32[4]) sort(p, i), dimensions={0}, to_apply=lt\n"
+     "}\n",
+     "14:3: instruction %r (sort) in computation %main: declared shape (f32[4,2], s32[4]) but inferred (f32[4,2], s32[4,2])"},
+    {"triangular_solve_shape",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  a = f32[4,4] parameter(0)\n"
+     "  b = f32[4,3] parameter(1)\n"
+     "  ROOT r = f32[4,4] triangular-solve(a, b), left_side=true, lower=true\n"
+     "}\n",
+     "6:3: instruction %r (triangular-solve) in computation %main: declared shape f32[4,4] but inferred f32[4,3]"},
     {"collective_broadcast_shape",
      "HloModule m\n"
      "\n"

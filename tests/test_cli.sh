@@ -621,7 +621,7 @@ run verify_wrong_group 1 verify "$SAMPLE" --partitioned "$TMP/vbad.hlo"
 has verify_wrong_group "$TMP/verify_wrong_group.err" "error: verify failed: output 0 differs at element"
 run verify_bad_seed 2 verify "$SAMPLE" --seed x
 run verify_bad_input 2 verify "$TMP/shape.hlo" -n 4
-printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4] parameter(0), sharding={replicated}\n  ROOT c = f32[4] cholesky(p), sharding={replicated}\n}\n' >"$TMP/vchol.hlo"
+printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4,4] parameter(0), sharding={replicated}\n  ROOT c = f32[4,4] cholesky(p), sharding={replicated}\n}\n' >"$TMP/vchol.hlo"
 run verify_unsupported 3 verify "$TMP/vchol.hlo" --partitioned "$TMP/vchol.hlo"
 has verify_unsupported "$TMP/verify_unsupported.err" "cholesky"
 

@@ -1196,6 +1196,64 @@ check_collective(IrCheck *ck, const IrInstr *in)
     return ck_expect_k(ck, in, leaves, in->n_operands);
 }
 
+/* ---- ops that keep an operand's shape ------------------------------------------------------ */
+
+/* reverse, opt-barrier, sort, cholesky, triangular-solve and select-and-scatter: the result is
+ * an operand's shape (sort: all of them), so a mutated `f32[8,32] reverse(f32[])` is refused
+ * here rather than read out of bounds by the simulator. */
+static SlStatus
+check_keeps_shape(IrCheck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    const int64_t *v;
+    uint32_t n;
+    switch (in->op) {
+    case IR_OP_OPT_BARRIER:
+        return ck_expect(ck, in, opnd(in, 0));
+    case IR_OP_REVERSE:
+        if ((st = ck_need_arrays(ck, in, 1)))
+            return st;
+        n = ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &v);
+        if ((st = ck_need_dims(ck, in, "dimensions", v, n, opnd(in, 0)->rank)))
+            return st;
+        return ck_expect(ck, in, opnd(in, 0));
+    case IR_OP_CHOLESKY:
+        if ((st = ck_need_arrays(ck, in, 1)))
+            return st;
+        if (opnd(in, 0)->rank < 2)
+            return ck_bad(ck, in, "operand must have rank 2 or more, got %u", opnd(in, 0)->rank);
+        return ck_expect(ck, in, opnd(in, 0));
+    case IR_OP_TRIANGULAR_SOLVE:
+        if ((st = ck_need_arrays(ck, in, 2)))
+            return st;
+        return ck_expect(ck, in, opnd(in, 1));
+    case IR_OP_SELECT_AND_SCATTER:
+        if ((st = ck_need_arrays(ck, in, 3)))
+            return st;
+        return ck_expect(ck, in, opnd(in, 0));
+    case IR_OP_SORT: {
+        if ((st = ck_need_all_arrays(ck, in)))
+            return st;
+        for (uint32_t k = 1; k < in->n_operands; k++)
+            if (!ck_same_dims(opnd(in, k), opnd(in, 0)))
+                return ck_dims_mismatch(ck, in, 0, k);
+        n = ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &v);
+        if (n != 1)
+            return ck_bad(ck, in, "dimensions={...} has %u entries, sort takes 1", n);
+        if ((st = ck_need_dims(ck, in, "dimensions", v, n, opnd(in, 0)->rank)))
+            return st;
+        IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, in->n_operands);
+        if (!leaves)
+            return ck_nomem(ck, in);
+        for (uint32_t k = 0; k < in->n_operands; k++)
+            leaves[k] = *opnd(in, k);
+        return ck_expect_k(ck, in, leaves, in->n_operands);
+    }
+    default:
+        return SL_OK;
+    }
+}
+
 /* ---- custom calls ------------------------------------------------------------------------ */
 
 static bool
@@ -1294,12 +1352,14 @@ check_shape_rules(IrCheck *ck, const IrInstr *in)
     case IR_FAM_PARAMETER:
     case IR_FAM_CONSTANT:
     case IR_FAM_PARTITION_ID:
+        return SL_OK;
     case IR_FAM_OPT_BARRIER:
     case IR_FAM_REVERSE:
     case IR_FAM_SELECT_AND_SCATTER:
     case IR_FAM_SORT:
     case IR_FAM_CHOLESKY:
     case IR_FAM_TRIANGULAR_SOLVE:
+        return check_keeps_shape(ck, in);
     case IR_FAM_CUSTOM_CALL:
         return check_custom_call(ck, in);
     case IR_FAM_OTHER:
