@@ -635,6 +635,15 @@ static const struct {
      "  ROOT r = f32[4,4] triangular-solve(a, b), left_side=true, lower=true\n"
      "}\n",
      "6:3: instruction %r (triangular-solve) in computation %main: declared shape f32[4,4] but inferred f32[4,3]"},
+    {"channel_id_int64_max",
+     "HloModule m, num_partitions=2\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] collective-permute(p), channel_id=9223372036854775807, "
+     "source_target_pairs={{0,1},{1,0}}\n"
+     "}\n",
+     "5:3: instruction %r (collective-permute) in computation %main: channel_id=9223372036854775807 is out of range (0 to 2^62 - 1)"},
     {"collective_broadcast_shape",
      "HloModule m\n"
      "\n"

@@ -1637,6 +1637,9 @@ check_signature(IrCheck *ck, const IrInstr *in)
     for (unsigned k = 0; k < IR_ATTR_COUNT; k++)
         if (ir_op_requires_attr(in->op, (IrAttrKey)k) && !ir_instr_find_attr(in, (IrAttrKey)k))
             return ck_bad(ck, in, "missing %s=", ir_attr_name((IrAttrKey)k));
+    int64_t ch = 0;
+    if (ir_instr_int_attr(in, IR_ATTR_CHANNEL_ID, &ch) && (ch < 0 || ch >= IR_MAX_CHANNEL_ID))
+        return ck_bad(ck, in, "channel_id=%lld is out of range (0 to 2^62 - 1)", (long long)ch);
     return SL_OK;
 }
 
