@@ -95,6 +95,40 @@ static const struct {
      NULL},
     {"convert_bad", HDR ENTRY(P(0, "f32[4]") "  ROOT r = bf16[5] convert(p0)\n"),
      SL_ERR_INVALID, "r", "declared shape bf16[5] but inferred bf16[4]"},
+    /* copy takes a tuple too (XLA's propagation tests copy tuples, sorts and whiles) */
+    {"copy_tuple_ok",
+     HDR ENTRY(P(0, "f32[4]") P(1, "s32[2,3]") "  i = (s32[2,3], f32[4]) tuple(p1, p0)\n"
+                   "  t = (f32[4], (s32[2,3], f32[4])) tuple(p0, i)\n"
+                   "  ROOT r = (f32[4], (s32[2,3], f32[4])) copy(t)\n"),
+     SL_OK, NULL, NULL},
+    {"copy_tuple_bad",
+     HDR ENTRY(P(0, "f32[4]") P(1, "s32[2,3]") "  t = (f32[4], s32[2,3]) tuple(p0, p1)\n"
+                   "  ROOT r = (f32[4], s32[3,2]) copy(t)\n"),
+     SL_ERR_INVALID, "r", "declared shape (f32[4], s32[3,2]) but inferred (f32[4], s32[2,3])"},
+    /* call-start/call-done: XLA's async sugar for a call */
+#define CALLEE "callee {\n  a = s32[8] parameter(0)\n  b = s32[8] parameter(1)\n" \
+               "  ROOT t = (s32[8], s32[8]) tuple(a, b)\n}, execution_thread=\"t1\"\n\n"
+    {"call_start_ok",
+     HDR CALLEE ENTRY(P(0, "s32[8]") P(1, "s32[8]")
+                   "  s = ((s32[8], s32[8]), (s32[8], s32[8]), u32[]) call-start(p0, p1), "
+                   "async_execution_thread=\"t1\", to_apply=callee\n"
+                   "  u = ((s32[8], s32[8]), (s32[8], s32[8]), u32[]) call-update(s)\n"
+                   "  ROOT d = (s32[8], s32[8]) call-done(u)\n"),
+     SL_OK, NULL, NULL},
+    {"call_start_operands_bad",
+     HDR CALLEE ENTRY(P(0, "s32[8]") P(1, "s32[8]")
+                   "  s = ((s32[8]), (s32[8], s32[8]), u32[]) call-start(p0, p1), to_apply=callee\n"
+                   "  ROOT d = (s32[8], s32[8]) call-done(s)\n"),
+     SL_ERR_INVALID, "s", "element 0 of the declared shape is (s32[8]), the operands are (s32[8], s32[8])"},
+    {"call_done_shape_bad",
+     HDR CALLEE ENTRY(P(0, "s32[8]") P(1, "s32[8]")
+                   "  s = ((s32[8], s32[8]), (s32[8], s32[8]), u32[]) call-start(p0, p1), to_apply=callee\n"
+                   "  ROOT d = (s32[8], s32[4]) call-done(s)\n"),
+     SL_ERR_INVALID, "d", "declared shape (s32[8], s32[4]) but inferred (s32[8], s32[8])"},
+    {"call_done_of_tuple_bad",
+     HDR ENTRY(P(0, "s32[8]") "  t = (s32[8]) tuple(p0)\n  ROOT d = s32[8] call-done(t)\n"),
+     SL_ERR_INVALID, "d", "operand %t must be a call-start or call-update, not tuple"},
+#undef CALLEE
     {"select_ok",
      HDR ENTRY(P(0, "pred[4]") P(1, "f32[4]") P(2, "f32[4]")
                    "  ROOT r = f32[4] select(p0, p1, p2)\n"),
@@ -559,6 +593,66 @@ static const struct {
      "  ROOT r = f32[4] collective-broadcast()\n"
      "}\n",
      "5:3: instruction %r (collective-broadcast) in computation %main: expects at least 1 operand, got 0"},
+    {"reverse_of_scalar_broadcast_shape",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  z = f32[] constant(0)\n"
+     "  ROOT r = f32[8,32] reverse(z), dimensions={}\n"
+     "}\n",
+     "5:3: instruction %r (reverse) in computation %main: declared shape f32[8,32] but inferred f32[]"},
+    {"reverse_dim_out_of_range",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p = f32[4,2] parameter(0)\n"
+     "  ROOT r = f32[4,2] reverse(p), dimensions={2}\n"
+     "}\n",
+     "5:3: instruction %r (reverse) in computation %main: dimensions entry 2 is out of range for rank 2"},
+    {"sort_shape",
+     "HloModule m\n"
+     "\n"
+     "lt {\n"
+     "  a = f32[] parameter(0)\n"
+     "  b = f32[] parameter(1)\n"
+     "  c = s32[] parameter(2)\n"
+     "  d = s32[] parameter(3)\n"
+     "  ROOT l = pred[] compare(a, b), direction=LT\n"
+     "}\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p = f32[4,2] parameter(0)\n"
+     "  i = s32[4,2] parameter(1)\n"
+     "  ROOT r = (f32[4,2], s32[4]) sort(p, i), dimensions={0}, to_apply=lt\n"
+     "}\n",
+     "14:3: instruction %r (sort) in computation %main: declared shape (f32[4,2], s32[4]) but inferred (f32[4,2], s32[4,2])"},
+    {"triangular_solve_shape",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  a = f32[4,4] parameter(0)\n"
+     "  b = f32[4,3] parameter(1)\n"
+     "  ROOT r = f32[4,4] triangular-solve(a, b), left_side=true, lower=true\n"
+     "}\n",
+     "6:3: instruction %r (triangular-solve) in computation %main: declared shape f32[4,4] but inferred f32[4,3]"},
+    {"channel_id_int64_max",
+     "HloModule m, num_partitions=2\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p = f32[4] parameter(0)\n"
+     "  ROOT r = f32[4] collective-permute(p), channel_id=9223372036854775807, "
+     "source_target_pairs={{0,1},{1,0}}\n"
+     "}\n",
+     "5:3: instruction %r (collective-permute) in computation %main: channel_id=9223372036854775807 is out of range (0 to 2^62 - 1)"},
+    {"collective_broadcast_shape",
+     "HloModule m\n"
+     "\n"
+     "ENTRY main {\n"
+     "  p0 = f32[10,6] parameter(0)\n"
+     "  z = f32[] constant(0)\n"
+     "  ROOT r = f32[6] collective-broadcast(p0, z), replica_groups={{0,1}}\n"
+     "}\n",
+     "6:3: instruction %r (collective-broadcast) in computation %main: declared shape f32[6] but inferred (f32[10,6], f32[])"},
     {"constant_operand",
      "HloModule m\n"
      "\n"

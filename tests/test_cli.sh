@@ -429,6 +429,32 @@ run disagree_given 2 partition "$TMP/disagree.hlo" -n 4 -o "$TMP/disagree.out" #
 has disagree_given "$TMP/disagree_given.err" "sharding of %p1 in %main does not fit 4 partitions"
 run disagree_analyze 2 analyze "$TMP/disagree.hlo" --out "$TMP/dis"
 [ ! -e "$TMP/dis/summary.json" ] || fail "analyze: disagreeing shardings wrote a summary"
+# One tile count, but a device id beyond it (XLA's tests write devices=[1,4]0,1,4,5 with no
+# count): check takes it without a count; partitioning needs one (exit 3 without, 2 if it
+# does not fit).
+printf 'HloModule m\n\nENTRY main {\n  p0 = f32[8,4] parameter(0), sharding={devices=[1,4]0,1,4,5}\n  ROOT c = f32[8,4] copy(p0)\n}\n' >"$TMP/sparse_ids.hlo"
+run sparse_ids_check 0 check "$TMP/sparse_ids.hlo"
+same sparse_ids_check "$TMP/sparse_ids_check.out" "$TMP/sparse_ids.hlo: ok: 1 computations, 2 instructions, 1 sharded, num_partitions not determined (the shardings name devices beyond their tile count; pass -n N)"
+run sparse_ids_partition 3 partition "$TMP/sparse_ids.hlo" -o "$TMP/sparse_ids.out"
+has sparse_ids_partition "$TMP/sparse_ids_partition.err" "$TMP/sparse_ids.hlo:4:3: error: no num_partitions, and the shardings tile 4 devices but name device 5 (%p0): the device count is not determined; pass -n N"
+[ ! -e "$TMP/sparse_ids.out" ] || fail "sparse_ids_partition: wrote an output"
+run sparse_ids_n 2 partition "$TMP/sparse_ids.hlo" -n 6
+has sparse_ids_n "$TMP/sparse_ids_n.err" "sharding of %p0 in %main does not fit 6 partitions: tile assignment has 4 devices, module has 6"
+sed 's/0,1,4,5/0,1,5,5/' "$TMP/sparse_ids.hlo" >"$TMP/sparse_twice.hlo" # still checked for ids
+run sparse_twice 2 check "$TMP/sparse_twice.hlo"
+has sparse_twice "$TMP/sparse_twice.err" "sharding of %p0 in %main: device 5 appears twice"
+# SPMDFullToShardShape whose result is not the operand's shard (here: an unsharded operand)
+printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[2,4] parameter(0)\n  s = f32[1,4] custom-call(p), custom_call_target="SPMDFullToShardShape", sharding={manual}\n  ROOT x = f32[1,4] add(s, s), sharding={manual}\n}\n' >"$TMP/fts_shape.hlo"
+run fts_shape 2 partition "$TMP/fts_shape.hlo" -o "$TMP/fts_shape.out"
+has fts_shape "$TMP/fts_shape.err" "$TMP/fts_shape.hlo:5:3: error: %s (custom-call): the operand's local shape does not match the local manual output shape"
+sed 's/f32\[1,4\]/f32[2,4]/g' "$TMP/fts_shape.hlo" >"$TMP/fts_ok.hlo" # the operand's own shape
+run fts_ok 0 partition "$TMP/fts_ok.hlo" -o "$TMP/fts_ok.out"
+has fts_ok "$TMP/fts_ok.out" "ROOT %x.1 = f32[2,4]"
+# copy of a tuple (XLA's HandleCopy takes any shape): checked, partitioned leaf by leaf
+printf 'HloModule m, num_partitions=2\n\nENTRY main {\n  p0 = f32[8] parameter(0), sharding={devices=[2]0,1}\n  p1 = s32[4] parameter(1), sharding={replicated}\n  t = (f32[8], s32[4]) tuple(p0, p1)\n  ROOT c = (f32[8], s32[4]) copy(t), sharding={{devices=[2]0,1}, {replicated}}\n}\n' >"$TMP/copy_tuple.hlo"
+run copy_tuple_check 0 check "$TMP/copy_tuple.hlo"
+run copy_tuple 0 partition "$TMP/copy_tuple.hlo" -o "$TMP/copy_tuple.out"
+has copy_tuple "$TMP/copy_tuple.out" "ROOT %c.1 = (f32[4], s32[4]) copy("
 
 # MLIR (StableHLO) input: named, with how to export HLO text
 printf 'module @jit_f attributes {mhlo.num_partitions = 4 : i32} {\n  func.func public @main(%%arg0: tensor<8xf32>) -> tensor<8xf32> {\n    return %%arg0 : tensor<8xf32>\n  }\n}\n' >"$TMP/f.mlir"
@@ -635,7 +661,7 @@ run verify_wrong_group 1 verify "$SAMPLE" --partitioned "$TMP/vbad.hlo"
 has verify_wrong_group "$TMP/verify_wrong_group.err" "error: verify failed: output 0 differs at element"
 run verify_bad_seed 2 verify "$SAMPLE" --seed x
 run verify_bad_input 2 verify "$TMP/shape.hlo" -n 4
-printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4] parameter(0), sharding={replicated}\n  ROOT c = f32[4] cholesky(p), sharding={replicated}\n}\n' >"$TMP/vchol.hlo"
+printf 'HloModule m, num_partitions=2\n\nENTRY e {\n  p = f32[4,4] parameter(0), sharding={replicated}\n  ROOT c = f32[4,4] cholesky(p), sharding={replicated}\n}\n' >"$TMP/vchol.hlo"
 run verify_unsupported 3 verify "$TMP/vchol.hlo" --partitioned "$TMP/vchol.hlo"
 has verify_unsupported "$TMP/verify_unsupported.err" "cholesky"
 
@@ -649,6 +675,11 @@ has propagate_explain "$TMP/propagate_explain.out" 'origin: %maximum.7 got {devi
 run propagate_bad_set 2 propagate "$TMP/bare.hlo" --set is_spmd=perhaps
 has propagate_bad_set "$TMP/propagate_bad_set.err" "bad value 'perhaps' for option is_spmd"
 run propagate_unknown_set 2 propagate "$TMP/bare.hlo" --set no_such=true
+# propagate checks its input like every command: a reverse without an operand is bad input
+printf 'HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0), sharding={devices=[2]0,1}\n  n = f32[4] negate(p)\n  ROOT r = f32[4] reverse(), dimensions={0}\n}\n' >"$TMP/bad_reverse.hlo"
+run propagate_bad_input 2 propagate "$TMP/bad_reverse.hlo" -o "$TMP/bad_reverse.out"
+has propagate_bad_input "$TMP/propagate_bad_input.err" "$TMP/bad_reverse.hlo:6:3: error: instruction %r (reverse) in computation %e: expects 1 operand, got 0"
+[ ! -e "$TMP/bad_reverse.out" ] || fail "propagate_bad_input: wrote an output"
 # ---- output and trace I/O failures: named, exit 2, nothing new left behind ------------------
 # A full standard output is an error with its reason, for every command that prints.
 i=0

@@ -291,6 +291,10 @@ static const struct {
                                                                                  SL_ERR_PARSE,       4, 39},
     {"bad_window_rank",    E1 "  a = f32[4] parameter(0)\n  ROOT b = f32[4] reduce-window(a, a), window={size=2x2 stride=1}\n}\n",
                                                                                  SL_ERR_INVALID,     4, 57},
+    {"zero_window_dilate", E1 "  a = f32[4] parameter(0)\n  ROOT b = f32[4] reduce-window(a, a), window={size=2 rhs_dilate=0}\n}\n",
+                                                                                 SL_ERR_INVALID,     4, 55},
+    {"zero_window_stride", E1 "  a = f32[4] parameter(0)\n  ROOT b = f32[4] reduce-window(a, a), window={stride=0 size=1}\n}\n",
+                                                                                 SL_ERR_INVALID,     4, 48},
     {"duplicate_attr",     E1 "  ROOT a = f32[] parameter(0), metadata={}, metadata={}\n}\n",
                                                                                  SL_ERR_INVALID,     3, 45},
     {"mismatched_bracket", E1 "  ROOT a = f32[] parameter(0), backend_config={(]}\n}\n",
@@ -500,6 +504,44 @@ test_forward_refs_and_inferred_shapes(void **state)
     ir_module_fini(m);
 }
 
+/* XLA's parser infers the shape of a while (its operand's), a call (its callee's result) and
+ * a copy of a tuple too; a call whose callee comes later still needs its shape. */
+static void
+test_inferred_control_flow_shapes(void **state)
+{
+    Fixture *fx = *state;
+    IrModule *m = parse_ok(
+        fx, "HloModule m\n\ncond {\n  p = (s32[], f32[4,2]) parameter(0)\n"
+            "  ROOT c = pred[] constant(false)\n}\n\n"
+            "body {\n  ROOT p = (s32[], f32[4,2]) parameter(0)\n}\n\n"
+            "f {\n  x = f32[4,2] parameter(0)\n  ROOT y = s32[3] constant({1,2,3})\n}\n\n"
+            "ENTRY e {\n  a = f32[4,2] parameter(0)\n  i = s32[] constant(0)\n"
+            "  t = tuple(i, a)\n  w = while(t), condition=cond, body=body\n"
+            "  k = copy(w)\n  ROOT r = call(a), to_apply=f\n}\n");
+    const IrComputation *e = m->entry;
+    const IrInstr *w = find_instr(e, "w"), *k = find_instr(e, "k"), *r = e->root;
+    assert_int_equal(w->shape.dtype, IR_DT_TUPLE);
+    assert_int_equal(w->shape.n_elems, 2);
+    assert_int_equal(w->shape.elems[1].rank, 2);
+    assert_int_equal(w->shape.elems[1].dims[0], 4);
+    assert_int_equal(w->shape.elems[1].dims[1], 2);
+    assert_int_equal(k->shape.n_elems, 2);
+    assert_int_equal(k->shape.elems[0].dtype, IR_DT_S32);
+    assert_int_equal(r->shape.dtype, IR_DT_S32);
+    assert_int_equal(r->shape.rank, 1);
+    assert_int_equal(r->shape.dims[0], 3);
+    SlError err = {0};
+    assert_int_equal(ir_module_check(m, "t.hlo", &err), SL_OK);
+    ir_module_fini(m);
+    m = NULL;
+    SlStr text = sl_str("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n"
+                        "  ROOT r = call(a), to_apply=later\n}\n"
+                        "later {\n  ROOT x = f32[4] parameter(0)\n}\n");
+    assert_int_equal(hlo_parse(&fx->arena, &fx->names, text, "t.hlo", &m, &err), SL_ERR_PARSE);
+    assert_string_equal(err.msg, "expected a shape before opcode 'call'");
+    assert_int_equal(err.loc.line, 4);
+}
+
 /* The fast paths (dims without spaces, one-line metadata without escapes, a repeated sharding
  * or layout) must read exactly what the general token and bracket scans read. */
 static void
@@ -669,6 +711,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sharding_id_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_length_and_nul_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_decoded_ir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inferred_control_flow_shapes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forward_refs_and_inferred_shapes, setup,
                                         teardown),
         cmocka_unit_test(test_print_attr_values),

@@ -404,7 +404,7 @@ test_sharding_check(void **state)
 /* ---- hostile input (issue 17): limits, ids, written ranks; exact messages ---- */
 
 /* num_devices 0: the text must not parse; else it parses and shd_check against f32[8,6] and
- * that many devices gives `want` ("LINE:COL: message"). */
+ * that many devices (-1: no count) gives `want` ("LINE:COL: message"). */
 /* clang-format off */
 static const struct {
     const char *text;
@@ -429,8 +429,15 @@ static const struct {
     {"{devices=[2,1]0,5}", 2, "1:1: device 5 out of range"},
     {"{mesh[\"a\"=2,\"b\"=2], device_ids=(0,0,1,2), [{\"a\"}, {\"b\"}]}", 4,
      "1:1: device 0 appears twice"},
-    {"{maximal device=9223372036854775807}", 4,
-     "1:1: device 9223372036854775807 out of range for 4 devices"},
+    {"{maximal device=9223372036854775807}", 0,
+     "1:17: device 9223372036854775807 is beyond the limit of 65536 devices"},
+    {"{maximal device=65536}", 0, "1:17: device 65536 is beyond the limit of 65536 devices"},
+    {"{maximal device=65535}", 4, "1:1: device 65535 out of range for 4 devices"},
+    {"{devices=[2,1]0,2147483648}", 0, "1:17: device 2147483648 is beyond the limit of 65536 devices"},
+    /* no device count (XLA's rules without one): ids only non-negative and used once */
+    {"{devices=[2,1]0,5}", -1, NULL},
+    {"{devices=[2,1]5,5}", -1, "1:1: device 5 appears twice"},
+    {"{maximal device=70}", -1, NULL},
     /* all tiles in subgroups: normalized to {replicated}/{manual}, the written rank counts */
     {"{devices=[1,4]<=[4] last_tile_dim_replicate}", 4,
      "1:1: sharding has 1 tiled dims but the shape has rank 2"},

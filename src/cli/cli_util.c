@@ -430,6 +430,9 @@ typedef struct DevCounts {
     bool more_counts;     /* more distinct counts than MAX_COUNTS */
     int64_t max_device;   /* largest maximal device id, -1: none */
     const IrInstr *max_at;
+    int64_t max_tiled;    /* largest device id of a tile assignment, -1: none */
+    const IrInstr *tiled_at;
+    SlMap seen;           /* tiled shardings whose ids were looked at (shared texts: once) */
 } DevCounts;
 
 static void
@@ -447,6 +450,15 @@ add_counts(DevCounts *c, const ShdSharding *s, const IrInstr *at)
     if (s->kind != SHD_TILED)
         return;
     int64_t n = shd_device_count(s);
+    uint64_t dummy;
+    if (!sl_map_get(&c->seen, SL_MAP_KEY(s), &dummy)) {
+        (void)sl_map_put(&c->seen, SL_MAP_KEY(s), 1); /* a failed put only looks again */
+        for (int64_t i = 0; i < n; i++)
+            if (s->devices[i] > c->max_tiled) {
+                c->max_tiled = s->devices[i];
+                c->tiled_at = at;
+            }
+    }
     for (uint32_t k = 0; k < c->n_counts; k++)
         if (c->counts[k] == n)
             return;
@@ -461,8 +473,9 @@ add_counts(DevCounts *c, const ShdSharding *s, const IrInstr *at)
 SlStatus
 cli_devices_from_shardings(const IrModule *m, const char *path, int64_t *n, SlError *err)
 {
-    DevCounts c = {.max_device = -1};
+    DevCounts c = {.max_device = -1, .max_tiled = -1};
     *n = 0;
+    sl_map_init(&c.seen);
     for (uint32_t k = 0; k < m->n_comps; k++) {
         const IrComputation *comp = m->comps[k];
         for (uint32_t i = 0; i < comp->n_instrs; i++) {
@@ -471,6 +484,7 @@ cli_devices_from_shardings(const IrModule *m, const char *path, int64_t *n, SlEr
                 add_counts(&c, s, comp->instrs[i]);
         }
     }
+    sl_map_fini(&c.seen);
     bool maximal_too_far = c.n_counts == 1 && c.max_device >= c.counts[0];
     if (c.n_counts > 1 || maximal_too_far) {
         const IrInstr *at = maximal_too_far ? c.max_at : c.first[1];
@@ -491,6 +505,16 @@ cli_devices_from_shardings(const IrModule *m, const char *path, int64_t *n, SlEr
                               b.data ? b.data : "");
         sl_buf_fini(&b);
         return st;
+    }
+    if (c.n_counts == 1 && c.max_tiled >= c.counts[0]) {
+        /* XLA takes such tile assignments (e.g. devices 0,1,4,5) when no count is set; only
+         * the count is unknown, and partitioning needs one. */
+        SlSrcLoc loc = {path, c.tiled_at->src_line, c.tiled_at->src_col};
+        return sl_fail(err, SL_ERR_UNSUPPORTED, loc,
+                       "no num_partitions, and the shardings tile %lld devices but name device "
+                       "%lld (%%%s): the device count is not determined; pass -n N",
+                       (long long)c.counts[0], (long long)c.max_tiled,
+                       sl_sym_cstr(c.tiled_at->name));
     }
     *n = c.n_counts ? c.counts[0] : c.max_device + 1;
     return SL_OK;
@@ -524,9 +548,14 @@ cli_check_shardings(const IrModule *m, const char *path, int64_t n, SlError *err
                     (void)sl_map_put(&passed, SL_MAP_KEY(s), in->shape.rank + 1u);
                 continue;
             }
-            st = sl_fail(err, inner.status, inner.loc,
-                         "sharding of %%%s in %%%s does not fit %lld partitions: %s",
-                         sl_sym_cstr(in->name), sl_sym_cstr(comp->name), (long long)n, inner.msg);
+            if (n > 0)
+                st = sl_fail(err, inner.status, inner.loc,
+                             "sharding of %%%s in %%%s does not fit %lld partitions: %s",
+                             sl_sym_cstr(in->name), sl_sym_cstr(comp->name), (long long)n,
+                             inner.msg);
+            else
+                st = sl_fail(err, inner.status, inner.loc, "sharding of %%%s in %%%s: %s",
+                             sl_sym_cstr(in->name), sl_sym_cstr(comp->name), inner.msg);
         }
     }
     sl_map_fini(&passed);

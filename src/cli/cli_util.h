@@ -161,11 +161,14 @@ void cli_output_fini(CliOutput *o);
  * device count of every tiled sharding (maximal ones must name a device below it), else one
  * more than the largest maximal device, else 0 (no sharding names devices). Tiled shardings
  * of different counts are SL_ERR_INVALID naming the counts, located at the first instruction
- * that disagrees. */
+ * that disagrees. Tiled shardings of one count that name a device id at or above it (XLA's
+ * parser takes them when no count is set) are SL_ERR_UNSUPPORTED with *n = 0: the count is
+ * not determined (cli_check_shardings with n = 0 still checks them). */
 SlStatus cli_devices_from_shardings(const IrModule *m, const char *path, int64_t *n, SlError *err);
 /* Checks the module again for `n` devices (ir_module_check_for: collectives' groups), then
  * every sharding in `m` against its instruction's shape and `n` devices (shd_check), naming
- * the instruction; locations are the instructions' positions in `path`. */
+ * the instruction; locations are the instructions' positions in `path`. n = 0: the count is
+ * unknown (shd_check's rules without one). */
 SlStatus cli_check_shardings(const IrModule *m, const char *path, int64_t n, SlError *err);
 
 /* Prints each line of `lines` indented by two spaces (option lists in help text). */

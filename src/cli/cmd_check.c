@@ -47,22 +47,32 @@ run(const CliArgs *a)
     Counts c = {0};
     count_module(m, &c);
     const char *how = "";
+    bool unknown = false; /* no count given, and the shardings do not determine one */
     if (!n && ir_module_find_header(m, "num_partitions")) {
         n = ir_module_num_partitions(m);
     } else if (!n) {
-        if (cli_devices_from_shardings(m, in.display, &n, &err)) {
+        SlStatus cst = cli_devices_from_shardings(m, in.display, &n, &err);
+        if (cst == SL_ERR_UNSUPPORTED) {
+            unknown = true;
+            err = (SlError){0};
+        } else if (cst) {
             code = cli_report(&err, &in);
             cli_input_fini(&in);
             return code;
         }
         how = n > 1 ? " (from shardings)" : "";
-        n = n > 1 ? n : 1;
+        n = unknown ? 0 : n > 1 ? n : 1;
     }
     cli_phase_begin(a->phases, CLI_PHASE_CHECK);
     SlStatus st = cli_check_shardings(m, in.display, n, &err);
     cli_phase_end(a->phases, CLI_PHASE_CHECK, 0);
     if (st) {
         code = cli_report(&err, &in);
+    } else if (unknown) {
+        printf("%s: ok: %u computations, %u instructions, %u sharded, num_partitions not "
+               "determined (the shardings name devices beyond their tile count; pass -n N)\n",
+               in.display, m->n_comps, c.instrs, c.sharded);
+        code = cli_stdout_close(code);
     } else {
         printf("%s: ok: %u computations, %u instructions, %u sharded, num_partitions=%lld%s\n",
                in.display, m->n_comps, c.instrs, c.sharded, (long long)n, how);
@@ -85,7 +95,10 @@ const CliCommand cmd_check = {
         "  IN.hlo: ok: C computations, I instructions, S sharded, num_partitions=N\n"
         "The device count is -n, else the header's num_partitions=, else the count all the\n"
         "shardings agree on (marked \"(from shardings)\"; shardings that disagree are an\n"
-        "error naming the counts). An inconsistent module is bad input:\n"
+        "error naming the counts). Shardings of one count that name a device id beyond it\n"
+        "(devices=[4]0,1,4,5) leave the count undetermined, as in XLA: they are checked\n"
+        "without one (ids non-negative, each once) and the line ends \"num_partitions not\n"
+        "determined (...)\"; partition then needs -n. An inconsistent module is bad input:\n"
         "FILE:LINE:COL: error: ..., exit status 2.\n",
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),

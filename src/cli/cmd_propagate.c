@@ -78,9 +78,6 @@ record_run(const CliArgs *a, CliInput *in, const CliPropagation *prop, int64_t n
     if (n < 1)
         return cli_usage_error(a->cmd, "--trace partitions the module: pass -n N or put "
                                        "num_partitions=N in the module header");
-    SlError err = {0};
-    if (cli_input_check(in, &err)) /* the partitioner takes only what check accepts */
-        return cli_report(&err, in);
     SpmdOptions so;
     spmd_options_init(&so);
     so.num_partitions = n;
@@ -102,9 +99,7 @@ run(const CliArgs *a)
     if (n_text && !cli_parse_devices(a->cmd, "--num-partitions", n_text, &n))
         return CLI_EXIT_BAD_INPUT;
     cli_output_init(&out, cli_args_value(a, OPT_OUTPUT), a->phases);
-    /* No cli_input_check here yet: the checker still refuses modules XLA's propagation
-     * tests take (copy of a tuple, among others), 28 of the public cases. */
-    if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) ||
+    if (cli_input_load_timed(&in, a->pos[0], a->phases, &err) || cli_input_check(&in, &err) ||
         (n && cli_check_shardings(in.module, in.display, n, &err))) {
         code = cli_report(&err, &in);
     } else {
@@ -138,14 +133,15 @@ const CliCommand cmd_propagate = {
              "[--set KEY=VALUE]...",
     .summary = "fill in the shardings of unannotated instructions (XLA's propagation)",
     .description =
-        "Parses IN.hlo ('-' for standard input) and runs XLA's sharding propagation pass\n"
-        "(GSPMD's ShardingPropagation) on it: forward and backward passes over the\n"
-        "aggressiveness levels 0..3 until nothing changes, merging partial replication so\n"
-        "that the most specific sharding wins. Prints the module with every instruction's\n"
-        "sharding; `Sharding` custom calls become copies and ShardBarrierFrom/To custom calls\n"
-        "are removed, as in XLA. -o writes the text atomically (no file on failure). With -n,\n"
-        "every input sharding must fit N devices. Prints \"propagated shardings to K of N\n"
-        "instructions\" to standard error.\n"
+        "Parses and checks IN.hlo ('-' for standard input) as `check` does, and runs XLA's\n"
+        "sharding propagation pass (GSPMD's ShardingPropagation) on it: forward and\n"
+        "backward passes over the aggressiveness levels 0..3 until nothing changes, merging\n"
+        "partial replication so that the most specific sharding wins. Prints the module\n"
+        "with every instruction's sharding; `Sharding` custom calls become copies and\n"
+        "ShardBarrierFrom/To custom calls are removed, as in XLA. -o writes the text\n"
+        "atomically (no file on failure). With -n, every input sharding must fit N\n"
+        "devices. Prints \"propagated shardings to K of N instructions\" to standard\n"
+        "error.\n"
         "--trace appends a run to a trace database: the propagated module partitioned for N\n"
         "devices (-n, else the header's num_partitions=), with one sharding_origin row per\n"
         "propagated sharding (source, path, direction, level, rule, merged candidates);\n"

@@ -480,6 +480,16 @@ window_field(HloParser *P, const HloTok *key, IrWindowDim *w, uint32_t *rank)
         return hlo_fail_tok(P, SL_ERR_INVALID, key, "window field '%.*s' has %u dims, not %u",
                             SL_STR_ARG(key->text), n, *rank);
     }
+    /* XLA's window arithmetic wants size, stride and dilations positive (a 0 dilation made
+     * the checker and the partitioner disagree on a convolution's shape). */
+    bool positive = sl_str_eq_cstr(key->text, "size") || sl_str_eq_cstr(key->text, "stride") ||
+                    sl_str_eq_cstr(key->text, "lhs_dilate") ||
+                    sl_str_eq_cstr(key->text, "rhs_dilate");
+    for (uint32_t k = 0; k < n && positive; k++)
+        if (vals[k] < 1)
+            return hlo_fail_tok(P, SL_ERR_INVALID, key,
+                                "window field '%.*s' must be positive, got %lld in dim %u",
+                                SL_STR_ARG(key->text), (long long)vals[k], k);
     for (uint32_t k = 0; k < n; k++) {
         if (is_pad) {
             w[k].pad_lo = pads[k].lo;

@@ -460,8 +460,9 @@ parse_literal(HloParser *P, SlStr *out)
     return SL_OK;
 }
 
-/* Shapes that hand-written HLO may omit (hlo-text.md §5): elementwise ops, tuple and
- * get-tuple-element. Everything else must spell its shape. */
+/* Shapes that hand-written HLO may omit (hlo-text.md §5), as XLA's parser infers them:
+ * elementwise ops, tuple, get-tuple-element, opt-barrier, copy, while (its operand's) and
+ * call (its callee's result). Everything else must spell its shape. */
 static SlStatus
 infer_shape(HloParser *P, IrInstr *ins, const HloTok *op_tok)
 {
@@ -498,11 +499,21 @@ infer_shape(HloParser *P, IrInstr *ins, const HloTok *op_tok)
         }
         break;
     case IR_OP_OPT_BARRIER:
+    case IR_OP_WHILE: /* the loop state: init, body parameter and result alike */
+    case IR_OP_COPY:  /* a tuple too */
         if (n == 1) {
             ins->shape = ops[0]->shape;
             return SL_OK;
         }
         break;
+    case IR_OP_CALL: {
+        const IrComputation *c = ir_instr_called(ins, IR_ATTR_TO_APPLY);
+        if (c && c->root) {
+            ins->shape = c->root->shape;
+            return SL_OK;
+        }
+        break;
+    }
     default:
         if (ir_op_is_elementwise(ins->op) && n > 0 && ir_shape_is_array(&ops[0]->shape)) {
             ins->shape = ops[0]->shape;

@@ -437,6 +437,9 @@ check_elementwise(IrCheck *ck, const IrInstr *in)
     SlStatus st;
     if (arity >= 0 && (st = need_operands(ck, in, (uint32_t)arity)))
         return st;
+    /* copy takes any shape, a tuple too (XLA's HandleCopy): the result is the operand's. */
+    if (in->op == IR_OP_COPY && !ir_shape_is_array(opnd(in, 0)))
+        return ck_expect(ck, in, opnd(in, 0));
     if ((st = ck_need_all_arrays(ck, in)))
         return st;
     if (in->op == IR_OP_SELECT)
@@ -942,6 +945,49 @@ check_call(IrCheck *ck, const IrInstr *in)
     return need_root(ck, in, c, &in->shape);
 }
 
+/* call-start (XLA's async sugar for a call): the result is a tuple of (the operands as a
+ * tuple, the callee's result, contexts...); call-update keeps it, call-done takes element 1. */
+static SlStatus
+check_async_call(IrCheck *ck, const IrInstr *in)
+{
+    const IrShape *s = &in->shape;
+    SlStatus st;
+    if (in->op == IR_OP_CALL_START) {
+        IrComputation *c;
+        if ((st = ck_need_called(ck, in, IR_ATTR_TO_APPLY, &c)) ||
+            (st = need_param_count(ck, in, c, in->n_operands)))
+            return st;
+        for (uint32_t k = 0; k < in->n_operands; k++)
+            if ((st = need_param(ck, in, c, k, opnd(in, k))))
+                return st;
+        if (!ir_shape_is_tuple(s) || s->n_elems < 2)
+            return ck_bad(ck, in, "declared shape must be a tuple of (operands, result, "
+                                  "contexts...)");
+        IrShape *elems =
+            in->n_operands ? SL_NEW_ARRAY(&ck->scratch, IrShape, in->n_operands) : NULL;
+        if (in->n_operands && !elems)
+            return ck_nomem(ck, in);
+        for (uint32_t k = 0; k < in->n_operands; k++)
+            elems[k] = *opnd(in, k);
+        IrShape ops;
+        if (!new_tuple(ck, elems, in->n_operands, &ops))
+            return ck_nomem(ck, in);
+        if (!shape_match(&s->elems[0], &ops)) {
+            char a[SHAPE_TEXT_BYTES], b[SHAPE_TEXT_BYTES];
+            return ck_bad(ck, in, "element 0 of the declared shape is %s, the operands are %s",
+                          shape_text(&s->elems[0], a, sizeof(a)), shape_text(&ops, b, sizeof(b)));
+        }
+        return need_root(ck, in, c, &s->elems[1]);
+    }
+    const IrInstr *from = in->operands[0];
+    if (from->op != IR_OP_CALL_START && from->op != IR_OP_CALL_UPDATE)
+        return ck_bad(ck, in, "operand %%%s must be a call-start or call-update, not %s",
+                      sl_sym_cstr(from->name), ir_op_name(from->op));
+    if (in->op == IR_OP_CALL_UPDATE)
+        return ck_expect(ck, in, &from->shape);
+    return ck_expect(ck, in, &from->shape.elems[1]);
+}
+
 /* `s` with dim `d` deleted (keep) or a dim of size `len` inserted at `d`, into scratch. */
 static bool
 scan_slice_shape(IrCheck *ck, const IrShape *s, uint32_t d, bool insert, int64_t len,
@@ -1108,10 +1154,12 @@ check_gather_scatter_dim(IrCheck *ck, const IrInstr *in, int64_t g, IrShape *lea
 static SlStatus
 check_collective(IrCheck *ck, const IrInstr *in)
 {
-    /* Async forms, collective-broadcast and ragged-all-to-all are accepted as declared. */
+    /* Async forms and ragged-all-to-all are accepted as declared. collective-broadcast keeps
+     * its operands' shapes, as all-reduce does (a mutated one summing a f32[10,6] to f32[6]
+     * passed check, and verify leaked and said "ok"). */
     if (in->op != IR_OP_ALL_REDUCE && in->op != IR_OP_ALL_GATHER &&
         in->op != IR_OP_REDUCE_SCATTER && in->op != IR_OP_ALL_TO_ALL &&
-        in->op != IR_OP_COLLECTIVE_PERMUTE)
+        in->op != IR_OP_COLLECTIVE_PERMUTE && in->op != IR_OP_COLLECTIVE_BROADCAST)
         return SL_OK;
     SlStatus st = SL_OK;
     if (in->n_operands == 0)
@@ -1146,6 +1194,64 @@ check_collective(IrCheck *ck, const IrInstr *in)
                 return st;
     }
     return ck_expect_k(ck, in, leaves, in->n_operands);
+}
+
+/* ---- ops that keep an operand's shape ------------------------------------------------------ */
+
+/* reverse, opt-barrier, sort, cholesky, triangular-solve and select-and-scatter: the result is
+ * an operand's shape (sort: all of them), so a mutated `f32[8,32] reverse(f32[])` is refused
+ * here rather than read out of bounds by the simulator. */
+static SlStatus
+check_keeps_shape(IrCheck *ck, const IrInstr *in)
+{
+    SlStatus st;
+    const int64_t *v;
+    uint32_t n;
+    switch (in->op) {
+    case IR_OP_OPT_BARRIER:
+        return ck_expect(ck, in, opnd(in, 0));
+    case IR_OP_REVERSE:
+        if ((st = ck_need_arrays(ck, in, 1)))
+            return st;
+        n = ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &v);
+        if ((st = ck_need_dims(ck, in, "dimensions", v, n, opnd(in, 0)->rank)))
+            return st;
+        return ck_expect(ck, in, opnd(in, 0));
+    case IR_OP_CHOLESKY:
+        if ((st = ck_need_arrays(ck, in, 1)))
+            return st;
+        if (opnd(in, 0)->rank < 2)
+            return ck_bad(ck, in, "operand must have rank 2 or more, got %u", opnd(in, 0)->rank);
+        return ck_expect(ck, in, opnd(in, 0));
+    case IR_OP_TRIANGULAR_SOLVE:
+        if ((st = ck_need_arrays(ck, in, 2)))
+            return st;
+        return ck_expect(ck, in, opnd(in, 1));
+    case IR_OP_SELECT_AND_SCATTER:
+        if ((st = ck_need_arrays(ck, in, 3)))
+            return st;
+        return ck_expect(ck, in, opnd(in, 0));
+    case IR_OP_SORT: {
+        if ((st = ck_need_all_arrays(ck, in)))
+            return st;
+        for (uint32_t k = 1; k < in->n_operands; k++)
+            if (!ck_same_dims(opnd(in, k), opnd(in, 0)))
+                return ck_dims_mismatch(ck, in, 0, k);
+        n = ir_instr_ints_attr(in, IR_ATTR_DIMENSIONS, &v);
+        if (n != 1)
+            return ck_bad(ck, in, "dimensions={...} has %u entries, sort takes 1", n);
+        if ((st = ck_need_dims(ck, in, "dimensions", v, n, opnd(in, 0)->rank)))
+            return st;
+        IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, in->n_operands);
+        if (!leaves)
+            return ck_nomem(ck, in);
+        for (uint32_t k = 0; k < in->n_operands; k++)
+            leaves[k] = *opnd(in, k);
+        return ck_expect_k(ck, in, leaves, in->n_operands);
+    }
+    default:
+        return SL_OK;
+    }
 }
 
 /* ---- custom calls ------------------------------------------------------------------------ */
@@ -1246,17 +1352,23 @@ check_shape_rules(IrCheck *ck, const IrInstr *in)
     case IR_FAM_PARAMETER:
     case IR_FAM_CONSTANT:
     case IR_FAM_PARTITION_ID:
+        return SL_OK;
     case IR_FAM_OPT_BARRIER:
     case IR_FAM_REVERSE:
     case IR_FAM_SELECT_AND_SCATTER:
     case IR_FAM_SORT:
     case IR_FAM_CHOLESKY:
     case IR_FAM_TRIANGULAR_SOLVE:
+        return check_keeps_shape(ck, in);
     case IR_FAM_CUSTOM_CALL:
         return check_custom_call(ck, in);
+    case IR_FAM_OTHER:
+        if (in->op == IR_OP_CALL_START || in->op == IR_OP_CALL_UPDATE ||
+            in->op == IR_OP_CALL_DONE)
+            return check_async_call(ck, in);
+        return SL_OK;
     case IR_FAM_SIDE_EFFECT:
     case IR_FAM_RNG:
-    case IR_FAM_OTHER:
         return SL_OK;
     }
     return SL_OK;
@@ -1525,6 +1637,9 @@ check_signature(IrCheck *ck, const IrInstr *in)
     for (unsigned k = 0; k < IR_ATTR_COUNT; k++)
         if (ir_op_requires_attr(in->op, (IrAttrKey)k) && !ir_instr_find_attr(in, (IrAttrKey)k))
             return ck_bad(ck, in, "missing %s=", ir_attr_name((IrAttrKey)k));
+    int64_t ch = 0;
+    if (ir_instr_int_attr(in, IR_ATTR_CHANNEL_ID, &ch) && (ch < 0 || ch >= IR_MAX_CHANNEL_ID))
+        return ck_bad(ck, in, "channel_id=%lld is out of range (0 to 2^62 - 1)", (long long)ch);
     return SL_OK;
 }
 

@@ -43,6 +43,9 @@ ir_instr_has_side_effect(const IrInstr *i)
     case IR_OP_ASYNC_START:
     case IR_OP_ASYNC_UPDATE:
     case IR_OP_ASYNC_DONE:
+    case IR_OP_CALL_START:
+    case IR_OP_CALL_UPDATE:
+    case IR_OP_CALL_DONE:
         return true;
     case IR_OP_CUSTOM_CALL: return has_other_attr(i, "custom_call_has_side_effect", "true");
     default: return false;

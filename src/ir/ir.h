@@ -53,6 +53,9 @@ typedef enum IrAttrKey {
 /* Parameter numbers are below this (the parser rejects larger ones): a computation's
  * parameter index is an array of that size. */
 #define IR_MAX_PARAMS (1 << 20)
+/* channel_id= values are below this: partitioning numbers its new collectives after the
+ * largest one, which must not overflow int64. */
+#define IR_MAX_CHANNEL_ID (INT64_C(1) << 62)
 
 typedef enum IrAttrKind {
     IR_AK_INT, IR_AK_BOOL, IR_AK_INTS, IR_AK_INT_LISTS, IR_AK_REPLICA_GROUPS, IR_AK_COMP,

@@ -771,8 +771,9 @@ static SlStatus
 check_array(const ShdSharding *s, const IrShape *shape, int64_t num_devices, SlSrcLoc loc,
             SlError *err)
 {
+    bool known = num_devices > 0; /* else XLA's rules without a count: ids >= 0, once each */
     if (s->kind == SHD_MAXIMAL) {
-        if (s->device < 0 || s->device >= num_devices)
+        if (s->device < 0 || (known && s->device >= num_devices))
             return sl_fail(err, SL_ERR_INVALID, loc, "device %lld out of range for %lld devices",
                            (long long)s->device, (long long)num_devices);
         return SL_OK;
@@ -784,7 +785,7 @@ check_array(const ShdSharding *s, const IrShape *shape, int64_t num_devices, SlS
     if (s->kind != SHD_TILED)
         return SL_OK;
     int64_t total = shd_device_count(s);
-    if (total != num_devices)
+    if (known && total != num_devices)
         return sl_fail(err, SL_ERR_INVALID, loc,
                        "tile assignment has %lld devices, module has %lld", (long long)total,
                        (long long)num_devices);
@@ -796,7 +797,7 @@ check_array(const ShdSharding *s, const IrShape *shape, int64_t num_devices, SlS
                        shd_data_rank(s), shape->rank);
     for (int64_t i = 0; i < total; i++) {
         int64_t d = s->devices[i];
-        if (d < 0 || d >= num_devices)
+        if (d < 0 || (known && d >= num_devices))
             return sl_fail(err, SL_ERR_INVALID, loc, "device %lld out of range", (long long)d);
         if (shd_device_pos(s, d) != i)
             return sl_fail(err, SL_ERR_INVALID, loc, "device %lld appears twice", (long long)d);

@@ -116,7 +116,8 @@ bool shd_evenly_partitions(const ShdSharding *s, const IrShape *full);
 /* The sharding of tuple leaf `leaf` (pre-order); a non-tuple sharding applies to every leaf. */
 const ShdSharding *shd_leaf(const ShdSharding *s, uint32_t leaf);
 /* Validates against a shape and a device count: ids < num_devices, each used once, tile rank
- * fits the shape's rank, tuple leaf count matches. */
+ * fits the shape's rank, tuple leaf count matches. num_devices <= 0: the count is unknown
+ * (XLA's rules without one): ids only non-negative and used once. */
 SlStatus shd_check(const ShdSharding *s, const IrShape *shape, int64_t num_devices, SlSrcLoc loc,
                    SlError *err);
 

@@ -359,6 +359,12 @@ parse_tile_assign(Parser *p, Items *it)
             sl_vec_fini(&v);
             return fail_at(p, SL_ERR_INVALID, t, "device count differs from the tile dims' product");
         }
+        if (t.val >= SHD_MAX_DEVICES) {
+            sl_vec_fini(&v);
+            return sl_fail(p->err, SL_ERR_INVALID, t.loc,
+                           "device %lld is beyond the limit of %d devices", (long long)t.val,
+                           SHD_MAX_DEVICES);
+        }
         if (!SL_VEC_PUSH(&v, int64_t, t.val)) {
             sl_vec_fini(&v);
             return sl_fail(p->err, SL_ERR_NOMEM, t.loc, "out of memory");
@@ -455,6 +461,11 @@ parse_item(Parser *p, Items *it, Tok t)
         it->has_device = true;
         st = expect(p, T_INT, "expected a device id", &id);
         it->device = id.val;
+        /* the device count a module without num_partitions gets from it: bounded as -n is */
+        if (st == SL_OK && id.val >= SHD_MAX_DEVICES)
+            return sl_fail(p->err, SL_ERR_INVALID, id.loc,
+                           "device %lld is beyond the limit of %d devices", (long long)id.val,
+                           SHD_MAX_DEVICES);
         return st;
     }
     if (is_kw(t, "devices")) {

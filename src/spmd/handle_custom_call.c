@@ -65,6 +65,13 @@ spmd_handle_custom_call(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
         IrInstr *x = spmd_pad_with_value(cx, in, NULL, 0);
         if (!x)
             return spmd_nomem(cx, err);
+        /* as below: the operand's local shape must be the local shape of the (manual) output
+         * (an unsharded operand of a shard-shaped result would be used at the wrong shape) */
+        IrShape want = spmd_local_shape(cx, &hlo->shape, s);
+        if (!ir_shape_equal(&want, &x->shape, false))
+            return spmd_fail(cx, err, SL_ERR_INVALID,
+                             "the operand's local shape does not match the local manual output "
+                             "shape");
         return copy_as(cx, hlo, x, &hlo->shape, s, err);
     }
     if (hlo->n_operands == 1 && target_is(hlo, "SPMDShardToFullShape")) {
