@@ -633,6 +633,44 @@ test_execution_threads(void **state)
     assert_int_equal(prop_options_set(&o, "execution_threads", "a,", &err2), SL_ERR_INVALID);
 }
 
+/* An async call whose computation runs on a thread the pass does not visit: a manual operand
+ * makes the start and the done manual as a whole (every leaf, the context too); with that
+ * thread visited, nothing is forced onto them. */
+static const char async_module[] =
+    "HloModule m\n\n"
+    "%callee (p: s32[8], q: s32[8]) -> (s32[8], s32[8]) {\n"
+    "  %p = s32[8] parameter(0)\n  %q = s32[8] parameter(1)\n"
+    "  %a = s32[8] add(%p, %q)\n  %b = s32[8] multiply(%p, %q)\n"
+    "  ROOT %t = (s32[8], s32[8]) tuple(%a, %b)\n"
+    "}, execution_thread=\"side\"\n\n"
+    "ENTRY %e {\n"
+    "  %x = s32[8] parameter(0), sharding={manual}\n"
+    "  %y = s32[8] parameter(1), sharding={manual}\n"
+    "  %s = ((s32[8], s32[8]), (s32[8], s32[8]), u32[]) call-start(%x, %y), "
+    "async_execution_thread=\"side\", to_apply=%callee\n"
+    "  ROOT %d = (s32[8], s32[8]) call-done(%s)\n}\n";
+
+static void
+test_async_foreign_thread_manual(void **state)
+{
+    Fx *fx = *state;
+    PropOptions o;
+    SlError err = {0};
+    prop_options_init(&o);
+    o.is_spmd = true;
+    assert_int_equal(prop_options_set(&o, "execution_threads", "main", &err), SL_OK);
+    assert_int_equal(
+        prop_options_set(&o, "allow_spmd_sharding_propagation_to_output", "true", &err), SL_OK);
+    run(fx, async_module, &o);
+    ASSERT_SH(fx, "s", "{{manual}, {manual}, {manual}, {manual}, {manual}}");
+    ASSERT_SH(fx, "d", "{{manual}, {manual}}");
+    ir_module_fini(fx->m);
+    fx->m = NULL;
+    assert_int_equal(prop_options_set(&o, "execution_threads", "main,side", &err), SL_OK);
+    run(fx, async_module, &o);
+    ASSERT_SH(fx, "s", "none");
+}
+
 static void
 test_options_text(void **state)
 {
@@ -681,6 +719,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_origin_chain_in_trace, tfx_setup, tfx_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_attribute_placement, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_async_foreign_thread_manual, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_execution_threads, fx_setup, fx_teardown),
         cmocka_unit_test(test_options_text),
     };

@@ -42,6 +42,8 @@ SlStatus prop_options_from_module(PropOptions *o, const IrModule *m, SlError *er
 bool prop_options_has_key(const char *key);
 /* `c` runs on one of the threads of o->threads (always true when that list is empty). */
 bool prop_options_thread(const PropOptions *o, const IrComputation *c);
+/* The same for a thread named by its text (quotes allowed; empty is "main"). */
+bool prop_options_thread_named(const PropOptions *o, SlStr thread);
 /* One line per option with its value ("is_spmd=false"), for help text. */
 void prop_options_print(const PropOptions *o, SlBuf *out);
 

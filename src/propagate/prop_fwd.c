@@ -741,6 +741,40 @@ tuple_forward(PropCtx *cx, IrInstr *t)
     return prop_set(cx, t, ns, NULL);
 }
 
+/* The thread an async op's wrapped computation runs on (its `async_execution_thread`, which
+ * XLA prints on the start only; updates and dones name their start), "main" when absent;
+ * false when `i` is not an async op. */
+static bool
+async_thread(const IrInstr *i, SlStr *out)
+{
+    for (uint32_t hops = 0; hops < 64; hops++) {
+        switch (i->op) {
+        case IR_OP_ASYNC_START:
+        case IR_OP_CALL_START:
+            for (uint32_t k = 0; k < i->n_attrs; k++) {
+                const IrAttr *a = &i->attrs[k];
+                if (a->key == IR_ATTR_OTHER &&
+                    !strcmp(sl_sym_cstr(a->u.other.key), "async_execution_thread")) {
+                    *out = a->u.text;
+                    return true;
+                }
+            }
+            *out = sl_str("main");
+            return true;
+        case IR_OP_ASYNC_UPDATE:
+        case IR_OP_ASYNC_DONE:
+        case IR_OP_CALL_UPDATE:
+        case IR_OP_CALL_DONE:
+            if (!i->n_operands)
+                return false;
+            i = i->operands[0];
+            break;
+        default: return false;
+        }
+    }
+    return false;
+}
+
 bool
 prop_forward(PropCtx *cx, IrInstr *i)
 {
@@ -750,9 +784,13 @@ prop_forward(PropCtx *cx, IrInstr *i)
     if (cur && px_manual(cur))
         return false;
     bool tuple_cc = i->op == IR_OP_CUSTOM_CALL && ir_shape_is_tuple(&i->shape);
+    /* an async op whose computation runs on a thread this pass does not visit is manual as a
+     * whole when an operand is (XLA: nothing inside it can say otherwise) */
+    SlStr thread;
+    bool foreign_async = async_thread(i, &thread) && !prop_options_thread_named(cx->o, thread);
     if ((!cur || px_tile_maximal(cur)) &&
         (ir_shape_is_array(&i->shape) || i->op == IR_OP_REDUCE || i->op == IR_OP_SORT ||
-         i->op == IR_OP_REDUCE_WINDOW || tuple_cc)) {
+         i->op == IR_OP_REDUCE_WINDOW || tuple_cc || foreign_async)) {
         for (uint32_t k = 0; k < i->n_operands; k++) {
             const ShdSharding *os = prop_sh(cx, i->operands[k]);
             if (!os || !px_manual(os))

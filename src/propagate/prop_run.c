@@ -107,9 +107,14 @@ prop_options_set(PropOptions *o, const char *key, const char *value, SlError *er
 bool
 prop_options_thread(const PropOptions *o, const IrComputation *c)
 {
+    return prop_options_thread_named(o, c->execution_thread);
+}
+
+bool
+prop_options_thread_named(const PropOptions *o, SlStr t)
+{
     if (!o->threads[0])
         return true;
-    SlStr t = c->execution_thread;
     if (t.len >= 2 && t.ptr[0] == '"') {
         t.ptr++;
         t.len -= 2;
