@@ -374,6 +374,33 @@ has analyze_fallbacks "$TMP/fb/summary.json" '"fallback":	{
 			"collectives":	1,
 			"send_bytes":	1536,'
 
+# replica groups in XLA 0.10's mesh-axes form read as explicit groups: over the listed axes,
+# one group per index of the others; device_ids reorders the devices; a sub-axis takes factors
+cat >"$TMP/mesh_groups.hlo" <<'HLO'
+HloModule m, num_partitions=8
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+
+ENTRY e {
+  p = f32[4] parameter(0)
+  r1 = f32[4] all-reduce(p), channel_id=1, replica_groups=mesh['a'=2,'b'=4] {'a'}, use_global_device_ids=true, to_apply=add
+  r2 = f32[4] all-reduce(p), channel_id=2, replica_groups=mesh['a'=4,'b'=1,'c'=2], device_ids=([2,4]T(1,0)) {'a'}, use_global_device_ids=true, to_apply=add
+  r3 = f32[4] all-reduce(p), channel_id=3, replica_groups=mesh['x'=8] {'x':(2)2}, use_global_device_ids=true, to_apply=add
+  ROOT t = (f32[4], f32[4], f32[4]) tuple(r1, r2, r3)
+}
+HLO
+run mesh_groups 0 print "$TMP/mesh_groups.hlo"
+has mesh_groups "$TMP/mesh_groups.out" "channel_id=1, replica_groups={{0,4},{1,5},{2,6},{3,7}},"
+has mesh_groups "$TMP/mesh_groups.out" "channel_id=2, replica_groups={{0,1,2,3},{4,5,6,7}},"
+has mesh_groups "$TMP/mesh_groups.out" "channel_id=3, replica_groups={{0,2},{1,3},{4,6},{5,7}},"
+sed "s/{'a'}, use/{'q'}, use/" "$TMP/mesh_groups.hlo" >"$TMP/mesh_groups_bad.hlo"
+run mesh_groups_bad 2 check "$TMP/mesh_groups_bad.hlo"
+has mesh_groups_bad "$TMP/mesh_groups_bad.err" "mesh_groups_bad.hlo:11:78: error: axis 'q' is not in the mesh"
+
 # memory placements (JAX device_put to host) become XLA's pass-through MoveToHost before
 # propagation: the value keeps its sharding, nothing is gathered for it
 printf 'HloModule dp\n\nENTRY main {\n  x = f32[16,8] parameter(0), sharding={devices=[4,1]<=[4]}\n  t = f32[16,8] tanh(x)\n  d = f32[16,8] custom-call(t), custom_call_target="annotate_device_placement", custom_call_has_side_effect=true, frontend_attributes={_xla_buffer_placement="pinned_host"}\n  e = f32[16,8] custom-call(d), custom_call_target="annotate_device_placement", custom_call_has_side_effect=true, frontend_attributes={_xla_buffer_placement="device"}\n  ROOT r = f32[16,8] negate(e), sharding={devices=[4,1]<=[4]}\n}\n' >"$TMP/placement.hlo"

@@ -215,7 +215,7 @@ read_iota(HloParser *P, IrIota *io)
     return check_iota(P, &start, io);
 }
 
-/* replica_groups := '{' ('{' ints '}' (',' ...)*)? '}' | iota */
+/* replica_groups := '{' ('{' ints '}' (',' ...)*)? '}' | iota | mesh[...] (mesh_groups.c) */
 static SlStatus
 parse_replica_groups(HloParser *P, const IrReplicaGroups **out)
 {
@@ -233,8 +233,7 @@ parse_replica_groups(HloParser *P, const IrReplicaGroups **out)
         return st;
     }
     if (P->tok.kind == HLO_TOK_IDENT && sl_str_eq_cstr(P->tok.text, "mesh"))
-        return hlo_fail_tok(P, SL_ERR_UNSUPPORTED, &P->tok,
-                            "mesh-axes replica groups are not supported");
+        return hlo_parse_mesh_groups(P, g);
     if (P->tok.kind != HLO_TOK_LBRACE)
         return hlo_expected(P, "'{' or '[' for replica groups");
     return read_int_lists(P, &g->n_groups, &g->group_sizes, &g->ids);

@@ -124,6 +124,9 @@ typedef struct HloParser {
 } HloParser;
 
 void hlo_advance(HloParser *P);
+/* replica_groups=mesh['a'=2,'b'=4][, device_ids=(...)] {'b'} (XLA 0.10's print form), the
+ * current token being `mesh`, into the explicit list form (mesh_groups.c). */
+SlStatus hlo_parse_mesh_groups(HloParser *P, struct IrReplicaGroups *g);
 /* Fails at the current token: "expected WHAT, got '...'". */
 SlStatus hlo_expected(HloParser *P, const char *what);
 SlStatus hlo_fail_tok(HloParser *P, SlStatus st, const HloTok *t, const char *fmt, ...)
