@@ -145,23 +145,6 @@ def strip_shardings(text):
     return re.sub(r",? ?num_partitions=\d+", "", "".join(out))
 
 
-_MESH_GROUPS = re.compile(r"replica_groups=(mesh\[[^\]]*\](?:,\s*device_ids=\((?:[^()]|\([^()]*\))*\))?"
-                          r"\s*\{[^}]*\})")
-
-
-def explicit_groups(text):
-    """XLA's mesh-axes replica groups (replica_groups=mesh['a'=2,'b'=4] {'b'}) written as
-    explicit lists, which shardlens reads (hlo_struct.py expands them)."""
-    sys.path.insert(0, HERE)
-    import hlo_struct
-
-    def one(m):
-        groups = hlo_struct.expand_groups(m.group(1), None)
-        return "replica_groups={%s}" % ",".join(
-            "{%s}" % ",".join(str(d) for d in g) for g in groups)
-    return _MESH_GROUPS.sub(one, text)
-
-
 _locks = {}
 _locks_guard = threading.Lock()
 
@@ -311,7 +294,7 @@ def job(item, tool, unpartitioned, cache, timeout, dump_dir=None, optimized=Fals
             # shardlens's estimate of XLA's own optimised module (fused, scheduled): the
             # module as given, its 'before' row
             with open(opt) as f:
-                otext = explicit_groups(f.read())
+                otext = f.read()
             if k == 1:  # its shardings were ignored by XLA: drop them for shardlens too
                 otext = strip_shardings(otext)
             fd, sopt = tempfile.mkstemp(prefix="xla-memory.", suffix=".hlo")
