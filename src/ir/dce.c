@@ -12,13 +12,8 @@
 static bool
 has_other_attr(const IrInstr *i, const char *name, const char *value)
 {
-    for (uint32_t k = 0; k < i->n_attrs; k++) {
-        const IrAttr *a = &i->attrs[k];
-        if (a->key == IR_ATTR_OTHER && a->u.other.key &&
-            strcmp(sl_sym_cstr(a->u.other.key), name) == 0)
-            return sl_str_eq_cstr(a->u.text, value);
-    }
-    return false;
+    const IrAttr *a = ir_instr_find_other(i, name);
+    return a && sl_str_eq_cstr(a->u.text, value);
 }
 
 bool

@@ -887,6 +887,18 @@ ir_instr_find_attr_mut(IrInstr *i, IrAttrKey key)
     return NULL;
 }
 
+const IrAttr *
+ir_instr_find_other(const IrInstr *i, const char *name)
+{
+    for (uint32_t k = 0; k < i->n_attrs; k++) {
+        const IrAttr *a = &i->attrs[k];
+        if (a->key == IR_ATTR_OTHER && a->u.other.key &&
+            strcmp(sl_sym_cstr(a->u.other.key), name) == 0)
+            return a;
+    }
+    return NULL;
+}
+
 void
 ir_instr_remove_attr(IrInstr *i, IrAttrKey key)
 {

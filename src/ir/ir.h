@@ -290,6 +290,8 @@ IrAttr *ir_instr_add_attr(IrModule *m, IrInstr *i, IrAttrKey key);
 /* Makes room for `n` more attributes at once (exact size, no doubling); false on OOM. */
 bool ir_instr_reserve_attrs(IrModule *m, IrInstr *i, uint32_t n);
 const IrAttr *ir_instr_find_attr(const IrInstr *i, IrAttrKey key);
+/* The IR_ATTR_OTHER attribute spelled `name` (kept verbatim: u.other.text), or NULL. */
+const IrAttr *ir_instr_find_other(const IrInstr *i, const char *name);
 IrAttr *ir_instr_find_attr_mut(IrInstr *i, IrAttrKey key);
 void ir_instr_remove_attr(IrInstr *i, IrAttrKey key);
 /* Moves attribute `a` of `i` in front of the first attribute before it for which

@@ -51,14 +51,10 @@ has_side_effect(const IrInstr *i)
     case IR_OP_OUTFEED:
     case IR_OP_RNG:
     case IR_OP_RNG_GET_AND_UPDATE_STATE: return true;
-    case IR_OP_CUSTOM_CALL:
-        for (uint32_t k = 0; k < i->n_attrs; k++) {
-            const IrAttr *a = &i->attrs[k];
-            if (a->key == IR_ATTR_OTHER && a->u.other.key &&
-                !strcmp(sl_sym_cstr(a->u.other.key), "custom_call_has_side_effect"))
-                return sl_str_eq_cstr(a->u.other.text, "true");
-        }
-        return false;
+    case IR_OP_CUSTOM_CALL: {
+        const IrAttr *a = ir_instr_find_other(i, "custom_call_has_side_effect");
+        return a && sl_str_eq_cstr(a->u.other.text, "true");
+    }
     default: return false;
     }
 }
@@ -750,17 +746,11 @@ async_thread(const IrInstr *i, SlStr *out)
     for (uint32_t hops = 0; hops < 64; hops++) {
         switch (i->op) {
         case IR_OP_ASYNC_START:
-        case IR_OP_CALL_START:
-            for (uint32_t k = 0; k < i->n_attrs; k++) {
-                const IrAttr *a = &i->attrs[k];
-                if (a->key == IR_ATTR_OTHER &&
-                    !strcmp(sl_sym_cstr(a->u.other.key), "async_execution_thread")) {
-                    *out = a->u.text;
-                    return true;
-                }
-            }
-            *out = sl_str("main");
+        case IR_OP_CALL_START: {
+            const IrAttr *a = ir_instr_find_other(i, "async_execution_thread");
+            *out = a ? a->u.text : sl_str("main");
             return true;
+        }
         case IR_OP_ASYNC_UPDATE:
         case IR_OP_ASYNC_DONE:
         case IR_OP_CALL_UPDATE:

@@ -1325,13 +1325,8 @@ build_users(PropCtx *cx)
 static bool
 other_attr_true(const IrInstr *i, const char *key)
 {
-    for (uint32_t k = 0; k < i->n_attrs; k++) {
-        const IrAttr *a = &i->attrs[k];
-        if (a->key == IR_ATTR_OTHER && a->u.other.key &&
-            !strcmp(sl_sym_cstr(a->u.other.key), key))
-            return sl_str_eq_cstr(a->u.other.text, "true");
-    }
-    return false;
+    const IrAttr *a = ir_instr_find_other(i, key);
+    return a && sl_str_eq_cstr(a->u.other.text, "true");
 }
 
 static SlStatus

@@ -33,16 +33,14 @@ sim_fail(SimCtx *cx, const IrInstr *ins, SlStatus st, const char *fmt, ...)
 bool
 sim_other_int_attr(const IrInstr *ins, const char *key, int64_t *out)
 {
-    for (uint32_t i = 0; i < ins->n_attrs; i++) {
-        const IrAttr *a = &ins->attrs[i];
-        if (a->key == IR_ATTR_OTHER && !strcmp(sl_sym_cstr(a->u.other.key), key)) {
-            char buf[32];
-            size_t n = a->u.text.len < sizeof buf - 1 ? a->u.text.len : sizeof buf - 1;
-            memcpy(buf, a->u.text.ptr, n);
-            buf[n] = 0;
-            *out = strtoll(buf, NULL, 10);
-            return true;
-        }
+    const IrAttr *a = ir_instr_find_other(ins, key);
+    if (a) {
+        char buf[32];
+        size_t n = a->u.text.len < sizeof buf - 1 ? a->u.text.len : sizeof buf - 1;
+        memcpy(buf, a->u.text.ptr, n);
+        buf[n] = 0;
+        *out = strtoll(buf, NULL, 10);
+        return true;
     }
     return false;
 }

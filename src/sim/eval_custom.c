@@ -334,12 +334,8 @@ slice_value(const SimValue *full, int64_t dim)
 static bool
 other_attr_is(const IrInstr *ins, const char *key, const char *text)
 {
-    for (uint32_t i = 0; i < ins->n_attrs; i++) {
-        const IrAttr *a = &ins->attrs[i];
-        if (a->key == IR_ATTR_OTHER && !strcmp(sl_sym_cstr(a->u.other.key), key))
-            return sl_str_eq_cstr(a->u.text, text);
-    }
-    return false;
+    const IrAttr *a = ir_instr_find_other(ins, key);
+    return a && sl_str_eq_cstr(a->u.text, text);
 }
 
 /* One step: body(slices of the inputs at `at`, carries) -> outputs written at `at`, carries. */
