@@ -36,15 +36,6 @@ cur_char(const HloParser *P)
     return P->lx.p < P->lx.end ? *P->lx.p : '\0';
 }
 
-static SlStatus
-expect(HloParser *P, HloTokKind k, const char *what)
-{
-    if (P->tok.kind != k)
-        return hlo_expected(P, what);
-    hlo_advance(P);
-    return SL_OK;
-}
-
 /* Copies the int scratch vector (from `base`) into the arena, or shares a recent identical
  * list (values are never written after parsing; dimension lists repeat a lot). */
 static SlStatus
@@ -72,7 +63,7 @@ static SlStatus
 read_int_list(HloParser *P)
 {
     SlStatus st;
-    if ((st = expect(P, HLO_TOK_LBRACE, "'{'")) != SL_OK)
+    if ((st = hlo_expect(P, HLO_TOK_LBRACE, "'{'")) != SL_OK)
         return st;
     if (P->tok.kind == HLO_TOK_RBRACE) {
         hlo_advance(P);
@@ -88,7 +79,7 @@ read_int_list(HloParser *P)
             hlo_advance(P);
             return SL_OK;
         }
-        if ((st = expect(P, HLO_TOK_COMMA, "',' or '}'")) != SL_OK)
+        if ((st = hlo_expect(P, HLO_TOK_COMMA, "',' or '}'")) != SL_OK)
             return st;
     }
 }
@@ -99,10 +90,10 @@ read_int_lists(HloParser *P, uint32_t *n, uint32_t **sizes, int64_t **v)
 {
     SlStatus st;
     size_t base = P->ints.len, sbase = P->sizes.len;
-    if ((st = expect(P, HLO_TOK_LBRACE, "'{'")) != SL_OK)
+    if ((st = hlo_expect(P, HLO_TOK_LBRACE, "'{'")) != SL_OK)
         return st;
     while (P->tok.kind != HLO_TOK_RBRACE) {
-        if (P->sizes.len > sbase && (st = expect(P, HLO_TOK_COMMA, "',' or '}'")) != SL_OK)
+        if (P->sizes.len > sbase && (st = hlo_expect(P, HLO_TOK_COMMA, "',' or '}'")) != SL_OK)
             return st;
         size_t before = P->ints.len;
         if (P->tok.kind != HLO_TOK_LBRACE)
@@ -133,7 +124,7 @@ read_bracketed_ints(HloParser *P, HloTokKind close, int64_t min, const char *wha
     hlo_advance(P);
     while (P->tok.kind != close) {
         if (P->ints.len > base &&
-            (st = expect(P, HLO_TOK_COMMA, close == HLO_TOK_RSQUARE ? "',' or ']'"
+            (st = hlo_expect(P, HLO_TOK_COMMA, close == HLO_TOK_RSQUARE ? "',' or ']'"
                                                                      : "',' or ')'")) != SL_OK)
             return st;
         if (P->tok.kind != HLO_TOK_INT || P->tok.ival < min)
@@ -191,7 +182,7 @@ read_iota(HloParser *P, IrIota *io)
     size_t base = P->ints.len;
     if ((st = read_bracketed_ints(P, HLO_TOK_RSQUARE, 0, "a dimension size")) != SL_OK ||
         (st = take_ints(P, base, &io->n_dims, &io->dims)) != SL_OK ||
-        (st = expect(P, HLO_TOK_LEQ, "'<='")) != SL_OK)
+        (st = hlo_expect(P, HLO_TOK_LEQ, "'<='")) != SL_OK)
         return st;
     if (P->tok.kind != HLO_TOK_LSQUARE)
         return hlo_expected(P, "'['");
@@ -282,7 +273,7 @@ parse_comps(HloParser *P, IrInstr *ins, IrAttr *a)
     }
     hlo_advance(P);
     while (P->tok.kind != HLO_TOK_RBRACE) {
-        if (n > 0 && (st = expect(P, HLO_TOK_COMMA, "',' or '}'")) != SL_OK)
+        if (n > 0 && (st = hlo_expect(P, HLO_TOK_COMMA, "',' or '}'")) != SL_OK)
             return st;
         if (n == cap) { /* grow in the arena; the old block is abandoned */
             IrComputation **bigger = SL_NEW_ARRAY(P->arena, IrComputation *, cap * 2);
@@ -330,19 +321,19 @@ parse_slice(HloParser *P, IrAttr *a)
     SlStatus st;
     hlo_advance(P);
     size_t base = P->ints.len;
-    if ((st = expect(P, HLO_TOK_LBRACE, "'{' to open the slice")) != SL_OK)
+    if ((st = hlo_expect(P, HLO_TOK_LBRACE, "'{' to open the slice")) != SL_OK)
         return st;
     while (P->tok.kind != HLO_TOK_RBRACE) {
-        if (P->ints.len > base && (st = expect(P, HLO_TOK_COMMA, "',' or '}'")) != SL_OK)
+        if (P->ints.len > base && (st = hlo_expect(P, HLO_TOK_COMMA, "',' or '}'")) != SL_OK)
             return st;
-        if ((st = expect(P, HLO_TOK_LSQUARE, "'[' to open a slice range")) != SL_OK)
+        if ((st = hlo_expect(P, HLO_TOK_LSQUARE, "'[' to open a slice range")) != SL_OK)
             return st;
         int64_t v[3] = {0, 0, 1};
         for (int k = 0; k < 3; k++) {
             if (k > 0) {
                 if (k == 2 && P->tok.kind == HLO_TOK_RSQUARE)
                     break;
-                if ((st = expect(P, HLO_TOK_COLON, k == 1 ? "':'" : "':' or ']'")) != SL_OK)
+                if ((st = hlo_expect(P, HLO_TOK_COLON, k == 1 ? "':'" : "':' or ']'")) != SL_OK)
                     return st;
             }
             if (P->tok.kind != HLO_TOK_INT)
@@ -350,7 +341,7 @@ parse_slice(HloParser *P, IrAttr *a)
             v[k] = P->tok.ival;
             hlo_advance(P);
         }
-        if ((st = expect(P, HLO_TOK_RSQUARE, "']'")) != SL_OK)
+        if ((st = hlo_expect(P, HLO_TOK_RSQUARE, "']'")) != SL_OK)
             return st;
         for (int k = 0; k < 3; k++)
             if (!SL_VEC_PUSH(&P->ints, int64_t, v[k]))
@@ -519,7 +510,7 @@ parse_window(HloParser *P, IrAttr *a)
     IrWindowDim w[HLO_MAX_RANK];
     uint32_t rank = 0;
     hlo_advance(P);
-    if ((st = expect(P, HLO_TOK_LBRACE, "'{' to open the window")) != SL_OK)
+    if ((st = hlo_expect(P, HLO_TOK_LBRACE, "'{' to open the window")) != SL_OK)
         return st;
     while (P->tok.kind == HLO_TOK_ATTR) {
         HloTok key = P->tok;
@@ -527,7 +518,7 @@ parse_window(HloParser *P, IrAttr *a)
             return st;
         hlo_advance(P);
     }
-    if ((st = expect(P, HLO_TOK_RBRACE, "a window field or '}'")) != SL_OK)
+    if ((st = hlo_expect(P, HLO_TOK_RBRACE, "a window field or '}'")) != SL_OK)
         return st;
     a->u.window.n = rank;
     if (rank && !(a->u.window.v = SL_DUP_ARRAY(P->arena, IrWindowDim, w, rank)))
@@ -858,12 +849,12 @@ parse_frontend(HloParser *P, IrAttr *a)
 {
     SlStatus st;
     hlo_advance(P);
-    if ((st = expect(P, HLO_TOK_LBRACE, "'{' to open frontend attributes")) != SL_OK)
+    if ((st = hlo_expect(P, HLO_TOK_LBRACE, "'{' to open frontend attributes")) != SL_OK)
         return st;
     IrFrontendAttr buf[8], *list = buf;
     uint32_t n = 0, cap = SL_COUNTOF(buf);
     while (P->tok.kind != HLO_TOK_RBRACE) {
-        if (n > 0 && (st = expect(P, HLO_TOK_COMMA, "',' or '}'")) != SL_OK)
+        if (n > 0 && (st = hlo_expect(P, HLO_TOK_COMMA, "',' or '}'")) != SL_OK)
             return st;
         if (P->tok.kind != HLO_TOK_ATTR)
             return hlo_expected(P, "a frontend attribute 'key='");

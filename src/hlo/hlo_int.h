@@ -129,6 +129,8 @@ void hlo_advance(HloParser *P);
 SlStatus hlo_parse_mesh_groups(HloParser *P, struct IrReplicaGroups *g);
 /* Fails at the current token: "expected WHAT, got '...'". */
 SlStatus hlo_expected(HloParser *P, const char *what);
+/* Takes a token of kind `k`, or fails as hlo_expected(P, what). */
+SlStatus hlo_expect(HloParser *P, HloTokKind k, const char *what);
 SlStatus hlo_fail_tok(HloParser *P, SlStatus st, const HloTok *t, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 SlStatus hlo_fail_here(HloParser *P, SlStatus st, const char *fmt, ...)

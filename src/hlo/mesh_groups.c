@@ -25,15 +25,6 @@ typedef struct Used {
 } Used;
 
 static SlStatus
-want(HloParser *P, HloTokKind k, const char *what)
-{
-    if (P->tok.kind != k)
-        return hlo_expected(P, what);
-    hlo_advance(P);
-    return SL_OK;
-}
-
-static SlStatus
 read_int(HloParser *P, int64_t min, int64_t *out)
 {
     if (P->tok.kind != HLO_TOK_INT || P->tok.ival < min)
@@ -51,7 +42,7 @@ read_ints(HloParser *P, HloTokKind close, int64_t *v, uint32_t cap, uint32_t *n,
     hlo_advance(P);
     *n = 0;
     while (P->tok.kind != close) {
-        if (*n && (st = want(P, HLO_TOK_COMMA, "','")) != SL_OK)
+        if (*n && (st = hlo_expect(P, HLO_TOK_COMMA, "','")) != SL_OK)
             return st;
         if (*n == cap)
             return hlo_fail_tok(P, SL_ERR_INVALID, &P->tok, "more than %u values", cap);
@@ -97,7 +88,7 @@ static SlStatus
 read_device_ids(HloParser *P, int64_t n, int64_t **ids)
 {
     SlStatus st;
-    if ((st = want(P, HLO_TOK_LPAREN, "'(' after device_ids=")) != SL_OK)
+    if ((st = hlo_expect(P, HLO_TOK_LPAREN, "'(' after device_ids=")) != SL_OK)
         return st;
     int64_t *v = SL_NEW_ARRAY(P->arena, int64_t, (size_t)n);
     if (!v)
@@ -112,8 +103,9 @@ read_device_ids(HloParser *P, int64_t n, int64_t **ids)
         for (uint32_t d = 0; d < rank; d++)
             total = total > n ? total : total * dims[d];
         if (total != n)
-            return hlo_fail_tok(P, SL_ERR_INVALID, &at, "device_ids hold %lld devices, the mesh %lld",
-                                (long long)total, (long long)n);
+            return hlo_fail_tok(P, SL_ERR_INVALID, &at,
+                                "device_ids hold %lld devices, the mesh %lld", (long long)total,
+                                (long long)n);
         uint32_t perm[MAX_PIECES];
         for (uint32_t d = 0; d < rank; d++)
             perm[d] = d;
@@ -140,14 +132,14 @@ read_device_ids(HloParser *P, int64_t n, int64_t **ids)
             v[k] = source_index(dims, perm, rank, k);
     } else {
         for (int64_t k = 0; k < n; k++) {
-            if (k && (st = want(P, HLO_TOK_COMMA, "','")) != SL_OK)
+            if (k && (st = hlo_expect(P, HLO_TOK_COMMA, "','")) != SL_OK)
                 return st;
             if ((st = read_int(P, 0, &v[k])) != SL_OK)
                 return st;
         }
     }
     *ids = v;
-    return want(P, HLO_TOK_RPAREN, "')' closing device_ids");
+    return hlo_expect(P, HLO_TOK_RPAREN, "')' closing device_ids");
 }
 
 SlStatus
@@ -164,7 +156,7 @@ hlo_parse_mesh_groups(HloParser *P, IrReplicaGroups *g)
     uint32_t n_axes = 0;
     int64_t n = 1;
     while (P->tok.kind != HLO_TOK_RSQUARE) {
-        if (n_axes && (st = want(P, HLO_TOK_COMMA, "',' or ']'")) != SL_OK)
+        if (n_axes && (st = hlo_expect(P, HLO_TOK_COMMA, "',' or ']'")) != SL_OK)
             return st;
         if (n_axes == MAX_AXES)
             return hlo_fail_tok(P, SL_ERR_INVALID, &P->tok, "more than %d mesh axes", MAX_AXES);
@@ -172,7 +164,7 @@ hlo_parse_mesh_groups(HloParser *P, IrReplicaGroups *g)
             return hlo_expected(P, "a quoted axis name");
         names[n_axes] = P->tok.text;
         hlo_advance(P);
-        if ((st = want(P, HLO_TOK_EQUAL, "'=' after the axis name")) != SL_OK ||
+        if ((st = hlo_expect(P, HLO_TOK_EQUAL, "'=' after the axis name")) != SL_OK ||
             (st = read_int(P, 1, &sizes[n_axes])) != SL_OK)
             return st;
         if (sizes[n_axes] > SL_MAX_DEVICES || n * sizes[n_axes] > SL_MAX_DEVICES)
@@ -201,7 +193,7 @@ hlo_parse_mesh_groups(HloParser *P, IrReplicaGroups *g)
     Used used[MAX_PIECES];
     uint32_t n_used = 0;
     while (P->tok.kind != HLO_TOK_RBRACE) {
-        if (n_used && (st = want(P, HLO_TOK_COMMA, "',' or '}'")) != SL_OK)
+        if (n_used && (st = hlo_expect(P, HLO_TOK_COMMA, "',' or '}'")) != SL_OK)
             return st;
         if (n_used == MAX_PIECES)
             return hlo_fail_tok(P, SL_ERR_INVALID, &P->tok, "too many axes");
@@ -211,9 +203,9 @@ hlo_parse_mesh_groups(HloParser *P, IrReplicaGroups *g)
             return st;
         if (P->tok.kind == HLO_TOK_COLON) { /* 'x':(pre)size */
             hlo_advance(P);
-            if ((st = want(P, HLO_TOK_LPAREN, "'(' of a sub-axis")) != SL_OK ||
+            if ((st = hlo_expect(P, HLO_TOK_LPAREN, "'(' of a sub-axis")) != SL_OK ||
                 (st = read_int(P, 1, &u.pre)) != SL_OK ||
-                (st = want(P, HLO_TOK_RPAREN, "')'")) != SL_OK ||
+                (st = hlo_expect(P, HLO_TOK_RPAREN, "')'")) != SL_OK ||
                 (st = read_int(P, 1, &u.size)) != SL_OK)
                 return st;
             if (sizes[u.axis] % (u.pre * u.size))

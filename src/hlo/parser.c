@@ -113,8 +113,8 @@ peek_char(const HloParser *P)
     return P->lx.p < P->lx.end ? *P->lx.p : '\0';
 }
 
-static SlStatus
-expect(HloParser *P, HloTokKind k, const char *what)
+SlStatus
+hlo_expect(HloParser *P, HloTokKind k, const char *what)
 {
     if (P->tok.kind != k)
         return hlo_expected(P, what);
@@ -247,7 +247,7 @@ parse_tuple_shape(HloParser *P, IrShape *out)
             hlo_advance(P);
         }
     }
-    if ((st = expect(P, HLO_TOK_RPAREN, "',' or ')' in tuple shape")) != SL_OK)
+    if ((st = hlo_expect(P, HLO_TOK_RPAREN, "',' or ')' in tuple shape")) != SL_OK)
         return st;
     memset(out, 0, sizeof(*out));
     out->dtype = IR_DT_TUPLE;
@@ -433,7 +433,7 @@ parse_operands(HloParser *P)
                                 "compact get-tuple-element operands ('#i') are not supported");
         if (P->tok.kind == HLO_TOK_RPAREN)
             return SL_OK;
-        if ((st = expect(P, HLO_TOK_COMMA, "',' or ')' after operand")) != SL_OK)
+        if ((st = hlo_expect(P, HLO_TOK_COMMA, "',' or ')' after operand")) != SL_OK)
             return st;
     }
 }
@@ -553,7 +553,7 @@ parse_instr_args(HloParser *P, IrOp op, SlStr *literal, int64_t *param_no)
                                 (long long)P->tok.ival, IR_MAX_PARAMS);
         *param_no = P->tok.ival;
         hlo_advance(P);
-        return expect(P, HLO_TOK_RPAREN, "')'");
+        return hlo_expect(P, HLO_TOK_RPAREN, "')'");
     }
     if ((st = parse_operands(P)) != SL_OK)
         return st;
@@ -642,7 +642,7 @@ parse_instr(HloParser *P)
         name_tok.kind != HLO_TOK_ATTR)
         return hlo_expected(P, "an instruction name");
     hlo_advance(P);
-    if (name_tok.kind != HLO_TOK_ATTR && (st = expect(P, HLO_TOK_EQUAL, "'='")) != SL_OK)
+    if (name_tok.kind != HLO_TOK_ATTR && (st = hlo_expect(P, HLO_TOK_EQUAL, "'='")) != SL_OK)
         return st;
     size_t names_before = P->names->count;
     SlSym name = hlo_intern(P, name_tok.text);
@@ -720,7 +720,7 @@ parse_signature(HloParser *P, Signature *sig)
             HloTok name = P->tok;
             hlo_advance(P);
             IrShape shape; /* not kept: see check_signature */
-            if ((st = expect(P, HLO_TOK_COLON, "':' after the parameter name")) != SL_OK ||
+            if ((st = hlo_expect(P, HLO_TOK_COLON, "':' after the parameter name")) != SL_OK ||
                 (st = parse_shape(P, &shape)) != SL_OK)
                 goto done;
             if (!SL_VEC_PUSH(&toks, HloTok, name)) {
@@ -732,8 +732,8 @@ parse_signature(HloParser *P, Signature *sig)
             hlo_advance(P);
         }
     }
-    if ((st = expect(P, HLO_TOK_RPAREN, "',' or ')' in the signature")) != SL_OK ||
-        (st = expect(P, HLO_TOK_ARROW, "'->'")) != SL_OK)
+    if ((st = hlo_expect(P, HLO_TOK_RPAREN, "',' or ')' in the signature")) != SL_OK ||
+        (st = hlo_expect(P, HLO_TOK_ARROW, "'->'")) != SL_OK)
         goto done;
     sig->result_at = P->tok;
     if ((st = parse_shape(P, &sig->result)) != SL_OK)
@@ -817,7 +817,7 @@ parse_computation(HloParser *P, const HloTok **first_entry, HloTok *entry_tok)
     Signature sig = {0};
     if (P->tok.kind == HLO_TOK_LPAREN && (st = parse_signature(P, &sig)) != SL_OK)
         return st;
-    if ((st = expect(P, HLO_TOK_LBRACE, "'{' to open the computation")) != SL_OK)
+    if ((st = hlo_expect(P, HLO_TOK_LBRACE, "'{' to open the computation")) != SL_OK)
         return st;
 
     IrComputation *c = ir_computation_new(P->m, name);
