@@ -160,6 +160,18 @@ sed '/num_partitions=4/s/, num_partitions=4//' "$SAMPLE" >"$TMP/no_header_n.hlo"
 run check_devices_from_shardings 0 check "$TMP/no_header_n.hlo"
 has check_devices_from_shardings "$TMP/check_devices_from_shardings.out" "7 sharded, num_partitions=4 (from shardings)"
 
+# An attribute name XLA does not have is kept but warned about, once per name, with the nearest
+# XLA attribute; the sample itself (only XLA's names) gets no warning.
+[ ! -s "$TMP/check.err" ] || fail "check: warnings on the sample: $(cat "$TMP/check.err")"
+sed -e 's/parameter(0), sharding=/parameter(0), shardIng=/' \
+    -e 's/, metadata=/, metdata=/g' "$SAMPLE" >"$TMP/typo.hlo"
+grep -q 'shardIng=' "$TMP/typo.hlo" || fail "typo.hlo: the sed did not apply"
+run check_typo 0 check "$TMP/typo.hlo"
+has check_typo "$TMP/check_typo.out" "8 instructions, 6 sharded, num_partitions=4"
+has check_typo "$TMP/check_typo.err" "$TMP/typo.hlo:5:3: warning: instruction %Arg_0.1: 'shardIng=' is not an XLA attribute; shardlens keeps it but reads nothing from it (did you mean 'sharding='?)"
+has check_typo "$TMP/check_typo.err" "'metdata=' is not an XLA attribute; shardlens keeps it but reads nothing from it (did you mean 'metadata='?) ["
+[ "$(grep -c warning "$TMP/check_typo.err")" = 2 ] || fail "check_typo: want 2 warnings: $(cat "$TMP/check_typo.err")"
+
 # ---- partition: output that shardlens re-reads; option errors ---------------------------------
 run partition 0 partition "$SAMPLE" -o "$TMP/part.hlo"
 if [ ! -s "$TMP/part.hlo" ] || [ -s "$TMP/partition.out" ]; then

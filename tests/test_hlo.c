@@ -699,6 +699,27 @@ test_print_attr_values(void **state)
     sl_buf_fini(&b);
 }
 
+/* XLA's attribute names, decoded or kept verbatim, are known; a typo is not, and gets the
+ * nearest name within one edit (short names) or two (longer ones). */
+static void
+test_attr_vocabulary(void **state)
+{
+    (void)state;
+    const char *xla[] = {"sharding", "metadata", "custom_call_has_side_effect", "algorithm",
+                         "statistics", "operand_precision", "control-predecessors"};
+    for (size_t k = 0; k < SL_COUNTOF(xla); k++)
+        assert_true(hlo_attr_is_xla(xla[k]));
+    assert_false(hlo_attr_is_xla("shardIng"));
+    assert_false(hlo_attr_is_xla("zzz"));
+    assert_string_equal(hlo_attr_nearest("shardIng"), "sharding");
+    assert_string_equal(hlo_attr_nearest("shardng"), "sharding");
+    assert_string_equal(hlo_attr_nearest("metdata"), "metadata");
+    assert_string_equal(hlo_attr_nearest("lhs_contracting_dim"), "lhs_contracting_dims");
+    assert_string_equal(hlo_attr_nearest("knd"), "kind");
+    assert_null(hlo_attr_nearest("kindest")); /* three edits from "kind" */
+    assert_null(hlo_attr_nearest("zzz"));
+}
+
 int
 main(void)
 {
@@ -715,6 +736,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_forward_refs_and_inferred_shapes, setup,
                                         teardown),
         cmocka_unit_test(test_print_attr_values),
+        cmocka_unit_test(test_attr_vocabulary),
         cmocka_unit_test_setup_teardown(test_fast_paths_match_general_ones, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parse_file_releases_pages, setup, teardown),
     };

@@ -275,12 +275,68 @@ cli_input_load(CliInput *in, const char *path, SlError *err)
     return cli_input_load_timed(in, path, NULL, err);
 }
 
+/* One name XLA's HLO text does not have, where it was first seen and how often. */
+typedef struct UnknownAttr {
+    SlSym key;
+    const IrInstr *first;
+    uint32_t count;
+} UnknownAttr;
+
+/* Warns once per distinct attribute name that is not XLA's (a typo such as `shardIng=` would
+ * otherwise leave its instruction unannotated without a word), at its first instruction. */
+static void
+warn_unknown_attrs(const CliInput *in)
+{
+    enum { MAX_NAMES = 8 }; /* distinct names warned about; the rest are counted */
+    UnknownAttr seen[MAX_NAMES];
+    uint32_t n_seen = 0, n_more = 0;
+    const IrModule *m = in->module;
+    for (uint32_t c = 0; c < m->n_comps; c++) {
+        const IrComputation *comp = m->comps[c];
+        for (uint32_t i = 0; i < comp->n_instrs; i++) {
+            const IrInstr *ins = comp->instrs[i];
+            for (uint16_t k = 0; k < ins->n_attrs; k++) {
+                const IrAttr *a = &ins->attrs[k];
+                if (a->key != IR_ATTR_OTHER || hlo_attr_is_xla(a->u.other.key->text))
+                    continue;
+                uint32_t j = 0;
+                while (j < n_seen && seen[j].key != a->u.other.key)
+                    j++;
+                if (j < n_seen)
+                    seen[j].count++;
+                else if (n_seen < MAX_NAMES)
+                    seen[n_seen++] = (UnknownAttr){a->u.other.key, ins, 1};
+                else
+                    n_more++;
+            }
+        }
+    }
+    for (uint32_t j = 0; j < n_seen; j++) {
+        const IrInstr *ins = seen[j].first;
+        const char *name = seen[j].key->text;
+        const char *near = hlo_attr_nearest(name);
+        fprintf(stderr, "%s:%u:%u: warning: instruction %%%s: '%s=' is not an XLA attribute; "
+                "shardlens keeps it but reads nothing from it", in->display, ins->src_line,
+                ins->src_col, ins->name->text, name);
+        if (near)
+            fprintf(stderr, " (did you mean '%s='?)", near);
+        if (seen[j].count > 1)
+            fprintf(stderr, " [%u instructions]", seen[j].count);
+        fputc('\n', stderr);
+    }
+    if (n_more)
+        fprintf(stderr, "%s: warning: %u more attributes of names XLA does not have\n",
+                in->display, n_more);
+}
+
 SlStatus
 cli_input_check(CliInput *in, SlError *err)
 {
     cli_phase_begin(in->phases, CLI_PHASE_CHECK);
     SlStatus st = ir_module_check(in->module, in->display, err);
     cli_phase_end(in->phases, CLI_PHASE_CHECK, 0);
+    if (st == SL_OK)
+        warn_unknown_attrs(in);
     return st;
 }
 

@@ -129,7 +129,8 @@ SlStatus cli_input_load(CliInput *in, const char *path, SlError *err);
 /* The same, timing the read and parse phases (and later ones given `in`) into `phases`. */
 SlStatus cli_input_load_timed(CliInput *in, const char *path, CliPhases *phases, SlError *err);
 void cli_input_fini(CliInput *in);
-/* ir_module_check on the loaded module, timed as the check phase. */
+/* ir_module_check on the loaded module, timed as the check phase; then, on success, a warning
+ * on stderr for each attribute name XLA's HLO text does not have (a likely typo). */
 SlStatus cli_input_check(CliInput *in, SlError *err);
 
 int cli_exit_code(SlStatus st);

@@ -25,4 +25,10 @@ void hlo_print_instr(const IrInstr *i, SlBuf *out);
 /* One attribute's value text as it appears after `key=`. */
 void hlo_print_attr_value(const IrAttr *a, SlBuf *out);
 
+/* Whether `name` is an instruction attribute of XLA's HLO text (decoded by shardlens, or one
+ * it keeps verbatim). */
+bool hlo_attr_is_xla(const char *name);
+/* The attribute name nearest to `name` within one or two edits (case-insensitive), or NULL. */
+const char *hlo_attr_nearest(const char *name);
+
 #endif
