@@ -420,6 +420,10 @@ static const struct {
      "1:6: more than 65536 devices (the limit)"},
     {"{mesh[\"a\"=65537], [{\"a\"}, {}]}", 0, "1:6: more than 65536 devices (the limit)"},
     {"{devices=[2,1]0,0}", 2, "1:1: device 0 appears twice"},
+    /* an axis named again and again: refused before its size is multiplied (421^8 overflows
+     * int64) or its pieces overrun the 64 a mesh can have */
+    {"{mesh[\"a\"=421], [{\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\"}]}", 0,
+     "1:52: cannot convert the named sharding, got '}'"},
     /* the 62nd dim: the named form keeps 3 of the 64 tile dims for its subgroups */
     {"{mesh[\"a\"=2], [{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
      "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"

@@ -857,15 +857,19 @@ parse_mesh(Parser *p, Named *nm)
 }
 
 /* The piece indices (expanded-mesh axes) covered by one axis reference, appended to `out`. */
-static uint32_t
-ref_pieces(const Named *nm, AxisRef r, int64_t *out, uint32_t n)
+static bool
+ref_pieces(const Named *nm, AxisRef r, int64_t *out, uint32_t *n)
 {
     const MeshAxis *ax = &nm->axes[r.axis];
     int64_t lo = r.pre ? r.pre : 1, hi = r.pre ? r.pre * r.size : ax->size;
-    for (uint32_t c = 0; c + 1 < ax->n_cuts; c++)
-        if (ax->cuts[c] >= lo && ax->cuts[c + 1] <= hi)
-            out[n++] = ax->first_piece + c;
-    return n;
+    for (uint32_t c = 0; c + 1 < ax->n_cuts; c++) {
+        if (ax->cuts[c] >= lo && ax->cuts[c + 1] <= hi) {
+            if (*n == SHD_MAX_DIMS) /* more than the mesh has: some piece is used twice */
+                return false;
+            out[(*n)++] = ax->first_piece + c;
+        }
+    }
+    return true;
 }
 
 /* Converts to the tiled form (gspmd.md A.9): data dims' pieces first, in order, then the
@@ -884,27 +888,33 @@ named_to_tiled(SlArena *a, Named *nm)
             pieces[np++] = nm->axes[i].cuts[c + 1] / nm->axes[i].cuts[c];
         }
     }
-    bool used[SHD_MAX_DIMS] = {false};
+    /* The pieces of each data dim, then of the manual and unreduced sets, in order: group g
+     * is perm[start[g] .. start[g + 1]). */
+    uint32_t start[SHD_MAX_DIMS + 3];
     for (uint32_t d = 0; d < nm->n_data; d++) {
-        uint32_t before = n_perm;
+        start[d] = n_perm;
         for (uint32_t r = nm->dim_start[d]; r < nm->dim_start[d + 1]; r++)
-            n_perm = ref_pieces(nm, nm->refs[r], perm, n_perm);
-        dims[d] = 1;
-        for (uint32_t q = before; q < n_perm; q++)
-            dims[d] *= pieces[perm[q]];
+            if (!ref_pieces(nm, nm->refs[r], perm, &n_perm))
+                return NULL;
     }
     for (uint32_t k = 0; k < 2; k++) { /* manual, unreduced */
-        uint32_t before = n_perm;
+        start[nm->n_data + k] = n_perm;
         for (uint32_t r = nm->set_start[k]; r < nm->set_end[k]; r++)
-            n_perm = ref_pieces(nm, nm->refs[r], perm, n_perm);
-        dims[nm->n_data + k] = 1;
-        for (uint32_t q = before; q < n_perm; q++)
-            dims[nm->n_data + k] *= pieces[perm[q]];
+            if (!ref_pieces(nm, nm->refs[r], perm, &n_perm))
+                return NULL;
     }
+    start[nm->n_data + 2] = n_perm;
+    /* Before any product: an axis used twice would multiply past the mesh size (and int64). */
+    bool used[SHD_MAX_DIMS] = {false};
     for (uint32_t q = 0; q < n_perm; q++) {
         if (used[perm[q]])
             return NULL; /* an axis used twice */
         used[perm[q]] = true;
+    }
+    for (uint32_t g = 0; g < nm->n_data + 2; g++) {
+        dims[g] = 1;
+        for (uint32_t q = start[g]; q < start[g + 1]; q++)
+            dims[g] *= pieces[perm[q]];
     }
     dims[nm->n_data + 2] = 1;
     for (uint32_t q = 0; q < np; q++)
