@@ -2,7 +2,7 @@
  * from its operands', per opcode, plus which instructions take part at all
  * (SupportSpatialPartitioning) and at which aggressiveness level a sharding passes through an
  * op. Owns: those rules and the dot/convolution dimension maps. Does not own: the order of the
- * sweeps (prop_run.c), gather/scatter (prop_gs.c). */
+ * sweeps (prop_fix.c), gather/scatter (prop_gs.c). */
 #include <string.h>
 
 #include "propagate/prop_int.h"

@@ -1,7 +1,9 @@
-/* prop_int.h - shared by the files of src/propagate only: the pass state, XLA's sharding
- * predicates and comparisons (prop_shd.c), the per-op rules (prop_fwd.c, prop_bwd.c) and the
- * gather/scatter dimension maps (prop_gs.c). Invariant: every sharding the pass sets goes
- * through prop_set(), which records its origin. */
+/* prop_int.h - shared by the files of src/propagate only: the pass state, the kept shardings
+ * and prop_set() (prop_set.c), the module index (prop_index.c), XLA's sharding predicates and
+ * comparisons (prop_shd.c), the per-op rules (prop_fwd.c, prop_bwd.c), the gather/scatter
+ * dimension maps (prop_gs.c), computation boundaries (prop_calls.c), unspecified dims
+ * (prop_unspec.c) and the fixed point (prop_fix.c). Invariant: every sharding the pass sets
+ * goes through prop_set(), which records its origin. */
 #ifndef SHARDLENS_PROP_INT_H
 #define SHARDLENS_PROP_INT_H
 
@@ -65,7 +67,7 @@ typedef struct PropCtx {
     struct PropMemo *memo;      /* PROP_MEMO_SLOTS results of pure transforms of kept ones */
 } PropCtx;
 
-/* ---- prop_run.c: kept (interned) shardings ---- */
+/* ---- prop_set.c: kept (interned) shardings ---- */
 /* `s` is one of the pass's interned shardings: it lives and stays unchanged to the end. */
 bool prop_is_kept(const PropCtx *cx, const ShdSharding *s);
 /* Interned, or one of the shardings the fixed point started from (which also live and stay
@@ -73,6 +75,8 @@ bool prop_is_kept(const PropCtx *cx, const ShdSharding *s);
 bool prop_is_stable(const PropCtx *cx, const ShdSharding *s);
 /* The interned copy of `s` (NULL for NULL). */
 const ShdSharding *prop_keep(PropCtx *cx, const ShdSharding *s);
+/* Records the shardings the fixed point starts from (cx->sh) as stable. */
+void prop_collect_stable(PropCtx *cx);
 
 /* ---- prop_shd.c: XLA's notions over ShdSharding ---- */
 bool px_tile_maximal(const ShdSharding *s);  /* replicated, maximal, unknown; tuples: all */
@@ -130,7 +134,7 @@ const ShdSharding *px_replicated_sh(PropCtx *cx, const ShdSharding *md_from);
 const ShdSharding *px_manual_sh(PropCtx *cx, const ShdSharding *md_from);
 bool px_evenly(const IrShape *shape, const ShdSharding *s);
 
-/* ---- prop_run.c ---- */
+/* ---- prop_set.c: setting shardings ---- */
 static inline const ShdSharding *
 prop_sh(const PropCtx *cx, const IrInstr *i)
 {
@@ -141,6 +145,13 @@ bool prop_set(PropCtx *cx, IrInstr *i, const ShdSharding *s, const ShdSharding *
 bool prop_improve(PropCtx *cx, IrInstr *i, const ShdSharding *s, bool combine, bool aggressive);
 bool prop_improve_sub(PropCtx *cx, IrInstr *i, const ShdSharding *s, uint32_t index,
                       bool combine, bool aggressive);
+/* shd_equal(), or both NULL. */
+bool prop_same_sharding(const ShdSharding *a, const ShdSharding *b);
+
+/* ---- prop_index.c ---- */
+/* Fills cx->user_start/users, by_id, order and comp_start for cx->m (in cx->a; a table is
+ * NULL when the arena failed). */
+void prop_build_users(PropCtx *cx);
 uint32_t prop_n_users(const PropCtx *cx, const IrInstr *i);
 IrInstr *prop_user(const PropCtx *cx, const IrInstr *i, uint32_t k);
 uint32_t prop_non_root_users(const PropCtx *cx, const IrInstr *i);
@@ -148,6 +159,35 @@ bool prop_is_custom_call(const IrInstr *i, const char *target);
 bool prop_is_entry_root(const IrInstr *i);
 /* No candidate can improve `s` (tiled on every device, no replication): rules may skip. */
 bool prop_saturated(const PropCtx *cx, const ShdSharding *s);
+
+/* ---- prop_calls.c: computation boundaries ---- */
+#define PROP_MAX_RELATED 64
+/* The computations a while/conditional/call runs (condition and body; branches; to_apply). */
+uint32_t prop_bodies(const IrInstr *i, IrComputation **out, uint32_t cap);
+/* GetRelatedInstructions: at most PROP_MAX_RELATED into `out`; 0 when `i` has none. */
+uint32_t prop_related(PropCtx *cx, IrInstr *i, IrInstr **out);
+/* MaybeComputationPropagation: `i`'s sharding to its related instructions (not provided
+ * ones), recursively; each instruction it sets is appended to `changed` (IrInstr *). */
+void prop_computation_propagation(PropCtx *cx, IrInstr *i, SlVec *changed, int depth);
+/* CheckAndUpdateDeviceAssignmentsInWhileBody; SL_ERR_INVALID (in err) on a device conflict. */
+SlStatus prop_check_while_devices(PropCtx *cx, IrInstr *w, SlError *err);
+
+/* ---- prop_unspec.c: unspecified dims of Sharding annotations ---- */
+/* "unspecified_dims=[0,2]" in `i`'s backend_config: at most `cap` dims, sorted. */
+uint32_t prop_parse_unspecified(const IrInstr *i, int64_t *dims, uint32_t cap);
+/* Refinements of provided annotation `i` from its operand, its users, its shard group (with
+ * its manual conversion op, cx->man_after, when one follows it). */
+bool prop_unspecified_from_operand(PropCtx *cx, IrInstr *i);
+bool prop_unspecified_from_users(PropCtx *cx, IrInstr *i);
+bool prop_unspecified_from_group(PropCtx *cx, IrInstr *i, IrInstr **members, uint32_t n);
+
+/* ---- prop_fix.c: the fixed point ---- */
+#define PROP_MAX_GROUP 4096
+/* The members of shard group `id`, at most `cap`. */
+uint32_t prop_group_members(const PropCtx *cx, const Groups *g, int64_t id, IrInstr **out,
+                            uint32_t cap);
+/* Sweeps at aggressiveness `level` until nothing changes; true when something changed. */
+bool prop_run_to_fix_point(PropCtx *cx, const Groups *g, int level);
 
 /* ---- prop_fwd.c / prop_bwd.c ---- */
 bool prop_support_spatial(PropCtx *cx, const IrInstr *i, bool allow_output, bool allow_params);
