@@ -1,9 +1,9 @@
 /* check_index.c - shape rules of the contraction and indexing family for ir_module_check():
  * dot (batch and contracting dims), convolution (dim_labels, groups, window), gather and scatter
  * (index vector, offset/window dims, batching dims). Owns: inferring these result shapes the
- * way XLA's ShapeInference does. Does not own: dispatch, structure or the shared helpers
- * (check.c, through check_int.h). Invariant: the module is never modified; inferred shapes live
- * in the checker's scratch arena. */
+ * way XLA's ShapeInference does. Does not own: dispatch or structure (check.c), the shared
+ * helpers (check_common.c, through check_int.h). Invariant: the module is never modified;
+ * inferred shapes live in the checker's scratch arena. */
 /* clang-format off */
 #include "ir/check_int.h" /* the file's own header first */
 /* clang-format on */
