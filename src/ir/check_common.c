@@ -259,7 +259,7 @@ ck_need_called(IrCheck *ck, const IrInstr *in, IrAttrKey key, IrComputation **ou
     return SL_OK;
 }
 
-/* A reducer taking 2k scalars (accumulators then inputs, typed like `inits`) and returning
+/* A reducer taking 2k scalars (accumulators then inputs, typed like `types`) and returning
  * k scalars (a tuple when k > 1). */
 SlStatus
 ck_need_reducer(IrCheck *ck, const IrInstr *in, const IrComputation *c, const IrDtype *types,

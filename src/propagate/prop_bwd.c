@@ -6,8 +6,6 @@
 
 #include "propagate/prop_int.h"
 
-const ShdSharding *prop_dot_operand_from_user(PropCtx *cx, const IrInstr *d, int k);
-
 static int
 operand_index(const IrInstr *user, const IrInstr *i)
 {

@@ -10,9 +10,8 @@
 #include "propagate/prop_int.h"
 
 uint32_t
-prop_group_members(const PropCtx *cx, const Groups *g, int64_t id, IrInstr **out, uint32_t cap)
+prop_group_members(const Groups *g, int64_t id, IrInstr **out, uint32_t cap)
 {
-    (void)cx;
     uint32_t n = 0;
     for (size_t k = 0; k < g->ids.len && n < cap; k++)
         if (SL_VEC_AT(&g->ids, int64_t, k) == id)
@@ -211,7 +210,7 @@ prop_run_to_fix_point(PropCtx *cx, const Groups *g, int level)
                 IrInstr *i = cx->by_id[ord[x]];
                 if (k.group[i->id] || cx->group[i->id] < 0)
                     continue;
-                uint32_t nm = prop_group_members(cx, g, cx->group[i->id], members, PROP_MAX_GROUP);
+                uint32_t nm = prop_group_members(g, cx->group[i->id], members, PROP_MAX_GROUP);
                 if (cx->provided[i->id]) {
                     if (!merge_partial)
                         continue;

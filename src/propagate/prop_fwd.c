@@ -970,8 +970,6 @@ prop_forward(PropCtx *cx, IrInstr *i)
 
 /* ---- shared with the backward rules ---- */
 
-const ShdSharding *prop_dot_operand_from_user(PropCtx *cx, const IrInstr *d, int k);
-
 /* InferDotOperandSharding (with the other operand considered). */
 static const ShdSharding *
 dot_operand(PropCtx *cx, const IrInstr *d, const PropDotDims *dn, int k, bool combine)

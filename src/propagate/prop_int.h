@@ -184,8 +184,7 @@ bool prop_unspecified_from_group(PropCtx *cx, IrInstr *i, IrInstr **members, uin
 /* ---- prop_fix.c: the fixed point ---- */
 #define PROP_MAX_GROUP 4096
 /* The members of shard group `id`, at most `cap`. */
-uint32_t prop_group_members(const PropCtx *cx, const Groups *g, int64_t id, IrInstr **out,
-                            uint32_t cap);
+uint32_t prop_group_members(const Groups *g, int64_t id, IrInstr **out, uint32_t cap);
 /* Sweeps at aggressiveness `level` until nothing changes; true when something changed. */
 bool prop_run_to_fix_point(PropCtx *cx, const Groups *g, int level);
 
@@ -194,6 +193,9 @@ bool prop_support_spatial(PropCtx *cx, const IrInstr *i, bool allow_output, bool
 bool prop_can_pass_at_level(const IrInstr *i, int level);
 bool prop_forward(PropCtx *cx, IrInstr *i);
 bool prop_backward(PropCtx *cx, IrInstr *i);
+/* A dot operand's sharding inferred from the dot's (the other operand considered): the
+ * backward rule, from prop_fwd.c's dot rules. */
+const ShdSharding *prop_dot_operand_from_user(PropCtx *cx, const IrInstr *d, int k);
 /* GetShardingFromUser: what `user` asks of `i`, or NULL. */
 const ShdSharding *prop_from_user(PropCtx *cx, const IrInstr *i, const IrInstr *user, int level);
 

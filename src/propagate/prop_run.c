@@ -567,7 +567,7 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
                 first = false;
         if (!first)
             continue;
-        uint32_t nm = prop_group_members(cx, g, id, members, PROP_MAX_GROUP);
+        uint32_t nm = prop_group_members(g, id, members, PROP_MAX_GROUP);
         const ShdSharding *def = shd_replicated(a), *common = NULL;
         bool compatible = true;
         for (uint32_t x = 0; x < nm; x++) {
