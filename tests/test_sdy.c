@@ -1,8 +1,8 @@
-/* test_sdy.c - the import of Shardy's round-trip attributes (src/hlo/sdy_import.c) through
+/* test_sdy.c - the import of Shardy's round-trip attributes (src/hlo/sdy_*.c) through
  * hlo_parse: mesh + dimension shardings to tile assignments, replicated and unreduced axes,
  * sub-axes, device_ids, maximal meshes, per-value lists, FuncResultSharding on the entry root,
  * which shardings are kept, open dimensions, and errors with their line:col. Expected values
- * are worked out by hand from the conversion rule in sdy_import.c's file comment. */
+ * are worked out by hand from the conversion rule in sdy_convert.c's file comment. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
