@@ -1,6 +1,10 @@
 /* fuzz_partition.c - fuzz target: on every module that passes hlo_parse, ir_module_check and
- * shd_check (as `shardlens partition` runs them), spmd_partition must either refuse with a
- * located bad-input or unsupported error, or give a module that passes ir_module_check again.
+ * shd_check (as `shardlens partition` runs them), the pipeline of `shardlens partition` runs:
+ * for inputs of even length, as by default, the memory-placement conversion, call inlining
+ * and sharding propagation when some instruction has no sharding (after which the module must
+ * still pass both checks); for odd lengths, as with --no-propagate, none of it. Then
+ * spmd_partition must either refuse with a located bad-input or unsupported error, or give a
+ * module that passes ir_module_check again.
  * An internal error from the partitioner (exit 3, "a shardlens bug") aborts too when
  * SHARDLENS_FUZZ_STRICT=1 is set; by default it is printed and counted as a finding, since the
  * fuzzer would otherwise stop at the first of the known ones (issue 17, item 5). */
@@ -9,6 +13,7 @@
 #include "fuzz.h"
 #include "fuzz_util.h"
 #include "hlo/hlo.h"
+#include "propagate/prop.h"
 #include "spmd/spmd.h"
 
 /* Big modules and device counts only make each run slow, not the search better. */
@@ -22,6 +27,40 @@ instr_count(const IrModule *m)
     for (uint32_t k = 0; k < m->n_comps; k++)
         n += m->comps[k]->n_instrs;
     return n;
+}
+
+/* What `shardlens partition` runs before partitioning (cli_propagate_first): false when the
+ * input was refused, as the CLI would refuse it; the module must then be left alone. */
+static bool
+propagate(IrModule *m, SlArena *arena)
+{
+    PropOptions po;
+    prop_options_init(&po);
+    po.is_spmd = true;
+    SlError err = {0};
+    if (prop_options_from_module(&po, m, &err))
+        return false;
+    uint32_t total = 0;
+    if (!spmd_count_unannotated(m, false, &total))
+        return true;
+    ir_convert_memory_placement(m);
+    prop_inline_calls(m);
+    PropResult r;
+    SlStatus st = prop_run(m, &po, arena, &r, &err);
+    if (st == SL_ERR_INTERNAL)
+        FUZZ_BUG("propagation: internal error at %u:%u: %s", err.loc.line, err.loc.col,
+                 err.msg);
+    if (st)
+        return false;
+    SlError again = {0};
+    if (ir_module_check(m, "<propagated>", &again) || fuzz_check_shardings(m, &again)) {
+        SlBuf b;
+        sl_buf_init(&b);
+        hlo_print_module(m, &b);
+        FUZZ_BUG("the propagated module fails check: %u:%u: %s\n%.*s", again.loc.line,
+                 again.loc.col, again.msg, (int)b.len, b.data ? b.data : "");
+    }
+    return true;
 }
 
 static void
@@ -76,7 +115,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     SlStatus st = hlo_parse(&arena, &names, text, "fuzz.hlo", &m, &err);
     if (st == SL_OK) {
         if (!ir_module_check(m, "fuzz.hlo", &err) && !fuzz_check_shardings(m, &err) &&
-            instr_count(m) <= FUZZ_MAX_INSTRS && fuzz_num_partitions(m) <= FUZZ_MAX_PARTITIONS)
+            instr_count(m) <= FUZZ_MAX_INSTRS && fuzz_num_partitions(m) <= FUZZ_MAX_PARTITIONS &&
+            (size % 2 == 1 || propagate(m, &arena)))
             partition(m, size);
         ir_module_fini(m);
     }
