@@ -645,6 +645,48 @@ test_damaged_traces_named(void **state)
         assert_string_equal(err.loc.path, fx->path);
     }
 
+    /* NULL in a column the schema declares NOT NULL (a damaged file can hold one; here the
+     * constraint is edited out of the schema first): the load fails, naming the column. (A NULL
+     * run_option.key, a primary-key column SQL cannot set to NULL, is
+     * tests/fuzz-regressions/trace/option-null-key.bin, a raw patch of the file.) */
+    static const struct {
+        const char *table, *decl, *update, *msg;
+    } k_nulls[] = {
+        {"instr", "name         TEXT    NOT NULL", "UPDATE instr SET name = NULL WHERE name = 'dot'",
+         "run 1: instr.name is NULL, which the schema forbids (a damaged trace)"},
+        {"decision", "handler      TEXT    NOT NULL", "UPDATE decision SET handler = NULL",
+         "run 1: decision.handler is NULL, which the schema forbids (a damaged trace)"},
+    };
+    for (size_t k = 0; k < SL_COUNTOF(k_nulls); k++) {
+        unlink(fx->path);
+        SlError err = {0};
+        TraceDb *db = NULL;
+        assert_int_equal(trace_db_open(fx->path, TRACE_DB_APPEND, &db, &err), SL_OK);
+        write_dot_run(fx, db);
+        trace_db_close(db);
+        char sql[512];
+        snprintf(sql, sizeof(sql),
+                 "PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = replace(sql, "
+                 "'%s', '%.*s') WHERE name = '%s'; PRAGMA writable_schema = OFF",
+                 k_nulls[k].decl, (int)(strstr(k_nulls[k].decl, " NOT NULL") - k_nulls[k].decl),
+                 k_nulls[k].decl, k_nulls[k].table);
+        sqlite3 *raw = sql_open(fx->path);
+        if (sqlite3_exec(raw, sql, NULL, NULL, NULL) != SQLITE_OK)
+            fail_msg("%s: %s", sql, sqlite3_errmsg(raw));
+        assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+        raw = sql_open(fx->path);
+        if (sqlite3_exec(raw, k_nulls[k].update, NULL, NULL, NULL) != SQLITE_OK)
+            fail_msg("%s: %s", k_nulls[k].update, sqlite3_errmsg(raw));
+        assert_int_equal(sqlite3_changes(raw) > 0, 1);
+        assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+        assert_int_equal(trace_db_open(fx->path, TRACE_DB_READ, &db, &err), SL_OK);
+        const TraceRun *run = NULL;
+        assert_int_equal(trace_run_load(db, 0, &fx->arena, &run, &err), SL_ERR_DB);
+        assert_null(run);
+        assert_string_equal(err.msg, k_nulls[k].msg);
+        trace_db_close(db);
+    }
+
     /* A file that is not SQLite at all. */
     {
         FILE *f = fopen(fx->path, "w");

@@ -73,6 +73,22 @@ col_text(Rd *r, sqlite3_stmt *st, int col)
     return c ? c : "";
 }
 
+/* A text column the schema declares NOT NULL. A damaged file can still hold a NULL there; the
+ * readers of a run rely on these being text, so the load fails, naming `what`. */
+static const char *
+col_req(Rd *r, sqlite3_stmt *st, int col, const char *what)
+{
+    const char *t = col_text(r, st, col);
+    if (t)
+        return t;
+    if (!r->bad) {
+        snprintf(r->range, sizeof(r->range), "%s is NULL, which the schema forbids (a damaged "
+                 "trace)", what);
+        r->bad = "";
+    }
+    return "";
+}
+
 /* The index a foreign key column points to, or TRACE_NONE. */
 static uint32_t
 col_idx(const SlMap *m, sqlite3_stmt *st, int col)
@@ -201,7 +217,7 @@ take(Rd *r, size_t elem, size_t align, uint32_t *n)
 static bool
 row_option(Rd *r, sqlite3_stmt *st)
 {
-    TraceRunOption o = {col_text(r, st, 0), col_text(r, st, 1)};
+    TraceRunOption o = {col_req(r, st, 0, "run_option.key"), col_text(r, st, 1)};
     return PUSH(r, TraceRunOption, o);
 }
 
@@ -212,11 +228,11 @@ row_instr(Rd *r, sqlite3_stmt *st)
     const char *phase = (const char *)sqlite3_column_text(st, 1);
     i.phase = phase && strcmp(phase, "after") == 0 ? TRACE_AFTER : TRACE_BEFORE;
     i.ir_id = (uint32_t)sqlite3_column_int64(st, 2);
-    i.computation = col_text(r, st, 3);
+    i.computation = col_req(r, st, 3, "instr.computation");
     i.is_root = sqlite3_column_int(st, 4) != 0;
-    i.name = col_text(r, st, 5);
-    i.opcode = col_text(r, st, 6);
-    i.shape = col_text(r, st, 7);
+    i.name = col_req(r, st, 5, "instr.name");
+    i.opcode = col_req(r, st, 6, "instr.opcode");
+    i.shape = col_req(r, st, 7, "instr.shape");
     i.sharding = col_text(r, st, 8);
     i.size_bytes = sqlite3_column_int64(st, 9);
     i.op_name = col_text(r, st, 10);
@@ -237,7 +253,8 @@ row_instr(Rd *r, sqlite3_stmt *st)
 static bool
 row_call(Rd *r, sqlite3_stmt *st)
 {
-    TraceRunCall c = {col_instr(r, st, 0), col_text(r, st, 1), col_text(r, st, 2)};
+    TraceRunCall c = {col_instr(r, st, 0), col_req(r, st, 1, "called_computation.role"),
+                     col_req(r, st, 2, "called_computation.computation")};
     if (c.instr == TRACE_NONE)
         return true;
     return PUSH(r, TraceRunCall, c);
@@ -249,8 +266,8 @@ row_decision(Rd *r, sqlite3_stmt *st)
     TraceRunDecision d = {0};
     d.seq = (uint32_t)sqlite3_column_int64(st, 1);
     d.instr = col_instr(r, st, 2);
-    d.handler = col_text(r, st, 3);
-    d.strategy = col_text(r, st, 4);
+    d.handler = col_req(r, st, 3, "decision.handler");
+    d.strategy = col_req(r, st, 4, "decision.strategy");
     d.reason = col_text(r, st, 5);
     put(r, &r->decision_idx, sqlite3_column_int64(st, 0), r->rows.len);
     return PUSH(r, TraceRunDecision, d);
@@ -588,10 +605,10 @@ row_reshard(Rd *r, sqlite3_stmt *st)
     x.seq = (uint32_t)sqlite3_column_int64(st, 1);
     x.requester = col_instr(r, st, 2);
     x.value = col_instr(r, st, 3);
-    x.value_name = col_text(r, st, 4);
-    x.from = col_text(r, st, 5);
-    x.to = col_text(r, st, 6);
-    x.method = col_text(r, st, 7);
+    x.value_name = col_req(r, st, 4, "reshard.value_name");
+    x.from = col_req(r, st, 5, "reshard.from_sharding");
+    x.to = col_req(r, st, 6, "reshard.to_sharding");
+    x.method = col_req(r, st, 7, "reshard.method");
     x.result = col_instr(r, st, 8);
     x.result_name = col_text(r, st, 9);
     put(r, &r->reshard_idx, sqlite3_column_int64(st, 0), r->rows.len);
@@ -611,7 +628,7 @@ row_while(Rd *r, sqlite3_stmt *st)
     w.instr = col_instr(r, st, 1);
     w.source = col_instr(r, st, 2);
     w.trip_count = col_count(st, 3);
-    w.method = col_text(r, st, 4);
+    w.method = col_req(r, st, 4, "while_loop.method");
     w.reason = col_text(r, st, 5);
     w.induction_index = col_count(st, 6);
     w.executions = col_count(st, 7);
@@ -625,12 +642,12 @@ row_collective(Rd *r, sqlite3_stmt *st)
 {
     TraceRunCollective c = {0};
     c.instr = col_instr(r, st, 1);
-    c.kind = col_text(r, st, 2);
+    c.kind = col_req(r, st, 2, "collective.kind");
     c.has_channel_id = sqlite3_column_type(st, 3) != SQLITE_NULL;
     c.channel_id = sqlite3_column_int64(st, 3);
     c.group_size = sqlite3_column_int64(st, 4);
     c.n_groups = sqlite3_column_int64(st, 5);
-    c.shape = col_text(r, st, 6);
+    c.shape = col_req(r, st, 6, "collective.shape");
     c.bytes = sqlite3_column_double(st, 7);
     c.trip_count = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 8);
     c.source = col_instr(r, st, 9);
@@ -701,7 +718,8 @@ static bool
 row_loop(Rd *r, sqlite3_stmt *st)
 {
     TraceRunLoop l = {col_instr(r, st, 0),         col_instr(r, st, 1),
-                      col_text(r, st, 2),          col_text(r, st, 3),
+                      col_req(r, st, 2, "windowed_loop.loop_name"),
+                      col_req(r, st, 3, "windowed_loop.variant"),
                       sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5)};
     return PUSH(r, TraceRunLoop, l);
 }
@@ -709,7 +727,8 @@ row_loop(Rd *r, sqlite3_stmt *st)
 static bool
 row_warning(Rd *r, sqlite3_stmt *st)
 {
-    TraceRunWarning w = {col_instr(r, st, 0), col_text(r, st, 1), col_text(r, st, 2)};
+    TraceRunWarning w = {col_instr(r, st, 0), col_req(r, st, 1, "warning.kind"),
+                         col_req(r, st, 2, "warning.message")};
     return PUSH(r, TraceRunWarning, w);
 }
 
@@ -718,9 +737,9 @@ row_origin(Rd *r, sqlite3_stmt *st)
 {
     TraceRunOrigin o = {0};
     o.instr = col_instr(r, st, 0);
-    o.sharding = col_text(r, st, 1);
+    o.sharding = col_req(r, st, 1, "sharding_origin.sharding");
     o.source = col_instr(r, st, 2);
-    o.direction = col_text(r, st, 4);
+    o.direction = col_req(r, st, 4, "sharding_origin.direction");
     o.level = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : (int)sqlite3_column_int(st, 5);
     o.rule = col_text(r, st, 6);
     o.candidate = col_text(r, st, 7);
@@ -795,7 +814,7 @@ row_memory_elem(Rd *r, sqlite3_stmt *st)
         e.buf.instr = col_instr(r, st, 1);
         e.buf.leaf = (uint32_t)sqlite3_column_int64(st, 2);
         e.buf.bytes = sqlite3_column_int64(st, 3);
-        e.buf.kind = col_text(r, st, 4);
+        e.buf.kind = col_req(r, st, 4, "memory_buffer.kind");
     }
     return e.memory != TRACE_NONE ? SL_VEC_PUSH(&r->elems, MemElem, e) : true;
 }
@@ -875,12 +894,12 @@ row_run(Rd *r, sqlite3_stmt *st)
 {
     TraceRun *run = r->run;
     run->id = sqlite3_column_int64(st, 0);
-    run->module = col_text(r, st, 1);
-    run->input_hash = col_text(r, st, 2);
+    run->module = col_req(r, st, 1, "run.module");
+    run->input_hash = col_req(r, st, 2, "run.input_hash");
     run->num_partitions = sqlite3_column_int64(st, 3);
     in_range(r, "run.num_partitions", run->num_partitions, 1, SL_MAX_DEVICES);
-    run->tool_version = col_text(r, st, 4);
-    run->created_at = col_text(r, st, 5);
+    run->tool_version = col_req(r, st, 4, "run.tool_version");
+    run->created_at = col_req(r, st, 5, "run.created_at");
     run->duration_ms =
         sqlite3_column_type(st, 6) == SQLITE_NULL ? -1.0 : sqlite3_column_double(st, 6);
     r->first_instr = sqlite3_column_int64(st, 7); /* NULL (no instrs) reads as 0 */

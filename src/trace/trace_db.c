@@ -203,8 +203,9 @@ check_tables(TraceDb *db, const char *path, SlError *err)
             rc = step;
             break;
         }
-        if (step == SQLITE_DONE ||
-            strcmp((const char *)sqlite3_column_text(have, 0), type) != 0) {
+        const char *have_type = step == SQLITE_ROW ? (const char *)sqlite3_column_text(have, 0)
+                                                   : NULL; /* NULL too in a damaged file */
+        if (!have_type || strcmp(have_type, type) != 0) {
             st = sl_fail(err, SL_ERR_DB, loc,
                          "%s %s is missing: not a shardlens trace, or from an older version",
                          type, name);

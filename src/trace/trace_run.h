@@ -158,7 +158,8 @@ typedef struct TraceRunMemory {
 } TraceRunMemory;
 
 typedef struct TraceRunOption {
-    const char *key, *value;
+    const char *key;   /* never NULL */
+    const char *value; /* NULL when the trace holds none */
 } TraceRunOption;
 
 /* The rows of one table about each 'before' instruction i: row[off[i]] .. row[off[i + 1] - 1],
