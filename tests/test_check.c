@@ -388,6 +388,27 @@ static const struct {
     {"other_ops_accepted",
      HDR ENTRY(P(0, "f32[4]") "  ROOT r = f32[4] custom-call(p0), custom_call_target=\"Foo\"\n"),
      SL_OK, NULL, NULL},
+    {"topk_accepted",
+     HDR ENTRY(P(0, "bf16[64,256]") "  ROOT k = (bf16[64,40], s32[64,40]) custom-call(p0), "
+               "custom_call_target=\"TopK\"\n"),
+     SL_OK, NULL, NULL},
+    {"topk_batch_mismatch",
+     HDR ENTRY(P(0, "f32[8,64]") "  ROOT k = (f32[4,2], s32[4,2]) custom-call(p0), "
+               "custom_call_target=\"TopK\"\n"),
+     SL_ERR_INVALID, "k", "TopK of f32[8,64] must give (values, s32 indices) of the operand's "
+     "leading dims and k <= its last dim, declared (f32[4,2], s32[4,2])"},
+    {"topk_k_too_big",
+     HDR ENTRY(P(0, "f32[8,4]") "  ROOT k = (f32[8,5], s32[8,5]) custom-call(p0), "
+               "custom_call_target=\"TopK\"\n"),
+     SL_ERR_INVALID, "k", "k <= its last dim, declared (f32[8,5], s32[8,5])"},
+    {"topk_indices_type",
+     HDR ENTRY(P(0, "f32[8,4]") "  ROOT k = (f32[8,2], f32[8,2]) custom-call(p0), "
+               "custom_call_target=\"TopK\"\n"),
+     SL_ERR_INVALID, "k", "declared (f32[8,2], f32[8,2])"},
+    {"topk_rank_3",
+     HDR ENTRY(P(0, "f32[2,8,4]") "  ROOT k = (f32[2,8,2], s32[2,8,2]) custom-call(p0), "
+               "custom_call_target=\"TopK\"\n"),
+     SL_ERR_INVALID, "k", "TopK takes an operand of rank 1 or 2, got f32[2,8,4]"},
 };
 
 /* clang-format on */

@@ -488,11 +488,46 @@ target_is(const IrInstr *in, const char *name)
 
 /* The custom calls the partitioner gives a meaning (gspmd.md D.21) keep their operand's
  * element type and rank: Sharding keeps the whole shape; SPMDFullToShardShape and
- * SPMDShardToFullShape change dims by the sharding (not checked here). Other targets are
- * opaque and accepted as declared. */
+ * SPMDShardToFullShape change dims by the sharding (not checked here); TopK as above. Other
+ * targets are opaque and accepted as declared. */
+/* TopK (XLA's TopkRewriter form, which the partitioner splits): operand [batch..., n] of rank
+ * 1 or 2; result (values, s32 indices), both [batch..., k] with k <= n and the operand's
+ * leading dim and element type for the values. */
+static SlStatus
+check_topk(IrCheck *ck, const IrInstr *in)
+{
+    SlStatus st = ck_need_arrays(ck, in, 1);
+    if (st)
+        return st;
+    const IrShape *op = opnd(in, 0), *r = &in->shape;
+    char x[SHAPE_TEXT_BYTES], y[SHAPE_TEXT_BYTES];
+    if (op->rank < 1 || op->rank > 2)
+        return ck_bad(ck, in, "TopK takes an operand of rank 1 or 2, got %s",
+                      ck_shape_text(op, x, sizeof(x)));
+    bool ok = r->dtype == IR_DT_TUPLE && r->n_elems == 2;
+    for (uint32_t e = 0; ok && e < 2; e++) {
+        const IrShape *v = &r->elems[e];
+        ok = v->dtype != IR_DT_TUPLE && v->rank == op->rank &&
+             v->dtype == (e ? IR_DT_S32 : op->dtype) && dim_eq(dim(v, 0), dim(&r->elems[0], 0));
+        for (uint32_t d = 0; ok && d + 1 < op->rank; d++)
+            ok = dim_eq(dim(v, d), dim(op, d));
+        uint32_t last = op->rank - 1;
+        ok = ok && dim_eq(dim(v, last), dim(&r->elems[0], last)) &&
+             (dim(v, last) == ANY_DIM || dim(op, last) == ANY_DIM || dim(v, last) <= dim(op, last));
+    }
+    if (!ok)
+        return ck_bad(ck, in,
+                      "TopK of %s must give (values, s32 indices) of the operand's leading dims "
+                      "and k <= its last dim, declared %s",
+                      ck_shape_text(op, x, sizeof(x)), ck_shape_text(r, y, sizeof(y)));
+    return SL_OK;
+}
+
 SlStatus
 ck_check_custom_call(IrCheck *ck, const IrInstr *in)
 {
+    if (target_is(in, "TopK"))
+        return check_topk(ck, in);
     bool keeps_shape = target_is(in, "Sharding");
     if (!keeps_shape && !target_is(in, "SPMDFullToShardShape") &&
         !target_is(in, "SPMDShardToFullShape"))

@@ -297,6 +297,43 @@ ctx_fini(SpmdCtx *cx)
     free(cx->wloops);
 }
 
+static bool
+has_unbounded_dim(const IrShape *s)
+{
+    for (uint32_t e = 0; e < s->n_elems; e++)
+        if (has_unbounded_dim(&s->elems[e]))
+            return true;
+    for (uint32_t d = 0; s->dim_kinds && d < s->rank; d++)
+        if (s->dim_kinds[d] == IR_DIM_UNBOUNDED)
+            return true;
+    return false;
+}
+
+/* Unbounded dims ('?') have no size to split, pad or count bytes by: refused up front, naming
+ * the first instruction (bounded dims, '<=N', are partitioned at their bound). */
+static SlStatus
+refuse_unbounded(SpmdCtx *cx, SlError *err)
+{
+    for (uint32_t c = 0; c < cx->in->n_comps; c++) {
+        const IrComputation *comp = cx->in->comps[c];
+        for (uint32_t i = 0; i < comp->n_instrs; i++) {
+            if (!has_unbounded_dim(&comp->instrs[i]->shape))
+                continue;
+            cx->visiting = comp->instrs[i];
+            SlBuf b;
+            sl_buf_init(&b);
+            ir_shape_print(&cx->visiting->shape, false, &b);
+            SlStatus st = spmd_fail(cx, err, SL_ERR_UNSUPPORTED,
+                                    "shape %s has an unbounded dimension ('?'): the partitioner "
+                                    "takes static and bounded shapes only",
+                                    b.data ? b.data : "?");
+            sl_buf_fini(&b);
+            return st;
+        }
+    }
+    return SL_OK;
+}
+
 SlStatus
 spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink, SlArena *out_arena,
                IrModule **out, SlError *err)
@@ -351,6 +388,8 @@ spmd_partition(const IrModule *in, const SpmdOptions *opts, TraceSink *sink, SlA
     if (st == SL_OK && !spmd_names_init(&cx))
         st = sl_fail(err, SL_ERR_NOMEM, (SlSrcLoc){NULL, 0, 0}, "out of memory");
     IrComputation *entry = NULL;
+    if (st == SL_OK)
+        st = refuse_unbounded(&cx, err);
     if (st == SL_OK)
         spmd_check_input(&cx);
     if (st == SL_OK)
