@@ -699,6 +699,27 @@ test_print_attr_values(void **state)
     sl_buf_fini(&b);
 }
 
+/* A parameter whose name is not an identifier ("%0") is printed as %0 in the signature, so the
+ * text parses back (found by the hlo fuzzer: "(0: f32[8])" did not). */
+static void
+test_signature_names_round_trip(void **state)
+{
+    Fixture *fx = *state;
+    IrModule *m = parse_ok(fx, "HloModule m\n\nENTRY %e {\n  ROOT %0 = f32[8] parameter(0)\n}\n");
+    SlBuf a, b;
+    sl_buf_init(&a);
+    sl_buf_init(&b);
+    hlo_print_module(m, &a);
+    assert_non_null(strstr(a.data, "ENTRY %e (%0: f32[8]) -> f32[8] {"));
+    IrModule *again = parse_ok(fx, a.data);
+    hlo_print_module(again, &b);
+    assert_string_equal(a.data, b.data);
+    ir_module_fini(again);
+    ir_module_fini(m);
+    sl_buf_fini(&a);
+    sl_buf_fini(&b);
+}
+
 /* XLA's attribute names, decoded or kept verbatim, are known; a typo is not, and gets the
  * nearest name within one edit (short names) or two (longer ones). */
 static void
@@ -737,6 +758,7 @@ main(void)
                                         teardown),
         cmocka_unit_test(test_print_attr_values),
         cmocka_unit_test(test_attr_vocabulary),
+        cmocka_unit_test_setup_teardown(test_signature_names_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fast_paths_match_general_ones, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parse_file_releases_pages, setup, teardown),
     };

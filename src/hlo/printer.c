@@ -491,7 +491,12 @@ put_signature(Out *out, const IrComputation *c, SlVec *params)
         const IrInstr *p = SL_VEC_AT(params, const IrInstr *, k);
         if (k)
             PUT_LIT(out, ", ");
-        put_str(out, sl_sym_str(p->name));
+        /* a bare name must lex as an identifier; "%0" does not without its '%' */
+        SlStr name = sl_sym_str(p->name);
+        char c0 = name.len ? name.ptr[0] : '0';
+        if (!((c0 >= 'a' && c0 <= 'z') || (c0 >= 'A' && c0 <= 'Z') || c0 == '_'))
+            putc1(out, '%');
+        put_str(out, name);
         PUT_LIT(out, ": ");
         put_shape(out, &p->shape, false);
     }
