@@ -294,6 +294,42 @@ test_plain_module_unchanged(void **state)
     ir_module_fini(m);
 }
 
+/* The mesh table is a top-level entry of the header's frontend_attributes: the same text inside
+ * another entry's value (or a string) is not one, and the module reads back as it was printed
+ * (found by the hlo fuzzer: stripping a nested match left the header unreadable). */
+static void
+test_meshes_key_only_at_top_level(void **state)
+{
+    Fixture *fx = *state;
+    static const char *const k_headers[] = {
+        "frontend_attributes={a={xla.sdy.meshes={mesh = #sdy.mesh<[\"x\"=2]>}}}",
+        "frontend_attributes={a=\"xla.sdy.meshes={mesh = #sdy.mesh<[\\\"x\\\"=2]>}\"}",
+        "frontend_attributes={ba.xla.sdy.meshes={mesh = #sdy.mesh<[\"x\"=2]>}}",
+    };
+    for (size_t k = 0; k < SL_COUNTOF(k_headers); k++) {
+        SlBuf text, a, b;
+        sl_buf_init(&text);
+        sl_buf_init(&a);
+        sl_buf_init(&b);
+        sl_buf_printf(&text, "HloModule m, %s\n\nENTRY %%e {\n  ROOT %%p = f32[8] parameter(0), "
+                      "sharding={devices=[2]<=[2]}\n}\n", k_headers[k]);
+        IrModule *m = parse_ok(fx, text.data);
+        sharding_text(m, "p", &a);
+        assert_string_equal(a.data, "{devices=[2]<=[2]}"); /* not a Shardy module */
+        sl_buf_clear(&a);
+        hlo_print_module(m, &a);
+        assert_non_null(strstr(a.data, k_headers[k]));
+        IrModule *again = parse_ok(fx, a.data);
+        hlo_print_module(again, &b);
+        assert_string_equal(a.data, b.data);
+        ir_module_fini(again);
+        ir_module_fini(m);
+        sl_buf_fini(&text);
+        sl_buf_fini(&a);
+        sl_buf_fini(&b);
+    }
+}
+
 /* Errors: status, line and the column of the offending byte (found in the text itself). */
 static const struct {
     const char *meshes, *shape, *sdy;
@@ -475,6 +511,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_convert, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_meshes_key_only_at_top_level, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sub_axis_devices, setup, teardown),
         cmocka_unit_test_setup_teardown(test_module_rewrite, setup, teardown),
         cmocka_unit_test_setup_teardown(test_single_result, setup, teardown),

@@ -382,17 +382,48 @@ strip_round_trip(SdyCtx *cx, const IrHeaderAttr *h, const char *from, const char
     return st;
 }
 
+/* Where entry `key` (with its '=') starts among the top-level entries of a frontend_attributes
+ * value `{k=v, ...}`: never inside a nested value or a string, where the same text may appear
+ * (and where stripping it would leave the rest unreadable). NULL when absent. */
+static const char *
+top_level_key(SlStr value, const char *key)
+{
+    size_t kl = strlen(key);
+    int depth = 0;
+    bool in_str = false, entry_start = false;
+    for (size_t p = 0; p < value.len; p++) {
+        char c = value.ptr[p];
+        if (in_str) {
+            if (c == '\\')
+                p++;
+            else if (c == '"')
+                in_str = false;
+            continue;
+        }
+        if (depth == 1 && entry_start && c != ' ') {
+            if (p + kl <= value.len && !memcmp(value.ptr + p, key, kl))
+                return value.ptr + p;
+            entry_start = false;
+        }
+        if (c == '"')
+            in_str = true;
+        else if (c == '{')
+            entry_start = ++depth == 1;
+        else if (c == '}')
+            depth--;
+        else if (c == ',' && depth == 1)
+            entry_start = true;
+    }
+    return NULL;
+}
+
 static SlStatus
 run(SdyCtx *cx)
 {
     SlStatus st;
     const IrHeaderAttr *h = ir_module_find_header(cx->m, "frontend_attributes");
     const char *meshes_key = "xla.sdy.meshes=";
-    const char *found = NULL;
-    if (h)
-        for (size_t p = 0; p + strlen(meshes_key) <= h->value.len && !found; p++)
-            if (!memcmp(h->value.ptr + p, meshes_key, strlen(meshes_key)))
-                found = h->value.ptr + p;
+    const char *found = h ? top_level_key(h->value, meshes_key) : NULL;
     if (!found)
         return SL_OK; /* not a Shardy module: `sharding=` is all there is */
     /* the value after the key: a balanced {...} or a quoted string */
