@@ -416,6 +416,31 @@ test_errors(void **state)
     "\"#sdy<manual_axes{" AXES "}>\",xla.sdy.out_shardings=\"#sdy.sharding_per_value<[<@mesh, " \
     "[{}, {\\\"model\\\"}]>]>\"}\n}\n"
 
+/* The import runs inside the parser, before the checker: an instruction without the operands
+ * its opcode needs (get-tuple-element() beside a shard_map) leaves the module unimported for
+ * ir_module_check to reject, instead of being read by position (found by the mutation run). */
+static void
+test_bad_operand_count_left_to_check(void **state)
+{
+    Fixture *fx = *state;
+    const char *text = SHARD_MAP_MODULE("\\\"data\\\", \\\"model\\\"");
+    const char *at = strstr(text, "  ROOT %l");
+    assert_non_null(at);
+    SlBuf b;
+    sl_buf_init(&b);
+    sl_buf_append(&b, text, (size_t)(at - text));
+    sl_buf_puts(&b, "  %t = f32[4,4] get-tuple-element(), index=0\n");
+    sl_buf_puts(&b, at);
+    IrModule *m = parse_ok(fx, b.data);
+    assert_non_null(find(m, "g")); /* not imported */
+    SlError err = {0};
+    assert_int_equal(ir_module_check(m, "t.hlo", &err), SL_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "instruction %t (get-tuple-element) in computation %main: "
+                                    "expects 1 operand, got 0"));
+    ir_module_fini(m);
+    sl_buf_fini(&b);
+}
+
 static void
 test_manual_computation(void **state)
 {
@@ -511,6 +536,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_convert, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_operand_count_left_to_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meshes_key_only_at_top_level, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sub_axis_devices, setup, teardown),
         cmocka_unit_test_setup_teardown(test_module_rewrite, setup, teardown),

@@ -382,6 +382,23 @@ strip_round_trip(SdyCtx *cx, const IrHeaderAttr *h, const char *from, const char
     return st;
 }
 
+/* The import reads operands by position (a get-tuple-element's tuple, a call's arguments)
+ * before the checker has seen the module: it runs only when every instruction has the operand
+ * count ir_ops.def allows its opcode (found by the mutation run: get-tuple-element()). */
+static bool
+operand_counts_ok(const IrModule *m)
+{
+    for (uint32_t c = 0; c < m->n_comps; c++)
+        for (uint32_t k = 0; k < m->comps[c]->n_instrs; k++) {
+            const IrInstr *i = m->comps[c]->instrs[k];
+            int max = ir_op_max_operands(i->op);
+            if (i->n_operands < ir_op_min_operands(i->op) ||
+                (max >= 0 && i->n_operands > (uint32_t)max))
+                return false;
+        }
+    return true;
+}
+
 /* Where entry `key` (with its '=') starts among the top-level entries of a frontend_attributes
  * value `{k=v, ...}`: never inside a nested value or a string, where the same text may appear
  * (and where stripping it would leave the rest unreadable). NULL when absent. */
@@ -426,6 +443,8 @@ run(SdyCtx *cx)
     const char *found = h ? top_level_key(h->value, meshes_key) : NULL;
     if (!found)
         return SL_OK; /* not a Shardy module: `sharding=` is all there is */
+    if (!operand_counts_ok(cx->m))
+        return SL_OK; /* left as read, for ir_module_check to reject */
     /* the value after the key: a balanced {...} or a quoted string */
     const char *v = found + strlen(meshes_key), *end = h->value.ptr + h->value.len;
     const char *q = v;
