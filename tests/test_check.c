@@ -388,6 +388,18 @@ static const struct {
     {"other_ops_accepted",
      HDR ENTRY(P(0, "f32[4]") "  ROOT r = f32[4] custom-call(p0), custom_call_target=\"Foo\"\n"),
      SL_OK, NULL, NULL},
+    {"shard_barrier_without_operand",
+     HDR ENTRY(P(0, "f32[4]") "  b = f32[4] custom-call(), custom_call_target=\"ShardBarrierTo\"\n"
+               "  ROOT r = f32[4] add(p0, b)\n"),
+     SL_ERR_INVALID, "b", "a shard barrier takes 1 operand, got 0"},
+    {"shard_barrier_tuple_accepted",
+     HDR ENTRY(P(0, "f32[4]") "  t = (f32[4]) tuple(p0)\n"
+               "  ROOT b = (f32[4]) custom-call(t), custom_call_target=\"ShardBarrierFrom\"\n"),
+     SL_OK, NULL, NULL},
+    {"add_dependency_shape",
+     HDR ENTRY(P(0, "f32[4]") "  a = token[] after-all()\n"
+               "  ROOT d = f32[8] add-dependency(p0, a)\n"),
+     SL_ERR_INVALID, "d", "declared shape f32[8] but inferred f32[4]"},
     {"topk_accepted",
      HDR ENTRY(P(0, "bf16[64,256]") "  ROOT k = (bf16[64,40], s32[64,40]) custom-call(p0), "
                "custom_call_target=\"TopK\"\n"),

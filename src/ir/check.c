@@ -126,6 +126,8 @@ check_shape_rules(IrCheck *ck, const IrInstr *in)
         if (in->op == IR_OP_CALL_START || in->op == IR_OP_CALL_UPDATE ||
             in->op == IR_OP_CALL_DONE)
             return ck_check_async_call(ck, in);
+        if (in->op == IR_OP_ADD_DEPENDENCY) /* the value, ordered after the token operand */
+            return ck_expect(ck, in, opnd(in, 0));
         return SL_OK;
     case IR_FAM_SIDE_EFFECT:
     case IR_FAM_RNG:

@@ -488,7 +488,8 @@ target_is(const IrInstr *in, const char *name)
 
 /* The custom calls the partitioner gives a meaning (gspmd.md D.21) keep their operand's
  * element type and rank: Sharding keeps the whole shape; SPMDFullToShardShape and
- * SPMDShardToFullShape change dims by the sharding (not checked here); TopK as above. Other
+ * SPMDShardToFullShape change dims by the sharding (not checked here); TopK as above; the
+ * shard barriers take one operand of any shape and keep it. Other
  * targets are opaque and accepted as declared. */
 /* TopK (XLA's TopkRewriter form, which the partitioner splits): operand [batch..., n] of rank
  * 1 or 2; result (values, s32 indices), both [batch..., k] with k <= n and the operand's
@@ -528,6 +529,12 @@ ck_check_custom_call(IrCheck *ck, const IrInstr *in)
 {
     if (target_is(in, "TopK"))
         return check_topk(ck, in);
+    /* the shard barriers of propagation pass one value (array or tuple) through */
+    if (target_is(in, "ShardBarrierFrom") || target_is(in, "ShardBarrierTo")) {
+        if (in->n_operands != 1)
+            return ck_bad(ck, in, "a shard barrier takes 1 operand, got %u", in->n_operands);
+        return ck_expect(ck, in, opnd(in, 0));
+    }
     bool keeps_shape = target_is(in, "Sharding");
     if (!keeps_shape && !target_is(in, "SPMDFullToShardShape") &&
         !target_is(in, "SPMDShardToFullShape"))
