@@ -400,6 +400,15 @@ static const struct {
      HDR ENTRY(P(0, "f32[4]") "  a = token[] after-all()\n"
                "  ROOT d = f32[8] add-dependency(p0, a)\n"),
      SL_ERR_INVALID, "d", "declared shape f32[8] but inferred f32[4]"},
+    {"scatter_dims_to_operand_dims_range",
+     HDR "add (a: f32[], b: f32[]) -> f32[] {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+     "  ROOT s = f32[] add(a, b)\n}\n\n"
+     ENTRY(P(0, "f32[8,4]") "  i = s32[2,1] parameter(1)\n  u = f32[2,4] parameter(2)\n"
+           "  ROOT sc = f32[8,4] scatter(p0, i, u), to_apply=add, update_window_dims={1}, "
+           "inserted_window_dims={0}, scatter_dims_to_operand_dims={-9223372036854775808}, "
+           "index_vector_dim=1\n"),
+     SL_ERR_INVALID, "sc", "scatter_dims_to_operand_dims entry -9223372036854775808 is out of "
+     "range for rank 2"},
     {"topk_accepted",
      HDR ENTRY(P(0, "bf16[64,256]") "  ROOT k = (bf16[64,40], s32[64,40]) custom-call(p0), "
                "custom_call_target=\"TopK\"\n"),

@@ -398,6 +398,9 @@ ck_check_scatter(IrCheck *ck, const IrInstr *in)
                       "scatter_dims_to_operand_dims has %u entries but the index vector "
                       "has %lld",
                       n_sdod, (long long)vec);
+    if ((st = ck_need_dims(ck, in, "scatter_dims_to_operand_dims", sdod, n_sdod,
+                           opnd(in, 0)->rank)))
+        return st;
     IrComputation *c;
     IrDtype *types = SL_NEW_ARRAY(&ck->scratch, IrDtype, k);
     IrShape *leaves = SL_NEW_ARRAY(&ck->scratch, IrShape, k);
