@@ -391,9 +391,7 @@ operand_counts_ok(const IrModule *m)
     for (uint32_t c = 0; c < m->n_comps; c++)
         for (uint32_t k = 0; k < m->comps[c]->n_instrs; k++) {
             const IrInstr *i = m->comps[c]->instrs[k];
-            int max = ir_op_max_operands(i->op);
-            if (i->n_operands < ir_op_min_operands(i->op) ||
-                (max >= 0 && i->n_operands > (uint32_t)max))
+            if (!ir_op_operand_count_ok(i->op, i->n_operands))
                 return false;
         }
     return true;

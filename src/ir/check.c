@@ -328,7 +328,7 @@ check_signature(IrCheck *ck, const IrInstr *in)
 {
     uint32_t min = ir_op_min_operands(in->op), n = in->n_operands;
     int max = ir_op_max_operands(in->op);
-    if (n < min || (max >= 0 && n > (uint32_t)max)) {
+    if (!ir_op_operand_count_ok(in->op, n)) {
         if (max == (int)min)
             return ck_bad(ck, in, "expects %u operand%s, got %u", min, min == 1 ? "" : "s", n);
         if (max < 0)

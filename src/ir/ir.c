@@ -107,6 +107,13 @@ ir_op_max_operands(IrOp op)
 }
 
 bool
+ir_op_operand_count_ok(IrOp op, uint32_t n)
+{
+    int max = ir_op_max_operands(op);
+    return n >= ir_op_min_operands(op) && (max < 0 || n <= (uint32_t)max);
+}
+
+bool
 ir_op_requires_attr(IrOp op, IrAttrKey k)
 {
     return (unsigned)op < IR_OP_COUNT && (unsigned)k < IR_ATTR_COUNT &&

@@ -74,6 +74,7 @@ int ir_op_arity(IrOp op); /* the exact operand count; -1: it varies */
 /* Operand-count bounds and required attributes of ir_ops.def (max -1: no bound). */
 uint32_t ir_op_min_operands(IrOp op);
 int ir_op_max_operands(IrOp op);
+bool ir_op_operand_count_ok(IrOp op, uint32_t n); /* n within those bounds */
 bool ir_op_requires_attr(IrOp op, IrAttrKey k);
 bool ir_op_from_name(SlStr s, IrOp *out);
 bool ir_op_is_elementwise(IrOp op);
