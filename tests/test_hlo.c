@@ -300,6 +300,11 @@ static const struct {
     {"mismatched_bracket", E1 "  ROOT a = f32[] parameter(0), backend_config={(]}\n}\n",
                                                                                  SL_ERR_PARSE,       3, 49},
     {"garbage_after_comp", E1 "  ROOT a = f32[] parameter(0)\n} junk\n",           SL_ERR_PARSE,       5, 1  },
+    /* a braced or quoted header value ends at its closer (found by the hlo fuzzer) */
+    {"header_text_after_brace", "HloModule m, frontend_attributes={a=\"1\"}es={b=\"2\"}\n"
+                           "ENTRY e {\n  ROOT a = f32[] parameter(0)\n}\n",  SL_ERR_PARSE,       1, 41},
+    {"header_text_after_quote", "HloModule m, x=\"q\"z\nENTRY e {\n  ROOT a = f32[] parameter(0)\n}\n",
+                                                                                 SL_ERR_PARSE,       1, 19},
     /* what the fast paths (dims, metadata) hand back to the general ones */
     {"huge_dim",           E1 "  ROOT p = f32[12345678901234567890] parameter(0)\n}\n", SL_ERR_PARSE, 3, 16},
     {"negative_dim",       E1 "  ROOT p = f32[4,-2] parameter(0)\n}\n",           SL_ERR_PARSE,       3, 18},

@@ -166,6 +166,18 @@ static const struct {
         "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}|f32[1] slice(%p.1), slice={[0:1]}|"
         "ROOT %concatenate = f32[3] concatenate(%collective-permute, %slice.1), dimensions={0}",
      " all-"},
+    /* HandleConcatenate into a replicated result: both operands are gathered whole before
+     * the concatenate. Running it in the operands' common [4] sharding concatenated local
+     * shards and gathered the wrong order (found by the partition fuzzer). */
+    {"concatenate_replicated_of_sharded",
+     HDR(4) "ENTRY main {\n  a = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n"
+            "  b = f32[4] parameter(1), sharding={devices=[4]<=[4]}\n"
+            "  ROOT r = f32[12] concatenate(a, b), dimensions={0}, sharding={replicated}\n}\n",
+     4, "%all-gather = f32[8] all-gather(%a.1), channel_id=1, replica_groups=[1,4]<=[4], "
+        "dimensions={0}|%all-gather.1 = f32[4] all-gather(%b.1), channel_id=2, "
+        "replica_groups=[1,4]<=[4], dimensions={0}|"
+        "ROOT %r.1 = f32[12] concatenate(%all-gather, %all-gather.1), dimensions={0}",
+     "f32[3] concatenate"},
     /* D.21 MultiSlice: a super shard with 2 elements from the left and 1 from the right
      * (no wrap-around), a per-shard dynamic-slice, then 4 local slices */
     {"multi_slice",

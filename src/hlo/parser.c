@@ -1064,9 +1064,23 @@ parse_header(HloParser *P)
         if (!key)
             return nomem(P);
         SlSrcLoc at = hlo_lex_here(&P->lx);
+        HloLexer before = P->lx;
         if (!hlo_lex_scan_value(&P->lx, &value, &why))
             return hlo_fail_here(P, SL_ERR_PARSE, "bad value for module attribute '%s': %s",
                                  sl_sym_cstr(key), why);
+        /* A braced or quoted value ends at its closer: `{a}es={b}` is not one value (it would
+         * be kept whole, and print back differently once the Shardy import edits it). */
+        if (value.ptr[0] == '{' || value.ptr[0] == '"' || value.ptr[0] == '\'') {
+            bool closed = value.ptr[0] == '{' ? hlo_lex_scan_balanced(&before, &why)
+                                              : hlo_lex_scan_string(&before, &why);
+            if (closed && before.p != value.ptr + value.len) {
+                P->lx = before;
+                return hlo_fail_here(P, SL_ERR_PARSE,
+                                     "unexpected text after the value of module attribute '%s'"
+                                     " (a ',' must separate attributes)",
+                                     sl_sym_cstr(key));
+            }
+        }
         if ((sl_str_eq_cstr(P->tok.text, "num_partitions") ||
              sl_str_eq_cstr(P->tok.text, "replica_count")) &&
             !is_device_count(value))

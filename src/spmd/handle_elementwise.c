@@ -43,9 +43,10 @@ spmd_handle_elementwise_dims_to_replicate(SpmdCtx *cx, const IrInstr *hlo, const
                                           uint32_t n, SlError *err)
 {
     const ShdSharding *s = spmd_sharding_of(cx, hlo);
-    if (!shd_is_tiled(s) || shd_is_manual_subgroup(s))
-        return spmd_handle_elementwise(cx, hlo, err);
-    for (uint32_t k = 0; k < n; k++) {
+    /* Every operand goes to the output's sharding with `dims` replicated. Not the
+     * elementwise handler's run-in-the-operands'-common-sharding shortcut: operands that
+     * share a sharding tiled along a concat (or triangular) dim cannot run in it. */
+    for (uint32_t k = 0; shd_is_tiled(s) && !shd_is_manual_subgroup(s) && k < n; k++) {
         uint32_t c = (uint32_t)dims[k];
         if (shd_dim_shards(s, c) <= 1)
             continue;
