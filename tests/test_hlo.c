@@ -305,6 +305,13 @@ static const struct {
                            "ENTRY e {\n  ROOT a = f32[] parameter(0)\n}\n",  SL_ERR_PARSE,       1, 41},
     {"header_text_after_quote", "HloModule m, x=\"q\"z\nENTRY e {\n  ROOT a = f32[] parameter(0)\n}\n",
                                                                                  SL_ERR_PARSE,       1, 19},
+    /* the header's frontend_attributes: entries with string or braced values, each key once */
+    {"header_frontend_unquoted", "HloModule m, frontend_attributes={k=v}\n"
+                           "ENTRY e {\n  ROOT a = f32[] parameter(0)\n}\n",  SL_ERR_PARSE,       1, 37},
+    {"header_frontend_dup_key", "HloModule m, frontend_attributes={k=\"1\", k=\"2\"}\n"
+                           "ENTRY e {\n  ROOT a = f32[] parameter(0)\n}\n",  SL_ERR_INVALID,     1, 34},
+    {"header_frontend_no_comma", "HloModule m, frontend_attributes={k=\"1\" j=\"2\"}\n"
+                           "ENTRY e {\n  ROOT a = f32[] parameter(0)\n}\n",  SL_ERR_PARSE,       1, 41},
     /* what the fast paths (dims, metadata) hand back to the general ones */
     {"huge_dim",           E1 "  ROOT p = f32[12345678901234567890] parameter(0)\n}\n", SL_ERR_PARSE, 3, 16},
     {"negative_dim",       E1 "  ROOT p = f32[4,-2] parameter(0)\n}\n",           SL_ERR_PARSE,       3, 18},
@@ -725,6 +732,28 @@ test_signature_names_round_trip(void **state)
     sl_buf_fini(&b);
 }
 
+/* A module name that is no bare identifier keeps its '%' when printed (found by the hlo
+ * fuzzer: `HloModule 1m` read back as a malformed number). */
+static void
+test_module_name_round_trip(void **state)
+{
+    Fixture *fx = *state;
+    IrModule *m = parse_ok(fx, "HloModule %1m\n\nENTRY %e {\n  ROOT %p = f32[8] parameter(0)\n}\n");
+    SlBuf a, b;
+    sl_buf_init(&a);
+    sl_buf_init(&b);
+    hlo_print_module(m, &a);
+    assert_memory_equal(a.data, "HloModule %1m\n", 14);
+    IrModule *again = parse_ok(fx, a.data);
+    assert_string_equal(sl_sym_cstr(again->name), "1m");
+    hlo_print_module(again, &b);
+    assert_string_equal(a.data, b.data);
+    ir_module_fini(again);
+    ir_module_fini(m);
+    sl_buf_fini(&a);
+    sl_buf_fini(&b);
+}
+
 /* XLA's attribute names, decoded or kept verbatim, are known; a typo is not, and gets the
  * nearest name within one edit (short names) or two (longer ones). */
 static void
@@ -764,6 +793,7 @@ main(void)
         cmocka_unit_test(test_print_attr_values),
         cmocka_unit_test(test_attr_vocabulary),
         cmocka_unit_test_setup_teardown(test_signature_names_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_module_name_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fast_paths_match_general_ones, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parse_file_releases_pages, setup, teardown),
     };

@@ -451,6 +451,37 @@ static const struct {
 };
 /* clang-format on */
 
+/* A token takes any sharding, but not devices that do not exist or appear twice (found by the
+ * partition fuzzer: an outfeed's {devices=[2]1,1} reached the partitioner). */
+static void
+test_sharding_token_devices(void **state)
+{
+    SlArena *a = *state;
+    IrShape tok = ir_shape_make(a, IR_DT_TOKEN, NULL, 0);
+    const struct {
+        const char *text;
+        const char *want; /* NULL: accepted */
+    } cases[] = {
+        {"{{devices=[2]1,1}, {maximal device=0}}", "device 1 appears twice"},
+        {"{maximal device=5}", "device 5 out of range for 2 devices"},
+        {"{{devices=[2]0,1}, {maximal device=1}}", NULL},
+        {"{devices=[4]<=[4]}", "tile assignment has 4 devices, module has 2"},
+        {"{replicated}", NULL},
+    };
+    for (size_t i = 0; i < SL_COUNTOF(cases); i++) {
+        const ShdSharding *s = NULL;
+        SlError err = {0};
+        assert_int_equal(shd_parse(a, sl_str(cases[i].text), k_loc, &s, &err), SL_OK);
+        SlStatus st = shd_check(s, &tok, 2, k_loc, &err);
+        if (!cases[i].want) {
+            assert_int_equal(st, SL_OK);
+            continue;
+        }
+        assert_int_equal(st, SL_ERR_INVALID);
+        assert_string_equal(err.msg, cases[i].want);
+    }
+}
+
 static void
 test_sharding_hostile(void **state)
 {
@@ -1119,6 +1150,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sharding_group_manual, arena_setup, arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_partial_groups_sorted, arena_setup,
                                         arena_teardown),
+        cmocka_unit_test_setup_teardown(test_sharding_token_devices, arena_setup, arena_teardown),
         cmocka_unit_test_setup_teardown(test_sharding_unreduced_as_replicated, arena_setup,
                                         arena_teardown),
     };

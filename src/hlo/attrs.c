@@ -843,9 +843,11 @@ note_sdy_value(HloParser *P, SlSym key, SlStr value, SlSrcLoc at)
     return SL_VEC_PUSH(&P->sdy_locs, SdyValueLoc, l) ? SL_OK : nomem(P);
 }
 
-/* frontend := '{' (KEY '=' (STRING | '{' ... '}'))? (',' KEY '=' ...)* '}' */
-static SlStatus
-parse_frontend(HloParser *P, IrAttr *a)
+/* frontend := '{' (KEY '=' (STRING | '{' ... '}'))? (',' KEY '=' ...)* '}'
+ * The cursor token is the `name=` before it; *close (when not NULL) gets the end of the
+ * closing '}'. `strict`: a value must be a string or braced (else, any value token). */
+SlStatus
+hlo_parse_frontend(HloParser *P, IrAttr *a, bool strict, const char **close)
 {
     SlStatus st;
     hlo_advance(P);
@@ -872,12 +874,14 @@ parse_frontend(HloParser *P, IrAttr *a)
         if ((st = raw_start(P)) != SL_OK)
             return st;
         SlSrcLoc at = hlo_lex_here(&P->lx);
-        if ((st = raw_any(P, "frontend attribute value", false, &f->value)) != SL_OK)
+        if ((st = raw_any(P, "frontend attribute value", strict, &f->value)) != SL_OK)
             return st;
         if ((st = note_sdy_value(P, f->key, f->value, at)) != SL_OK)
             return st;
         hlo_advance(P);
     }
+    if (close)
+        *close = P->tok.text.ptr + P->tok.text.len;
     hlo_advance(P);
     a->u.frontend.n = n;
     if (n && !(a->u.frontend.v = SL_DUP_ARRAY(P->arena, IrFrontendAttr, list, n)))
@@ -972,7 +976,7 @@ parse_value(HloParser *P, IrInstr *ins, IrAttrKind kind, IrAttr *a)
     case IR_AK_DIM_LABELS: return parse_dim_labels(P, a);
     case IR_AK_SHARDING: return parse_sharding(P, a);
     case IR_AK_METADATA: return parse_metadata(P, a);
-    case IR_AK_FRONTEND: return parse_frontend(P, a);
+    case IR_AK_FRONTEND: return hlo_parse_frontend(P, a, false, NULL);
     case IR_AK_RAW:
         if ((st = raw_any(P, ir_attr_name(a->key), a->key != IR_ATTR_OTHER, &a->u.text)) !=
             SL_OK)

@@ -142,6 +142,9 @@ SlSym hlo_intern(HloParser *P, SlStr s);
  *           attributes of `ins` read so far.
  * produces: the decoded attribute appended to P->attrs; P->tok is the token after the value. */
 SlStatus hlo_parse_attr(HloParser *P, IrInstr *ins);
+/* frontend_attributes' value {KEY=VALUE, ...}; `strict`: every VALUE a string or {...};
+ * *close (when not NULL): the end of its '}'. */
+SlStatus hlo_parse_frontend(HloParser *P, IrAttr *a, bool strict, const char **close);
 /* Patches every pending computation reference; SL_ERR_INVALID for an unknown name. */
 SlStatus hlo_resolve_fixups(HloParser *P);
 

@@ -1024,6 +1024,34 @@ is_mlir_start(const HloParser *P)
            ((size_t)(end - q) >= sizeof(attrs) - 1 && !memcmp(q, attrs, sizeof(attrs) - 1));
 }
 
+/* The header's frontend_attributes, read by the grammar of an instruction's with every value
+ * a string or {...}, as XLA writes them (the Shardy import edits its xla.sdy.meshes entry, so
+ * the text must be well-formed entries), and kept as written. A key may appear once: the import would read one mesh table and print another. */
+static SlStatus
+parse_header_frontend(HloParser *P, SlSym key)
+{
+    if (!hlo_lex_skip_space(&P->lx))
+        return hlo_fail_here(P, SL_ERR_PARSE, "unterminated /* comment");
+    SlSrcLoc at = hlo_lex_here(&P->lx);
+    const char *open = P->lx.p, *close = NULL;
+    IrAttr a = {0};
+    SlStatus st = hlo_parse_frontend(P, &a, true, &close);
+    if (st != SL_OK)
+        return st;
+    for (uint32_t i = 0; i < a.u.frontend.n; i++)
+        for (uint32_t j = 0; j < i; j++)
+            if (a.u.frontend.v[i].key == a.u.frontend.v[j].key)
+                return sl_fail(P->err, SL_ERR_INVALID, at,
+                               "module attribute frontend_attributes has key '%s' twice",
+                               sl_sym_cstr(a.u.frontend.v[i].key));
+    SlStr value = {open, (size_t)(close - open)};
+    if (ir_module_set_header(P->m, sl_sym_cstr(key), value) != SL_OK)
+        return nomem(P);
+    const IrHeaderAttr *h = ir_module_find_header(P->m, "frontend_attributes");
+    SdyValueLoc l = {h->value.ptr, at.line, at.col}; /* meshes are read from here */
+    return SL_VEC_PUSH(&P->sdy_locs, SdyValueLoc, l) ? SL_OK : nomem(P);
+}
+
 static SlStatus
 parse_header(HloParser *P)
 {
@@ -1063,6 +1091,12 @@ parse_header(HloParser *P)
         const char *why = NULL;
         if (!key)
             return nomem(P);
+        if (sl_str_eq_cstr(P->tok.text, "frontend_attributes")) {
+            SlStatus st = parse_header_frontend(P, key);
+            if (st != SL_OK)
+                return st;
+            continue;
+        }
         SlSrcLoc at = hlo_lex_here(&P->lx);
         HloLexer before = P->lx;
         if (!hlo_lex_scan_value(&P->lx, &value, &why))
@@ -1088,12 +1122,6 @@ parse_header(HloParser *P)
                            sl_sym_cstr(key), SL_STR_ARG(value), IR_MAX_DEVICES);
         if (ir_module_set_header(P->m, sl_sym_cstr(key), value) != SL_OK)
             return nomem(P);
-        if (sl_sym_str(key).len == 19 && !memcmp(sl_sym_cstr(key), "frontend_attributes", 19)) {
-            const IrHeaderAttr *h = ir_module_find_header(P->m, "frontend_attributes");
-            SdyValueLoc l = {h->value.ptr, at.line, at.col}; /* meshes are read from here */
-            if (!SL_VEC_PUSH(&P->sdy_locs, SdyValueLoc, l))
-                return nomem(P);
-        }
         hlo_advance(P);
     }
     return SL_OK;

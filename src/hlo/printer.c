@@ -5,6 +5,7 @@
  * parsing it again gives the same text (print(parse(print(parse(x)))) == print(parse(x))). */
 #include "hlo/hlo.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -600,7 +601,11 @@ put_module(Out *out, const IrModule *m, uint32_t indent)
 {
     put_indent(out, indent);
     PUT_LIT(out, "HloModule ");
-    put_str(out, sl_sym_str(m->name));
+    SlStr name = sl_sym_str(m->name);
+    /* `HloModule %1m` reads back; `HloModule 1m` would be a malformed number */
+    if (name.len && !(isalpha((unsigned char)name.ptr[0]) || name.ptr[0] == '_'))
+        putc1(out, '%');
+    put_str(out, name);
     for (uint32_t k = 0; k < m->n_header; k++) {
         PUT_LIT(out, ", ");
         put_str(out, sl_sym_str(m->header[k].key));

@@ -767,9 +767,9 @@ shd_leaf(const ShdSharding *s, uint32_t leaf)
 
 /* ---- validation ---- */
 
+/* The device ids: in range (when the count is known), each once, as many as the module's. */
 static SlStatus
-check_array(const ShdSharding *s, const IrShape *shape, int64_t num_devices, SlSrcLoc loc,
-            SlError *err)
+check_devices(const ShdSharding *s, int64_t num_devices, SlSrcLoc loc, SlError *err)
 {
     bool known = num_devices > 0; /* else XLA's rules without a count: ids >= 0, once each */
     if (s->kind == SHD_MAXIMAL) {
@@ -778,10 +778,6 @@ check_array(const ShdSharding *s, const IrShape *shape, int64_t num_devices, SlS
                            (long long)s->device, (long long)num_devices);
         return SL_OK;
     }
-    if (s->is_written_tiled && shape->rank != s->written_rank)
-        return sl_fail(err, SL_ERR_INVALID, loc,
-                       "sharding has %u tiled dims but the shape has rank %u", s->written_rank,
-                       shape->rank);
     if (s->kind != SHD_TILED)
         return SL_OK;
     int64_t total = shd_device_count(s);
@@ -791,10 +787,6 @@ check_array(const ShdSharding *s, const IrShape *shape, int64_t num_devices, SlS
                        (long long)num_devices);
     if (total < 2)
         return sl_fail(err, SL_ERR_INVALID, loc, "tile assignment has a single device");
-    if (shape->rank != shd_data_rank(s))
-        return sl_fail(err, SL_ERR_INVALID, loc,
-                       "sharding has %u tiled dims but the shape has rank %u",
-                       shd_data_rank(s), shape->rank);
     for (int64_t i = 0; i < total; i++) {
         int64_t d = s->devices[i];
         if (d < 0 || (known && d >= num_devices))
@@ -805,12 +797,42 @@ check_array(const ShdSharding *s, const IrShape *shape, int64_t num_devices, SlS
     return SL_OK;
 }
 
+static SlStatus
+check_array(const ShdSharding *s, const IrShape *shape, int64_t num_devices, SlSrcLoc loc,
+            SlError *err)
+{
+    if (s->kind != SHD_MAXIMAL && s->is_written_tiled && shape->rank != s->written_rank)
+        return sl_fail(err, SL_ERR_INVALID, loc,
+                       "sharding has %u tiled dims but the shape has rank %u", s->written_rank,
+                       shape->rank);
+    SlStatus st = check_devices(s, num_devices, loc, err);
+    if (st != SL_OK || s->kind != SHD_TILED)
+        return st;
+    if (shape->rank != shd_data_rank(s))
+        return sl_fail(err, SL_ERR_INVALID, loc,
+                       "sharding has %u tiled dims but the shape has rank %u",
+                       shd_data_rank(s), shape->rank);
+    return SL_OK;
+}
+
 SlStatus
 shd_check(const ShdSharding *s, const IrShape *shape, int64_t num_devices, SlSrcLoc loc,
           SlError *err)
 {
-    if (shape->dtype == IR_DT_TOKEN)
+    if (shape->dtype == IR_DT_TOKEN) {
+        /* A token takes any sharding (an outfeed's covers its data too), but its devices must
+         * exist: the partitioner places the feed by them. */
+        uint32_t n = s->kind == SHD_TUPLE ? s->n_leaves : 1;
+        for (uint32_t i = 0; i < n; i++) {
+            const ShdSharding *l = s->kind == SHD_TUPLE ? shd_leaf(s, i) : s;
+            SlStatus st = l->kind == SHD_TUPLE
+                              ? sl_fail(err, SL_ERR_INVALID, loc, "nested tuple sharding")
+                              : check_devices(l, num_devices, loc, err);
+            if (st != SL_OK)
+                return st;
+        }
         return SL_OK;
+    }
     if (!ir_shape_is_tuple(shape)) {
         if (s->kind == SHD_TUPLE)
             return sl_fail(err, SL_ERR_INVALID, loc, "tuple sharding on a non-tuple shape");

@@ -8,7 +8,8 @@ have passed, applies 1 to 3 edits of tests/fuzz/seeds.py's mutator to one of the
 `check`, then `partition` on what check accepts, then `verify` on every fourth module that
 partitioned, each with a 10 s limit. Build the tool with -Db_sanitize=address,undefined.
 Counts runs, exit codes, sanitizer reports (AddressSanitizer, LeakSanitizer, "runtime error:"),
-internal errors ("a shardlens bug"), crashes (killed by a signal), timeouts and bad-input
+internal errors ("a shardlens bug"), verify mismatches (exit 1: the partitioned module
+computes something else than the original), crashes (killed by a signal), timeouts and bad-input
 messages without a FILE:LINE:COL location. Every finding is written to --keep DIR (default
 mutate-findings/) with its command and output. Prints the counts and exits 1 when there are
 findings. Deterministic for one --seed, apart from where the time limit falls.
@@ -39,7 +40,7 @@ def inputs(paths):
     return out
 
 
-def classify(rc, err):
+def classify(cmd, rc, err):
     if SANITIZER.search(err):
         return "sanitizer"
     if rc is None:
@@ -48,6 +49,8 @@ def classify(rc, err):
         return "signal"
     if "a shardlens bug" in err:
         return "internal"
+    if cmd == "verify" and rc == 1:  # the partitioned module computes something else
+        return "mismatch"
     if rc == 2 and not LOCATED.search(err) and "shardlens" not in err:
         return "unlocated"
     return None
@@ -89,7 +92,7 @@ def main():
                 try:
                     r = subprocess.run([a.tool] + cmd, capture_output=True, text=True,
                                        errors="replace", timeout=10, env=env)
-                    rc, err = r.returncode, r.stderr
+                    rc, err = r.returncode, r.stderr + (r.stdout if cmd[0] == "verify" else "")
                 except subprocess.TimeoutExpired as e:
                     rc = None
                     err = (e.stderr or b"").decode("utf-8", "replace") if isinstance(
@@ -97,7 +100,7 @@ def main():
                 counts["runs"] += 1
                 key = f"{cmd[0]}:{rc}"
                 exits[key] = exits.get(key, 0) + 1
-                kind = classify(rc, err)
+                kind = classify(cmd[0], rc, err)
                 if kind:
                     findings[kind] = findings.get(kind, 0) + 1
                     first = next((ln for ln in err.splitlines() if SANITIZER.search(ln) or
