@@ -409,6 +409,19 @@ static const struct {
            "index_vector_dim=1\n"),
      SL_ERR_INVALID, "sc", "scatter_dims_to_operand_dims entry -9223372036854775808 is out of "
      "range for rank 2"},
+    /* found by the mutation run: pred indices reached verify as wrong gathered rows */
+    {"gather_pred_indices",
+     HDR ENTRY(P(0, "f32[8,4]") "  i = pred[3,1] parameter(1)\n"
+               "  ROOT g = f32[3,4] gather(p0, i), offset_dims={1}, collapsed_slice_dims={0}, "
+               "start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}\n"),
+     SL_ERR_INVALID, "g", "indices must be integers, got pred"},
+    /* found by the mutation run: an s32[1,8,4] partition-id reached the partitioner */
+    {"partition_id_shape",
+     HDR ENTRY("  ROOT i = s32[1,8,4] partition-id()\n"),
+     SL_ERR_INVALID, "i", "declared shape s32[1,8,4] but inferred u32[]"},
+    {"replica_id_shape",
+     HDR ENTRY("  ROOT i = u32[2] replica-id()\n"),
+     SL_ERR_INVALID, "i", "declared shape u32[2] but inferred u32[]"},
     {"topk_accepted",
      HDR ENTRY(P(0, "bf16[64,256]") "  ROOT k = (bf16[64,40], s32[64,40]) custom-call(p0), "
                "custom_call_target=\"TopK\"\n"),

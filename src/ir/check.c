@@ -53,6 +53,17 @@ ck_nomem(IrCheck *ck, const IrInstr *in)
 
 /* ---- dispatch -------------------------------------------------------------------------------- */
 
+/* partition-id and replica-id: a u32 scalar (found by the mutation run: an s32[1,8,4]
+ * partition-id reached the partitioner's concatenate). */
+static SlStatus
+check_device_id(IrCheck *ck, const IrInstr *in)
+{
+    IrShape inf;
+    if (!ck_new_shape(ck, IR_DT_U32, 0, &inf))
+        return ck_nomem(ck, in);
+    return ck_expect(ck, in, &inf);
+}
+
 static SlStatus
 check_shape_rules(IrCheck *ck, const IrInstr *in)
 {
@@ -111,8 +122,9 @@ check_shape_rules(IrCheck *ck, const IrInstr *in)
         return ck_check_collective(ck, in);
     case IR_FAM_PARAMETER:
     case IR_FAM_CONSTANT:
-    case IR_FAM_PARTITION_ID:
         return SL_OK;
+    case IR_FAM_PARTITION_ID:
+        return check_device_id(ck, in);
     case IR_FAM_OPT_BARRIER:
     case IR_FAM_REVERSE:
     case IR_FAM_SELECT_AND_SCATTER:
@@ -128,6 +140,8 @@ check_shape_rules(IrCheck *ck, const IrInstr *in)
             return ck_check_async_call(ck, in);
         if (in->op == IR_OP_ADD_DEPENDENCY) /* the value, ordered after the token operand */
             return ck_expect(ck, in, opnd(in, 0));
+        if (in->op == IR_OP_REPLICA_ID)
+            return check_device_id(ck, in);
         return SL_OK;
     case IR_FAM_SIDE_EFFECT:
     case IR_FAM_RNG:

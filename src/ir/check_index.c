@@ -260,6 +260,9 @@ static SlStatus
 index_batch_dims(IrCheck *ck, const IrInstr *in, const IrShape *idx, int64_t ivd, int64_t **out,
                  uint32_t *n, int64_t *vec_len)
 {
+    char kind = ir_dtype_kind(idx->dtype);
+    if (kind != 'S' && kind != 'U') /* pred is no index: XLA refuses it too */
+        return ck_bad(ck, in, "indices must be integers, got %s", ir_dtype_name(idx->dtype));
     if (ivd < 0 || ivd > (int64_t)idx->rank)
         return ck_bad(ck, in, "index_vector_dim %lld out of range for indices of rank %u",
                       (long long)ivd, idx->rank);

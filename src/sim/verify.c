@@ -238,14 +238,19 @@ instr_work(const IrInstr *ins, int64_t *max_elems)
 }
 
 /* Why the outputs of a module using `ins` cannot be compared, or NULL: random numbers differ
- * between one device and N by design (host transfers are simulated: see the host below). */
+ * between one device and N by design (host transfers are simulated: see the host below). The
+ * device's id has no single-device meaning outside a manual region (`manual`: the reference
+ * runs on N devices, each with its own id): one device's value is not another's tile. */
 static const char *
-not_comparable(const IrInstr *ins)
+not_comparable(const IrInstr *ins, bool manual)
 {
     switch (ins->op) {
     case IR_OP_RNG:
     case IR_OP_RNG_BIT_GENERATOR:
-    case IR_OP_RNG_GET_AND_UPDATE_STATE: return "random numbers";
+    case IR_OP_RNG_GET_AND_UPDATE_STATE: return "random numbers differ between one device and N";
+    case IR_OP_PARTITION_ID:
+    case IR_OP_REPLICA_ID:
+        return manual ? NULL : "outside a manual region the device's id differs between one device and N";
     default: return NULL;
     }
 }
@@ -260,6 +265,22 @@ any_leaf(const IrInstr *i, bool unreduced)
         if (shd_is_unreduced(s ? shd_leaf(s, L) : NULL) == unreduced)
             return true;
     return false;
+}
+
+static bool module_is_manual(const IrModule *m);
+
+/* A reduce or reduce-window whose reducer's root is one of its parameters ("keep the last"):
+ * XLA leaves the order of a reduction open, so one device and N may pick different
+ * elements. */
+static bool
+order_dependent_reducer(const IrInstr *ins)
+{
+    if (ins->op != IR_OP_REDUCE && ins->op != IR_OP_REDUCE_WINDOW)
+        return false;
+    const IrComputation *c = ir_instr_called(ins, IR_ATTR_TO_APPLY);
+    const IrInstr *root = c && c->n_instrs ? (c->root ? c->root : c->instrs[c->n_instrs - 1])
+                                           : NULL;
+    return root && root->op == IR_OP_PARAMETER;
 }
 
 static SlStatus
@@ -279,18 +300,21 @@ check_comparable(const IrModule *m, SlError *err)
                            "values per device) and an output is not annotated unreduced",
                            sl_sym_cstr(p->name));
     }
+    bool manual = module_is_manual(m);
     for (uint32_t c = 0; c < m->n_comps; c++) {
         for (uint32_t i = 0; i < m->comps[c]->n_instrs; i++) {
             const IrInstr *ins = m->comps[c]->instrs[i];
-            const char *why = not_comparable(ins);
+            const char *why = not_comparable(ins, manual);
+            if (!why && order_dependent_reducer(ins))
+                why = "its reducer returns one of its operands, so the result depends on the "
+                      "order of the reduction, which partitioning changes";
             SlSrcLoc loc = {0};
             loc.line = ins->src_line;
             loc.col = ins->src_col;
             if (!why)
                 continue;
-            return sl_fail(err, SL_ERR_UNSUPPORTED, loc, "outputs are not comparable: %s "
-                           "(%%%s involves %s, which one device and N devices do not share)",
-                           ir_op_name(ins->op),
+            return sl_fail(err, SL_ERR_UNSUPPORTED, loc,
+                           "outputs are not comparable: %s %%%s: %s", ir_op_name(ins->op),
                            sl_sym_cstr(ins->name), why);
         }
     }
