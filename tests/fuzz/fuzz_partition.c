@@ -7,18 +7,24 @@
  * module that passes ir_module_check again.
  * An internal error from the partitioner (exit 3, "a shardlens bug") aborts too when
  * SHARDLENS_FUZZ_STRICT=1 is set; by default it is printed and counted as a finding, since the
- * fuzzer would otherwise stop at the first of the known ones (issue 17, item 5). */
+ * fuzzer would otherwise stop at the first of the known ones (issue 17, item 5).
+ * With SHARDLENS_FUZZ_VERIFY=1 a small partitioned module is also run on simulated devices
+ * against the original (what `shardlens verify` does): a mismatch, a wrong answer no check
+ * sees, aborts. `meson test` replays the regressions with it set. */
 #include <string.h>
 
 #include "fuzz.h"
 #include "fuzz_util.h"
 #include "hlo/hlo.h"
 #include "propagate/prop.h"
+#include "sim/sim.h"
 #include "spmd/spmd.h"
 
 /* Big modules and device counts only make each run slow, not the search better. */
 #define FUZZ_MAX_INSTRS 400
 #define FUZZ_MAX_PARTITIONS 64
+/* The simulator's share: modules whose arrays hold more elements in all are not run. */
+#define FUZZ_MAX_VERIFY_ELEMENTS 65536
 
 static uint32_t
 instr_count(const IrModule *m)
@@ -63,6 +69,58 @@ propagate(IrModule *m, SlArena *arena)
     return true;
 }
 
+static bool
+env_is_1(const char *name)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, "1") == 0;
+}
+
+static int64_t
+element_count(const IrModule *m)
+{
+    int64_t n = 0;
+    for (uint32_t k = 0; k < m->n_comps; k++)
+        for (uint32_t i = 0; i < m->comps[k]->n_instrs; i++) {
+            const IrShape *s = &m->comps[k]->instrs[i]->shape;
+            uint32_t leaves = ir_shape_leaf_count(s);
+            for (uint32_t L = 0; L < (leaves ? leaves : 1); L++) {
+                const IrShape *l = leaves ? ir_shape_leaf(s, L) : s;
+                int64_t e = ir_shape_is_array(l) ? ir_shape_elem_count(l) : 0;
+                if (e < 0 || e > FUZZ_MAX_VERIFY_ELEMENTS)
+                    return FUZZ_MAX_VERIFY_ELEMENTS + 1;
+                n += e;
+            }
+            if (n > FUZZ_MAX_VERIFY_ELEMENTS)
+                return n;
+        }
+    return n;
+}
+
+/* The partitioned module must compute what the original does; modules the simulator does not
+ * take (unsupported opcodes, outputs not comparable, too large) are left alone. */
+static void
+verify(const IrModule *m, const IrModule *out, int64_t n)
+{
+    if (element_count(m) > FUZZ_MAX_VERIFY_ELEMENTS ||
+        element_count(out) * n > 8 * FUZZ_MAX_VERIFY_ELEMENTS)
+        return;
+    SimVerifyOptions o;
+    sim_verify_options_init(&o);
+    SimVerifyReport rep;
+    SlError err = {0};
+    SlStatus st = sim_verify(m, out, n, &o, &rep, &err);
+    if (st == SL_ERR_INTERNAL)
+        FUZZ_BUG("verify: internal error: %s", err.msg);
+    if (st == SL_OK && !rep.ok) {
+        SlBuf b;
+        sl_buf_init(&b);
+        hlo_print_module(out, &b);
+        FUZZ_BUG("verify: the partitioned module computes something else: %s\n%.*s", rep.detail,
+                 (int)b.len, b.data ? b.data : "");
+    }
+}
+
 static void
 partition(const IrModule *m, size_t size)
 {
@@ -75,8 +133,7 @@ partition(const IrModule *m, size_t size)
     SlError err = {0};
     SlStatus st = spmd_partition(m, &o, trace_null_sink(), &out_arena, &out, &err);
     if (st == SL_ERR_INTERNAL) {
-        const char *strict = getenv("SHARDLENS_FUZZ_STRICT");
-        if (strict && strcmp(strict, "1") == 0)
+        if (env_is_1("SHARDLENS_FUZZ_STRICT"))
             FUZZ_BUG("partition: internal error at %u:%u: %s", err.loc.line, err.loc.col,
                      err.msg);
         fprintf(stderr, "fuzz: partition internal error at %u:%u: %s\n", err.loc.line,
@@ -94,6 +151,8 @@ partition(const IrModule *m, size_t size)
             FUZZ_BUG("the partitioned module fails check: %u:%u: %s\n%.*s", again.loc.line,
                      again.loc.col, again.msg, (int)b.len, b.data ? b.data : "");
         }
+        if (env_is_1("SHARDLENS_FUZZ_VERIFY"))
+            verify(m, out, o.num_partitions);
     }
     if (out)
         ir_module_fini(out);
