@@ -534,10 +534,12 @@ eval_while(SimCtx *cx, const IrInstr *ins, const int64_t *devs, uint32_t n, SimV
         state[l] = sim_value_ref(init[l]);
         act[l] = l;
     }
+    int64_t max_trips = cx->env && cx->env->max_while_trips > 0 ? cx->env->max_while_trips
+                                                                 : SIM_MAX_WHILE_TRIPS;
     for (int64_t trip = 0; !st && n_act > 0; trip++) {
-        if (trip > SIM_MAX_WHILE_TRIPS)
+        if (trip > max_trips)
             st = sim_fail(cx, ins, SL_ERR_UNSUPPORTED, "more than %" PRId64 " iterations",
-                          SIM_MAX_WHILE_TRIPS);
+                          max_trips);
         if (!st)
             st = eval_subset(cx, cond, devs, act, n_act, state, tmp);
         uint32_t keep = 0;

@@ -71,6 +71,7 @@ typedef struct SimEnv {
     void *user;
     bool manual;
     const uint64_t *rng_seed; /* what GetRngSeed returns on every device; NULL: unsupported */
+    int64_t max_while_trips;  /* a loop running longer is reported (unsupported); 0: 2^24 */
 } SimEnv;
 
 /* sim_run in an environment (NULL: none, as sim_run). */
@@ -83,6 +84,7 @@ typedef struct SimVerifyOptions {
     uint32_t trials; /* at least 1 */
     double rtol;     /* < 0: by dtype (f32 1e-4, f16/bf16 2e-2, f64 1e-9) */
     double atol;     /* < 0: by dtype (f32 1e-4, f16/bf16 2e-2, f64 1e-9) */
+    int64_t max_while_trips; /* per while loop; 0: 2^24 (the fuzzer asks for far fewer) */
 } SimVerifyOptions;
 
 void sim_verify_options_init(SimVerifyOptions *o);

@@ -29,6 +29,7 @@ sim_verify_options_init(SimVerifyOptions *o)
     o->trials = 1;
     o->rtol = -1;
     o->atol = -1;
+    o->max_while_trips = 0;
 }
 
 /* ---- inputs ---------------------------------------------------------------------------- */
@@ -1179,7 +1180,8 @@ run_trial(Trial *t, const SimVerifyOptions *o, uint32_t trial, SimVerifyReport *
     h->seed = seed;
     memset(h->ref_in, 0, (size_t)t->n_ref * sizeof *h->ref_in);
     memset(h->ref_out, 0, (size_t)t->n_ref * sizeof *h->ref_out);
-    h->env = (SimEnv){host_ref_infeed, host_ref_outfeed, h, t->n_ref > 1, &h->seed};
+    h->env = (SimEnv){host_ref_infeed, host_ref_outfeed, h, t->n_ref > 1, &h->seed,
+                      o->max_while_trips};
     SlStatus st = make_inputs(t, seed, err);
     if (!st)
         st = sim_run_env(t->orig, t->n_ref, t->full, &h->env, t->refs, err);
@@ -1192,7 +1194,8 @@ run_trial(Trial *t, const SimVerifyOptions *o, uint32_t trial, SimVerifyReport *
     h->n_root = ir_shape_leaf_count(&root->shape);
     memset(h->in_cur, 0, (size_t)t->n_dev * sizeof *h->in_cur);
     memset(h->out_cur, 0, (size_t)t->n_dev * sizeof *h->out_cur);
-    h->env = (SimEnv){host_part_infeed, host_part_outfeed, h, false, &h->seed};
+    h->env = (SimEnv){host_part_infeed, host_part_outfeed, h, false, &h->seed,
+                      o->max_while_trips};
     SlError perr = {0};
     st = sim_run_env(t->part, t->n_dev, t->args, &h->env, t->outs, &perr);
     if (st == SL_ERR_INVALID || st == SL_ERR_INTERNAL) { /* a broken program, not bad input */
