@@ -405,14 +405,15 @@ top_level_key(SlStr value, const char *key)
 {
     size_t kl = strlen(key);
     int depth = 0;
-    bool in_str = false, entry_start = false;
+    char in_str = 0; /* the open quote: the lexer reads '...' strings too */
+    bool entry_start = false;
     for (size_t p = 0; p < value.len; p++) {
         char c = value.ptr[p];
         if (in_str) {
             if (c == '\\')
                 p++;
-            else if (c == '"')
-                in_str = false;
+            else if (c == in_str)
+                in_str = 0;
             continue;
         }
         if (depth == 1 && entry_start && c != ' ') {
@@ -420,8 +421,8 @@ top_level_key(SlStr value, const char *key)
                 return value.ptr + p;
             entry_start = false;
         }
-        if (c == '"')
-            in_str = true;
+        if (c == '"' || c == '\'')
+            in_str = c;
         else if (c == '{')
             entry_start = ++depth == 1;
         else if (c == '}')
@@ -447,9 +448,10 @@ run(SdyCtx *cx)
     const char *v = found + strlen(meshes_key), *end = h->value.ptr + h->value.len;
     const char *q = v;
     int depth = 0;
-    bool in_str = false;
-    if (q < end && *q == '"') {
-        for (q++; q < end && *q != '"'; q++)
+    char in_str = 0;
+    if (q < end && (*q == '"' || *q == '\'')) {
+        char quote = *q;
+        for (q++; q < end && *q != quote; q++)
             if (*q == '\\' && q + 1 < end)
                 q++;
         q = q < end ? q + 1 : q;
@@ -458,10 +460,10 @@ run(SdyCtx *cx)
             if (in_str) {
                 if (*q == '\\' && q + 1 < end)
                     q++;
-                else if (*q == '"')
-                    in_str = false;
-            } else if (*q == '"') {
-                in_str = true;
+                else if (*q == in_str)
+                    in_str = 0;
+            } else if (*q == '"' || *q == '\'') {
+                in_str = *q;
             } else if (*q == '{') {
                 depth++;
             } else if (*q == '}' && --depth == 0) {
