@@ -422,6 +422,13 @@ static const struct {
     {"replica_id_shape",
      HDR ENTRY("  ROOT i = u32[2] replica-id()\n"),
      SL_ERR_INVALID, "i", "declared shape u32[2] but inferred u32[]"},
+    /* found by the verify fuzzer: the rhs gives 1024 columns, not 1026 */
+    {"block_scaled_dot_shape",
+     HDR ENTRY(P(0, "f8e4m3fn[128,512]") "  r = f8e4m3fn[1024,512] parameter(1)\n"
+               "  ls = f8e8m0fnu[128,16] parameter(2)\n  rs = f8e8m0fnu[1024,16] parameter(3)\n"
+               "  ROOT d = f32[128,1026] custom-call(p0, r, ls, rs), "
+               "custom_call_target=\"__op$block_scaled_dot\"\n"),
+     SL_ERR_INVALID, "d", "declared shape f32[128,1026] but inferred f32[128,1024]"},
     {"topk_accepted",
      HDR ENTRY(P(0, "bf16[64,256]") "  ROOT k = (bf16[64,40], s32[64,40]) custom-call(p0), "
                "custom_call_target=\"TopK\"\n"),

@@ -524,11 +524,43 @@ check_topk(IrCheck *ck, const IrInstr *in)
     return SL_OK;
 }
 
+/* __op$block_scaled_dot (lhs, rhs, lhs_scale[, rhs_scale]): lhs [batch?, m, k] and rhs
+ * [batch?, n, k] of one rank, 2 or 3, contracting their minor dims; the result is
+ * [batch?, m, n] (found by the verify fuzzer: a declared f32[128,1026] against 1024 rhs rows
+ * reached the partitioner). */
+static SlStatus
+check_block_scaled_dot(IrCheck *ck, const IrInstr *in)
+{
+    if (in->n_operands < 3 || in->n_operands > 4)
+        return ck_bad(ck, in, "a block-scaled dot takes 3 or 4 operands, got %u", in->n_operands);
+    SlStatus st;
+    if ((st = ck_need_array(ck, in, 0)) || (st = ck_need_array(ck, in, 1)) ||
+        (st = need_declared_array(ck, in)))
+        return st;
+    const IrShape *l = opnd(in, 0), *r = opnd(in, 1);
+    uint32_t rank = l->rank;
+    if (rank < 2 || rank > 3 || r->rank != rank)
+        return ck_bad(ck, in, "a block-scaled dot takes lhs and rhs of one rank, 2 or 3");
+    if (!dim_eq(dim(l, rank - 1), dim(r, rank - 1)) || (rank == 3 && !dim_eq(dim(l, 0), dim(r, 0))))
+        return ck_bad(ck, in, "a block-scaled dot's lhs and rhs must agree on the contracting "
+                              "(minor) dim and the batch dim");
+    IrShape inf;
+    if (!ck_new_shape(ck, in->shape.dtype, rank, &inf))
+        return ck_nomem(ck, in);
+    if (rank == 3)
+        inf.dims[0] = dim(l, 0);
+    inf.dims[rank - 2] = dim(l, rank - 2);
+    inf.dims[rank - 1] = dim(r, rank - 2);
+    return ck_expect(ck, in, &inf);
+}
+
 SlStatus
 ck_check_custom_call(IrCheck *ck, const IrInstr *in)
 {
     if (target_is(in, "TopK"))
         return check_topk(ck, in);
+    if (target_is(in, "__op$block_scaled_dot"))
+        return check_block_scaled_dot(ck, in);
     /* the shard barriers of propagation pass one value (array or tuple) through */
     if (target_is(in, "ShardBarrierFrom") || target_is(in, "ShardBarrierTo")) {
         if (in->n_operands != 1)
