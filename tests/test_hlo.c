@@ -711,25 +711,35 @@ test_print_attr_values(void **state)
     sl_buf_fini(&b);
 }
 
+/* Parses `text` and prints it into *printed; asserts the print reads back and prints the same.
+ * Returns the module read back (the caller releases it and *printed). */
+static IrModule *
+print_stably(Fixture *fx, const char *text, SlBuf *printed)
+{
+    IrModule *m = parse_ok(fx, text);
+    SlBuf again_text;
+    sl_buf_init(printed);
+    sl_buf_init(&again_text);
+    hlo_print_module(m, printed);
+    IrModule *again = parse_ok(fx, printed->data);
+    hlo_print_module(again, &again_text);
+    assert_string_equal(printed->data, again_text.data);
+    ir_module_fini(m);
+    sl_buf_fini(&again_text);
+    return again;
+}
+
 /* A parameter whose name is not an identifier ("%0") is printed as %0 in the signature, so the
  * text parses back (found by the hlo fuzzer: "(0: f32[8])" did not). */
 static void
 test_signature_names_round_trip(void **state)
 {
-    Fixture *fx = *state;
-    IrModule *m = parse_ok(fx, "HloModule m\n\nENTRY %e {\n  ROOT %0 = f32[8] parameter(0)\n}\n");
-    SlBuf a, b;
-    sl_buf_init(&a);
-    sl_buf_init(&b);
-    hlo_print_module(m, &a);
+    SlBuf a;
+    IrModule *again = print_stably(
+        *state, "HloModule m\n\nENTRY %e {\n  ROOT %0 = f32[8] parameter(0)\n}\n", &a);
     assert_non_null(strstr(a.data, "ENTRY %e (%0: f32[8]) -> f32[8] {"));
-    IrModule *again = parse_ok(fx, a.data);
-    hlo_print_module(again, &b);
-    assert_string_equal(a.data, b.data);
     ir_module_fini(again);
-    ir_module_fini(m);
     sl_buf_fini(&a);
-    sl_buf_fini(&b);
 }
 
 /* A module name that is no bare identifier keeps its '%' when printed (found by the hlo
@@ -737,21 +747,13 @@ test_signature_names_round_trip(void **state)
 static void
 test_module_name_round_trip(void **state)
 {
-    Fixture *fx = *state;
-    IrModule *m = parse_ok(fx, "HloModule %1m\n\nENTRY %e {\n  ROOT %p = f32[8] parameter(0)\n}\n");
-    SlBuf a, b;
-    sl_buf_init(&a);
-    sl_buf_init(&b);
-    hlo_print_module(m, &a);
+    SlBuf a;
+    IrModule *again = print_stably(
+        *state, "HloModule %1m\n\nENTRY %e {\n  ROOT %p = f32[8] parameter(0)\n}\n", &a);
     assert_memory_equal(a.data, "HloModule %1m\n", 14);
-    IrModule *again = parse_ok(fx, a.data);
     assert_string_equal(sl_sym_cstr(again->name), "1m");
-    hlo_print_module(again, &b);
-    assert_string_equal(a.data, b.data);
     ir_module_fini(again);
-    ir_module_fini(m);
     sl_buf_fini(&a);
-    sl_buf_fini(&b);
 }
 
 /* XLA's attribute names, decoded or kept verbatim, are known; a typo is not, and gets the
