@@ -213,6 +213,11 @@ static const struct {
     {"gather_clamps", "ENTRY e {\n a = f32[4] constant({1, 2, 3, 4})\n i = s32[1,1] constant({{3}})\n"
                       " ROOT g = f32[1,2] gather(a, i), offset_dims={1}, collapsed_slice_dims={},"
                       " start_index_map={0}, index_vector_dim=1, slice_sizes={2}\n}\n", "{{3,4}}"},
+    /* a zero-size slice on a collapsed dim: XLA's CPU backend gives zeros, start 3 included */
+    {"gather_zero_slice", "ENTRY e {\n a = f32[3,2] constant({{1,2},{3,4},{5,6}})\n"
+                          " i = s32[2] constant({3, 1})\n ROOT g = f32[2,2] gather(a, i), offset_dims={1},"
+                          " collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1,"
+                          " slice_sizes={0,2}\n}\n", "{{0,0},{0,0}}"},
     {"scatter_add", ADD_F32 "ENTRY e {\n a = f32[3] constant({0, 0, 0})\n i = s32[3,1] constant({{0},{2},{0}})\n"
                     " u = f32[3] constant({1, 2, 4})\n ROOT s = f32[3] scatter(a, i, u),"
                     " update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0},"

@@ -1,6 +1,7 @@
 /* eval_gather.c - gather and scatter with full dimension numbers, including operand/input
  * batching dims and an implicit trailing index vector dim. Owns: XLA's index rules: gather
- * clamps each start so the slice fits; scatter skips an update whose whole window does not fit.
+ * clamps each start so the slice fits (a slice with a zero-size dim gives zeros); scatter
+ * skips an update whose whole window does not fit.
  * Does not own: the scatter combiner's arithmetic (sim_apply2). */
 #include "sim/sim_int.h"
 
@@ -95,6 +96,13 @@ sim_eval_gather(SimCtx *cx, const IrInstr *ins, SimValue *const *ops, SimValue *
         sim_value_unref(r);
         return sim_fail(cx, ins, SL_ERR_INVALID, "gather dimension numbers do not fit");
     }
+    /* A slice with a zero-size dim holds nothing: XLA's CPU backend gives zeros (the output
+     * is not empty when that dim is collapsed), and reading it would leave the operand. */
+    for (uint32_t d = 0; d < a->rank; d++)
+        if (ss[d] == 0) {
+            *out = r;
+            return SL_OK;
+        }
     sim_strides(a->dims, a->rank, a_s);
     int64_t o[SIM_MAX_RANK] = {0};
     for (int64_t i = 0; i < r->n; i++, sim_idx_next(o, r->dims, r->rank)) {

@@ -54,6 +54,13 @@ spmd_gs_method_parallel(SpmdCtx *cx, const Gs *p, const GsPairs *pd, bool need_o
     *out = NULL;
     if (!spmd_gs_parallel_targets(cx, p, pd, &os, &is))
         return SL_OK;
+    /* The offsets are one vector along index_vector_dim, broadcast over the local indices:
+     * that dim must be whole on every device (it is never a parallel dim). */
+    int64_t ivd = p->dn.ivd;
+    if (need_offset && ivd < (int64_t)p->idx.base_shape->rank &&
+        shd_dim_shards(is, (uint32_t)ivd) > 1 &&
+        !(is = shd_partially_replicate_dims(cx->arena, is, &ivd, 1)))
+        return SL_OK;
     uint32_t wr = spmd_gs_window_rank(p);
     const ShdSharding *ws = parallel_window(cx, p, os, is, pd, wr);
     ShdGrouped gi = shd_group_on_dims(cx->arena, is, pd->idx, pd->n, NULL);
