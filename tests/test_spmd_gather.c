@@ -216,6 +216,65 @@ test_gather_index_parallel(void **state)
     expect_decision(fx, "gather index-parallel");
 }
 
+/* The iota reaches the gather through a predicated conditional's parameter (true_computation
+ * takes operand 1): still index-parallel, the operand sliced by partition, one all-gather. */
+static void
+test_gather_index_parallel_through_conditional(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule m, num_partitions=4\n\n"
+              "branch {\n"
+              "  p = (f32[4,8], s32[1,4]) parameter(0), sharding={{replicated}, {devices=[1,4]<=[4]}}\n"
+              "  x = f32[4,8] get-tuple-element(p), index=0, sharding={replicated}\n"
+              "  i = s32[1,4] get-tuple-element(p), index=1, sharding={devices=[1,4]<=[4]}\n"
+              "  g = f32[4,8] gather(x, i), offset_dims={1}, collapsed_slice_dims={0},"
+              " start_index_map={0}, index_vector_dim=0, slice_sizes={1,8}\n"
+              "  ROOT c = f32[4,8] copy(g), sharding={replicated}\n"
+              "}\n\n"
+              "other {\n"
+              "  q = (f32[4,8], s32[1,4]) parameter(0), sharding={{replicated}, {devices=[1,4]<=[4]}}\n"
+              "  ROOT y = f32[4,8] get-tuple-element(q), index=0, sharding={replicated}\n"
+              "}\n\n"
+              "ENTRY e {\n"
+              "  x = f32[4,8] parameter(0), sharding={replicated}\n"
+              "  i = s32[1,4] iota(), iota_dimension=1, sharding={devices=[1,4]<=[4]}\n"
+              "  t = (f32[4,8], s32[1,4]) tuple(x, i), sharding={{replicated}, {devices=[1,4]<=[4]}}\n"
+              "  b = pred[] parameter(1), sharding={replicated}\n"
+              "  ROOT r = f32[4,8] conditional(b, t, t), true_computation=branch,"
+              " false_computation=other, sharding={replicated}\n"
+              "}\n",
+              NULL);
+    expect_text(fx, "= f32[1,8] gather(%dynamic-slice", 1);
+    expect_text(fx, "= f32[4,8] all-gather(", 1);
+    expect_text(fx, "replica_groups=[1,4]<=[4], dimensions={0}", 1);
+    expect_decision(fx, "gather index-parallel");
+}
+
+/* Index-parallel indices also sharded on index_vector_dim: that dim is replicated first, so the
+ * offsets (one per start_index_map entry) are broadcast into the whole index vector. */
+static void
+test_gather_index_parallel_sharded_index_vector(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule m, num_partitions=8\n\n"
+              "ENTRY e {\n"
+              "  x = s32[8,4,2,3] parameter(0), sharding={devices=[8,1,1,1]<=[8]}\n"
+              "  i0 = s32[1,4,8] iota(), iota_dimension=1\n"
+              "  i1 = s32[1,4,8] iota(), iota_dimension=2\n"
+              "  ids = s32[2,4,8] concatenate(i0, i1), dimensions={0}, sharding={devices=[2,4,1]<=[8]}\n"
+              "  ROOT g = s32[4,8,2,2] gather(x, ids), offset_dims={2,3}, collapsed_slice_dims={0,1},"
+              " start_index_map={1,0}, index_vector_dim=0, slice_sizes={0,1,2,2},"
+              " sharding={replicated}\n"
+              "}\n",
+              NULL);
+    expect_text(fx, "= s32[2,1,8] all-gather(", 1); /* the index vector made whole */
+    expect_text(fx, "= s32[2,1,8] broadcast(%concatenate), dimensions={0}", 1);
+    expect_text(fx, "= s32[2,1,8] subtract(", 1);
+    expect_decision(fx, "gather index-parallel");
+}
+
 /* Scatter on a trivially sliced operand: indices shifted, local scatter, no all-reduce. */
 static void
 test_scatter_trivial_sliced(void **state)
@@ -913,6 +972,10 @@ main(void)
         cmocka_unit_test_setup_teardown(test_gather_dry_run_cost_order, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_bitcast_convert_narrowing_keeps_operand_sharding,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_index_parallel_through_conditional,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_index_parallel_sharded_index_vector,
                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_concat_of_slices_is_rotate_right, fixture_setup,
                                         fixture_teardown),

@@ -178,6 +178,13 @@ iota_dim(const IrModule *m, const IrInstr *i, uint32_t depth)
             for (uint32_t b = 0; br && b < br->u.comps.n; b++)
                 if (br->u.comps.v[b] == i->parent && b + 1 < call->n_operands)
                     arg = call->operands[b + 1];
+            /* the predicated form: true_computation takes operand 1, false_computation 2 */
+            if (!br && call->n_operands == 3)
+                arg = ir_instr_called(call, IR_ATTR_TRUE_COMPUTATION) == i->parent
+                          ? call->operands[1]
+                      : ir_instr_called(call, IR_ATTR_FALSE_COMPUTATION) == i->parent
+                          ? call->operands[2]
+                          : NULL;
         }
         if (!arg || arg->op != IR_OP_TUPLE || (uint64_t)k >= arg->n_operands)
             return -1;
