@@ -387,10 +387,10 @@ test_pad_then_slice_merged(void **state)
 
 /* ---- one computation, two call sites with different shardings ------------------------ */
 
-/* %f is called with a row-sharded and a column-sharded argument, and once more with the row
- * sharding: the first shardings keep %f, the others get a clone %f.1 (XLA's partitioner
- * flattens the call graph the same way), the third call reuses %f, and each root has its
- * caller's local shape. */
+/* %f is called with a row-sharded argument, a column-sharded one, and the column-sharded one
+ * again for a row-sharded result: the first call keeps %f, each new (arguments, result) pair
+ * gets a clone (XLA's partitioner clones per call-site sharding the same way), and each
+ * parameter and root has its caller's local shape. */
 static void
 test_call_cloned_per_sharding(void **state)
 {
@@ -408,13 +408,43 @@ test_call_cloned_per_sharding(void **state)
         "sharding={{devices=[2,1]0,1},{devices=[1,2]0,1},{devices=[2,1]0,1}}\n}\n";
     SpmdRun r;
     fx_run(&r, k_text, 2, 256);
-    fx_want(&r, "%f (x.1: f32[4,4]) -> f32[2,4] {");
-    fx_want(&r, "%f.1 (x.2: f32[4,4]) -> f32[4,2] {");
-    fx_want(&r, "%a.1 = f32[2,4] call(%all-gather), to_apply=%f\n");
-    fx_want(&r, "%b.1 = f32[4,2] call(%all-gather.1), to_apply=%f.1\n");
-    fx_want(&r, "%c.1 = f32[2,4] call(%all-gather.1), to_apply=%f\n");
-    fx_want_none(&r, "%f.2");
-    assert_int_equal(r.dst->n_comps, 3);
+    /* the parameters take the arguments' shardings (XLA's PreprocessCallSites): arguments
+     * pass unchanged, the all-gathers happen inside; one clone per (arguments, result) */
+    fx_want(&r, "%f (x.1: f32[2,4]) -> f32[2,4] {");
+    fx_want(&r, "%f.1 (x.2: f32[4,2]) -> f32[4,2] {");
+    fx_want(&r, "%f.2 (x.3: f32[4,2]) -> f32[2,4] {");
+    fx_want(&r, "%a.1 = f32[2,4] call(%p.1), to_apply=%f\n");
+    fx_want(&r, "%b.1 = f32[4,2] call(%q.1), to_apply=%f.1\n");
+    fx_want(&r, "%c.1 = f32[2,4] call(%q.1), to_apply=%f.2\n");
+    fx_want(&r, "all-gather(%x.1), channel_id=1, replica_groups={{0,1}}, dimensions={0}");
+    fx_want(&r, "all-gather(%x.3), channel_id=3, replica_groups={{0,1}}, dimensions={1}");
+    fx_want_none(&r, "%f.3");
+    assert_int_equal(r.dst->n_comps, 4);
+    want_same_numbers(&r, 2);
+    fx_done(&r);
+}
+
+/* One computation as two branches whose operands are sharded differently: each branch gets
+ * its own partitioned copy (the parameter takes the operand's sharding), and the conditional
+ * names both. */
+static void
+test_branch_cloned_per_operand_sharding(void **state)
+{
+    (void)state;
+    static const char k_text[] =
+        "HloModule m, num_partitions=2\n\n"
+        "g {\n  x = f32[4,4] parameter(0)\n  ROOT n = f32[4,4] negate(x)\n}\n\n"
+        "ENTRY e {\n"
+        "  p = f32[4,4] parameter(0), sharding={devices=[2,1]0,1}\n"
+        "  q = f32[4,4] parameter(1), sharding={devices=[1,2]0,1}\n"
+        "  i = s32[] parameter(2), sharding={replicated}\n"
+        "  ROOT c = f32[4,4] conditional(i, p, q), branch_computations={g, g},"
+        " sharding={devices=[2,1]0,1}\n}\n";
+    SpmdRun r;
+    fx_run(&r, k_text, 2, 256);
+    fx_want(&r, "%g (x.1: f32[2,4]) -> f32[2,4] {");
+    fx_want(&r, "%g.1 (x.2: f32[4,2]) -> f32[2,4] {");
+    fx_want(&r, "= f32[2,4] conditional(%i.1, %p.1, %q.1), branch_computations={%g, %g.1}");
     want_same_numbers(&r, 2);
     fx_done(&r);
 }
@@ -612,6 +642,7 @@ main(void)
         cmocka_unit_test(test_pad_then_slice_merged),
         cmocka_unit_test(test_unreduced_root_whole_value),
         cmocka_unit_test(test_call_cloned_per_sharding),
+        cmocka_unit_test(test_branch_cloned_per_operand_sharding),
         cmocka_unit_test(test_manual_misuse_refused),
         cmocka_unit_test(test_manual_subgroup_parameter),
         cmocka_unit_test(test_maximal_outfeed_on_its_device),

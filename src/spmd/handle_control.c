@@ -228,9 +228,11 @@ spmd_handle_call(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     const ShdSharding **ps = SL_NEW_ARRAY(cx->arena, const ShdSharding *, n ? n : 1);
     if (!ops || !ps)
         return spmd_nomem(cx, err);
+    /* XLA's PreprocessCallSites: a callee's parameters take their arguments' shardings (the
+     * callee cloned per distinct set), so arguments pass unchanged and any reshard happens
+     * inside, where the parameter is used. */
     for (uint32_t i = 0; i < n; i++) {
-        IrInstr *p = ir_computation_param(callee, i);
-        ps[i] = p ? spmd_sharding_of(cx, p) : NULL;
+        ps[i] = ir_computation_param(callee, i) ? spmd_sharding_of(cx, hlo->operands[i]) : NULL;
         SpmdValue v;
         SlStatus st = spmd_operand(cx, hlo, i, ps[i], &v, err);
         if (st != SL_OK)
@@ -267,6 +269,7 @@ spmd_handle_conditional(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     if (nb == 0 || n != nb + 1)
         return spmd_handle_default(cx, hlo, err);
     IrInstr **ops = SL_NEW_ARRAY(cx->arena, IrInstr *, n);
+    IrComputation *outs[SL_COUNTOF(branches)];
     if (!ops)
         return spmd_nomem(cx, err);
     const ShdSharding *pred_s = shd_is_manual(spmd_get_value(cx, hlo->operands[0])->sharding)
@@ -277,18 +280,34 @@ spmd_handle_conditional(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     if (st != SL_OK)
         return st;
     ops[0] = v.hlo;
-    for (uint32_t b = 0; b < nb; b++) {
-        IrInstr *p = ir_computation_param(branches[b], 0);
-        const ShdSharding *ps = p ? spmd_sharding_of(cx, p) : NULL;
+    for (uint32_t b = 0; b < nb; b++) { /* branch parameters as call parameters, above */
+        const ShdSharding *ps =
+            ir_computation_param(branches[b], 0) ? spmd_sharding_of(cx, hlo->operands[b + 1]) : NULL;
         st = spmd_operand(cx, hlo, b + 1, ps, &v, err);
         if (st == SL_OK)
             st = partition_called(cx, branches[b], ps, s, err);
         if (st != SL_OK)
             return st;
+        if (!(outs[b] = spmd_output_computation(cx, branches[b])))
+            return spmd_nomem(cx, err);
         ops[b + 1] = v.hlo;
     }
     IrShape ls = spmd_local_shape(cx, &hlo->shape, s);
     IrInstr *c = spmd_emit_clone(cx, hlo, &ls, ops, n);
+    if (!c)
+        return spmd_nomem(cx, err);
+    /* one computation may be two branches partitioned differently: each takes its own */
+    IrAttr *ba = ir_instr_find_attr_mut(c, IR_ATTR_BRANCH_COMPUTATIONS);
+    for (uint32_t b = 0; ba && b < nb && b < ba->u.comps.n; b++)
+        ba->u.comps.v[b] = outs[b];
+    if (!ba) {
+        IrAttr *t = ir_instr_find_attr_mut(c, IR_ATTR_TRUE_COMPUTATION);
+        IrAttr *f = ir_instr_find_attr_mut(c, IR_ATTR_FALSE_COMPUTATION);
+        if (t)
+            t->u.comp = outs[0];
+        if (f)
+            f->u.comp = outs[1];
+    }
     return spmd_finish(cx, hlo, c, s, err);
 }
 

@@ -508,6 +508,21 @@ def _state_key(shape):
     return "(" + ", ".join(sorted(parts)) + ")"
 
 
+def _unwrap_1tuple(shape):
+    """`(T)` as `T`: XLA's HLO import returns a conditional's or call's single result as a
+    1-tuple; the role key should not tell the two apart."""
+    if shape.startswith("(") and shape.endswith(")"):
+        inner = shape[1:-1].strip()
+        depth = 0
+        for ch in inner:
+            depth += ch in "([{"
+            depth -= ch in ")]}"
+            if ch == "," and depth == 0:
+                return shape
+        return inner
+    return shape
+
+
 def summarize(mod, n=None, clean=False):
     """The structural summary of a partitioned module (a dict of plain values); with clean,
     of the module after simplify()."""
@@ -533,7 +548,8 @@ def summarize(mod, n=None, clean=False):
                 seen.add(callee)
                 if role == "to_apply" and ins.opcode != "call":
                     reducers.add(callee)
-                shape = _state_key(ins.shape) if ins.opcode == "while" else ins.shape
+                shape = (_state_key(ins.shape) if ins.opcode == "while"
+                         else _unwrap_1tuple(ins.shape))
                 key = "%s/%s.%s:%s" % (roles[c.name], ins.opcode, role, shape)
                 roles[callee] = key
                 t = trips[c.name]
