@@ -193,8 +193,10 @@ bool prop_support_spatial(PropCtx *cx, const IrInstr *i, bool allow_output, bool
 bool prop_can_pass_at_level(const IrInstr *i, int level);
 bool prop_forward(PropCtx *cx, IrInstr *i);
 bool prop_backward(PropCtx *cx, IrInstr *i);
-/* A dot operand's sharding inferred from the dot's (the other operand considered): the
- * backward rule, from prop_fwd.c's dot rules. */
+/* ---- prop_dot.c: the dot's and the convolution's forward rules, and a dot operand's sharding
+ * inferred from the dot's (the other operand considered): the backward rule ---- */
+bool prop_dot_forward(PropCtx *cx, IrInstr *d, bool combine);
+bool prop_conv_forward(PropCtx *cx, IrInstr *c, bool combine);
 const ShdSharding *prop_dot_operand_from_user(PropCtx *cx, const IrInstr *d, int k);
 /* GetShardingFromUser: what `user` asks of `i`, or NULL. */
 const ShdSharding *prop_from_user(PropCtx *cx, const IrInstr *i, const IrInstr *user, int level);
