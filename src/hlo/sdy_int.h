@@ -96,8 +96,9 @@ SlStatus sdy_parse_tensor(SdyCtx *cx, SdyText *t, SdyTensor *ts);
 const ShdSharding *sdy_convert_manual(SlArena *a, const SdyTensor *ts, const bool *manual);
 const ShdSharding *sdy_convert(SlArena *a, const SdyTensor *ts);
 
-/* ---- sdy_import.c: the module ---------------------------------------------------------- */
+/* ---- sdy_instr.c: one instruction's attributes ------------------------------------------ */
 
+SlStr sdy_call_target(const IrInstr *i); /* the custom-call target without quotes */
 bool sdy_target_is(const IrInstr *i, const char *t);
 const IrFrontendAttr *sdy_find_frontend(const IrInstr *i, const char *key);
 SlSrcLoc sdy_value_loc(const SdyCtx *cx, const char *value, const IrInstr *owner);
@@ -106,6 +107,8 @@ SlStatus sdy_parse_instr_sharding(SdyCtx *cx, const IrInstr *i, const IrFrontend
                                   const IrShape *shape, bool keep, SdyParsed *out);
 SlStatus sdy_set_sharding(SdyCtx *cx, IrInstr *i, const ShdSharding *s);
 SlStatus sdy_set_unspecified(SdyCtx *cx, IrInstr *i, const int64_t *dims, uint32_t n);
+
+/* ---- sdy_import.c: the module (sdy.h's sdy_import) -------------------------------------- */
 
 /* ---- sdy_manual.c: shard_map ----------------------------------------------------------- */
 

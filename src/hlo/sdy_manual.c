@@ -1,7 +1,7 @@
 /* sdy_manual.c - shard_map's manual computations rewritten into GSPMD's form (sdy.h). Owns: the
  * GlobalToLocalShape / body call / LocalToGlobalShape pattern, the manual axes, and the
  * shardings of the body (manual, or a MANUAL subgroup over some axes). Does not own: reading a
- * sharding (sdy_import.c, sdy_text.c), the conversion (sdy_convert.c). */
+ * sharding (sdy_instr.c, sdy_text.c), the conversion (sdy_convert.c). */
 #include <stdio.h>
 #include <string.h>
 
