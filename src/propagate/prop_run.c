@@ -12,36 +12,36 @@
 
 /* ---- module edits ---- */
 
+/* Every use of an instruction with a replacement `to[id]` (ids below n_ids; chains followed)
+ * goes to the replacement, and the instructions marked in `drop` leave their computation: one
+ * pass over the module, however many there are (one pass per instruction was quadratic in
+ * the number of Sharding ops and barriers). */
 static void
-replace_uses(IrComputation *c, IrInstr *old, IrInstr *now)
+rewire(IrModule *m, IrInstr *const *to, const bool *drop, uint32_t n_ids)
 {
-    for (uint32_t k = 0; k < c->n_instrs; k++) {
-        IrInstr *u = c->instrs[k];
-        for (uint32_t j = 0; j < u->n_operands; j++)
-            if (u->operands[j] == old)
-                u->operands[j] = now;
-    }
-    if (c->root == old)
-        c->root = now;
-}
-
-static void
-remove_instr(IrComputation *c, IrInstr *i)
-{
-    for (uint32_t k = 0; k < c->n_instrs; k++)
-        if (c->instrs[k] == i) {
-            memmove(c->instrs + k, c->instrs + k + 1, (c->n_instrs - k - 1) * sizeof(IrInstr *));
-            c->n_instrs--;
-            return;
+    for (uint32_t ci = 0; ci < m->n_comps; ci++) {
+        IrComputation *c = m->comps[ci];
+        uint32_t w = 0;
+        for (uint32_t k = 0; k < c->n_instrs; k++) {
+            IrInstr *u = c->instrs[k];
+            for (uint32_t j = 0; j < u->n_operands; j++)
+                while (u->operands[j]->id < n_ids && to[u->operands[j]->id])
+                    u->operands[j] = to[u->operands[j]->id];
+            if (!(drop && u->id < n_ids && drop[u->id]))
+                c->instrs[w++] = u;
         }
+        c->n_instrs = w;
+        while (c->root && c->root->id < n_ids && to[c->root->id])
+            c->root = to[c->root->id];
+    }
 }
 
-/* A copy of `i`'s operand in `i`'s place (same position in the computation). */
+/* A copy of `i`'s operand in `i`'s slot `x` of its computation; the uses move later (rewire). */
 static IrInstr *
-copy_in_place_of(IrModule *m, IrInstr *i, IrInstr *operand)
+copy_in_place_of(IrModule *m, IrInstr *i, uint32_t x)
 {
     IrComputation *c = i->parent;
-    IrInstr *cp = ir_instr_new(m, IR_OP_COPY, &i->shape, &operand, 1);
+    IrInstr *cp = ir_instr_new(m, IR_OP_COPY, &i->shape, &i->operands[0], 1);
     if (!cp)
         return NULL;
     cp->name = ir_module_unique_name(m, sl_str("copy"));
@@ -49,12 +49,7 @@ copy_in_place_of(IrModule *m, IrInstr *i, IrInstr *operand)
         return NULL;
     /* ir_computation_add_instr appended it: move it to i's slot. */
     c->n_instrs--;
-    for (uint32_t k = 0; k < c->n_instrs; k++)
-        if (c->instrs[k] == i) {
-            c->instrs[k] = cp;
-            break;
-        }
-    replace_uses(c, i, cp);
+    c->instrs[x] = cp;
     return cp;
 }
 
@@ -191,6 +186,9 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
      * index arrays below are sized for the copies too. */
     SlVec *sharding_ops = &cx->owned[0], *removed_group_ops = &cx->owned[1];
     bool replace = !o->cse_prevention_only;
+    IrInstr **to = SL_NEW_ARRAY(a, IrInstr *, n0 + 1);
+    if (!to)
+        return SL_ERR_NOMEM;
     for (uint32_t ci = 0; ci < m->n_comps; ci++) {
         IrComputation *c = m->comps[ci];
         if (!prop_options_thread(o, c))
@@ -213,9 +211,10 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
             bool to_copy = replace && (s->kind != SHD_UNKNOWN ||
                                        i->operands[0]->op == IR_OP_PARAMETER);
             if (to_copy) {
-                IrInstr *cp = copy_in_place_of(m, i, i->operands[0]);
+                IrInstr *cp = copy_in_place_of(m, i, x);
                 if (!cp)
                     return SL_ERR_NOMEM;
+                to[i->id] = cp;
                 /* The copy has no backend_config: its unspecified dims are kept here. */
                 UnspecDims ud = {cp, 0, {0}};
                 ud.n = prop_parse_unspecified(i, ud.dims, PROP_MAX_RANK);
@@ -242,6 +241,8 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
             }
         }
     }
+
+    rewire(m, to, NULL, n0);
 
     cx->n_ids = m->next_instr_id;
     uint32_t n = cx->n_ids;
@@ -304,16 +305,29 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
     /* Shard groups, unspecified dims; a Sharding op's annotation also goes to an
      * unannotated operand. */
     Groups *g = &cx->groups;
+    /* which instructions are Sharding ops (or their copies), and which leave (by id: a
+     * search of the lists per instruction was quadratic in the number of Sharding ops) */
+    enum { OP_KEPT = 1, OP_REMOVED = 2 };
+    uint8_t *op_kind = SL_NEW_ARRAY(a, uint8_t, n + 1);
+    if (!op_kind)
+        return SL_ERR_NOMEM;
+    for (size_t k = 0; k < sharding_ops->len; k++)
+        op_kind[SL_VEC_AT(sharding_ops, IrInstr *, k)->id] |= OP_KEPT;
+    for (size_t k = 0; k < removed_group_ops->len; k++)
+        op_kind[SL_VEC_AT(removed_group_ops, IrInstr *, k)->id] |= OP_REMOVED;
+    /* the copies' unspecified dims, kept aside when the copies were made */
+    for (size_t q = 0; q < cx->owned[2].len; q++) {
+        const UnspecDims *u = &SL_VEC_AT(&cx->owned[2], UnspecDims, q);
+        if (!(cx->unspec[u->copy->id] = SL_DUP_ARRAY(a, int64_t, u->dims, u->n)))
+            return SL_ERR_NOMEM;
+        cx->n_unspec[u->copy->id] = u->n;
+    }
     for (uint32_t ci = 0; ci < m->n_comps; ci++) {
         IrComputation *c = m->comps[ci];
         for (uint32_t x = c->n_instrs; x-- > 0;) {
             IrInstr *i = c->instrs[x];
             const ShdSharding *s = cx->sh[i->id];
-            bool is_op = false, is_removed = false;
-            for (size_t k = 0; k < sharding_ops->len; k++)
-                is_op = is_op || SL_VEC_AT(sharding_ops, IrInstr *, k) == i;
-            for (size_t k = 0; k < removed_group_ops->len; k++)
-                is_removed = is_removed || SL_VEC_AT(removed_group_ops, IrInstr *, k) == i;
+            bool is_op = op_kind[i->id] & OP_KEPT, is_removed = op_kind[i->id] & OP_REMOVED;
             if (is_removed) {
                 /* The group goes to the operand (visited later: it comes first). */
                 IrInstr *op = i->operands[0];
@@ -333,32 +347,30 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
             }
             if (is_op && i->n_operands) {
                 int64_t ud[PROP_MAX_RANK];
-                uint32_t nu = 0;
-                if (i->op == IR_OP_CUSTOM_CALL) {
-                    nu = prop_parse_unspecified(i, ud, PROP_MAX_RANK);
-                } else {
-                    for (size_t q = 0; q < cx->owned[2].len; q++) {
-                        const UnspecDims *u = &SL_VEC_AT(&cx->owned[2], UnspecDims, q);
-                        if (u->copy == i) {
-                            nu = u->n;
-                            memcpy(ud, u->dims, nu * sizeof(int64_t));
-                        }
-                    }
-                }
+                uint32_t nu = i->op == IR_OP_CUSTOM_CALL
+                                  ? prop_parse_unspecified(i, ud, PROP_MAX_RANK)
+                                  : 0;
                 if (nu) {
-                    cx->unspec[i->id] = SL_DUP_ARRAY(a, int64_t, ud, nu);
+                    if (!(cx->unspec[i->id] = SL_DUP_ARRAY(a, int64_t, ud, nu)))
+                        return SL_ERR_NOMEM;
                     cx->n_unspec[i->id] = nu;
-                } else if (!cx->sh[i->operands[0]->id]) {
+                } else if (!cx->n_unspec[i->id] && !cx->sh[i->operands[0]->id]) {
                     cx->sh[i->operands[0]->id] = cx->sh[i->id];
                 }
             }
         }
     }
-    for (size_t k = 0; k < removed_group_ops->len; k++) {
-        IrInstr *i = SL_VEC_AT(removed_group_ops, IrInstr *, k);
-        IrInstr *op = i->operands[0];
-        replace_uses(i->parent, i, op);
-        remove_instr(i->parent, i);
+    if (removed_group_ops->len) {
+        IrInstr **gone = SL_NEW_ARRAY(a, IrInstr *, n + 1);
+        bool *drop = SL_NEW_ARRAY(a, bool, n + 1);
+        if (!gone || !drop)
+            return SL_ERR_NOMEM;
+        for (size_t k = 0; k < removed_group_ops->len; k++) {
+            IrInstr *i = SL_VEC_AT(removed_group_ops, IrInstr *, k);
+            gone[i->id] = i->operands[0];
+            drop[i->id] = true;
+        }
+        rewire(m, gone, drop, n);
         any_changed = true;
     }
     sl_vec_fini(removed_group_ops);
@@ -615,18 +627,25 @@ run_pass(PropCtx *cx, IrModule *m, const PropOptions *o, SlArena *a, PropResult 
     any_changed |= prop_run_to_fix_point(cx, g, 3);
 
     /* Shard barriers go. */
+    IrInstr **barrier_to = SL_NEW_ARRAY(a, IrInstr *, n + 1);
+    bool *barrier = SL_NEW_ARRAY(a, bool, n + 1), any_barrier = false;
+    if (!barrier_to || !barrier)
+        return SL_ERR_NOMEM;
     for (uint32_t ci = 0; ci < m->n_comps; ci++) {
         IrComputation *c = m->comps[ci];
         if (!prop_options_thread(o, c))
             continue;
-        for (uint32_t x = c->n_instrs; x-- > 0;) {
+        for (uint32_t x = 0; x < c->n_instrs; x++) {
             IrInstr *i = c->instrs[x];
             if ((cx->flags[i->id] & (PROP_F_BARRIER_FROM | PROP_F_BARRIER_TO)) && i->n_operands) {
-                replace_uses(c, i, i->operands[0]);
-                remove_instr(c, i);
-                any_changed = true;
+                barrier_to[i->id] = i->operands[0];
+                barrier[i->id] = any_barrier = true;
             }
         }
+    }
+    if (any_barrier) {
+        rewire(m, barrier_to, barrier, n);
+        any_changed = true;
     }
 
     /* CSE prevention only: keep only the new shardings of the targets, marked. */
