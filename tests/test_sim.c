@@ -681,9 +681,10 @@ test_verify_pairs(void **state)
     }
 }
 
-/* Random numbers, a device's id outside manual regions, and a "keep one operand" reducer
- * (whose result depends on the reduction order): refused by name before anything runs. The
- * last two were verify mismatches of the mutation run, not partitioner bugs. */
+/* Random numbers, a device's id outside manual regions, a "keep one operand" reducer (whose
+ * result depends on the reduction order) and an add whose init is not 0 (XLA requires the
+ * identity): refused by name before anything runs. The last three were verify mismatches of
+ * the mutation run and the fuzzer's verify oracle, not partitioner bugs. */
 static void
 test_verify_not_comparable(void **state)
 {
@@ -703,6 +704,11 @@ test_verify_not_comparable(void **state)
          " sharding={devices=[4]<=[4]}\n z = f32[] constant(0)\n ROOT r = f32[] reduce(p, z),"
          " dimensions={0}, to_apply=last, sharding={replicated}\n}\n",
          "not comparable: reduce %r: its reducer returns one of its operands"},
+        {"HloModule m, num_partitions=4\n\nsum {\n a = f32[] parameter(0)\n"
+         " b = f32[] parameter(1)\n ROOT c = f32[] add(a, b)\n}\n\nENTRY e {\n p = f32[8] parameter(0),"
+         " sharding={devices=[4]<=[4]}\n one = f32[] constant(1)\n ROOT r = f32[] reduce(p, one),"
+         " dimensions={0}, to_apply=sum, sharding={replicated}\n}\n",
+         "not comparable: reduce %r: its init value is not the identity of its reducer"},
     };
     for (size_t i = 0; i < SL_COUNTOF(k_cases); i++) {
         IrModule *m = parse(fx, k_cases[i].hlo);
@@ -715,6 +721,19 @@ test_verify_not_comparable(void **state)
             fail_msg("case %zu: got '%s'", i, err.msg);
         ir_module_fini(m);
     }
+    /* any init of an idempotent reducer gives one result however often it is applied: not
+     * refused (the module is its own "partitioned" one here, so only the status counts) */
+    IrModule *m = parse(fx, "HloModule m, num_partitions=4\n\nmx {\n a = f32[] parameter(0)\n"
+                            " b = f32[] parameter(1)\n ROOT c = f32[] maximum(a, b)\n}\n\n"
+                            "ENTRY e {\n p = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n"
+                            " h = f32[] constant(0.5)\n ROOT r = f32[] reduce(p, h), dimensions={0},"
+                            " to_apply=mx, sharding={replicated}\n}\n");
+    SimVerifyOptions opt;
+    SimVerifyReport rep;
+    SlError err = {0};
+    sim_verify_options_init(&opt);
+    assert_int_equal(sim_verify(m, m, 4, &opt, &rep, &err), SL_OK);
+    ir_module_fini(m);
 }
 
 /* A loop that never ends is reported after the environment's trip limit (the fuzzer's verify

@@ -193,8 +193,9 @@ const CliCommand cmd_verify = {
         "sending fewer outfeeds than the original); 2 bad input; 3 not checked: an opcode or\n"
         "custom-call target the evaluator does not support (named), a module too large to\n"
         "simulate (either module: the partitioned one counts every device), or outputs that\n"
-        "are not comparable between one device and N (rng, or partition-id and replica-id\n"
-        "outside manual regions: named).\n",
+        "are not comparable between one device and N (rng, partition-id and replica-id\n"
+        "outside manual regions, reducers that keep one operand, an add or multiply\n"
+        "reduction whose init is not its identity: named).\n",
     .opts = k_opts,
     .n_opts = SL_COUNTOF(k_opts),
     .min_pos = 1,

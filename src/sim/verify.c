@@ -284,6 +284,47 @@ order_dependent_reducer(const IrInstr *ins)
     return root && root->op == IR_OP_PARAMETER;
 }
 
+/* Whether the init `v` (of type `t`) of a reduction by `op` gives the same result applied once
+ * as once per shard: any value for the idempotent maximum, minimum, and, or; the identity for
+ * add, or and multiply. */
+static bool
+repeatable_init(IrOp op, IrDtype t, SimElem v)
+{
+    bool fl = ir_dtype_kind(t) == 'F';
+    switch (op) {
+    case IR_OP_ADD:
+    case IR_OP_XOR: return fl ? v.f == 0 : v.i == 0;
+    case IR_OP_MULTIPLY: return fl ? v.f == 1 : v.i == 1;
+    default: return true;
+    }
+}
+
+/* A reduce or reduce-window of one input whose init is a constant that is not the identity of
+ * its add, xor or multiply reducer: XLA's semantics require the identity and leave the result
+ * open otherwise, and a partitioned reduce applies the init once per shard (harmless only for
+ * idempotent reducers). */
+static bool
+non_identity_init(const IrInstr *ins)
+{
+    if ((ins->op != IR_OP_REDUCE && ins->op != IR_OP_REDUCE_WINDOW) || ins->n_operands != 2)
+        return false;
+    const IrComputation *c = ir_instr_called(ins, IR_ATTR_TO_APPLY);
+    const IrInstr *root = c && c->n_instrs ? (c->root ? c->root : c->instrs[c->n_instrs - 1])
+                                           : NULL;
+    const IrInstr *init = ins->operands[1];
+    if (!root || root->n_operands != 2 || root->operands[0]->op != IR_OP_PARAMETER ||
+        root->operands[1]->op != IR_OP_PARAMETER || init->op != IR_OP_CONSTANT ||
+        !ir_shape_is_array(&init->shape) || init->shape.rank != 0)
+        return false;
+    SimValue *v = NULL;
+    SlError e = {0};
+    if (sim_literal_parse(&init->shape, init->literal, &v, &e) != SL_OK || !v)
+        return false;
+    bool id = v->n != 1 || repeatable_init(root->op, init->shape.dtype, v->data[0]);
+    sim_value_unref(v);
+    return !id;
+}
+
 static SlStatus
 check_comparable(const IrModule *m, SlError *err)
 {
@@ -309,6 +350,10 @@ check_comparable(const IrModule *m, SlError *err)
             if (!why && order_dependent_reducer(ins))
                 why = "its reducer returns one of its operands, so the result depends on the "
                       "order of the reduction, which partitioning changes";
+            if (!why && non_identity_init(ins))
+                why = "its init value is not the identity of its reducer, which XLA requires: "
+                      "the result is undefined, and partitioning applies the init once per "
+                      "shard";
             SlSrcLoc loc = {0};
             loc.line = ins->src_line;
             loc.col = ins->src_col;
