@@ -207,6 +207,11 @@ static const struct {
                            " k = f32[1,1,2] constant({{{10,100}}})\n"
                            " ROOT c = f32[1,1,2] convolution(a, k), window={size=1},"
                            " dim_labels=b0f_0io->b0f, feature_group_count=2\n}\n", "{{{10,200}}}"},
+    /* operands converted to the result type first, as XLA's evaluator: 1*1 + 2*1, not 6.45 */
+    {"convolution_float_into_int", "ENTRY e {\n a = f32[1,1,2] constant({{{1.7,2.5}}})\n"
+                                   " k = f32[1,2,1] constant({{{1},{1.9}}})\n"
+                                   " ROOT c = s32[1,1,1] convolution(a, k), window={size=1},"
+                                   " dim_labels=b0f_0io->b0f\n}\n", "{{{3}}}"},
     {"gather_rows", "ENTRY e {\n a = f32[3,2] constant({{1,2},{3,4},{5,6}})\n i = s32[2] constant({2, 0})\n"
                     " ROOT g = f32[2,2] gather(a, i), offset_dims={1}, collapsed_slice_dims={0},"
                     " start_index_map={0}, index_vector_dim=1, slice_sizes={1,2}\n}\n", "{{5,6},{1,2}}"},

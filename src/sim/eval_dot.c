@@ -6,6 +6,8 @@
  * ragged-dot, as a dot over operands expanded by a zero-masked group dim. */
 #include "sim/sim_int.h"
 
+#include <math.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -307,6 +309,15 @@ conv_run(SimCtx *cx, const IrInstr *ins, Conv *c)
     }
     pack(c->a, lperm, true, c->lp);
     pack(c->k, kperm, true, c->kp);
+    /* as XLA's evaluator: operands of another element type are converted to the result's
+     * first (floats into an integer result are truncated element by element) */
+    char rk = ir_dtype_kind(c->o->dtype);
+    if (rk == 'S' || rk == 'U' || rk == 'P') {
+        for (int64_t i = 0; i < c->a->n; i++)
+            c->lp[i] = rk == 'P' ? (c->lp[i] != 0) : trunc(c->lp[i]);
+        for (int64_t i = 0; i < c->k->n; i++)
+            c->kp[i] = rk == 'P' ? (c->kp[i] != 0) : trunc(c->kp[i]);
+    }
     int64_t oi[SIM_MAX_RANK] = {0};
     for (int64_t i = 0; i < c->o->n; i++, sim_idx_next(oi, c->o->dims, c->o->rank))
         sim_value_set_f64(c->o, i, conv_point(c, oi));
