@@ -449,6 +449,31 @@ test_branch_cloned_per_operand_sharding(void **state)
     fx_done(&r);
 }
 
+/* A Sharding custom call that reaches the partitioner (no propagation turned it into a copy)
+ * is XLA's DefaultAction: the custom call runs on the replicated operand and is then cut to its
+ * sharding; a replicated user finds that full value in the reshard cache, so the cut is dead
+ * and no all-gather comes back (real-hlo xla_e2e_windowed_einsum_ag_rs_f8 against XLA). */
+static void
+test_sharding_custom_call_default_action(void **state)
+{
+    (void)state;
+    static const char k_text[] =
+        "HloModule m, num_partitions=4\n\n"
+        "ENTRY e {\n"
+        "  x = f32[8,8] parameter(0), sharding={replicated}\n"
+        "  s = f32[8,8] custom-call(x), custom_call_target=\"Sharding\","
+        " sharding={devices=[1,4]<=[4]}\n"
+        "  ROOT n = f32[8,8] negate(s), sharding={replicated}\n}\n";
+    SpmdRun r;
+    fx_run(&r, k_text, 4, 256);
+    fx_want(&r, "%s.1 = f32[8,8] custom-call(%x.1), custom_call_target=\"Sharding\"\n");
+    fx_want(&r, "ROOT %n.1 = f32[8,8] negate(%s.1)\n");
+    fx_want_none(&r, "all-gather");
+    fx_want_none(&r, "dynamic-slice");
+    want_same_numbers(&r, 4);
+    fx_done(&r);
+}
+
 /* ---- constructs refused by name ---------------------------------------------------------- */
 
 /* Partitions `hlo` expecting SL_ERR_UNSUPPORTED with `msg` in the message. */
@@ -643,6 +668,7 @@ main(void)
         cmocka_unit_test(test_unreduced_root_whole_value),
         cmocka_unit_test(test_call_cloned_per_sharding),
         cmocka_unit_test(test_branch_cloned_per_operand_sharding),
+        cmocka_unit_test(test_sharding_custom_call_default_action),
         cmocka_unit_test(test_manual_misuse_refused),
         cmocka_unit_test(test_manual_subgroup_parameter),
         cmocka_unit_test(test_maximal_outfeed_on_its_device),

@@ -98,13 +98,11 @@ spmd_handle_custom_call(SpmdCtx *cx, const IrInstr *hlo, SlError *err)
     for (size_t k = 0; k < SL_COUNTOF(internal); k++)
         if (target_is(hlo, internal[k]))
             return spmd_handle_internal_custom_call(cx, hlo, internal[k], err);
-    if (hlo->n_operands == 1 && target_is(hlo, "Sharding")) {
-        SpmdValue v;
-        SlStatus st = spmd_operand(cx, hlo, 0, s, &v, err);
-        if (st != SL_OK)
-            return st;
-        return copy_as(cx, hlo, v.hlo, &hlo->shape, s, err);
-    }
+    /* A Sharding custom call left for the partitioner (propagation makes it a copy) is
+     * XLA's DefaultAction: run on the replicated operand, then cut to its sharding. A later
+     * replicated use then finds the full value in the reshard cache, not an all-gather. */
+    if (hlo->n_operands == 1 && target_is(hlo, "Sharding"))
+        return spmd_handle_default(cx, hlo, err);
     if (target_is(hlo, "LayoutConstraint") || target_is(hlo, "MoveToHost") ||
         target_is(hlo, "MoveToDevice") || target_is(hlo, "annotate_device_placement")) {
         const ShdSharding *targets[1] = {s};

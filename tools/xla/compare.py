@@ -100,8 +100,10 @@ def _sharded_count(text):
         mod = hlo_struct.parse_module(text)
     except hlo_struct.HloError:
         return None
+    # replicated ones do not count: XLA's import adds {replicated} to unannotated parameters,
+    # which would hide a sharding it dropped elsewhere
     return sum(1 for c in mod.computations.values() for i in c.instrs
-               if "sharding" in i.attrs)
+               if "sharding" in i.attrs and i.attrs["sharding"].replace(" ", "") != "{replicated}")
 
 
 CLEAN = False
