@@ -275,6 +275,31 @@ test_gather_index_parallel_sharded_index_vector(void **state)
     expect_decision(fx, "gather index-parallel");
 }
 
+/* Replicated scatter indices cut unevenly like the updates (index passthrough): the padding
+ * rows hold -1, which the scatter drops, so padded update rows never reach row 0. */
+static void
+test_scatter_indices_made_uneven_pad_minus_one(void **state)
+{
+    Fixture *fx = *state;
+    partition(fx,
+              "HloModule m, num_partitions=4\n\n"
+              "mx {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"
+              "  ROOT m = f32[] maximum(x, y)\n}\n\n"
+              "ENTRY e {\n"
+              "  t = f32[6,4] parameter(0), sharding={replicated}\n"
+              "  ids = s32[6,1] parameter(1), sharding={replicated}\n"
+              "  upd = f32[6,4] parameter(2), sharding={devices=[4,1]<=[4]}\n"
+              "  ROOT s = f32[6,4] scatter(t, ids, upd), update_window_dims={1},"
+              " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,"
+              " to_apply=mx, sharding={replicated}\n"
+              "}\n",
+              NULL);
+    expect_text(fx, "%constant = s32[] constant(-1)", 1);
+    expect_text(fx, "= s32[8,1] pad(%ids.1, %constant), padding=0_2x0_0", 1);
+    expect_text(fx, "= f32[6,4] all-reduce(", 1);
+    expect_decision(fx, "scatter index-passthrough");
+}
+
 /* Scatter on a trivially sliced operand: indices shifted, local scatter, no all-reduce. */
 static void
 test_scatter_trivial_sliced(void **state)
@@ -972,6 +997,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_gather_dry_run_cost_order, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_bitcast_convert_narrowing_keeps_operand_sharding,
+                                        fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_scatter_indices_made_uneven_pad_minus_one,
                                         fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_gather_index_parallel_through_conditional,
                                         fixture_setup, fixture_teardown),

@@ -67,6 +67,11 @@ bool spmd_gs_grouped_ok(const ShdGrouped *g, const ShdGrouped *ref);
 const IrShape *spmd_gs_per_group_shape(SpmdCtx *cx, const IrShape *base, const ShdGrouped *g);
 SlStatus spmd_gs_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *t, IrInstr *pad,
                          SpmdValue *out, SlError *err);
+/* A scatter's or gather's indices resharded to `t`: for a scatter, padding (an uneven `t`)
+ * holds -1, an index the scatter drops (upstream pads only indices that arrive uneven; those
+ * made uneven here would otherwise scatter padded updates at index 0). */
+SlStatus spmd_gs_reshard_indices(SpmdCtx *cx, const Gs *p, const ShdSharding *t, SpmdValue *out,
+                                 SlError *err);
 SlStatus spmd_gs_group_value(SpmdCtx *cx, const SpmdValue *v, const ShdGrouped *g,
                              const SpmdState *gs, SpmdValue *out, SlError *err);
 SlStatus spmd_gs_finish_level(SpmdCtx *cx, const Gs *p, IrInstr *x, const ShdSharding *s,

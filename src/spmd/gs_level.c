@@ -129,6 +129,22 @@ spmd_gs_reshard(SpmdCtx *cx, const SpmdValue *v, const ShdSharding *t, IrInstr *
     return spmd_reshard(cx, &fresh, t, pad, out, err);
 }
 
+SlStatus
+spmd_gs_reshard_indices(SpmdCtx *cx, const Gs *p, const ShdSharding *t, SpmdValue *out,
+                        SlError *err)
+{
+    const SpmdValue *v = &p->idx;
+    IrInstr *pad = NULL;
+    if (p->is_scatter && shd_is_tiled(t) && ir_dtype_kind(v->base_shape->dtype) == 'S') {
+        bool uneven = false;
+        for (uint32_t d = 0; d < v->base_shape->rank; d++)
+            uneven |= v->base_shape->dims[d] % shd_dim_shards(t, d) != 0;
+        if (uneven && !(pad = spmd_emit_constant_scalar(cx, v->base_shape->dtype, -1)))
+            return spmd_nomem(cx, err);
+    }
+    return spmd_gs_reshard(cx, v, t, pad, out, err);
+}
+
 /* PerGroupPartitionedHlo: reshard to the ungrouped sharding, then view inside the groups. */
 SlStatus
 spmd_gs_group_value(SpmdCtx *cx, const SpmdValue *v, const ShdGrouped *g, const SpmdState *gs,

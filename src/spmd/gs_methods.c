@@ -83,7 +83,7 @@ spmd_gs_method_parallel(SpmdCtx *cx, const Gs *p, const GsPairs *pd, bool need_o
     for (uint32_t k = 0; p->is_scatter && k < p->n && st == SL_OK; k++)
         st = spmd_gs_reshard(cx, &p->upd[k], ws, NULL, &q.upd[k], err);
     if (st == SL_OK)
-        st = spmd_gs_reshard(cx, &p->idx, is, NULL, &q.idx, err);
+        st = spmd_gs_reshard_indices(cx, p, is, &q.idx, err);
     if (st == SL_OK && need_offset)
         st = spmd_gs_subtract_offsets(cx, &q, &q.ops[0], pd->op, pd->n, &q.idx, err);
     if (st != SL_OK)
@@ -271,7 +271,7 @@ spmd_gs_method_trivial_sliced(SpmdCtx *cx, const Gs *p, IrInstr **out, SlError *
         !spmd_gs_grouped_ok(&gw, &gop) || !iu)
         return SL_OK;
     SpmdValue idx;
-    SlStatus st = spmd_gs_reshard(cx, &p->idx, iu, NULL, &idx, err);
+    SlStatus st = spmd_gs_reshard_indices(cx, p, iu, &idx, err);
     if (st != SL_OK)
         return st;
     IrInstr *lo = NULL, *hi = NULL;
@@ -457,7 +457,7 @@ spmd_gs_method_index_passthrough(SpmdCtx *cx, const Gs *p, IrInstr **out, SlErro
     if (!gw.inner || !spmd_gs_grouped_ok(&gi, &gw) || !spmd_gs_grouped_ok(&gop, &gw))
         return SL_OK;
     Gs q = *p;
-    SlStatus st = spmd_gs_reshard(cx, &p->idx, is, NULL, &q.idx, err);
+    SlStatus st = spmd_gs_reshard_indices(cx, p, is, &q.idx, err);
     if (st != SL_OK || !p->is_scatter) {
         IrInstr *res = NULL;
         st = st == SL_OK ? spmd_gs_recurse(cx, &q, &gop, &gi, &gw, &gw, &q.idx, p->slice, &res, err)
