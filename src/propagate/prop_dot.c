@@ -20,15 +20,6 @@ typedef struct PropDotDims {
     uint32_t lrank, rrank, orank;
 } PropDotDims;
 
-static bool
-in_ints(const int64_t *v, uint32_t n, int64_t x)
-{
-    for (uint32_t k = 0; k < n; k++)
-        if (v[k] == x)
-            return true;
-    return false;
-}
-
 /* Clears the counts of `o`; the maps are read only below their counts (not clearing the 7.7 KB
  * of maps matters: every dot rule evaluation asks for them). */
 static void
@@ -61,10 +52,10 @@ dot_dims(const IrInstr *d, PropDotDims *o)
         o->contr[o->nc++] = (PropDimMap){lc[k], rc[k], -1};
     uint32_t out = nlb;
     for (uint32_t k = 0; k < l->rank; k++)
-        if (!in_ints(lb, nlb, k) && !in_ints(lc, nlc, k))
+        if (!prop_in_ints(lb, nlb, k) && !prop_in_ints(lc, nlc, k))
             o->lnc[o->nl++] = (PropDimMap){k, -1, out++};
     for (uint32_t k = 0; k < r->rank; k++)
-        if (!in_ints(rb, nrb, k) && !in_ints(rc, nrc, k))
+        if (!prop_in_ints(rb, nrb, k) && !prop_in_ints(rc, nrc, k))
             o->rnc[o->nr++] = (PropDimMap){-1, k, out++};
     return out == d->shape.rank;
 }

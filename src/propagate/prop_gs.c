@@ -6,15 +6,6 @@
 
 #include "propagate/prop_int.h"
 
-static bool
-in_ints(const int64_t *v, uint32_t n, int64_t x)
-{
-    for (uint32_t k = 0; k < n; k++)
-        if (v[k] == x)
-            return true;
-    return false;
-}
-
 /* FillOutputDimsWithIndicesDims. */
 static void
 fill_output_dims(PropGsDims *d, int64_t ivd, const int64_t *offset, uint32_t n_offset)
@@ -29,7 +20,7 @@ fill_output_dims(PropGsDims *d, int64_t ivd, const int64_t *offset, uint32_t n_o
     for (int64_t id = 0, od = 0; id <= max_i; id++, od++) {
         if (id == ivd)
             id++;
-        while (in_ints(offset, n_offset, od))
+        while (prop_in_ints(offset, n_offset, od))
             od++;
         if (id <= max_i && id < PROP_MAX_RANK)
             map[id] = od;
@@ -205,9 +196,9 @@ batch_parallel_dims(const PropCtx *cx, const IrInstr *operand, const IrInstr *in
         int64_t ip = par[k], opd = index_map[k];
         if (ip < 0)
             continue;
-        if (in_ints(out->indices, out->n, ip))
+        if (prop_in_ints(out->indices, out->n, ip))
             return false;
-        if (slice_sizes[opd] == 1 && !in_ints(idx_batch, n_idx_batch, ip)) {
+        if (slice_sizes[opd] == 1 && !prop_in_ints(idx_batch, n_idx_batch, ip)) {
             if (operand->shape.dims[opd] != indices->shape.dims[ip])
                 return false;
             out->indices[out->n] = ip;
@@ -229,7 +220,7 @@ connected_dims(uint32_t indices_rank, int64_t ivd, uint32_t out_rank, const int6
     memset(d, 0, sizeof(*d));
     int64_t id = 0;
     for (uint32_t od = 0; od < out_rank; od++) {
-        if (in_ints(offset, n_offset, od))
+        if (prop_in_ints(offset, n_offset, od))
             continue;
         if (id == ivd)
             id++;
@@ -251,7 +242,7 @@ passthrough_dims(const IrShape *operand, const int64_t *collapsed, uint32_t n_co
     memset(d, 0, sizeof(*d));
     uint32_t skipped = 0;
     for (uint32_t k = 0; k < operand->rank; k++) {
-        if (in_ints(collapsed, n_collapsed, k) || in_ints(batching, n_batching, k)) {
+        if (prop_in_ints(collapsed, n_collapsed, k) || prop_in_ints(batching, n_batching, k)) {
             skipped++;
             continue;
         }
@@ -456,7 +447,7 @@ scatter_info(const IrInstr *s, ScatterInfo *si)
     uint32_t w = 0;
     for (uint32_t k = 0; k < op->rank; k++) {
         si->slice[k] = 1;
-        if (in_ints(si->inserted, si->n_inserted, k) || in_ints(si->in_batch, si->n_in_batch, k))
+        if (prop_in_ints(si->inserted, si->n_inserted, k) || prop_in_ints(si->in_batch, si->n_in_batch, k))
             continue;
         if (w >= si->n_window || si->window[w] >= (int64_t)up->rank)
             return false;

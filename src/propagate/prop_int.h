@@ -188,6 +188,8 @@ uint32_t prop_group_members(const Groups *g, int64_t id, IrInstr **out, uint32_t
 /* Sweeps at aggressiveness `level` until nothing changes; true when something changed. */
 bool prop_run_to_fix_point(PropCtx *cx, const Groups *g, int level);
 
+bool prop_in_ints(const int64_t *v, uint32_t n, int64_t x); /* x among v[0..n) (prop_shd.c) */
+
 /* ---- prop_fwd.c / prop_bwd.c ---- */
 bool prop_support_spatial(PropCtx *cx, const IrInstr *i, bool allow_output, bool allow_params);
 bool prop_can_pass_at_level(const IrInstr *i, int level);

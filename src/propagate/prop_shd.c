@@ -754,3 +754,12 @@ px_evenly(const IrShape *shape, const ShdSharding *s)
             return false;
     return true;
 }
+
+bool
+prop_in_ints(const int64_t *v, uint32_t n, int64_t x)
+{
+    for (uint32_t k = 0; k < n; k++)
+        if (v[k] == x)
+            return true;
+    return false;
+}

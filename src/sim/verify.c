@@ -270,17 +270,23 @@ any_leaf(const IrInstr *i, bool unreduced)
 
 static bool module_is_manual(const IrModule *m);
 
+/* The root of a reduce's or reduce-window's reducer, else NULL. */
+static const IrInstr *
+reducer_root(const IrInstr *ins)
+{
+    if (ins->op != IR_OP_REDUCE && ins->op != IR_OP_REDUCE_WINDOW)
+        return NULL;
+    const IrComputation *c = ir_instr_called(ins, IR_ATTR_TO_APPLY);
+    return c && c->n_instrs ? (c->root ? c->root : c->instrs[c->n_instrs - 1]) : NULL;
+}
+
 /* A reduce or reduce-window whose reducer's root is one of its parameters ("keep the last"):
  * XLA leaves the order of a reduction open, so one device and N may pick different
  * elements. */
 static bool
 order_dependent_reducer(const IrInstr *ins)
 {
-    if (ins->op != IR_OP_REDUCE && ins->op != IR_OP_REDUCE_WINDOW)
-        return false;
-    const IrComputation *c = ir_instr_called(ins, IR_ATTR_TO_APPLY);
-    const IrInstr *root = c && c->n_instrs ? (c->root ? c->root : c->instrs[c->n_instrs - 1])
-                                           : NULL;
+    const IrInstr *root = reducer_root(ins);
     return root && root->op == IR_OP_PARAMETER;
 }
 
@@ -306,13 +312,11 @@ repeatable_init(IrOp op, IrDtype t, SimElem v)
 static bool
 non_identity_init(const IrInstr *ins)
 {
-    if ((ins->op != IR_OP_REDUCE && ins->op != IR_OP_REDUCE_WINDOW) || ins->n_operands != 2)
+    const IrInstr *root = reducer_root(ins);
+    if (!root || ins->n_operands != 2)
         return false;
-    const IrComputation *c = ir_instr_called(ins, IR_ATTR_TO_APPLY);
-    const IrInstr *root = c && c->n_instrs ? (c->root ? c->root : c->instrs[c->n_instrs - 1])
-                                           : NULL;
     const IrInstr *init = ins->operands[1];
-    if (!root || root->n_operands != 2 || root->operands[0]->op != IR_OP_PARAMETER ||
+    if (root->n_operands != 2 || root->operands[0]->op != IR_OP_PARAMETER ||
         root->operands[1]->op != IR_OP_PARAMETER || init->op != IR_OP_CONSTANT ||
         !ir_shape_is_array(&init->shape) || init->shape.rank != 0)
         return false;
